@@ -1,0 +1,124 @@
+/*
+ * hexi_common.h - error codes, error messages, logging and strict parsing
+ * helpers shared by every HexiScale module.
+ *
+ * Errors are values: every fallible function returns a hexi_rc.  The code
+ * says what kind of failure it was (and is the exit status of a CLI); the
+ * message, set with hexi_error() at the place that knew the details, names
+ * the object and the cause.  Messages are thread-local.
+ */
+#ifndef HEXI_COMMON_H
+#define HEXI_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(name, code, text): one table makes the enum and the strings. */
+#define HEXI_ERROR_TABLE(X)                                                   \
+	X(HEXI_OK, 0, "success")                                              \
+	X(HEXI_ERR_USAGE, 2, "invalid usage")                                 \
+	X(HEXI_ERR_NOMEM, 3, "out of memory")                                 \
+	X(HEXI_ERR_INVAL, 4, "invalid argument")                              \
+	X(HEXI_ERR_PARSE, 5, "malformed input")                               \
+	X(HEXI_ERR_RANGE, 6, "value out of range")                            \
+	X(HEXI_ERR_NOTFOUND, 7, "not found")                                  \
+	X(HEXI_ERR_IO, 8, "input/output error")                               \
+	X(HEXI_ERR_UNSUPPORTED, 9, "not supported")                           \
+	X(HEXI_ERR_NOFIT, 10, "does not fit in memory")                       \
+	X(HEXI_ERR_MISMATCH, 11, "does not match")                            \
+	X(HEXI_ERR_VERSION, 12, "unknown format version")                     \
+	X(HEXI_ERR_CHECKSUM, 13, "checksum mismatch")                         \
+	X(HEXI_ERR_PERM, 14, "permission denied")                             \
+	X(HEXI_ERR_NOSPACE, 15, "no space left")                              \
+	X(HEXI_ERR_TIMEOUT, 16, "timed out")                                  \
+	X(HEXI_ERR_PEER, 17, "a peer process failed")                         \
+	X(HEXI_ERR_MPI, 20, "MPI error")                                      \
+	X(HEXI_ERR_PMIX, 21, "PMIx error")                                    \
+	X(HEXI_ERR_HDF5, 22, "HDF5 error")                                    \
+	X(HEXI_ERR_CUDA, 23, "CUDA error")                                    \
+	X(HEXI_ERR_NCCL, 24, "NCCL error")                                    \
+	X(HEXI_ERR_SLURM, 25, "Slurm error")                                  \
+	X(HEXI_ERR_METIS, 26, "METIS error")                                  \
+	X(HEXI_ERR_NODEV, 27, "no such device")                               \
+	X(HEXI_ERR_INTERNAL, 99, "internal error")
+
+typedef enum hexi_rc {
+#define HEXI_X_ENUM(name, code, text) name = code,
+	HEXI_ERROR_TABLE(HEXI_X_ENUM)
+#undef HEXI_X_ENUM
+} hexi_rc;
+
+/* Static text of a code ("unknown error" for codes not in the table). */
+const char *hexi_strerror(hexi_rc rc);
+
+/* Name of a code, e.g. "HEXI_ERR_PARSE" (for JSON output and tests). */
+const char *hexi_errname(hexi_rc rc);
+
+/*
+ * Record the details of a failure and return rc, so a call site reads
+ *   return hexi_error(HEXI_ERR_PARSE, "%s: field 'nodes[2].gpus': ...", path);
+ * The message is kept per thread until the next hexi_error()/hexi_error_clear().
+ */
+hexi_rc hexi_error(hexi_rc rc, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+hexi_rc hexi_verror(hexi_rc rc, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+/* Prefix the current message with "PREFIX: " (adds context on the way up). */
+hexi_rc hexi_error_prefix(hexi_rc rc, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* The last message of this thread, or the code's text if none was set. */
+const char *hexi_errmsg(hexi_rc rc);
+void hexi_error_clear(void);
+
+/* ---- logging ---------------------------------------------------------- */
+
+typedef enum hexi_log_level {
+	HEXI_LOG_ERROR = 0,
+	HEXI_LOG_WARN = 1,
+	HEXI_LOG_INFO = 2,
+	HEXI_LOG_VERBOSE = 3,
+	HEXI_LOG_DEBUG = 4,
+} hexi_log_level;
+
+/* Where messages go: default writes "hexiscale: LEVEL: msg" to stderr. */
+typedef void (*hexi_log_sink)(hexi_log_level level, const char *msg, void *arg);
+
+void hexi_log_set_sink(hexi_log_sink sink, void *arg);
+void hexi_log_set_level(hexi_log_level level);
+hexi_log_level hexi_log_get_level(void);
+void hexi_log(hexi_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- strict parsing (outside input) ------------------------------------- */
+
+/* Whole string is a base-10 integer in [min, max]; no spaces, no junk. */
+hexi_rc hexi_parse_long(const char *s, long min, long max, long *out);
+/* Whole string is a finite number in [min, max]. */
+hexi_rc hexi_parse_double(const char *s, double min, double max, double *out);
+/* Copy at most cap-1 bytes; HEXI_ERR_RANGE (and no copy) if src is longer. */
+hexi_rc hexi_strlcpy(char *dst, const char *src, size_t cap);
+/* 1 if s has only printable ASCII (0x20..0x7e), else 0. */
+int hexi_is_printable(const char *s);
+
+/* ---- small utilities ---------------------------------------------------- */
+
+/* Monotonic clock in seconds. */
+double hexi_now_s(void);
+/* Read a whole file (at most max_bytes) into a NUL-terminated heap buffer. */
+hexi_rc hexi_read_file(const char *path, size_t max_bytes, char **out,
+		       size_t *len);
+/* Write a whole file atomically: PATH.tmp.PID, fsync, rename, fsync dir. */
+hexi_rc hexi_write_file_atomic(const char *path, const void *data,
+			       size_t len, int mode);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HEXI_COMMON_H */

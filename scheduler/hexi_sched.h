@@ -1,0 +1,284 @@
+/*
+ * hexi_sched.h - HexiScale scheduler: cluster, model and plan formats, GPU
+ * catalog, cost models and simulator, the two-phase asymmetric planner, and
+ * the tensor layout every other module agrees on.
+ *
+ * This is the contract the plugin, the runtime and the checkpoint tool code
+ * against.  Formats are documented in hexiscale-cluster(5) and
+ * hexiscale-plan(5); the tensor names and sharding rule in doc/LAYOUT.md.
+ *
+ * Ownership: *_create/*_load/*_parse return heap objects freed with the
+ * matching *_destroy (NULL is a no-op).  Strings inside objects are owned by
+ * the object.  Every fallible call returns hexi_rc and sets a message
+ * (hexi_errmsg) naming the file/field and the cause.
+ */
+#ifndef HEXI_SCHED_H
+#define HEXI_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hexi_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HEXI_NAME_MAX 64
+#define HEXI_PLAN_FORMAT "hexiscale-plan"
+#define HEXI_PLAN_VERSION 1
+#define HEXI_HASH_HEX 17 /* 16 hex digits of a 64-bit hash + NUL */
+
+/* Hard caps on outside input (parsers reject anything larger). */
+#define HEXI_MAX_NODES 4096
+#define HEXI_MAX_GPUS_PER_NODE 64
+#define HEXI_MAX_GPUS 16384
+#define HEXI_MAX_LAYERS 1024
+
+/* ---- GPU catalog -------------------------------------------------------- */
+
+typedef struct hexi_gpu_type {
+	char name[HEXI_NAME_MAX];  /* canonical, e.g. "a800-80g" */
+	double peak_tflops;	   /* dense BF16/FP16 tensor TFLOPS */
+	double mem_gib;		   /* device memory, GiB */
+	double mem_bw_gbps;	   /* device memory bandwidth, GB/s */
+	double intra_bw_gbps;	   /* typical GPU<->GPU link on a node, GB/s */
+	double efficiency;	   /* achievable fraction of peak, 0..1 */
+	int measured;		   /* 1 if numbers came from a hexiprof profile */
+} hexi_gpu_type;
+
+typedef struct hexi_catalog hexi_catalog;
+
+/* The built-in catalog (see hexiscale-cluster(5) for sources). */
+hexi_rc hexi_catalog_builtin(hexi_catalog **out);
+/* Load a catalog JSON file; entries replace or extend the built-in ones. */
+hexi_rc hexi_catalog_load(const char *path, hexi_catalog **out);
+/* Merge measured profiles (hexiprof JSON) from a file or a directory. */
+hexi_rc hexi_catalog_apply_profiles(hexi_catalog *cat, const char *path);
+/* Find a type by canonical name or alias ("a800", "rtx4090", "4090"...). */
+const hexi_gpu_type *hexi_catalog_find(const hexi_catalog *cat,
+				       const char *name);
+size_t hexi_catalog_count(const hexi_catalog *cat);
+const hexi_gpu_type *hexi_catalog_at(const hexi_catalog *cat, size_t i);
+void hexi_catalog_destroy(hexi_catalog *cat);
+
+/* ---- cluster description (hexiscale-cluster(5)) -------------------------- */
+
+typedef struct hexi_node {
+	char name[HEXI_NAME_MAX]; /* hostname, e.g. "n1" */
+	char gpu_type[HEXI_NAME_MAX]; /* canonical catalog name */
+	int ngpus;		  /* GPUs of this node in the job */
+	int *gpu_index;		  /* [ngpus] local device indices */
+	double intra_bw_gbps;	  /* GPU<->GPU on this node */
+} hexi_node;
+
+typedef struct hexi_cluster {
+	int nnodes;
+	hexi_node *nodes;	 /* [nnodes] */
+	double inter_bw_gbps;	 /* default node<->node bandwidth, GB/s */
+	double inter_lat_s;	 /* node<->node latency, s */
+	double intra_lat_s;	 /* GPU<->GPU latency on a node, s */
+	double *pair_bw_gbps;	 /* [nnodes*nnodes] or NULL: per pair */
+	hexi_catalog *catalog;	 /* owned; resolves gpu_type */
+} hexi_cluster;
+
+hexi_rc hexi_cluster_load(const char *path, const hexi_catalog *cat,
+			  hexi_cluster **out);
+hexi_rc hexi_cluster_parse(const char *json, size_t len,
+			   const hexi_catalog *cat, hexi_cluster **out);
+/* JSON text of the cluster (heap string, caller frees). */
+hexi_rc hexi_cluster_to_json(const hexi_cluster *c, char **out);
+int hexi_cluster_total_gpus(const hexi_cluster *c);
+/* Bandwidth between node a and node b (a == b: intra-node), GB/s. */
+double hexi_cluster_bw(const hexi_cluster *c, int a, int b);
+void hexi_cluster_destroy(hexi_cluster *c);
+
+/* ---- model and training description ------------------------------------ */
+
+typedef struct hexi_model {
+	char name[HEXI_NAME_MAX];
+	int layers;	 /* L transformer blocks */
+	int hidden;	 /* C */
+	int heads;	 /* H query heads */
+	int kv_heads;	 /* KV heads (== heads without GQA) */
+	int ffn;	 /* F, SwiGLU inner size */
+	int vocab;	 /* V */
+	int seq_len;	 /* T tokens per sample */
+} hexi_model;
+
+typedef struct hexi_train {
+	int global_batch;     /* samples per iteration, all pipelines */
+	int micro_batch;      /* default micro-batch size (planner may vary) */
+	int recompute;	      /* 1 = activation recomputation */
+	double bytes_per_param; /* weights+grads+optimizer, mixed-precision Adam: 16 */
+	double act_bytes;     /* bytes per activation element (2 = bf16) */
+	double reserve_gib;   /* framework reserve per GPU */
+} hexi_train;
+
+/* Built-in names: llama2-7b, llama2-13b, llama-30b, llama2-70b, tiny-*. */
+hexi_rc hexi_model_builtin(const char *name, hexi_model *out);
+/* NAME of a built-in, or a path to a model JSON file. */
+hexi_rc hexi_model_load(const char *name_or_path, hexi_model *out);
+hexi_rc hexi_model_validate(const hexi_model *m);
+void hexi_train_defaults(hexi_train *t);
+/* Number of parameters of the whole model. */
+double hexi_model_params(const hexi_model *m);
+
+/* ---- plan (hexiscale-plan(5)) ------------------------------------------- */
+
+typedef struct hexi_device {
+	int node;	 /* index into cluster->nodes */
+	int gpu;	 /* local GPU index on that node (CUDA ordinal) */
+	int rank;	 /* global rank, 0..world_size-1 */
+} hexi_device;
+
+typedef struct hexi_stage {
+	int layer_begin; /* first layer held, inclusive */
+	int layer_end;	 /* one past the last layer held */
+	int tp;		 /* tensor-parallel degree = ndevices */
+	hexi_device *devices; /* [tp]; devices[i] is TP rank i; one node */
+	/* simulator's prediction */
+	double time_s;	 /* per micro-batch fwd+bwd */
+	double mem_gib;	 /* peak per GPU */
+} hexi_stage;
+
+typedef struct hexi_pipeline {
+	int nstages;
+	hexi_stage *stages;	/* [nstages] in pipeline order */
+	int batch;		/* samples per iteration of this pipeline */
+	int micro_batches;	/* m_p; micro-batch size = batch/micro_batches */
+	double time_s;		/* predicted pipeline time per iteration */
+} hexi_pipeline;
+
+typedef struct hexi_prediction {
+	double iter_s;
+	double dp_sync_s;
+	double tokens_per_s;
+	double mfu;	       /* 0..1 over all GPUs of the plan */
+} hexi_prediction;
+
+typedef struct hexi_plan {
+	int version;
+	char hash[HEXI_HASH_HEX]; /* content hash, see hexi_plan_hash() */
+	char strategy[HEXI_NAME_MAX];
+	char cost_model[HEXI_NAME_MAX];
+	hexi_model model;
+	hexi_train train;
+	hexi_cluster *cluster;	/* owned */
+	int world_size;
+	int npipelines;
+	hexi_pipeline *pipelines; /* [npipelines] */
+	hexi_prediction pred;
+} hexi_plan;
+
+hexi_rc hexi_plan_load(const char *path, const hexi_catalog *cat,
+		       hexi_plan **out);
+hexi_rc hexi_plan_parse(const char *json, size_t len, const hexi_catalog *cat,
+			hexi_plan **out);
+/* Pretty JSON with hash, chunk groups and prediction (caller frees). */
+hexi_rc hexi_plan_to_json(const hexi_plan *p, char **out);
+/* Full structural check: ranks 0..W-1 once each, every layer once per
+ * pipeline, TP devices on one node, batch sums, tp <= kv_heads ... */
+hexi_rc hexi_plan_validate(const hexi_plan *p);
+/* Recompute p->hash over the canonical content (excludes prediction). */
+hexi_rc hexi_plan_hash(hexi_plan *p);
+void hexi_plan_destroy(hexi_plan *p);
+
+/* Role of one global rank. */
+typedef struct hexi_role {
+	int rank, world_size;
+	int pipeline, stage, nstages;
+	int tp_rank, tp_size;
+	int layer_begin, layer_end;
+	int batch, micro_batches, micro_batch_size;
+	int node, gpu;
+	int local_rank, local_world_size; /* among ranks on the same node */
+} hexi_role;
+
+hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out);
+
+/* ---- tensor layout (doc/LAYOUT.md) -------------------------------------- */
+
+/* A contiguous row range [row_begin, row_end) of a tensor held by one rank.
+ * Every sharded tensor is sharded along dimension 0 of its stored shape. */
+typedef struct hexi_shard {
+	int rank;
+	int pipeline;
+	int row_begin, row_end;
+} hexi_shard;
+
+typedef struct hexi_tensor_layout {
+	char name[HEXI_NAME_MAX]; /* e.g. "layers.3.attn.wq" */
+	int ndim;
+	int64_t shape[2];	  /* global shape; ndim 1 or 2 */
+	int nshards;
+	hexi_shard *shards;	  /* every holder in every pipeline */
+} hexi_tensor_layout;
+
+/* A chunk of the gradient sync: rows [row_begin,row_end) of one tensor,
+ * all-reduced among ranks[]; weight per pipeline is handled by the runtime. */
+typedef struct hexi_chunk {
+	int tensor;		  /* index into layout tensors */
+	int row_begin, row_end;
+	int nranks;
+	int *ranks;		  /* ascending */
+} hexi_chunk;
+
+typedef struct hexi_layout {
+	int ntensors;
+	hexi_tensor_layout *tensors;
+	int nchunks;
+	hexi_chunk *chunks;
+} hexi_layout;
+
+hexi_rc hexi_layout_create(const hexi_plan *p, hexi_layout **out);
+/* Rows of a sharded dimension held by TP rank r of t (0 <= r < t). */
+void hexi_layout_split(int n, int t, int r, int *begin, int *end);
+void hexi_layout_destroy(hexi_layout *l);
+
+/* ---- cost models and simulator ------------------------------------------ */
+
+typedef enum hexi_cost_kind {
+	HEXI_COST_HEXISCALE = 0, /* default: ours */
+	HEXI_COST_REFERENCE = 1, /* transcription of the authors' formulas */
+} hexi_cost_kind;
+
+typedef struct hexi_stage_report {
+	double compute_s, tp_comm_s, pp_comm_s, bubble_s, mem_gib, mem_cap_gib;
+} hexi_stage_report;
+
+/* Fill p->pred and every stage/pipeline time; optional per-stage report
+ * array [sum of nstages] in pipeline-major order (caller allocates). */
+hexi_rc hexi_simulate(hexi_plan *p, hexi_cost_kind kind,
+		      hexi_stage_report *report);
+
+/* ---- planner ------------------------------------------------------------ */
+
+typedef enum hexi_strategy {
+	HEXI_STRATEGY_HEXISCALE = 0,
+	HEXI_STRATEGY_MEGATRON,
+	HEXI_STRATEGY_RANDOM,
+	HEXI_STRATEGY_EXHAUSTIVE,
+} hexi_strategy;
+
+typedef struct hexi_plan_opts {
+	hexi_strategy strategy;
+	hexi_cost_kind cost_model;
+	uint64_t seed;
+	double time_budget_s;	/* 0 = default */
+	int no_asymmetric_tp;	/* ablation */
+	int uniform_batch;	/* ablation */
+	int verbose;		/* search trace through hexi_log */
+	int max_pipelines;	/* 0 = no limit */
+} hexi_plan_opts;
+
+void hexi_plan_opts_defaults(hexi_plan_opts *o);
+/* Find the best plan; the cluster is copied into the plan. */
+hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
+			 const hexi_train *t, const hexi_plan_opts *o,
+			 hexi_plan **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HEXI_SCHED_H */

@@ -1,0 +1,18 @@
+# man-lint.sh: every man page builds and lints without warnings.
+. "$top_srcdir/tests/tap.sh"
+command -v mandoc >/dev/null 2>&1 || command -v groff >/dev/null 2>&1 ||
+	skip "neither mandoc nor groff is installed"
+cd "$top_builddir/man" || hard "no man build dir"
+pages=$(make -s -f Makefile -f - print-pages <<'MK' 2>/dev/null
+print-pages:
+	@echo $(MAN_PAGES)
+MK
+)
+[ -n "$pages" ] || hard "could not list MAN_PAGES"
+make -s $pages >/dev/null || hard "man pages failed to build"
+for p in $pages; do
+	out=$(sh "$top_srcdir/man/lint.sh" "$p" 2>&1)
+	case $out in "ok $p") pass "lint $p" ;; *) fail "lint $p: $out" ;; esac
+	grep -q '^\.Sh SEE ALSO' "$p" && pass "$p has SEE ALSO" || fail "$p lacks SEE ALSO"
+done
+done_testing

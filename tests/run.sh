@@ -1,0 +1,37 @@
+#!/bin/bash
+# run.sh - README's test command: install what is needed, build, and run the
+# whole test suite (plain build, then the unit tests again under ASan+UBSan).
+# Safe to run twice.  Prints "N passed, N failed, N skipped" last.
+set -u
+HEXI_SRC=$(cd "$(dirname "$0")/.." && pwd)
+. "$HEXI_SRC/tests/deps.sh"
+
+hexi_install_deps || { echo "dependency install failed"; exit 1; }
+hexi_build "$HEXI_SRC/build" --enable-werror || exit 1
+
+status=0
+rm -f $(find "$HEXI_SRC/build/tests" -name test-suite.log 2>/dev/null)
+echo "== make check (build)"
+make -C "$HEXI_SRC/build" -k check >"$HEXI_SRC/build/check.out" 2>&1 || status=1
+grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' "$HEXI_SRC/build/check.out" |
+	grep -vE '^PASS:' || true
+
+if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
+	hexi_build "$HEXI_SRC/build-san" --enable-werror --enable-sanitizers || exit 1
+	rm -f $(find "$HEXI_SRC/build-san/tests" -name test-suite.log 2>/dev/null)
+	echo "== make check (build-san: ASan+UBSan, unit tests)"
+	for d in common scheduler checkpoint; do
+		ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
+			make -C "$HEXI_SRC/build-san/tests/$d" -k check \
+			>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
+	done
+	grep -E '^(FAIL|ERROR|XPASS):' "$HEXI_SRC/build-san/check.out" || true
+fi
+
+if [ $status -ne 0 ]; then
+	for log in $(grep -lE '^(FAIL|ERROR|XPASS):' $(find "$HEXI_SRC"/build*/tests -name '*.log' ! -name test-suite.log) 2>/dev/null); do
+		echo "---- $log"; tail -n 40 "$log"
+	done
+fi
+sh "$HEXI_SRC/tests/summary.sh" "$HEXI_SRC/build/tests" "$HEXI_SRC/build-san/tests"
+exit $status
