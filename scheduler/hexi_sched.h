@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "hexi_common.h"
 
@@ -91,6 +92,8 @@ hexi_rc hexi_cluster_to_json(const hexi_cluster *c, char **out);
 int hexi_cluster_total_gpus(const hexi_cluster *c);
 /* Bandwidth between node a and node b (a == b: intra-node), GB/s. */
 double hexi_cluster_bw(const hexi_cluster *c, int a, int b);
+/* Deep copy (catalog included). */
+hexi_rc hexi_cluster_clone(const hexi_cluster *c, hexi_cluster **out);
 void hexi_cluster_destroy(hexi_cluster *c);
 
 /* ---- model and training description ------------------------------------ */
@@ -182,7 +185,12 @@ hexi_rc hexi_plan_to_json(const hexi_plan *p, char **out);
 hexi_rc hexi_plan_validate(const hexi_plan *p);
 /* Recompute p->hash over the canonical content (excludes prediction). */
 hexi_rc hexi_plan_hash(hexi_plan *p);
+hexi_rc hexi_plan_clone(const hexi_plan *p, hexi_plan **out);
 void hexi_plan_destroy(hexi_plan *p);
+
+/* Text picture (pipelines as rows, stages as boxes) and SVG of a plan. */
+hexi_rc hexi_plan_render_text(const hexi_plan *p, FILE *out);
+hexi_rc hexi_plan_render_svg(const hexi_plan *p, const char *path);
 
 /* Role of one global rank. */
 typedef struct hexi_role {
