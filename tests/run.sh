@@ -17,9 +17,9 @@ grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' "$HEXI_SRC/build/check.out" |
 	grep -vE '^PASS:' || true
 
 if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
-	hexi_build "$HEXI_SRC/build-san" --enable-werror --enable-sanitizers || exit 1
+	hexi_build "$HEXI_SRC/build-san" --enable-werror --enable-sanitizers CC=clang || exit 1
 	rm -f $(find "$HEXI_SRC/build-san/tests" -name test-suite.log 2>/dev/null)
-	echo "== make check (build-san: ASan+UBSan, unit tests)"
+	echo "== make check (build-san: clang 14, ASan+UBSan, unit tests)"
 	for d in common scheduler checkpoint; do
 		ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
 			make -C "$HEXI_SRC/build-san/tests/$d" -k check \

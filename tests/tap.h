@@ -18,7 +18,8 @@
 static int tap_n;
 static int tap_failed;
 
-static void tap_vreport(int pass, const char *fmt, va_list ap)
+static __attribute__((format(printf, 2, 0))) void
+tap_vreport(int pass, const char *fmt, va_list ap)
 {
 	tap_n++;
 	printf("%s %d - ", pass ? "ok" : "not ok", tap_n);
