@@ -74,14 +74,6 @@ struct rt_model {
 	scratch s;
 };
 
-/* Rows of a sharded dimension held by TP rank r of t: identical to the
- * scheduler's hexi_layout_split() (doc/LAYOUT.md). */
-static void rt_split(int n, int t, int r, int *begin, int *end)
-{
-	*begin = (int)((int64_t)r * n / t);
-	*end = (int)((int64_t)(r + 1) * n / t);
-}
-
 /* ---- configuration ------------------------------------------------------ */
 
 static hexi_rc check_dim(const char *what, long v, long lo)
@@ -180,8 +172,9 @@ static void layer_params(rt_model *m, rt_param *p, int l)
 	const int C = m->C, hs = m->hs, G = md->heads / md->kv_heads;
 	int kb, ke, fb, fe;
 	char nm[RT_PARAM_NAME_MAX];
-	rt_split(md->kv_heads, m->cfg.tp_size, m->cfg.tp_rank, &kb, &ke);
-	rt_split(md->ffn, m->cfg.tp_size, m->cfg.tp_rank, &fb, &fe);
+	hexi_layout_split(md->kv_heads, m->cfg.tp_size, m->cfg.tp_rank, &kb,
+			  &ke);
+	hexi_layout_split(md->ffn, m->cfg.tp_size, m->cfg.tp_rank, &fb, &fe);
 #define LNAME(s) (snprintf(nm, sizeof(nm), "layers.%d.%s", l, s), nm)
 	param_set(&p[P_ATTN_NORM], LNAME("attn_norm.weight"), 1, C, 1, 0, C, 1);
 	param_set(&p[P_WQ], LNAME("attn.wq"), 2, (int64_t)md->heads * hs, C,
