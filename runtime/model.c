@@ -452,6 +452,20 @@ size_t rt_model_numel(const rt_model *m)
 	return m->numel;
 }
 
+double rt_model_flops(const rt_model *m, int B)
+{
+	const double BT = (double)B * m->T, C = m->C, T = m->T;
+	const double qd = (double)m->nh * m->hs, kvd = (double)m->nkv * m->hs;
+	/* per layer: q,k,v,o projections, gate/up/down, then attention:
+	 * q.k^T and att.v over the causal half (T+1)/2 positions per row */
+	double gemm = C * (2 * qd + 2 * kvd) + 3 * C * m->f;
+	double attn = 2.0 * qd * (T + 1) / 2.0;
+	double fl = 6.0 * BT * (gemm + attn) * m->nl;
+	if (m->cfg.has_head)
+		fl += 6.0 * BT * C * m->V;
+	return fl;
+}
+
 void rt_model_zero_grad(rt_model *m)
 {
 	memset(m->gmem, 0, m->numel * sizeof(float));
