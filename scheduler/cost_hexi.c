@@ -91,8 +91,7 @@ static void ring_link(const sched_ctx *x, const int *dev, int n, int *nodes,
 	}
 }
 
-static double group_min(const sched_ctx *x, const int *dev, int t,
-			int what_mem)
+static double group_min(const sched_ctx *x, const int *dev, int t, int what_mem)
 {
 	double v = DBL_MAX;
 
@@ -113,8 +112,8 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 	double act = (double)d->mb * m->seq_len * m->hidden * x->t.act_bytes;
 	double bw, lat, worst = 0;
 	int nodes[HEXI_MAX_GPUS_PER_NODE];
-	int tp = d->tp > HEXI_MAX_GPUS_PER_NODE ? HEXI_MAX_GPUS_PER_NODE
-						: d->tp;
+	int tp =
+	    d->tp > HEXI_MAX_GPUS_PER_NODE ? HEXI_MAX_GPUS_PER_NODE : d->tp;
 
 	layer_fwd_flop(m, &attn, &ffn);
 	for (int r = 0; r < d->tp; r++) {
@@ -130,25 +129,23 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 	out->tp_layer_s = (4.0 + 2.0 * (x->t.recompute ? 1 : 0)) *
 			  allreduce_s(act, d->tp, bw, lat);
 	/* LM head replicated on every rank of the last stage (LAYOUT.md) */
-	out->fixed_s = d->last ? 6.0 * d->mb * m->seq_len *
-					 (double)m->hidden * m->vocab /
-					 group_min(x, d->dev, d->tp, 0)
+	out->fixed_s = d->last ? 6.0 * d->mb * m->seq_len * (double)m->hidden *
+				     m->vocab / group_min(x, d->dev, d->tp, 0)
 			       : 0;
 	out->pp_s = 0;
 	if (d->next) {
 		int a = x->dev[d->dev[0]].node, b = x->dev[d->next[0]].node;
-		double one = act / (sched_bw_gbps(x, a, b) * GB) +
-			     sched_lat_s(x, a, b);
-		double bc_next = d->next_tp > 1
-					 ? act / (sched_bw_gbps(x, b, b) * GB) +
-						   ceil(log2(d->next_tp)) *
-							   sched_lat_s(x, b, b)
-					 : 0;
-		double bc_this = d->tp > 1
-					 ? act / (sched_bw_gbps(x, a, a) * GB) +
-						   ceil(log2(d->tp)) *
-							   sched_lat_s(x, a, a)
-					 : 0;
+		double one =
+		    act / (sched_bw_gbps(x, a, b) * GB) + sched_lat_s(x, a, b);
+		double bc_next =
+		    d->next_tp > 1
+			? act / (sched_bw_gbps(x, b, b) * GB) +
+			      ceil(log2(d->next_tp)) * sched_lat_s(x, b, b)
+			: 0;
+		double bc_this =
+		    d->tp > 1 ? act / (sched_bw_gbps(x, a, a) * GB) +
+				    ceil(log2(d->tp)) * sched_lat_s(x, a, a)
+			      : 0;
 		out->pp_s = 2.0 * one + bc_next + bc_this;
 	}
 }
@@ -164,9 +161,10 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 	for (int r = 0; r < d->tp; r++) {
 		double fa = frac(m->kv_heads, d->tp, r);
 		double ff = frac(m->ffn, d->tp, r);
-		double p = (2.0 * m->heads * dh * C + 2.0 * m->kv_heads * dh * C) *
-				   fa +
-			   3.0 * C * m->ffn * ff + 2.0 * C;
+		double p =
+		    (2.0 * m->heads * dh * C + 2.0 * m->kv_heads * dh * C) *
+			fa +
+		    3.0 * C * m->ffn * ff + 2.0 * C;
 		double a = 5.0 * C +
 			   (2.0 * m->heads + 2.0 * m->kv_heads) * dh * fa +
 			   4.0 * m->ffn * ff;
@@ -252,7 +250,8 @@ double sched_hexi_layer_sync_s(const sched_ctx *x, int np,
 	const hexi_model *m = &x->m;
 	double C = m->hidden, dh = C / m->heads, gb = x->t.act_bytes;
 	int nmax = m->kv_heads > m->ffn ? m->kv_heads : m->ffn;
-	int *scratch = malloc(sizeof(int) * ((size_t)nmax + 1 + 2 * (size_t)np));
+	int *scratch =
+	    malloc(sizeof(int) * ((size_t)nmax + 1 + 2 * (size_t)np));
 	int *lead = malloc(sizeof(int) * (size_t)np);
 	double worst = 0, bw, lat;
 
@@ -274,8 +273,8 @@ double sched_hexi_layer_sync_s(const sched_ctx *x, int np,
 	for (int p = 0; p < np; p++)
 		for (int r = 0; r < tps[p]; r++)
 			worst = load[holders[p][r]] > worst
-					? load[holders[p][r]]
-					: worst;
+				    ? load[holders[p][r]]
+				    : worst;
 out:
 	free(scratch);
 	free(lead);
@@ -389,7 +388,8 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 	base = calloc((size_t)np, sizeof(int));
 	tps = calloc((size_t)np, sizeof(int));
 	hold = calloc((size_t)np, sizeof(*hold));
-	stbuf = calloc((size_t)(L + 2) * (size_t)np + 2 * (size_t)np, sizeof(int));
+	stbuf =
+	    calloc((size_t)(L + 2) * (size_t)np + 2 * (size_t)np, sizeof(int));
 	seg = calloc((size_t)L, sizeof(*seg));
 	busy = calloc((size_t)x->ndev, sizeof(double));
 	load = calloc((size_t)x->ndev, sizeof(double));
@@ -404,10 +404,10 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 		seg[k].ready = 0;
 		for (int p = 0; p < np; p++) {
 			int s = seg[k].st[p];
-			double f = x->overlap_dp
-					   ? stage_finish(x, &pp[p],
-							  stage_s + base[p], s)
-					   : maxT;
+			double f =
+			    x->overlap_dp
+				? stage_finish(x, &pp[p], stage_s + base[p], s)
+				: maxT;
 			hold[p] = map->dev[base[p] + s];
 			tps[p] = pp[p].stages[s].tp;
 			seg[k].ready = f > seg[k].ready ? f : seg[k].ready;
@@ -431,10 +431,10 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 		int *scratch = stbuf; /* segments are done with it */
 		for (int p = 0; p < np; p++) {
 			int s = which ? pp[p].nstages - 1 : 0;
-			double f = x->overlap_dp
-					   ? stage_finish(x, &pp[p],
-							  stage_s + base[p], s)
-					   : maxT;
+			double f =
+			    x->overlap_dp
+				? stage_finish(x, &pp[p], stage_s + base[p], s)
+				: maxT;
 			hold[p] = map->dev[base[p] + s];
 			tps[p] = pp[p].stages[s].tp;
 			ready = f > ready ? f : ready;

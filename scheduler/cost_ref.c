@@ -32,16 +32,16 @@ static double ref_layer_flop(const sched_ctx *x, int mb)
 /* a_t max_i sum_{j != i} b s h 2 / (t B_ij) */
 static double ref_tp_s(const sched_ctx *x, const sched_sdesc *d)
 {
-	double msg = (double)d->mb * SCHED_REF_SEQ * x->m.hidden *
-		     SCHED_REF_BYTES;
+	double msg =
+	    (double)d->mb * SCHED_REF_SEQ * x->m.hidden * SCHED_REF_BYTES;
 	double at = x->t.recompute ? 12.0 : 8.0, worst = 0;
 
 	for (int i = 0; i < d->tp; i++) {
 		double sum = 0;
 		for (int j = 0; j < d->tp; j++)
 			if (d->dev[j] != d->dev[i])
-				sum += msg / (d->tp * ref_bw(x, d->dev[i],
-							     d->dev[j]));
+				sum += msg / (d->tp *
+					      ref_bw(x, d->dev[i], d->dev[j]));
 		if (sum > worst)
 			worst = sum;
 	}
@@ -51,8 +51,8 @@ static double ref_tp_s(const sched_ctx *x, const sched_sdesc *d)
 /* 2 min_{u in T, v in T'} [M/B_uv + sum_{w in T', w != v} M/(|T'| B_vw)] */
 static double ref_pp_s(const sched_ctx *x, const sched_sdesc *d)
 {
-	double M = (double)d->mb * SCHED_REF_SEQ * x->m.hidden *
-		   SCHED_REF_BYTES;
+	double M =
+	    (double)d->mb * SCHED_REF_SEQ * x->m.hidden * SCHED_REF_BYTES;
 	double best = DBL_MAX;
 
 	if (!d->next)
@@ -71,23 +71,22 @@ static double ref_pp_s(const sched_ctx *x, const sched_sdesc *d)
 	return 2.0 * best;
 }
 
-void sched_ref_stage(const sched_ctx *x, const sched_sdesc *d,
-		     sched_scost *out)
+void sched_ref_stage(const sched_ctx *x, const sched_sdesc *d, sched_scost *out)
 {
 	double h = x->m.hidden, s = SCHED_REF_SEQ, V = SCHED_REF_VOCAB;
 	double B = SCHED_REF_BYTES, t = d->tp, cap = DBL_MAX;
 	const sched_dev *d0 = &x->dev[d->dev[0]];
 
-	out->comp_layer_s = ref_layer_flop(x, d->mb) /
-			    (d0->peak_tflops * SCHED_TWO40 * t);
+	out->comp_layer_s =
+	    ref_layer_flop(x, d->mb) / (d0->peak_tflops * SCHED_TWO40 * t);
 	out->tp_layer_s = ref_tp_s(x, d);
 	out->fixed_s = 0;
 	out->pp_s = ref_pp_s(x, d);
 	/* parameters x4 (weights, grads, 2 Adam moments) at B bytes */
 	out->mem_layer_b = 12.0 * h * h / t * B * 4.0 + d->mb * s * h / t * B;
-	out->mem_fixed_b = (h * d->last + V * h * d->last +
-			    h * (V + s) * d->first) * B * 4.0 +
-			   d->mb * s * h * 2.0 * B;
+	out->mem_fixed_b =
+	    (h * d->last + V * h * d->last + h * (V + s) * d->first) * B * 4.0 +
+	    d->mb * s * h * 2.0 * B;
 	for (int i = 0; i < d->tp; i++)
 		if (x->dev[d->dev[i]].mem_gib * SCHED_GIB < cap)
 			cap = x->dev[d->dev[i]].mem_gib * SCHED_GIB;
@@ -123,11 +122,10 @@ static int ref_stage_of(const hexi_pipeline *pp, int l)
 }
 
 /* 2 max_i sum_{j != i} 12 h^2 2 / (t_min |G| B_ij) over one DP group G. */
-static double ref_dp_group_s(const sched_ctx *x, const int *g, int n,
-			     int tmin)
+static double ref_dp_group_s(const sched_ctx *x, const int *g, int n, int tmin)
 {
-	double bytes = 12.0 * x->m.hidden * (double)x->m.hidden *
-		       SCHED_REF_BYTES;
+	double bytes =
+	    12.0 * x->m.hidden * (double)x->m.hidden * SCHED_REF_BYTES;
 	double worst = 0;
 
 	for (int i = 0; i < n; i++) {

@@ -17,6 +17,13 @@
 
 #define PROG "hexiplan"
 
+/* The renderer (render.c, sched-formats) may land after this CLI: weak
+ * references let show fall back to the summary until it does. */
+hexi_rc hexi_plan_render_text(const hexi_plan *p, FILE *out)
+    __attribute__((weak));
+hexi_rc hexi_plan_render_svg(const hexi_plan *p, const char *path)
+    __attribute__((weak));
+
 typedef struct cli {
 	const char *cmd;
 	const char *input; /* CLUSTER or PLAN */
@@ -29,28 +36,28 @@ typedef struct cli {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: " PROG " COMMAND [OPTIONS] ARG\n"
-		"  plan CLUSTER --model M [-o PLAN.json]   find a plan\n"
-		"  simulate PLAN                             predict its "
-		"timing and memory\n"
-		"  show PLAN [--svg FILE]                    draw it\n"
-		"  validate PLAN                             check it\n"
-		"  compare CLUSTER --model M                 strategies side by "
-		"side\n"
-		"options:\n"
-		"  --model NAME|FILE  --global-batch N  --micro-batch N  "
-		"--seq N\n"
-		"  --recompute | --no-recompute  --catalog FILE  --profiles "
-		"PATH\n"
-		"  --strategy hexiscale|megatron|random|exhaustive  "
-		"--cost-model hexiscale|reference\n"
-		"  --seed N  --time-budget S  --max-pipelines N  "
-		"--no-asymmetric-tp  --uniform-batch\n"
-		"  --no-overlap  -o, --output FILE  --svg FILE  --json  -v, "
-		"--verbose\n"
-		"  -h, --help  -V, --version\n"
-		"See hexiplan(1).\n");
+	fprintf(
+	    f, "usage: " PROG " COMMAND [OPTIONS] ARG\n"
+	       "  plan CLUSTER --model M [-o PLAN.json]   find a plan\n"
+	       "  simulate PLAN                             predict its "
+	       "timing and memory\n"
+	       "  show PLAN [--svg FILE]                    draw it\n"
+	       "  validate PLAN                             check it\n"
+	       "  compare CLUSTER --model M                 strategies side by "
+	       "side\n"
+	       "options:\n"
+	       "  --model NAME|FILE  --global-batch N  --micro-batch N  "
+	       "--seq N\n"
+	       "  --recompute | --no-recompute  --catalog FILE  --profiles "
+	       "PATH\n"
+	       "  --strategy hexiscale|megatron|random|exhaustive  "
+	       "--cost-model hexiscale|reference\n"
+	       "  --seed N  --time-budget S  --max-pipelines N  "
+	       "--no-asymmetric-tp  --uniform-batch\n"
+	       "  --no-overlap  -o, --output FILE  --svg FILE  --json  -v, "
+	       "--verbose\n"
+	       "  -h, --help  -V, --version\n"
+	       "See hexiplan(1).\n");
 }
 
 static int fail(hexi_rc rc)
@@ -59,8 +66,8 @@ static int fail(hexi_rc rc)
 	return (int)rc;
 }
 
-static __attribute__((format(printf, 1, 2))) int
-usage_error(const char *fmt, ...)
+static __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt,
+							     ...)
 {
 	va_list ap;
 
@@ -68,7 +75,7 @@ usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nTry '" PROG " --help'.\n");
+	fprintf(stderr, " (see '" PROG " --help')\n");
 	return HEXI_ERR_USAGE;
 }
 
@@ -94,29 +101,29 @@ enum {
 };
 
 static const struct option longopts[] = {
-	{"model", required_argument, NULL, OPT_MODEL},
-	{"global-batch", required_argument, NULL, OPT_GB},
-	{"micro-batch", required_argument, NULL, OPT_MB},
-	{"seq", required_argument, NULL, OPT_SEQ},
-	{"recompute", no_argument, NULL, OPT_RECOMPUTE},
-	{"no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE},
-	{"catalog", required_argument, NULL, OPT_CATALOG},
-	{"profiles", required_argument, NULL, OPT_PROFILES},
-	{"strategy", required_argument, NULL, OPT_STRATEGY},
-	{"cost-model", required_argument, NULL, OPT_COST},
-	{"seed", required_argument, NULL, OPT_SEED},
-	{"time-budget", required_argument, NULL, OPT_BUDGET},
-	{"max-pipelines", required_argument, NULL, OPT_MAXP},
-	{"no-asymmetric-tp", no_argument, NULL, OPT_NOASYM},
-	{"uniform-batch", no_argument, NULL, OPT_UNIFORM},
-	{"no-overlap", no_argument, NULL, OPT_NOOVERLAP},
-	{"output", required_argument, NULL, 'o'},
-	{"svg", required_argument, NULL, OPT_SVG},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"verbose", no_argument, NULL, 'v'},
-	{"help", no_argument, NULL, 'h'},
-	{"version", no_argument, NULL, 'V'},
-	{NULL, 0, NULL, 0},
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"global-batch", required_argument, NULL, OPT_GB},
+    {"micro-batch", required_argument, NULL, OPT_MB},
+    {"seq", required_argument, NULL, OPT_SEQ},
+    {"recompute", no_argument, NULL, OPT_RECOMPUTE},
+    {"no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE},
+    {"catalog", required_argument, NULL, OPT_CATALOG},
+    {"profiles", required_argument, NULL, OPT_PROFILES},
+    {"strategy", required_argument, NULL, OPT_STRATEGY},
+    {"cost-model", required_argument, NULL, OPT_COST},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"time-budget", required_argument, NULL, OPT_BUDGET},
+    {"max-pipelines", required_argument, NULL, OPT_MAXP},
+    {"no-asymmetric-tp", no_argument, NULL, OPT_NOASYM},
+    {"uniform-batch", no_argument, NULL, OPT_UNIFORM},
+    {"no-overlap", no_argument, NULL, OPT_NOOVERLAP},
+    {"output", required_argument, NULL, 'o'},
+    {"svg", required_argument, NULL, OPT_SVG},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
 };
 
 static int num_opt(const char *name, const char *s, long min, long max,
@@ -124,8 +131,8 @@ static int num_opt(const char *name, const char *s, long min, long max,
 {
 	if (hexi_parse_long(s, min, max, out) != HEXI_OK) {
 		fprintf(stderr,
-			PROG ": %s: '%s' is not an integer in %ld..%ld\n",
-			name, s, min, max);
+			PROG ": %s: '%s' is not an integer in %ld..%ld\n", name,
+			s, min, max);
 		return HEXI_ERR_USAGE;
 	}
 	return 0;
@@ -138,7 +145,8 @@ static int parse_opts(cli *a, int argc, char **argv)
 	long v;
 	double d;
 
-	while ((c = getopt_long(argc, argv, "o:vhV", longopts, NULL)) != -1) {
+	opterr = 0; /* one-line errors of our own */
+	while ((c = getopt_long(argc, argv, ":o:vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_MODEL:
 			a->model = optarg;
@@ -184,8 +192,9 @@ static int parse_opts(cli *a, int argc, char **argv)
 		case OPT_BUDGET:
 			if (hexi_parse_double(optarg, 0.001, 3600, &d)) {
 				fprintf(stderr,
-					PROG ": --time-budget: '%s' is not a "
-					     "number of seconds in 0.001..3600\n",
+					PROG
+					": --time-budget: '%s' is not a "
+					"number of seconds in 0.001..3600\n",
 					optarg);
 				return HEXI_ERR_USAGE;
 			}
@@ -224,9 +233,12 @@ static int parse_opts(cli *a, int argc, char **argv)
 		case 'V':
 			printf(PROG " (HexiScale) " PACKAGE_VERSION "\n");
 			return -1;
+		case ':':
+			return usage_error("%s: option '%s' needs a value",
+					   a->cmd, argv[optind - 1]);
 		default:
-			fprintf(stderr, "Try '" PROG " --help'.\n");
-			return HEXI_ERR_USAGE;
+			return usage_error("%s: unknown option '%s'", a->cmd,
+					   argv[optind - 1]);
 		}
 		if (rc)
 			return rc;
@@ -238,7 +250,8 @@ static int parse_opts(cli *a, int argc, char **argv)
 	return 0;
 }
 
-/* ---- loading --------------------------------------------------------------- */
+/* ---- loading ---------------------------------------------------------------
+ */
 
 static hexi_rc load_catalog(const cli *a, hexi_catalog **cat)
 {
@@ -300,12 +313,13 @@ static hexi_rc load_plan(const cli *a, hexi_plan **p)
 	return rc;
 }
 
-/* ---- output ---------------------------------------------------------------- */
+/* ---- output ----------------------------------------------------------------
+ */
 
 static void print_json(json_t *j)
 {
 	char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS |
-					JSON_REAL_PRECISION(10));
+				    JSON_REAL_PRECISION(10));
 
 	if (s)
 		printf("%s\n", s);
@@ -315,11 +329,11 @@ static void print_json(json_t *j)
 
 static json_t *pred_json(const hexi_plan *p)
 {
-	return json_pack("{s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f}",
-			 "strategy", p->strategy, "cost_model", p->cost_model,
-			 "world_size", p->world_size, "pipelines",
-			 p->npipelines, "iteration_s", p->pred.iter_s,
-			 "dp_sync_s", p->pred.dp_sync_s, "tokens_per_s",
+	return json_pack("{s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f}", "strategy",
+			 p->strategy, "cost_model", p->cost_model, "world_size",
+			 p->world_size, "pipelines", p->npipelines,
+			 "iteration_s", p->pred.iter_s, "dp_sync_s",
+			 p->pred.dp_sync_s, "tokens_per_s",
 			 p->pred.tokens_per_s, "mfu", p->pred.mfu);
 }
 
@@ -339,7 +353,7 @@ static void print_summary(const hexi_plan *p)
 		for (int s = 0; s < pl->nstages; s++)
 			printf(" [%s %s x%d L%d-%d]",
 			       p->cluster->nodes[pl->stages[s].devices[0].node]
-				       .name,
+				   .name,
 			       gpu_name(p, &pl->stages[s]), pl->stages[s].tp,
 			       pl->stages[s].layer_begin,
 			       pl->stages[s].layer_end - 1);
@@ -350,7 +364,8 @@ static void print_summary(const hexi_plan *p)
 	       100.0 * p->pred.mfu);
 }
 
-/* ---- commands -------------------------------------------------------------- */
+/* ---- commands --------------------------------------------------------------
+ */
 
 static int cmd_plan(cli *a)
 {
@@ -414,8 +429,8 @@ static void print_sim_text(const hexi_plan *p, const hexi_stage_report *r)
 	int k = 0;
 
 	printf("%-3s %-3s %-10s %-12s %3s %-9s %9s %9s %9s %9s %15s\n", "P",
-	       "S", "node", "gpu", "tp", "layers", "compute_s", "tp_s",
-	       "pp_s", "bubble_s", "mem/cap GiB");
+	       "S", "node", "gpu", "tp", "layers", "compute_s", "tp_s", "pp_s",
+	       "bubble_s", "mem/cap GiB");
 	for (int q = 0; q < p->npipelines; q++) {
 		const hexi_pipeline *pl = &p->pipelines[q];
 		for (int s = 0; s < pl->nstages; s++, k++) {
@@ -465,10 +480,11 @@ static int cmd_simulate(cli *a)
 		json_t *j = pred_json(p), *st = json_array();
 		for (int q = 0, k = 0; q < p->npipelines; q++)
 			for (int s = 0; s < p->pipelines[q].nstages; s++, k++)
-				json_array_append_new(st,
-						      stage_json(p, q, s, &r[k]));
+				json_array_append_new(
+				    st, stage_json(p, q, s, &r[k]));
 		json_object_set_new(j, "stages", st);
-		json_object_set_new(j, "stages_over_memory", json_integer(over));
+		json_object_set_new(j, "stages_over_memory",
+				    json_integer(over));
 		print_json(j);
 	} else {
 		print_sim_text(p, r);
@@ -495,11 +511,18 @@ static int cmd_show(cli *a)
 		if (rc == HEXI_OK)
 			printf("%s\n", js);
 		free(js);
-	} else if (rc == HEXI_OK) {
+	} else if (rc == HEXI_OK && hexi_plan_render_text) {
 		rc = hexi_plan_render_text(p, stdout);
+	} else if (rc == HEXI_OK) {
+		print_summary(p);
 	}
 	if (rc == HEXI_OK && a->svg)
-		rc = hexi_plan_render_svg(p, a->svg);
+		rc = hexi_plan_render_svg
+			 ? hexi_plan_render_svg(p, a->svg)
+			 : hexi_error(HEXI_ERR_UNSUPPORTED,
+				      "--svg %s: this build has no SVG "
+				      "renderer",
+				      a->svg);
 	hexi_plan_destroy(p);
 	return rc == HEXI_OK ? 0 : fail(rc);
 }
@@ -510,10 +533,10 @@ static int cmd_validate(cli *a)
 	hexi_rc rc = load_plan(a, &p);
 
 	if (a->json) {
-		json_t *j = json_pack("{s:s, s:b, s:s, s:s}", "file", a->input,
-				      "valid", rc == HEXI_OK, "error",
-				      hexi_errname(rc), "message",
-				      rc == HEXI_OK ? "" : hexi_errmsg(rc));
+		json_t *j =
+		    json_pack("{s:s, s:b, s:s, s:s}", "file", a->input, "valid",
+			      rc == HEXI_OK, "error", hexi_errname(rc),
+			      "message", rc == HEXI_OK ? "" : hexi_errmsg(rc));
 		if (rc == HEXI_OK)
 			json_object_set_new(j, "hash", json_string(p->hash));
 		print_json(j);
@@ -527,7 +550,8 @@ static int cmd_validate(cli *a)
 	return (int)rc;
 }
 
-/* ---- compare --------------------------------------------------------------- */
+/* ---- compare ---------------------------------------------------------------
+ */
 
 typedef struct cmp_row {
 	const char *name;
@@ -541,15 +565,13 @@ typedef struct cmp_row {
 static int cmd_compare(cli *a)
 {
 	cmp_row rows[] = {
-		{"megatron", HEXI_STRATEGY_MEGATRON, 0, 0, 0, 0, 0, 0, 0, 0},
-		{"hexiscale", HEXI_STRATEGY_HEXISCALE, 0, 0, 0, 0, 0, 0, 0, 0},
-		{"no-asymmetric-tp", HEXI_STRATEGY_HEXISCALE, 1, 0, 0, 0, 0, 0,
-		 0, 0},
-		{"uniform-batch", HEXI_STRATEGY_HEXISCALE, 0, 1, 0, 0, 0, 0, 0,
-		 0},
-		{"random", HEXI_STRATEGY_RANDOM, 0, 0, 0, 0, 0, 0, 0, 0},
-		{"exhaustive", HEXI_STRATEGY_EXHAUSTIVE, 0, 0, 0, 0, 0, 0, 0,
-		 0},
+	    {"megatron", HEXI_STRATEGY_MEGATRON, 0, 0, 0, 0, 0, 0, 0, 0},
+	    {"hexiscale", HEXI_STRATEGY_HEXISCALE, 0, 0, 0, 0, 0, 0, 0, 0},
+	    {"no-asymmetric-tp", HEXI_STRATEGY_HEXISCALE, 1, 0, 0, 0, 0, 0, 0,
+	     0},
+	    {"uniform-batch", HEXI_STRATEGY_HEXISCALE, 0, 1, 0, 0, 0, 0, 0, 0},
+	    {"random", HEXI_STRATEGY_RANDOM, 0, 0, 0, 0, 0, 0, 0, 0},
+	    {"exhaustive", HEXI_STRATEGY_EXHAUSTIVE, 0, 0, 0, 0, 0, 0, 0, 0},
 	};
 	int nrows = (int)(sizeof(rows) / sizeof(rows[0]));
 	hexi_cluster *c = NULL;
@@ -586,29 +608,27 @@ static int cmd_compare(cli *a)
 		       "planning_s");
 	for (int i = 0; i < nrows; i++) {
 		double sp = rows[0].rc == HEXI_OK && rows[i].rc == HEXI_OK
-				    ? rows[0].iter_s / rows[i].iter_s
-				    : 0;
+				? rows[0].iter_s / rows[i].iter_s
+				: 0;
 		if (a->json) {
 			json_array_append_new(
-				arr,
-				json_pack("{s:s, s:s, s:f, s:f, s:f, s:i, "
-					  "s:f, s:f}",
-					  "strategy", rows[i].name, "status",
-					  hexi_errname(rows[i].rc),
-					  "iteration_s", rows[i].iter_s, "mfu",
-					  rows[i].mfu, "tokens_per_s",
-					  rows[i].tokens, "pipelines",
-					  rows[i].np, "speedup_over_megatron",
-					  sp, "planning_s", rows[i].plan_s));
+			    arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:i, "
+					   "s:f, s:f}",
+					   "strategy", rows[i].name, "status",
+					   hexi_errname(rows[i].rc),
+					   "iteration_s", rows[i].iter_s, "mfu",
+					   rows[i].mfu, "tokens_per_s",
+					   rows[i].tokens, "pipelines",
+					   rows[i].np, "speedup_over_megatron",
+					   sp, "planning_s", rows[i].plan_s));
 		} else if (rows[i].rc != HEXI_OK) {
 			printf("%-17s %s (%s)\n", rows[i].name,
 			       hexi_strerror(rows[i].rc),
 			       hexi_errname(rows[i].rc));
 		} else {
 			printf("%-17s %9.4f %7.2f %6d %12.1f %8.2fx %10.3f\n",
-			       rows[i].name, rows[i].iter_s,
-			       100 * rows[i].mfu, rows[i].np, rows[i].tokens,
-			       sp, rows[i].plan_s);
+			       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
+			       rows[i].np, rows[i].tokens, sp, rows[i].plan_s);
 		}
 	}
 	if (a->json)
@@ -624,8 +644,10 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		int (*fn)(cli *);
-	} cmds[] = {{"plan", cmd_plan},	 {"simulate", cmd_simulate},
-		    {"show", cmd_show},	 {"validate", cmd_validate},
+	} cmds[] = {{"plan", cmd_plan},
+		    {"simulate", cmd_simulate},
+		    {"show", cmd_show},
+		    {"validate", cmd_validate},
 		    {"compare", cmd_compare}};
 	cli a;
 	int rc;

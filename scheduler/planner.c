@@ -152,10 +152,10 @@ int sched_split_batches(const sched_ctx *x, int np, int M,
 		int w = 0;
 		double wt = DBL_MAX;
 		for (int p = 0; p < np; p++) {
-			double t = x->kind == HEXI_COST_REFERENCE
-					   ? sched_ref_pipe_s(stage_s[p], S[p],
-							      m[p] + 1)
-					   : sum[p] + m[p] * mx[p];
+			double t =
+			    x->kind == HEXI_COST_REFERENCE
+				? sched_ref_pipe_s(stage_s[p], S[p], m[p] + 1)
+				: sum[p] + m[p] * mx[p];
 			if (t < wt) {
 				wt = t;
 				w = p;
@@ -211,8 +211,8 @@ static void order_nodes(const sched_ctx *x, int *nd, int k)
 			int w = -1;
 			double wb = -1;
 			for (int j = 0; j < k; j++) {
-				double b = sched_bw_gbps(x, nd[cur[i - 1]],
-							 nd[j]);
+				double b =
+				    sched_bw_gbps(x, nd[cur[i - 1]], nd[j]);
 				if (!used[j] && b > wb) {
 					wb = b;
 					w = j;
@@ -249,10 +249,13 @@ static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl)
 		goto out;
 	mcap = mcap < 1 ? 1 : mcap;
 	for (int s = 0; s < S; s++) {
-		sched_sdesc d = {g[s]->dev, g[s]->tp,
+		sched_sdesc d = {g[s]->dev,
+				 g[s]->tp,
 				 s + 1 < S ? g[s + 1]->dev : NULL,
-				 s + 1 < S ? g[s + 1]->tp : 0, s == 0,
-				 s == S - 1, S - s < mcap ? S - s : mcap,
+				 s + 1 < S ? g[s + 1]->tp : 0,
+				 s == 0,
+				 s == S - 1,
+				 S - s < mcap ? S - s : mcap,
 				 st->mb};
 		sched_scost k;
 		double room;
@@ -511,7 +514,8 @@ out:
 	return rc;
 }
 
-/* ---- entry point ----------------------------------------------------------- */
+/* ---- entry point -----------------------------------------------------------
+ */
 
 static hexi_rc check_inputs(const hexi_cluster *c, const hexi_model *m,
 			    const hexi_train *t, const hexi_plan_opts *o)
@@ -542,12 +546,14 @@ static hexi_rc check_inputs(const hexi_cluster *c, const hexi_model *m,
 				  "micro_batch %d",
 				  t->global_batch, t->micro_batch);
 	if (o->max_pipelines > n)
-		return hexi_error(HEXI_ERR_RANGE,
-				  "max_pipelines: %d pipelines but only %d GPUs",
-				  o->max_pipelines, n);
+		return hexi_error(
+		    HEXI_ERR_RANGE,
+		    "max_pipelines: %d pipelines but only %d GPUs",
+		    o->max_pipelines, n);
 	if (o->strategy == HEXI_STRATEGY_EXHAUSTIVE && n > 8)
 		return hexi_error(HEXI_ERR_RANGE,
-				  "strategy exhaustive: %d GPUs (at most 8)", n);
+				  "strategy exhaustive: %d GPUs (at most 8)",
+				  n);
 	return HEXI_OK;
 }
 
@@ -580,7 +586,7 @@ static hexi_rc cand_to_plan(pl_state *st, const hexi_cluster *c,
 		for (int s = 0; s < p->pipelines[q].nstages; s++)
 			for (int i = 0; i < p->pipelines[q].stages[s].tp; i++)
 				p->pipelines[q].stages[s].devices[i].rank =
-					rank++;
+				    rank++;
 	p->world_size = rank;
 	p->pred.iter_s = cd->ev.iter_s;
 	p->pred.dp_sync_s = cd->ev.dp_sync_s;

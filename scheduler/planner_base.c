@@ -16,8 +16,7 @@
 #include "planner_int.h"
 
 /* Megatron plan for (d, t, p) and micro-batch size b. */
-static int megatron_plan(pl_state *st, int d, int t, int P, int b,
-			 pl_cand *c)
+static int megatron_plan(pl_state *st, int d, int t, int P, int b, pl_cand *c)
 {
 	const sched_ctx *x = &st->x;
 	int L = x->m.layers, G = st->M * st->mb, m = G / d / b;
@@ -87,16 +86,15 @@ hexi_rc pl_search_megatron(pl_state *st, pl_cand *best)
 					continue;
 				if (megatron_plan(st, d, t, P, b, &c) == 0 &&
 				    st->o->verbose)
-					hexi_log(HEXI_LOG_INFO,
-						 "megatron: dp=%d tp=%d pp=%d "
-						 "mb=%d: %s %.4f s",
-						 d, t, P, b,
-						 c.score < PL_INFEASIBLE
-							 ? "iter"
-							 : "no fit",
-						 c.score < PL_INFEASIBLE
-							 ? c.score
-							 : 0.0);
+					hexi_log(
+					    HEXI_LOG_INFO,
+					    "megatron: dp=%d tp=%d pp=%d "
+					    "mb=%d: %s %.4f s",
+					    d, t, P, b,
+					    c.score < PL_INFEASIBLE ? "iter"
+								    : "no fit",
+					    c.score < PL_INFEASIBLE ? c.score
+								    : 0.0);
 				pl_cand_take(best, &c);
 			}
 		}
@@ -106,7 +104,8 @@ hexi_rc pl_search_megatron(pl_state *st, pl_cand *best)
 	return HEXI_OK;
 }
 
-/* ---- exhaustive ------------------------------------------------------------ */
+/* ---- exhaustive ------------------------------------------------------------
+ */
 
 static void exh_tp(pl_state *st, const int *part, int P, int *tp, int ty,
 		   pl_cand *best)
@@ -136,7 +135,8 @@ hexi_rc pl_search_exhaustive(pl_state *st, pl_cand *best)
 
 	if (n > 8)
 		return hexi_error(HEXI_ERR_RANGE,
-				  "strategy exhaustive: %d GPUs (at most 8)", n);
+				  "strategy exhaustive: %d GPUs (at most 8)",
+				  n);
 	memset(part, 0, sizeof(part));
 	for (;;) {
 		int P = 0, i;

@@ -45,8 +45,8 @@ hexi_rc pl_phase1_metis(pl_state *st, int P, int dir, int *part);
 void pl_phase1_random(pl_state *st, int P, int *part);
 /* Phase-1 refinement: re-partition with the stage (TP) groups of cand as
  * atomic vertices; fills grp[ndev] (group id) and part[ndev]. */
-hexi_rc pl_phase1_groups(pl_state *st, const pl_cand *cand, int dir,
-			 int *part, int *grp);
+hexi_rc pl_phase1_groups(pl_state *st, const pl_cand *cand, int dir, int *part,
+			 int *grp);
 
 /* Phase 2 from a partition and a TP degree per GPU type. */
 int pl_phase2(pl_state *st, const int *part, int P, const int *tp_of_type,

@@ -16,11 +16,11 @@
 #define WSCALE 1000.0
 
 typedef struct pl_graph {
-	idx_t n, ne;	  /* vertices, directed edge entries */
-	idx_t *xadj;	  /* [n + 1] */
-	idx_t *adj, *w;	  /* [ne] */
-	idx_t *vw;	  /* [2 n] compute, memory */
-	int *node;	  /* [n] node of a vertex (its first GPU) */
+	idx_t n, ne;	/* vertices, directed edge entries */
+	idx_t *xadj;	/* [n + 1] */
+	idx_t *adj, *w; /* [ne] */
+	idx_t *vw;	/* [2 n] compute, memory */
+	int *node;	/* [n] node of a vertex (its first GPU) */
 } pl_graph;
 
 /* Undirected edge list before CSR. */
@@ -229,10 +229,11 @@ static hexi_rc partition(pl_state *st, pl_graph *g, int P, idx_t *part)
 	r = METIS_PartGraphKway(&g->n, &ncon, g->xadj, g->adj, g->vw, NULL,
 				g->w, &np, NULL, ub, opt, &obj, part);
 	if (r != METIS_OK)
-		return hexi_error(HEXI_ERR_METIS,
-				  "phase 1: METIS_PartGraphKway failed (%d) for "
-				  "%d parts of %d vertices",
-				  r, P, (int)g->n);
+		return hexi_error(
+		    HEXI_ERR_METIS,
+		    "phase 1: METIS_PartGraphKway failed (%d) for "
+		    "%d parts of %d vertices",
+		    r, P, (int)g->n);
 	repair((int)g->n, P, part);
 	return HEXI_OK;
 }
@@ -290,8 +291,8 @@ void pl_phase1_random(pl_state *st, int P, int *part)
 	free(perm);
 }
 
-hexi_rc pl_phase1_groups(pl_state *st, const pl_cand *cand, int dir,
-			 int *part, int *grp)
+hexi_rc pl_phase1_groups(pl_state *st, const pl_cand *cand, int dir, int *part,
+			 int *grp)
 {
 	const sched_ctx *x = &st->x;
 	int nv = 0, k = 0, *first = NULL, *devs = NULL;

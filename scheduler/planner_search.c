@@ -113,7 +113,7 @@ static void refine(pl_state *st, int dir, pl_cand *best)
 	if (!part)
 		return;
 	for (int it = 0; it < 3 && best->pp && best->np > 1 &&
-			best->score < PL_INFEASIBLE && !pl_out_of_time(st);
+			 best->score < PL_INFEASIBLE && !pl_out_of_time(st);
 	     it++) {
 		pl_cand c = {0};
 		if (pl_phase1_groups(st, best, dir, part, grp) != HEXI_OK)

@@ -12,21 +12,21 @@
 
 #define SCHED_TWO40 1099511627776.0 /* reference model: 1 TFLOPS = 2^40 */
 #define SCHED_TWO30 1073741824.0    /* reference model: 1 GB/s = 2^30 B/s */
-#define SCHED_GIB 1073741824.0	    /* bytes per GiB */
+#define SCHED_GIB   1073741824.0    /* bytes per GiB */
 
 /* Reference model constants, as in the authors' code (doc/COSTMODEL.md). */
-#define SCHED_REF_SEQ 4096
+#define SCHED_REF_SEQ	4096
 #define SCHED_REF_VOCAB 32000
 #define SCHED_REF_BYTES 2
 
 /* One GPU of the cluster, in the order node 0's GPUs, node 1's GPUs ... */
 typedef struct sched_dev {
-	int node;	     /* index into cluster->nodes */
-	int gpu;	     /* local device index on that node */
-	int type;	     /* index of its distinct GPU type in the context */
-	double peak_tflops;  /* catalog dense BF16 TFLOPS, as written */
-	double eff;	     /* achievable fraction of peak, 0..1 */
-	double mem_gib;	     /* capacity, GiB */
+	int node;	    /* index into cluster->nodes */
+	int gpu;	    /* local device index on that node */
+	int type;	    /* index of its distinct GPU type in the context */
+	double peak_tflops; /* catalog dense BF16 TFLOPS, as written */
+	double eff;	    /* achievable fraction of peak, 0..1 */
+	double mem_gib;	    /* capacity, GiB */
 } sched_dev;
 
 /* Everything the cost models need, resolved once (types, capacities). */
@@ -35,18 +35,17 @@ typedef struct sched_ctx {
 	hexi_model m;
 	hexi_train t;
 	hexi_cost_kind kind;
-	int overlap_dp;	     /* hexiscale: overlap DP sync with backward */
+	int overlap_dp; /* hexiscale: overlap DP sync with backward */
 	int ndev;
-	sched_dev *dev;	     /* [ndev] */
-	int *node_first;     /* [nnodes + 1] first dev index of each node */
-	int ntypes;	     /* distinct GPU types present */
+	sched_dev *dev;		/* [ndev] */
+	int *node_first;	/* [nnodes + 1] first dev index of each node */
+	int ntypes;		/* distinct GPU types present */
 	double peak_sum_tflops; /* sum of peak_tflops over every GPU */
 } sched_ctx;
 
 /* Resolve every node's GPU type; HEXI_ERR_NOTFOUND names an unknown type. */
-hexi_rc sched_ctx_init(sched_ctx *x, const hexi_cluster *c,
-		       const hexi_model *m, const hexi_train *t,
-		       hexi_cost_kind kind);
+hexi_rc sched_ctx_init(sched_ctx *x, const hexi_cluster *c, const hexi_model *m,
+		       const hexi_train *t, hexi_cost_kind kind);
 void sched_ctx_fini(sched_ctx *x);
 /* Context index of (node, local gpu), or -1. */
 int sched_dev_index(const sched_ctx *x, int node, int gpu);

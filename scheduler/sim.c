@@ -11,9 +11,8 @@
 
 #include "sched_int.h"
 
-hexi_rc sched_ctx_init(sched_ctx *x, const hexi_cluster *c,
-		       const hexi_model *m, const hexi_train *t,
-		       hexi_cost_kind kind)
+hexi_rc sched_ctx_init(sched_ctx *x, const hexi_cluster *c, const hexi_model *m,
+		       const hexi_train *t, hexi_cost_kind kind)
 {
 	const hexi_gpu_type **seen = NULL;
 	int n = 0, k = 0;
@@ -37,7 +36,7 @@ hexi_rc sched_ctx_init(sched_ctx *x, const hexi_cluster *c,
 	for (int i = 0; i < c->nnodes; i++) {
 		const hexi_node *nd = &c->nodes[i];
 		const hexi_gpu_type *g =
-			hexi_catalog_find(c->catalog, nd->gpu_type);
+		    hexi_catalog_find(c->catalog, nd->gpu_type);
 		int ty = 0;
 		if (!g) {
 			rc = hexi_error(HEXI_ERR_NOTFOUND,
@@ -96,8 +95,8 @@ double sched_bw_gbps(const sched_ctx *x, int a, int b)
 	if (a == b)
 		return c->nodes[a].intra_bw_gbps;
 	if (c->pair_bw_gbps)
-		return c->pair_bw_gbps[(size_t)a * (size_t)c->nnodes +
-				       (size_t)b];
+		return c
+		    ->pair_bw_gbps[(size_t)a * (size_t)c->nnodes + (size_t)b];
 	return c->inter_bw_gbps;
 }
 
@@ -151,12 +150,12 @@ hexi_rc sched_pipes_map(const sched_ctx *x, const hexi_pipeline *pp, int np,
 				if (d < 0) {
 					sched_map_fini(map);
 					return hexi_error(
-						HEXI_ERR_INVAL,
-						"plan: pipelines[%d].stages[%d]"
-						".devices[%d]: no GPU %d on "
-						"node %d",
-						p, s, i, st->devices[i].gpu,
-						st->devices[i].node);
+					    HEXI_ERR_INVAL,
+					    "plan: pipelines[%d].stages[%d]"
+					    ".devices[%d]: no GPU %d on "
+					    "node %d",
+					    p, s, i, st->devices[i].gpu,
+					    st->devices[i].node);
 				}
 				map->buf[q++] = d;
 			}
@@ -171,10 +170,10 @@ void sched_map_fini(sched_map *map)
 	memset(map, 0, sizeof(*map));
 }
 
-/* ---- evaluation ------------------------------------------------------------ */
+/* ---- evaluation ------------------------------------------------------------
+ */
 
-static hexi_rc check_pipes(const sched_ctx *x, const hexi_pipeline *pp,
-			   int np)
+static hexi_rc check_pipes(const sched_ctx *x, const hexi_pipeline *pp, int np)
 {
 	for (int p = 0; p < np; p++) {
 		int l = 0;
@@ -213,10 +212,14 @@ static void eval_pipe(const sched_ctx *x, hexi_pipeline *pl, int *const *dev,
 
 	for (int s = 0; s < S; s++) {
 		hexi_stage *st = &pl->stages[s];
-		sched_sdesc d = {dev[s], st->tp, s + 1 < S ? dev[s + 1] : NULL,
+		sched_sdesc d = {dev[s],
+				 st->tp,
+				 s + 1 < S ? dev[s + 1] : NULL,
 				 s + 1 < S ? pl->stages[s + 1].tp : 0,
-				 s == 0, s == S - 1,
-				 S - s < m ? S - s : m, pl->batch / m};
+				 s == 0,
+				 s == S - 1,
+				 S - s < m ? S - s : m,
+				 pl->batch / m};
 		sched_scost k;
 		int n = st->layer_end - st->layer_begin;
 		double mem;
@@ -250,13 +253,14 @@ static void finish_eval(const sched_ctx *x, const hexi_pipeline *pp, int np,
 		G += pp[p].batch;
 	if (x->kind == HEXI_COST_REFERENCE) {
 		double ac = x->t.recompute ? 96.0 : 72.0;
-		double flop = ac * x->m.layers * G * s * h * h *
-			      (1.0 + s / (6.0 * h) +
-			       V / (16.0 * x->m.layers * h));
+		double flop =
+		    ac * x->m.layers * G * s * h * h *
+		    (1.0 + s / (6.0 * h) + V / (16.0 * x->m.layers * h));
 		ev->dp_sync_s = dp_total;
 		ev->iter_s = 1.8 * ev->max_pipe_s + 1.1 * dp_total;
 		ev->tokens_per_s = G * s / ev->iter_s;
-		ev->mfu = flop / ev->iter_s / (x->peak_sum_tflops * SCHED_TWO40);
+		ev->mfu =
+		    flop / ev->iter_s / (x->peak_sum_tflops * SCHED_TWO40);
 	} else {
 		ev->dp_sync_s = dp_total;
 		ev->iter_s = dp_end;
@@ -346,7 +350,8 @@ hexi_rc hexi_simulate(hexi_plan *p, hexi_cost_kind kind,
 	return sched_simulate_ex(p, kind, 1, report);
 }
 
-/* ---- names ------------------------------------------------------------------ */
+/* ---- names ------------------------------------------------------------------
+ */
 
 const char *sched_cost_name(hexi_cost_kind k)
 {
@@ -364,8 +369,8 @@ int sched_cost_parse(const char *s, hexi_cost_kind *k)
 	return 0;
 }
 
-static const char *const strategy_names[] = {"hexiscale", "megatron",
-					     "random", "exhaustive"};
+static const char *const strategy_names[] = {"hexiscale", "megatron", "random",
+					     "exhaustive"};
 
 const char *sched_strategy_name(hexi_strategy s)
 {

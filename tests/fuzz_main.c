@@ -21,7 +21,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define MAX_INPUT (1u << 20)
+#define FUZZ_MAX_INPUT (1u << 20)
 #define MAX_SEEDS 256
 
 static uint8_t *seeds[MAX_SEEDS];
@@ -50,12 +50,12 @@ static void add_seed_file(const char *path)
 	f = fopen(path, "rb");
 	if (f == NULL)
 		return;
-	buf = malloc(MAX_INPUT);
+	buf = malloc(FUZZ_MAX_INPUT);
 	if (buf == NULL) {
 		fclose(f);
 		return;
 	}
-	n = fread(buf, 1, MAX_INPUT, f);
+	n = fread(buf, 1, FUZZ_MAX_INPUT, f);
 	fclose(f);
 	seeds[nseeds] = buf;
 	seed_len[nseeds] = n;
@@ -169,7 +169,7 @@ int main(int argc, char **argv)
 		else
 			add_seeds(argv[i]);
 	}
-	buf = malloc(MAX_INPUT);
+	buf = malloc(FUZZ_MAX_INPUT);
 	if (buf == NULL)
 		return 99;
 	for (int s = 0; s < nseeds; s++)
@@ -181,7 +181,7 @@ int main(int argc, char **argv)
 			len = seed_len[s];
 			memcpy(buf, seeds[s], len);
 		}
-		len = mutate(buf, len, MAX_INPUT);
+		len = mutate(buf, len, FUZZ_MAX_INPUT);
 		LLVMFuzzerTestOneInput(buf, len);
 	}
 	printf("fuzz: %d seeds, %ld mutations, no crash\n", nseeds, iters);

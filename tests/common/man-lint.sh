@@ -3,13 +3,9 @@
 command -v mandoc >/dev/null 2>&1 || command -v groff >/dev/null 2>&1 ||
 	skip "neither mandoc nor groff is installed"
 cd "$top_builddir/man" || hard "no man build dir"
-pages=$(make -s -f Makefile -f - print-pages <<'MK' 2>/dev/null
-print-pages:
-	@echo $(MAN_PAGES)
-MK
-)
+pages=$(make -s --no-print-directory list-pages 2>/dev/null)
 [ -n "$pages" ] || hard "could not list MAN_PAGES"
-make -s $pages >/dev/null || hard "man pages failed to build"
+make -s --no-print-directory $pages >/dev/null || hard "man pages failed to build"
 for p in $pages; do
 	out=$(sh "$top_srcdir/man/lint.sh" "$p" 2>&1)
 	case $out in "ok $p") pass "lint $p" ;; *) fail "lint $p: $out" ;; esac

@@ -50,8 +50,8 @@ static __attribute__((unused)) void fx_train(hexi_train *t, int gb, int mb)
 
 /* Fill f->c and f->x by hand from n node descriptions. */
 static __attribute__((unused)) void
-fx_init(fx *f, const fx_node *nd, int n, double inter_gbps,
-	const hexi_model *m, const hexi_train *t, hexi_cost_kind kind)
+fx_init(fx *f, const fx_node *nd, int n, double inter_gbps, const hexi_model *m,
+	const hexi_train *t, hexi_cost_kind kind)
 {
 	int k = 0, ndev = 0;
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "sched_fixture.h"
+#include "sched_test.h"
 #include "tap.h"
 
 /* The paper's case-study numbers: llama2-13b, one pipeline of four TP=1
@@ -49,11 +50,11 @@ static void known_answer(void)
 	   ev.iter_s);
 	ok(fabs(100 * ev.mfu - 13.151) < 0.5e-3, "reference: MFU %.3f %%",
 	   100 * ev.mfu);
-	ok(fabs(ev.tokens_per_s - 2000.03) < 0.5e-2,
-	   "reference: %.2f tokens/s", ev.tokens_per_s);
+	ok(fabs(ev.tokens_per_s - 2000.03) < 0.5e-2, "reference: %.2f tokens/s",
+	   ev.tokens_per_s);
 	is_near(ev.dp_sync_s, 0, 1e-12, "reference: no DP sync, one pipeline");
 	is_near(rep[0].compute_s + rep[0].tp_comm_s + rep[0].pp_comm_s +
-			rep[0].bubble_s,
+		    rep[0].bubble_s,
 		pl.time_s, 1e-12, "report: stage 0 parts add up to T_pipe");
 	/* the send term alone: 2 * 40 MiB / 1 GiB/s */
 	is_near(rep[0].pp_comm_s / 10, 2 * 41943040.0 / 1073741824.0, 1e-12,
@@ -61,6 +62,57 @@ static void known_answer(void)
 	for (int s = 0; s < 4; s++)
 		free(st[s].devices);
 	fx_fini(&f);
+}
+
+/* The same through the real cluster parser, catalog and hexi_simulate()
+ * (examples/clusters/reference-known-answer.json). */
+static void known_answer_simulate(void)
+{
+	static const char *json =
+	    "{\"format\":\"hexiscale-cluster\",\"version\":1,\"nodes\":["
+	    "{\"name\":\"a100\",\"gpu\":\"a100\",\"count\":3,"
+	    "\"intra_bw_gbps\":200},"
+	    "{\"name\":\"r4090\",\"gpu\":\"rtx4090\",\"count\":3,"
+	    "\"intra_bw_gbps\":2},"
+	    "{\"name\":\"r3090\",\"gpu\":\"rtx3090\",\"count\":2,"
+	    "\"intra_bw_gbps\":2}],\"inter_bw_gbps\":1}";
+	const tpipe pp = {10,
+			  10,
+			  {{0, 1, 0, 0, 25},
+			   {1, 1, 0, 25, 30},
+			   {1, 1, 1, 30, 35},
+			   {2, 1, 0, 35, 40}}};
+	hexi_cluster *c = tcluster(json);
+	hexi_plan *p = tplan(c, "llama2-13b", 1, &pp);
+	hexi_stage_report rep[4];
+	hexi_rc rc;
+
+	p->train.recompute = 1;
+	p->train.micro_batch = 1;
+	rc = hexi_simulate(p, HEXI_COST_REFERENCE, rep);
+	is_int(rc, HEXI_OK, "hexi_simulate reference: %s", hexi_errmsg(rc));
+	ok(fabs(p->pipelines[0].time_s - 11.3776) < 0.5e-4,
+	   "hexi_simulate reference: T_pipe %.4f", p->pipelines[0].time_s);
+	ok(fabs(p->pred.iter_s - 20.4797) < 0.5e-4,
+	   "hexi_simulate reference: T_iter %.4f", p->pred.iter_s);
+	ok(fabs(100 * p->pred.mfu - 13.151) < 0.5e-3,
+	   "hexi_simulate reference: MFU %.3f%%", 100 * p->pred.mfu);
+	ok(fabs(p->pred.tokens_per_s - 2000.03) < 0.5e-2,
+	   "hexi_simulate reference: %.2f tokens/s", p->pred.tokens_per_s);
+	ok(fabs(p->pipelines[0].stages[3].time_s - 0.6698) < 0.5e-4,
+	   "hexi_simulate reference: 3090 stage %.4f s",
+	   p->pipelines[0].stages[3].time_s);
+	is_str(p->cost_model, "reference", "hexi_simulate records the model");
+	rc = hexi_simulate(p, HEXI_COST_HEXISCALE, rep);
+	is_int(rc, HEXI_OK, "hexi_simulate hexiscale: ok");
+	ok(p->pred.iter_s > 0 && p->pred.mfu > 0 && p->pred.mfu < 1,
+	   "hexi_simulate hexiscale: iteration %.3f s, MFU %.2f%%",
+	   p->pred.iter_s, 100 * p->pred.mfu);
+	ok(rep[0].mem_gib > 0 && rep[0].mem_cap_gib == 80.0,
+	   "hexi_simulate hexiscale: memory %.1f of %.0f GiB on the A100",
+	   rep[0].mem_gib, rep[0].mem_cap_gib);
+	hexi_plan_destroy(p);
+	hexi_cluster_destroy(c);
 }
 
 static void gpipe_and_1f1b(void)
@@ -152,6 +204,7 @@ static void chunked_sync(void)
 int main(void)
 {
 	known_answer();
+	known_answer_simulate();
 	gpipe_and_1f1b();
 	hexi_tp_and_mem();
 	chunked_sync();

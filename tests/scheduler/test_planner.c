@@ -54,10 +54,11 @@ static void split_layers(void)
 			if (want != DBL_MAX) {
 				bad++;
 				tap_diag("L=%d S=%d: split says infeasible, "
-					 "brute force %.6g", L, S, want);
+					 "brute force %.6g",
+					 L, S, want);
 				for (int s = 0; s < S; s++)
-					tap_diag("  a %.17g c %.17g cap %d", a[s],
-						 c[s], cap[s]);
+					tap_diag("  a %.17g c %.17g cap %d",
+						 a[s], c[s], cap[s]);
 			}
 			continue;
 		}
@@ -72,14 +73,16 @@ static void split_layers(void)
 				 got, want, sum);
 		}
 	}
-	is_int(bad, 0, "layer split: optimal min-max under caps (300 cases, "
-		       "%d infeasible)", infeas);
+	is_int(bad, 0,
+	       "layer split: optimal min-max under caps (300 cases, "
+	       "%d infeasible)",
+	       infeas);
 }
 
 /* ---- structural validity (what hexi_plan_validate checks) -------------- */
 
-static int plan_ok(const sched_ctx *x, const pl_cand *c, int M, int mb,
-		   int kv, char *why, size_t n)
+static int plan_ok(const sched_ctx *x, const pl_cand *c, int M, int mb, int kv,
+		   char *why, size_t n)
 {
 	int *used = calloc((size_t)x->ndev, sizeof(int)), ok = 1, tot = 0;
 
@@ -92,7 +95,8 @@ static int plan_ok(const sched_ctx *x, const pl_cand *c, int M, int mb,
 		for (int s = 0; s < pl->nstages; s++) {
 			const hexi_stage *st = &pl->stages[s];
 			if (st->layer_begin != l || st->layer_end <= l)
-				ok = 0, snprintf(why, n, "layers p%d s%d", p, s);
+				ok = 0,
+				snprintf(why, n, "layers p%d s%d", p, s);
 			l = st->layer_end;
 			if (st->tp > kv)
 				ok = 0, snprintf(why, n, "tp > kv");
@@ -100,9 +104,11 @@ static int plan_ok(const sched_ctx *x, const pl_cand *c, int M, int mb,
 				int d = sched_dev_index(x, st->devices[i].node,
 							st->devices[i].gpu);
 				if (d < 0 || used[d]++)
-					ok = 0, snprintf(why, n, "device twice");
+					ok = 0,
+					snprintf(why, n, "device twice");
 				if (st->devices[i].node != st->devices[0].node)
-					ok = 0, snprintf(why, n, "TP spans nodes");
+					ok = 0,
+					snprintf(why, n, "TP spans nodes");
 			}
 		}
 		if (l != x->m.layers)
@@ -189,11 +195,14 @@ static void paper_cluster(void)
 	/* 13B at 16 B/param: megatron's even 5-layer stages overflow 24 GiB */
 	ok(h < meg, "hexiscale %.3f s beats megatron (%s)", h,
 	   meg < PL_INFEASIBLE ? "slower" : "does not fit");
-	ok(run(&f, HEXI_STRATEGY_RANDOM, 32, 1, "random", NULL) >= h * (1 - 1e-9),
+	ok(run(&f, HEXI_STRATEGY_RANDOM, 32, 1, "random", NULL) >=
+	       h * (1 - 1e-9),
 	   "random partition is not better than hexiscale");
 	ex = run(&f, HEXI_STRATEGY_EXHAUSTIVE, 32, 1, "exhaustive", NULL);
-	ok(ex <= h * (1 + 1e-9), "exhaustive %.4f <= hexiscale %.4f (gap "
-	   "%.2f%%)", ex, h, 100 * (h / ex - 1));
+	ok(ex <= h * (1 + 1e-9),
+	   "exhaustive %.4f <= hexiscale %.4f (gap "
+	   "%.2f%%)",
+	   ex, h, 100 * (h / ex - 1));
 	pl_cand_free(&a);
 	pl_cand_free(&b);
 	fx_fini(&f);

@@ -1,0 +1,142 @@
+/*
+ * hexi_rt.h - HexiScale runtime (libhexirt): executes an asymmetric plan.
+ *
+ * A process calls hexi_rt_init() once: it learns its rank from PMIx (srun
+ * --mpi=pmix), from mpirun, or runs alone; reads the plan named by --plan,
+ * HEXISCALE_PLAN or, alone, builds a one-pipeline one-stage plan; checks
+ * that plan, world size and the role in the environment agree; and builds
+ * the tensor-parallel groups, the pipeline neighbours and the chunk groups
+ * of the asymmetric gradient synchronisation (doc/LAYOUT.md).
+ *
+ * A trainer (hexi_trainer_*) then runs the reference Llama-style model on
+ * the plan: 1F1B pipeline with each pipeline's own micro-batch count,
+ * tensor parallelism inside stages, chunked gradient sync weighted so that
+ * any batch split trains exactly like one process on the global batch,
+ * global-norm clipping, AdamW or SGD, checkpoints (hexiscale-ckpt(5)).
+ *
+ * Ownership: the _create and _init calls return heap objects freed by the
+ * matching
+ * *_destroy (NULL is a no-op).  Every fallible call returns hexi_rc with a
+ * message (hexi_errmsg) naming the rank, file, tensor or peer.  Calls
+ * marked "collective" must be made by every rank of the plan.
+ */
+#ifndef HEXI_RT_H
+#define HEXI_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hexi_common.h"
+#include "hexi_sched.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- bootstrap ----------------------------------------------------------- */
+
+typedef struct hexi_rt hexi_rt;
+
+typedef enum hexi_rt_launcher {
+	HEXI_LAUNCH_SINGLE = 0, /* one process, no MPI launcher */
+	HEXI_LAUNCH_PMIX = 1,	/* srun --mpi=pmix (direct PMIx) */
+	HEXI_LAUNCH_MPIRUN = 2, /* mpirun / mpiexec (OpenMPI) */
+} hexi_rt_launcher;
+
+typedef struct hexi_rt_opts {
+	const char *plan_path; /* NULL: $HEXISCALE_PLAN, else one process */
+	/* Only for a run without a plan (one pipeline, one stage, TP 1): */
+	const char *model;   /* built-in name or model JSON path */
+	int global_batch;    /* samples per step (default 8) */
+	int micro_batches;   /* default 1 */
+	double timeout_s;    /* watchdog per step, 0 = off (default 0) */
+	const char *backend; /* "mpi" (default), "nccl" when built */
+} hexi_rt_opts;
+
+void hexi_rt_opts_defaults(hexi_rt_opts *o);
+
+/* Collective.  Initialises MPI when the job has more than one rank. */
+hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
+		     hexi_rt **out);
+/* Collective; finalises what hexi_rt_init started. */
+void hexi_rt_destroy(hexi_rt *rt);
+
+int hexi_rt_rank(const hexi_rt *rt);
+int hexi_rt_world_size(const hexi_rt *rt);
+hexi_rt_launcher hexi_rt_launcher_kind(const hexi_rt *rt);
+const char *hexi_rt_launcher_name(hexi_rt_launcher l);
+const hexi_plan *hexi_rt_plan(const hexi_rt *rt);     /* owned by rt */
+const hexi_role *hexi_rt_role(const hexi_rt *rt);     /* owned by rt */
+const hexi_layout *hexi_rt_layout(const hexi_rt *rt); /* owned by rt */
+/* Bring the whole job down with exit status rc (never returns). */
+void hexi_rt_abort(hexi_rt *rt, hexi_rc rc) __attribute__((noreturn));
+/* Collective: 1 if every rank passed ok != 0, else 0 (keeps error exits
+ * together so no rank hangs waiting for one that failed). */
+int hexi_rt_all_ok(hexi_rt *rt, int ok);
+
+/* ---- training ------------------------------------------------------------ */
+
+typedef enum hexi_optimizer {
+	HEXI_OPT_ADAMW = 0,
+	HEXI_OPT_SGD = 1,
+} hexi_optimizer;
+
+typedef struct hexi_train_opts {
+	int steps;		  /* steps to run in total (resume counts) */
+	double lr;		  /* default 1e-3 */
+	uint64_t seed;		  /* init and synthetic data, default 1234 */
+	hexi_optimizer optimizer; /* default AdamW */
+	double beta1, beta2, eps, weight_decay; /* AdamW: .9 .95 1e-8 0 */
+	double clip;	       /* global-norm clip, 0 = off (default 1.0) */
+	const char *data_path; /* text file, byte tokens; NULL: synthetic */
+	int save_every;	       /* steps between checkpoints, 0 = never */
+	const char *ckpt_dir;  /* where to save */
+	int verbose;
+} hexi_train_opts;
+
+void hexi_train_opts_defaults(hexi_train_opts *o);
+
+/* Per-step numbers.  Times are this rank's own; loss, grad_norm and
+ * tokens_per_s are global (the same on every rank). */
+typedef struct hexi_step_stats {
+	int step;	     /* 1-based number of the step just done */
+	double loss;	     /* mean token loss over the global batch */
+	double grad_norm;    /* global L2 norm before clipping */
+	double time_s;	     /* wall time of the step */
+	double tokens_per_s; /* global batch tokens / time_s */
+	double compute_s;    /* forward+backward+optimizer */
+	double tp_s;	     /* tensor-parallel all-reduces */
+	double pp_wait_s;    /* waiting for pipeline neighbours */
+	double dp_sync_s;    /* chunked gradient sync + norm */
+} hexi_step_stats;
+
+typedef struct hexi_trainer hexi_trainer;
+
+/* Collective: builds this rank's stage of the model, initialised
+ * deterministically from the seed whatever the plan. */
+hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
+			    hexi_trainer **out);
+/* Collective: one optimizer step over one global batch; saves a
+ * checkpoint after it when save_every divides the step. */
+hexi_rc hexi_trainer_step(hexi_trainer *t, hexi_step_stats *st);
+/* Steps done so far (0 after create, the saved step after a resume). */
+int hexi_trainer_steps_done(const hexi_trainer *t);
+/* Collective: write a checkpoint of parameters, optimizer moments and
+ * step under dir (hexiscale-ckpt(5)). */
+hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir);
+/* Collective: load the latest checkpoint committed under dir, written by
+ * any plan of the same model. */
+hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir);
+/* Collective: every rank's stats gathered on rank 0 into all[world_size]
+ * (all may be NULL on other ranks). */
+hexi_rc hexi_trainer_gather_stats(hexi_trainer *t, const hexi_step_stats *mine,
+				  hexi_step_stats *all);
+/* Write this rank's parameter shards to PREFIX.rankN (raw dump for tests;
+ * format in hexitrain(1), FILES). */
+hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix);
+void hexi_trainer_destroy(hexi_trainer *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HEXI_RT_H */

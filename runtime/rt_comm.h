@@ -1,0 +1,110 @@
+/*
+ * rt_comm.h - internal communication interface of libhexirt.
+ *
+ * A backend (MPI on CPU: comm_mpi.c; NCCL on GPU: comm_nccl.c) fills a
+ * small vtable.  The runtime never calls MPI or NCCL directly outside the
+ * backend files, so the pipeline, the tensor-parallel callbacks and the
+ * chunked gradient sync run unchanged on either.
+ *
+ * Conventions every backend keeps:
+ *  - Ranks are global ranks of the plan (0..world_size-1).
+ *  - Groups are created with rt_comm_group_create() from an ascending list of
+ *    global ranks.  Only the members call it, and every rank creates the
+ *    groups it belongs to in the same global order (the runtime walks the
+ *    plan in one fixed order), so a backend may run a collective among the
+ *    members inside group_create (MPI_Comm_create_group, ncclCommInitRank
+ *    after exchanging a unique id).  A caller never creates the same rank
+ *    set twice: groups are shared through rt_comm_group_get().
+ *  - Inside a group, members are numbered 0..n-1 in ascending global rank.
+ *  - Buffers are host memory for the MPI backend and device memory for NCCL
+ *    (the runtime allocates them through the backend's owner, the model).
+ *  - send() may return before the receiver posted its receive: it copies or
+ *    queues, so two neighbours sending to each other never deadlock; flush()
+ *    waits until every send of this rank has completed.
+ *  - Every call returns hexi_rc with a message naming the peer or the group;
+ *    a failed peer yields HEXI_ERR_PEER or HEXI_ERR_MPI/NCCL, never a hang
+ *    the runtime could avoid (see abort_all and the watchdog in boot.c).
+ */
+#ifndef HEXI_RT_COMM_H
+#define HEXI_RT_COMM_H
+
+#include <stddef.h>
+
+#include "hexi_common.h"
+
+typedef enum rt_dtype {
+	RT_F32 = 0, /* float */
+	RT_F64 = 1, /* double (loss and norm scalars) */
+} rt_dtype;
+
+typedef struct rt_comm rt_comm;
+typedef struct rt_group rt_group;
+
+typedef struct rt_comm_ops {
+	const char *name; /* "mpi", "nccl" */
+	/* Collective among ranks[0..n-1] (ascending, includes the caller). */
+	hexi_rc (*group_create)(rt_comm *c, const int *ranks, int n,
+				rt_group **out);
+	void (*group_destroy)(rt_group *g);
+	/* In-place sum of count elements over the group. */
+	hexi_rc (*allreduce_sum)(rt_group *g, void *buf, size_t count,
+				 rt_dtype dt);
+	/* Broadcast bytes from group member root (0..n-1). */
+	hexi_rc (*bcast)(rt_group *g, void *buf, size_t bytes, int root);
+	/* Point to point with a global peer rank; tag < 2^20. */
+	hexi_rc (*send)(rt_comm *c, const void *buf, size_t bytes, int peer,
+			int tag);
+	hexi_rc (*recv)(rt_comm *c, void *buf, size_t bytes, int peer, int tag);
+	hexi_rc (*flush)(rt_comm *c);
+	/* Barrier over all ranks (g == NULL) or one group. */
+	hexi_rc (*barrier)(rt_comm *c, rt_group *g);
+	/* Bring the whole job down now with exit status code (never returns).
+	 */
+	void (*abort_all)(rt_comm *c, int code);
+	void (*destroy)(rt_comm *c);
+} rt_comm_ops;
+
+/* Common head of every backend object (backends embed it first). */
+struct rt_comm {
+	const rt_comm_ops *ops;
+	int rank, size;
+	/* cache of created groups, keyed by rank set (rt_comm_group_get) */
+	struct rt_group_entry *groups;
+	int ngroups, cap_groups;
+};
+
+/* Common head of every group object. */
+struct rt_group {
+	rt_comm *comm;
+	int n;	    /* members */
+	int me;	    /* caller's index among members */
+	int *ranks; /* [n] ascending global ranks (owned by the group) */
+};
+
+/* ---- backends ----------------------------------------------------------- */
+
+/* MPI backend; MPI must already be initialised (boot.c does it).  The world
+ * communicator is MPI_COMM_WORLD.  Also works for a single process. */
+hexi_rc rt_comm_mpi_create(rt_comm **out);
+/* A single-process backend without MPI (collectives are copies). */
+hexi_rc rt_comm_self_create(rt_comm **out);
+#ifdef HAVE_CUDA
+/* NCCL backend (comm_nccl.c): needs an MPI comm for id exchange. */
+hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out);
+#endif
+
+/* ---- helpers over the vtable (comm_common in comm_mpi.c) ---------------- */
+
+/* The group of exactly ranks[0..n-1] (any order; sorted and deduplicated
+ * here), created on first use and owned by c.  *out is NULL if the caller
+ * is not a member.  Same ordering rule as group_create. */
+hexi_rc rt_comm_group_get(rt_comm *c, const int *ranks, int n, rt_group **out);
+/* Destroy c and every cached group (NULL is a no-op). */
+void rt_comm_destroy(rt_comm *c);
+
+static inline hexi_rc rt_allreduce_f32(rt_group *g, float *buf, size_t n)
+{
+	return g->comm->ops->allreduce_sum(g, buf, n, RT_F32);
+}
+
+#endif /* HEXI_RT_COMM_H */
