@@ -58,6 +58,7 @@ typedef struct scratch {
 	float *dgate, *dup, *dh; /* (B,T,f) */
 	float *logits;		 /* (B,T,V): logits, then dlogits */
 	float *losses;		 /* (B,T) */
+	float *attwork;		 /* (T,T) attention backward workspace */
 } scratch;
 
 struct rt_model {
@@ -73,14 +74,6 @@ struct rt_model {
 	slot *slots; /* [max_slots] */
 	scratch s;
 };
-
-/* Rows of a sharded dimension held by TP rank r of t: identical to the
- * scheduler's hexi_layout_split() (doc/LAYOUT.md). */
-static void rt_split(int n, int t, int r, int *begin, int *end)
-{
-	*begin = (int)((int64_t)r * n / t);
-	*end = (int)((int64_t)(r + 1) * n / t);
-}
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -180,8 +173,9 @@ static void layer_params(rt_model *m, rt_param *p, int l)
 	const int C = m->C, hs = m->hs, G = md->heads / md->kv_heads;
 	int kb, ke, fb, fe;
 	char nm[RT_PARAM_NAME_MAX];
-	rt_split(md->kv_heads, m->cfg.tp_size, m->cfg.tp_rank, &kb, &ke);
-	rt_split(md->ffn, m->cfg.tp_size, m->cfg.tp_rank, &fb, &fe);
+	hexi_layout_split(md->kv_heads, m->cfg.tp_size, m->cfg.tp_rank, &kb,
+			  &ke);
+	hexi_layout_split(md->ffn, m->cfg.tp_size, m->cfg.tp_rank, &fb, &fe);
 #define LNAME(s) (snprintf(nm, sizeof(nm), "layers.%d.%s", l, s), nm)
 	param_set(&p[P_ATTN_NORM], LNAME("attn_norm.weight"), 1, C, 1, 0, C, 1);
 	param_set(&p[P_WQ], LNAME("attn.wq"), 2, (int64_t)md->heads * hs, C,
@@ -352,6 +346,7 @@ static size_t scratch_layout(rt_model *m, scratch *s, float *base)
 	s->dh = carve(base, &off, BT * m->f);
 	s->logits = carve(base, &off, m->cfg.has_head ? BT * m->V : 0);
 	s->losses = carve(base, &off, BT);
+	s->attwork = carve(base, &off, (size_t)m->T * m->T);
 	return off;
 }
 
@@ -450,6 +445,20 @@ rt_param *rt_model_find_param(rt_model *m, const char *name)
 size_t rt_model_numel(const rt_model *m)
 {
 	return m->numel;
+}
+
+double rt_model_flops(const rt_model *m, int B)
+{
+	const double BT = (double)B * m->T, C = m->C, T = m->T;
+	const double qd = (double)m->nh * m->hs, kvd = (double)m->nkv * m->hs;
+	/* per layer: q,k,v,o projections, gate/up/down, then attention:
+	 * q.k^T and att.v over the causal half (T+1)/2 positions per row */
+	double gemm = C * (2 * qd + 2 * kvd) + 3 * C * m->f;
+	double attn = 2.0 * qd * (T + 1) / 2.0;
+	double fl = 6.0 * BT * (gemm + attn) * m->nl;
+	if (m->cfg.has_head)
+		fl += 6.0 * BT * C * m->V;
+	return fl;
 }
 
 void rt_model_zero_grad(rt_model *m)
@@ -657,8 +666,9 @@ static hexi_rc attn_backward(rt_model *m, int l, slot *s)
 	zero(k->dq, (size_t)BT * qd);
 	zero(k->dk, (size_t)BT * kvd);
 	zero(k->dv, (size_t)BT * kvd);
-	rt_attention_backward(k->dq, k->dk, k->dv, k->datty, a->q, a->k, a->v,
-			      a->att, B, T, m->nh, m->nkv, m->hs);
+	rt_attention_backward_ws(k->dq, k->dk, k->dv, k->attwork, k->datty,
+				 a->q, a->k, a->v, a->att, B, T, m->nh, m->nkv,
+				 m->hs);
 	rt_rope_backward(k->dq, B, T, m->nh, m->hs, RT_ROPE_THETA);
 	rt_rope_backward(k->dk, B, T, m->nkv, m->hs, RT_ROPE_THETA);
 	zero(k->dln, (size_t)BT * C);
