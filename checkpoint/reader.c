@@ -97,6 +97,9 @@ static hexi_rc resolve(const char *path, int64_t step, char *out, size_t cap)
 		return ck_step_dir(out, cap, path, step) < 0
 			   ? hexi_error(HEXI_ERR_RANGE, "path too long")
 			   : HEXI_OK;
+	/* 'latest' is written just after the manifest: a save killed between
+	 * the two leaves a newer commit than 'latest' names, so the newest
+	 * committed step wins; a 'latest' that names no step is an error. */
 	snprintf(lp, sizeof(lp), "%s/%s", path, HEXI_CKPT_LATEST);
 	if (hexi_read_file(lp, 64, &text, &len) == HEXI_OK) {
 		while (len > 0 && text[len - 1] == '\n')
@@ -104,20 +107,16 @@ static hexi_rc resolve(const char *path, int64_t step, char *out, size_t cap)
 		if (!is_step_name(text, &s)) {
 			free(text);
 			return hexi_error(HEXI_ERR_PARSE,
-					  "%s: does not name a "
-					  "step directory",
+					  "%s: does not name a step directory",
 					  lp);
 		}
 		free(text);
-	} else {
-		hexi_error_clear();
-		s = scan_latest(path);
-		if (s < 0)
-			return hexi_error(HEXI_ERR_NOTFOUND,
-					  "%s: no committed "
-					  "checkpoint",
-					  path);
 	}
+	hexi_error_clear();
+	s = scan_latest(path);
+	if (s < 0)
+		return hexi_error(HEXI_ERR_NOTFOUND,
+				  "%s: no committed checkpoint", path);
 	return ck_step_dir(out, cap, path, s) < 0
 		   ? hexi_error(HEXI_ERR_RANGE, "path too long")
 		   : HEXI_OK;
