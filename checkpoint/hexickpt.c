@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "hexi_ckpt.h"
+#include "hexi_sched.h"
 
 #define PROG "hexickpt"
 
@@ -114,6 +115,8 @@ static int print_json(json_t *j)
 	return 0;
 }
 
+#include "reshard_plan.h"
+
 /* ---- info -------------------------------------------------------------- */
 
 static uint64_t tensor_bytes(const hexi_ckpt_tensor_info *t)
@@ -154,18 +157,6 @@ static uint64_t *rank_bytes(const hexi_ckpt_reader *r)
 	return v;
 }
 
-static json_t *plan_summary_json(const char *plan)
-{
-	json_t *p = plan[0] ? json_loads(plan, 0, NULL) : NULL;
-	json_t *pl = json_object_get(p, "pipelines"), *out;
-
-	out = json_pack(
-	    "{s:I,s:I}", "bytes", (json_int_t)strlen(plan), "pipelines",
-	    (json_int_t)(json_is_array(pl) ? json_array_size(pl) : 0));
-	json_decref(p);
-	return out;
-}
-
 static int info_json(const hexi_ckpt_reader *r, const uint64_t *rb)
 {
 	json_t *root = meta_json(r), *ts = json_array(), *ranks = json_array();
@@ -191,8 +182,7 @@ static int info_json(const hexi_ckpt_reader *r, const uint64_t *rb)
 	}
 	for (i = 0; i < hexi_ckpt_reader_meta(r)->world_size; i++)
 		json_array_append_new(ranks, json_integer((json_int_t)rb[i]));
-	json_object_set_new(root, "plan",
-			    plan_summary_json(hexi_ckpt_reader_plan_json(r)));
+	json_object_set_new(root, "plan", plan_summary_json(r));
 	json_object_set_new(root, "rank_bytes", ranks);
 	json_object_set_new(root, "tensors", ts);
 	return print_json(root);
@@ -203,7 +193,6 @@ static void info_text(const hexi_ckpt_reader *r, const uint64_t *rb)
 	const hexi_ckpt_meta *m = hexi_ckpt_reader_meta(r);
 	hexi_ckpt_tensor_info ti;
 	uint64_t total = 0;
-	json_t *ps = plan_summary_json(hexi_ckpt_reader_plan_json(r));
 	int i;
 
 	printf("checkpoint  %s\n", hexi_ckpt_reader_path(r));
@@ -214,12 +203,7 @@ static void info_text(const hexi_ckpt_reader *r, const uint64_t *rb)
 	       m->step, m->opt_step);
 	printf("tokens      %" PRId64 ", data position %" PRId64 "\n",
 	       m->tokens_seen, m->data_position);
-	printf("plan        %s (%" PRId64 " pipelines, %" PRId64
-	       " bytes of JSON)\n",
-	       m->plan_hash[0] ? m->plan_hash : "(none)",
-	       (int64_t)json_integer_value(json_object_get(ps, "pipelines")),
-	       (int64_t)json_integer_value(json_object_get(ps, "bytes")));
-	json_decref(ps);
+	plan_summary_text(r);
 	printf("ranks       %d\n", m->world_size);
 	for (i = 0; i < m->world_size; i++)
 		printf("  rank-%05d.h5  %10.3f MiB of slices\n", i,
@@ -331,8 +315,6 @@ static int cmd_export(int argc, char **argv, const opts *o)
 }
 
 /* ---- reshard ----------------------------------------------------------- */
-
-#include "reshard_plan.h"
 
 static int cmd_reshard(int argc, char **argv, const opts *o)
 {

@@ -140,6 +140,37 @@ static hexi_rc check_opts(const hexi_ckpt_reader *r,
 	return HEXI_OK;
 }
 
+/* A stored hexiscale plan must parse (which checks its own hash) and be
+ * the plan the manifest names; other plan JSON is kept opaque. */
+static hexi_rc check_plan(const hexi_ckpt_reader *r)
+{
+	const char *js = r->man.plan_json;
+	json_t *j, *f;
+	hexi_plan *p = NULL;
+	hexi_rc rc;
+	int is_plan;
+
+	if (js == NULL || js[0] == '\0')
+		return HEXI_OK;
+	j = json_loads(js, 0, NULL);
+	f = json_object_get(j, "format");
+	is_plan = json_is_string(f) &&
+		  strcmp(json_string_value(f), HEXI_PLAN_FORMAT) == 0;
+	json_decref(j);
+	if (!is_plan)
+		return HEXI_OK;
+	rc = hexi_plan_parse(js, strlen(js), NULL, &p);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "%s: stored plan", r->stepdir);
+	if (strcmp(p->hash, r->man.meta.plan_hash) != 0)
+		rc = hexi_error(HEXI_ERR_MISMATCH,
+				"%s: stored plan has hash %s, "
+				"the manifest says %s",
+				r->stepdir, p->hash, r->man.meta.plan_hash);
+	hexi_plan_destroy(p);
+	return rc;
+}
+
 /* Rank files: present with the size the manifest recorded. */
 static hexi_rc check_files(const hexi_ckpt_reader *r)
 {
@@ -201,7 +232,8 @@ hexi_rc hexi_ckpt_open(const char *path, const hexi_ckpt_open_opts *o,
 	if ((rv = ck_manifest_parse(text, len, mpath, &r->man)) != HEXI_OK)
 		goto out;
 	r->have_man = 1;
-	if ((rv = check_opts(r, o)) != HEXI_OK || (rv = check_files(r)))
+	if ((rv = check_opts(r, o)) != HEXI_OK || (rv = check_plan(r)) ||
+	    (rv = check_files(r)))
 		goto out;
 	r->fids = malloc((size_t)r->man.meta.world_size * sizeof(hid_t));
 	if (r->fids == NULL) {
