@@ -161,6 +161,59 @@ static void refine(pl_state *st, int dir, pl_cand *best)
 	free(part);
 }
 
+/* part[]/grp[] of a candidate: pipeline and stage (TP group) per GPU. */
+static void cand_groups(const pl_state *st, const pl_cand *c, int *part,
+			int *grp)
+{
+	int g = 0;
+
+	for (int i = 0; i < st->x.ndev; i++)
+		part[i] = grp[i] = -1;
+	for (int p = 0; p < c->np; p++)
+		for (int s = 0; s < c->pp[p].nstages; s++, g++)
+			for (int i = 0; i < c->pp[p].stages[s].tp; i++) {
+				const hexi_device *d =
+				    &c->pp[p].stages[s].devices[i];
+				int k =
+				    sched_dev_index(&st->x, d->node, d->gpu);
+				part[k] = p;
+				grp[k] = g;
+			}
+}
+
+/* Larger micro-batches (2b, 4b, ...) for the best plan's groups: fewer,
+ * longer micro-batches trade bubble and memory for less per-message
+ * latency.  Keeps the best; st->mb/st->M end up matching it. */
+void pl_search_mb(pl_state *st, pl_cand *best)
+{
+	int n = st->x.ndev, *part = calloc((size_t)n * 2, sizeof(int));
+	int G = st->M * st->mb, mb_best = st->mb;
+
+	if (!part || !best->pp || best->score >= PL_INFEASIBLE)
+		goto out;
+	cand_groups(st, best, part, part + n);
+	for (int mb = st->mb * 2; mb <= G && G % mb == 0; mb *= 2) {
+		pl_cand c = {0};
+		st->mb = mb;
+		st->M = G / mb;
+		if (st->M < best->np)
+			break;
+		if (pl_phase2_groups(st, part, best->np, part + n, &c) != 0) {
+			pl_cand_free(&c);
+			break;
+		}
+		trace(st, "ubatch", best->np, mb, NULL, &c);
+		if (!pl_cand_take(best, &c))
+			break;
+		mb_best = mb;
+		cand_groups(st, best, part, part + n);
+	}
+out:
+	st->mb = mb_best;
+	st->M = G / mb_best;
+	free(part);
+}
+
 static int next_p(int P)
 {
 	return P < 8 ? P + 1 : P + P / 4;
@@ -196,6 +249,7 @@ hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best)
 		    pl_out_of_time(st))
 			break;
 	}
+	pl_search_mb(st, best);
 out:
 	free(part);
 	free(warm);
