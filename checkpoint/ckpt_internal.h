@@ -1,0 +1,132 @@
+/*
+ * ckpt_internal.h - shared by the checkpoint module's sources only.
+ */
+#ifndef HEXI_CKPT_INTERNAL_H
+#define HEXI_CKPT_INTERNAL_H
+
+#include <hdf5.h>
+#include <jansson.h>
+
+#include "hexi_ckpt.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checksums are defined over little-endian float32 bytes"
+#endif
+
+#define CK_MANIFEST_MAX_BYTES ((size_t)1 << 30)
+#define CK_INDEX_MAX_BYTES    ((size_t)256 << 20)
+#define CK_PLAN_MAX_BYTES     ((size_t)64 << 20)
+#define CK_BLOB_MAX_BYTES     ((size_t)64 << 20)
+#define CK_MAX_ROWS	      ((int64_t)1 << 40)
+#define CK_MAX_ELEMS	      ((int64_t)1 << 40)
+#define CK_MAX_TENSORS	      1000000
+#define CK_MAX_SLICES	      10000000
+#define CK_IO_BLOCK_BYTES     ((size_t)8 << 20)
+#define CK_PATH_MAX	      4096
+
+typedef struct ck_slice {
+	int rank;
+	int64_t b, e; /* rows [b, e) */
+	uint64_t xxh;
+	int verified; /* reader: checksum checked */
+} ck_slice;
+
+typedef struct ck_tensor {
+	char name[HEXI_CKPT_NAME_MAX];
+	int ndim;
+	int64_t shape[2]; /* shape[1] == 1 for ndim 1 */
+	int nslices;
+	ck_slice *slices; /* sorted by b once validated */
+} ck_tensor;
+
+typedef struct ck_blob {
+	char name[HEXI_CKPT_NAME_MAX];
+	int rank;
+	uint64_t bytes, xxh;
+} ck_blob;
+
+/* A slice as added, before ck_manifest_validate groups them by tensor. */
+typedef struct ck_raw {
+	char name[HEXI_CKPT_NAME_MAX];
+	int ndim;
+	int64_t shape[2];
+	ck_slice s;
+} ck_raw;
+
+typedef struct ck_manifest {
+	hexi_ckpt_meta meta;
+	int version;
+	uint64_t *file_bytes; /* [world_size] */
+	int nraw, rawcap;
+	ck_raw *raw; /* consumed by ck_manifest_validate */
+	int ntensors;
+	ck_tensor *tensors; /* sorted by name once validated */
+	int nblobs, bcap;
+	ck_blob *blobs;
+	char *plan_json; /* compact JSON text or "" */
+} ck_manifest;
+
+/* manifest.c */
+hexi_rc ck_manifest_init(ck_manifest *m, const hexi_ckpt_meta *meta);
+void ck_manifest_fini(ck_manifest *m);
+hexi_rc ck_manifest_add_slice(ck_manifest *m, const char *name, int ndim,
+			      const int64_t shape[2], int rank, int64_t b,
+			      int64_t e, uint64_t xxh, const char *where);
+hexi_rc ck_manifest_add_blob(ck_manifest *m, const char *name, int rank,
+			     uint64_t bytes, uint64_t xxh, const char *where);
+/* Sort, then check coverage, overlaps, duplicates; WHERE names the source. */
+hexi_rc ck_manifest_validate(ck_manifest *m, const char *where);
+hexi_rc ck_manifest_parse(const char *json, size_t len, const char *where,
+			  ck_manifest *out);
+hexi_rc ck_manifest_to_json(const ck_manifest *m, char **out);
+ck_tensor *ck_manifest_find(const ck_manifest *m, const char *name);
+hexi_rc ck_meta_check(const hexi_ckpt_meta *meta, const char *where);
+int ck_name_ok(const char *name);
+/* Strict JSON helpers shared with the index parser. */
+hexi_rc ck_json_keys(json_t *o, const char *const *keys, const char *where);
+hexi_rc ck_json_i64(json_t *o, const char *key, int64_t min, int64_t max,
+		    int64_t *out, const char *where);
+hexi_rc ck_json_str(json_t *o, const char *key, char *buf, size_t cap,
+		    const char *where);
+hexi_rc ck_json_hex64(json_t *o, const char *key, uint64_t *out,
+		      const char *where);
+hexi_rc ck_json_shape(json_t *o, int *ndim, int64_t shape[2],
+		      const char *where);
+hexi_rc ck_json_rows(json_t *o, int64_t *b, int64_t *e, const char *where);
+json_t *ck_json_shape_new(int ndim, const int64_t shape[2]);
+json_t *ck_json_hex64_new(uint64_t v);
+
+/* h5util.c */
+void ck_h5_init(void);
+/* Message of the innermost HDF5 error on the stack (static buffer). */
+const char *ck_h5_msg(void);
+/* hexi_error with the HDF5 message appended; NOSPACE when it says so. */
+hexi_rc ck_h5_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+hid_t ck_h5_create(const char *path);
+hid_t ck_h5_open(const char *path);
+int ck_h5_write_str_attr(hid_t loc, const char *name, const char *v);
+int ck_h5_write_i64_attr(hid_t loc, const char *name, int64_t v);
+int ck_h5_write_u64_attr(hid_t loc, const char *name, uint64_t v);
+int ck_h5_write_i64v_attr(hid_t loc, const char *name, int n, const int64_t *v);
+int ck_h5_read_str_attr(hid_t loc, const char *name, char *buf, size_t cap);
+int ck_h5_read_i64_attr(hid_t loc, const char *name, int64_t *v);
+int ck_h5_read_u64_attr(hid_t loc, const char *name, uint64_t *v);
+int ck_h5_write_str_dset(hid_t loc, const char *name, const char *text);
+/* Heap copy of a string dataset, at most max bytes; -1 on failure. */
+int ck_h5_read_str_dset(hid_t loc, const char *name, size_t max, char **out);
+/* Root attributes of a rank or export file. */
+int ck_h5_write_meta(hid_t fid, const hexi_ckpt_meta *m);
+/* Check a rank file's root attributes against META; hexi_rc. */
+hexi_rc ck_h5_check_meta(hid_t fid, const hexi_ckpt_meta *m, int rank,
+			 const char *path);
+/* fsync a file or directory by path. */
+hexi_rc ck_fsync_path(const char *path, int is_dir);
+
+/* paths */
+int ck_step_dir(char *buf, size_t cap, const char *dir, int64_t step);
+int ck_rank_path(char *buf, size_t cap, const char *stepdir, int rank);
+const char *ck_base(const char *path);
+/* Dataset name in /slices of a rank file. */
+int ck_slice_dset(char *buf, size_t cap, const char *name, int64_t b);
+
+#endif /* HEXI_CKPT_INTERNAL_H */

@@ -1,0 +1,657 @@
+/*
+ * reader.c - open a committed checkpoint, read any row range of any tensor
+ * from whichever stored slices cover it, verify checksums.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ckpt_internal.h"
+#include "reader_internal.h"
+
+void hexi_ckpt_open_opts_init(hexi_ckpt_open_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->verify = 1;
+	o->step = -1;
+}
+
+static int is_step_name(const char *s, long *step)
+{
+	size_t i;
+
+	if (strncmp(s, "step-", 5) != 0 || strlen(s) != 13)
+		return 0;
+	for (i = 5; i < 13; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+	*step = strtol(s + 5, NULL, 10);
+	return 1;
+}
+
+int ck_is_step_name(const char *s, long *step)
+{
+	return is_step_name(s, step);
+}
+
+static int file_exists(const char *dir, const char *name)
+{
+	char p[CK_PATH_MAX + 64];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return stat(p, &st) == 0;
+}
+
+/* Highest committed step directory of DIR, or -1. */
+static long scan_latest(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char p[CK_PATH_MAX];
+	long best = -1, s;
+
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		if (!is_step_name(e->d_name, &s) || s <= best)
+			continue;
+		if (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) <
+			(int)sizeof(p) &&
+		    file_exists(p, HEXI_CKPT_MANIFEST))
+			best = s;
+	}
+	closedir(d);
+	return best;
+}
+
+/* PATH (a checkpoint directory or a step directory) to a step directory. */
+static hexi_rc resolve(const char *path, int64_t step, char *out, size_t cap)
+{
+	char lp[CK_PATH_MAX], *text = NULL;
+	size_t len;
+	long s;
+	struct stat st;
+
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return hexi_error(HEXI_ERR_NOTFOUND,
+				  "%s: no such checkpoint "
+				  "directory",
+				  path);
+	if (is_step_name(ck_base(path), &s) ||
+	    file_exists(path, HEXI_CKPT_MANIFEST)) {
+		if (snprintf(out, cap, "%s", path) >= (int)cap)
+			return hexi_error(HEXI_ERR_RANGE,
+					  "%.200s: path too long", path);
+		return HEXI_OK;
+	}
+	if (step >= 0)
+		return ck_step_dir(out, cap, path, step) < 0
+			   ? hexi_error(HEXI_ERR_RANGE, "path too long")
+			   : HEXI_OK;
+	snprintf(lp, sizeof(lp), "%s/%s", path, HEXI_CKPT_LATEST);
+	if (hexi_read_file(lp, 64, &text, &len) == HEXI_OK) {
+		while (len > 0 && text[len - 1] == '\n')
+			text[--len] = '\0';
+		if (!is_step_name(text, &s)) {
+			free(text);
+			return hexi_error(HEXI_ERR_PARSE,
+					  "%s: does not name a "
+					  "step directory",
+					  lp);
+		}
+		free(text);
+	} else {
+		hexi_error_clear();
+		s = scan_latest(path);
+		if (s < 0)
+			return hexi_error(HEXI_ERR_NOTFOUND,
+					  "%s: no committed "
+					  "checkpoint",
+					  path);
+	}
+	return ck_step_dir(out, cap, path, s) < 0
+		   ? hexi_error(HEXI_ERR_RANGE, "path too long")
+		   : HEXI_OK;
+}
+
+static hexi_rc check_opts(const hexi_ckpt_reader *r,
+			  const hexi_ckpt_open_opts *o)
+{
+	const hexi_ckpt_meta *m = &r->man.meta;
+
+	if (o->model != NULL && strcmp(o->model, m->model) != 0)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "%s: checkpoint of model "
+				  "'%s', expected '%s'",
+				  r->stepdir, m->model, o->model);
+	if (o->plan_hash != NULL && strcmp(o->plan_hash, m->plan_hash) != 0)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "%s: written by plan %s, "
+				  "expected plan %s",
+				  r->stepdir, m->plan_hash, o->plan_hash);
+	return HEXI_OK;
+}
+
+/* Rank files: present with the size the manifest recorded. */
+static hexi_rc check_files(const hexi_ckpt_reader *r)
+{
+	char p[CK_PATH_MAX];
+	struct stat st;
+	int i;
+
+	for (i = 0; i < r->man.meta.world_size; i++) {
+		ck_rank_path(p, sizeof(p), r->stepdir, i);
+		if (stat(p, &st) < 0)
+			return hexi_error(
+			    HEXI_ERR_NOTFOUND,
+			    "%s: rank file "
+			    "missing (listed in the manifest): %s",
+			    p, strerror(errno));
+		if ((uint64_t)st.st_size != r->man.file_bytes[i])
+			return hexi_error(
+			    HEXI_ERR_IO,
+			    "%s: %lld bytes, the "
+			    "manifest says %" PRIu64 " (truncated "
+			    "or replaced)",
+			    p, (long long)st.st_size, r->man.file_bytes[i]);
+	}
+	return HEXI_OK;
+}
+
+hexi_rc hexi_ckpt_open(const char *path, const hexi_ckpt_open_opts *o,
+		       hexi_ckpt_reader **out)
+{
+	hexi_ckpt_open_opts def;
+	hexi_ckpt_reader *r = NULL;
+	char mpath[CK_PATH_MAX + 32], *text = NULL;
+	size_t len;
+	hexi_rc rv;
+	int i;
+
+	*out = NULL;
+	if (o == NULL) {
+		hexi_ckpt_open_opts_init(&def);
+		o = &def;
+	}
+	ck_h5_init();
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "%s: reader", path);
+	r->verify = o->verify;
+	if ((rv = resolve(path, o->step, r->stepdir, sizeof(r->stepdir))))
+		goto out;
+	snprintf(mpath, sizeof(mpath), "%s/%s", r->stepdir, HEXI_CKPT_MANIFEST);
+	if (access(r->stepdir, F_OK) == 0 && access(mpath, F_OK) < 0) {
+		rv = hexi_error(HEXI_ERR_NOTFOUND,
+				"%s: not committed (no %s): "
+				"an interrupted or unfinished save",
+				r->stepdir, HEXI_CKPT_MANIFEST);
+		goto out;
+	}
+	if ((rv = hexi_read_file(mpath, CK_MANIFEST_MAX_BYTES, &text, &len)))
+		goto out;
+	if ((rv = ck_manifest_parse(text, len, mpath, &r->man)) != HEXI_OK)
+		goto out;
+	r->have_man = 1;
+	if ((rv = check_opts(r, o)) != HEXI_OK || (rv = check_files(r)))
+		goto out;
+	r->fids = malloc((size_t)r->man.meta.world_size * sizeof(hid_t));
+	if (r->fids == NULL) {
+		rv = hexi_error(HEXI_ERR_NOMEM, "%s: reader", path);
+		goto out;
+	}
+	for (i = 0; i < r->man.meta.world_size; i++)
+		r->fids[i] = H5I_INVALID_HID;
+	*out = r;
+	r = NULL;
+	rv = HEXI_OK;
+out:
+	free(text);
+	hexi_ckpt_close(r);
+	return rv;
+}
+
+void hexi_ckpt_close(hexi_ckpt_reader *r)
+{
+	int i;
+
+	if (r == NULL)
+		return;
+	for (i = 0; r->fids != NULL && i < r->man.meta.world_size; i++)
+		if (r->fids[i] >= 0)
+			H5Fclose(r->fids[i]);
+	free(r->fids);
+	free(r->buf);
+	if (r->have_man)
+		ck_manifest_fini(&r->man);
+	free(r);
+}
+
+const hexi_ckpt_meta *hexi_ckpt_reader_meta(const hexi_ckpt_reader *r)
+{
+	return &r->man.meta;
+}
+
+const char *hexi_ckpt_reader_plan_json(const hexi_ckpt_reader *r)
+{
+	return r->man.plan_json ? r->man.plan_json : "";
+}
+
+const char *hexi_ckpt_reader_path(const hexi_ckpt_reader *r)
+{
+	return r->stepdir;
+}
+
+int hexi_ckpt_ntensors(const hexi_ckpt_reader *r)
+{
+	return r->man.ntensors;
+}
+
+static void fill_info(const ck_tensor *t, hexi_ckpt_tensor_info *out)
+{
+	out->name = t->name;
+	out->ndim = t->ndim;
+	out->shape[0] = t->shape[0];
+	out->shape[1] = t->shape[1];
+	out->nslices = t->nslices;
+}
+
+hexi_rc hexi_ckpt_tensor_at(const hexi_ckpt_reader *r, int i,
+			    hexi_ckpt_tensor_info *out)
+{
+	if (i < 0 || i >= r->man.ntensors)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "tensor index %d outside "
+				  "[0,%d)",
+				  i, r->man.ntensors);
+	fill_info(&r->man.tensors[i], out);
+	return HEXI_OK;
+}
+
+hexi_rc hexi_ckpt_tensor_find(const hexi_ckpt_reader *r, const char *name,
+			      hexi_ckpt_tensor_info *out, int *idx)
+{
+	const ck_tensor *t = ck_manifest_find(&r->man, name);
+
+	if (t == NULL)
+		return hexi_error(HEXI_ERR_NOTFOUND, "%s: no tensor '%s'",
+				  r->stepdir, name);
+	if (out != NULL)
+		fill_info(t, out);
+	if (idx != NULL)
+		*idx = (int)(t - r->man.tensors);
+	return HEXI_OK;
+}
+
+hexi_rc hexi_ckpt_slice_at(const hexi_ckpt_reader *r, int tensor, int slice,
+			   hexi_ckpt_slice_info *out)
+{
+	const ck_tensor *t;
+
+	if (tensor < 0 || tensor >= r->man.ntensors)
+		return hexi_error(HEXI_ERR_RANGE, "tensor index %d", tensor);
+	t = &r->man.tensors[tensor];
+	if (slice < 0 || slice >= t->nslices)
+		return hexi_error(HEXI_ERR_RANGE, "tensor '%s': slice index %d",
+				  t->name, slice);
+	out->rank = t->slices[slice].rank;
+	out->row_begin = t->slices[slice].b;
+	out->row_end = t->slices[slice].e;
+	out->xxh64 = t->slices[slice].xxh;
+	return HEXI_OK;
+}
+
+/* ---- reading ----------------------------------------------------------- */
+
+#define CK_MAX_OPEN_FILES 64
+
+/* The rank file of RANK, opened once (attributes checked then); at most
+ * CK_MAX_OPEN_FILES stay open. */
+hexi_rc ck_reader_file(hexi_ckpt_reader *r, int rank, hid_t *out)
+{
+	char p[CK_PATH_MAX];
+	hid_t f;
+	hexi_rc rc;
+	int i;
+
+	if (r->fids[rank] >= 0) {
+		*out = r->fids[rank];
+		return HEXI_OK;
+	}
+	if (r->nopen >= CK_MAX_OPEN_FILES) {
+		for (i = 0; i < r->man.meta.world_size; i++)
+			if (r->fids[i] >= 0) {
+				H5Fclose(r->fids[i]);
+				r->fids[i] = H5I_INVALID_HID;
+			}
+		r->nopen = 0;
+	}
+	ck_rank_path(p, sizeof(p), r->stepdir, rank);
+	f = ck_h5_open(p);
+	if (f < 0)
+		return ck_h5_error("%s: cannot open", p);
+	if ((rc = ck_h5_check_meta(f, &r->man.meta, rank, p)) != HEXI_OK) {
+		H5Fclose(f);
+		return rc;
+	}
+	r->fids[rank] = f;
+	r->nopen++;
+	*out = f;
+	return HEXI_OK;
+}
+
+/* Rows [b, e) (relative to the slice) of stored slice S into DST. */
+static hexi_rc read_part(hexi_ckpt_reader *r, const ck_tensor *t,
+			 const ck_slice *s, int64_t b, int64_t e, float *dst)
+{
+	char dname[HEXI_CKPT_NAME_MAX + 64], p[CK_PATH_MAX];
+	hsize_t dims[2] = {0, 0}, start[2] = {0, 0}, count[2];
+	hid_t f, d = H5I_INVALID_HID, fs = H5I_INVALID_HID,
+		 ms = H5I_INVALID_HID;
+	hexi_rc rv;
+
+	if ((rv = ck_reader_file(r, s->rank, &f)) != HEXI_OK)
+		return rv;
+	ck_rank_path(p, sizeof(p), r->stepdir, s->rank);
+	ck_slice_dset(dname, sizeof(dname), t->name, s->b);
+	rv = HEXI_ERR_HDF5;
+	d = H5Dopen2(f, dname, H5P_DEFAULT);
+	if (d < 0 || (fs = H5Dget_space(d)) < 0)
+		goto out;
+	if (H5Sget_simple_extent_ndims(fs) != t->ndim ||
+	    H5Sget_simple_extent_dims(fs, dims, NULL) < 0 ||
+	    dims[0] != (hsize_t)(s->e - s->b) ||
+	    (t->ndim == 2 && dims[1] != (hsize_t)t->shape[1])) {
+		rv = hexi_error(HEXI_ERR_MISMATCH,
+				"%s: tensor '%s' rows "
+				"[%lld,%lld): dataset shape differs from the "
+				"manifest",
+				p, t->name, (long long)s->b, (long long)s->e);
+		goto out;
+	}
+	start[0] = (hsize_t)b;
+	count[0] = (hsize_t)(e - b);
+	count[1] = (hsize_t)t->shape[1];
+	ms = H5Screate_simple(t->ndim, count, NULL);
+	if (ms < 0 ||
+	    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) <
+		0 ||
+	    H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, dst) < 0)
+		goto out;
+	rv = HEXI_OK;
+out:
+	if (rv == HEXI_ERR_HDF5)
+		rv = ck_h5_error("%s: reading tensor '%s' rows [%lld,%lld)", p,
+				 t->name, (long long)(s->b + b),
+				 (long long)(s->b + e));
+	if (ms >= 0)
+		H5Sclose(ms);
+	if (fs >= 0)
+		H5Sclose(fs);
+	if (d >= 0)
+		H5Dclose(d);
+	return rv;
+}
+
+static hexi_rc bad_sum(const hexi_ckpt_reader *r, const ck_tensor *t,
+		       const ck_slice *s, uint64_t got)
+{
+	char p[CK_PATH_MAX];
+
+	ck_rank_path(p, sizeof(p), r->stepdir, s->rank);
+	return hexi_error(HEXI_ERR_CHECKSUM,
+			  "%s: tensor '%s' rows [%lld,%lld): "
+			  "checksum mismatch (stored %016" PRIx64 ", data "
+			  "%016" PRIx64 ")",
+			  p, t->name, (long long)s->b, (long long)s->e, s->xxh,
+			  got);
+}
+
+/* Read the whole slice in bounded blocks and check its checksum. */
+hexi_rc ck_verify_slice(hexi_ckpt_reader *r, const ck_tensor *t, ck_slice *s)
+{
+	size_t row_bytes = (size_t)t->shape[1] * 4;
+	int64_t blk = (int64_t)(CK_IO_BLOCK_BYTES / row_bytes), b;
+	XXH64_state_t *st = NULL;
+	uint64_t h;
+	hexi_rc rv = HEXI_OK;
+
+	if (blk < 1)
+		blk = 1;
+	if (r->buf == NULL || r->bufcap < (size_t)blk * row_bytes) {
+		free(r->buf);
+		r->bufcap = (size_t)blk * row_bytes;
+		r->buf = malloc(r->bufcap);
+		if (r->buf == NULL) {
+			r->bufcap = 0;
+			return hexi_error(HEXI_ERR_NOMEM,
+					  "tensor '%s': read "
+					  "buffer",
+					  t->name);
+		}
+	}
+	st = XXH64_createState();
+	if (st == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "xxh64 state");
+	XXH64_reset(st, 0);
+	for (b = 0; b < s->e - s->b && rv == HEXI_OK; b += blk) {
+		int64_t e = b + blk < s->e - s->b ? b + blk : s->e - s->b;
+		rv = read_part(r, t, s, b, e, r->buf);
+		if (rv == HEXI_OK)
+			XXH64_update(st, r->buf, (size_t)(e - b) * row_bytes);
+	}
+	h = XXH64_digest(st);
+	XXH64_freeState(st);
+	if (rv != HEXI_OK)
+		return rv;
+	if (h != s->xxh)
+		return bad_sum(r, t, s, h);
+	s->verified = 1;
+	return HEXI_OK;
+}
+
+hexi_rc hexi_ckpt_read_rows(hexi_ckpt_reader *r, const char *name,
+			    int64_t row_begin, int64_t row_end, float *dst)
+{
+	ck_tensor *t;
+	hexi_rc rc;
+	int i;
+
+	if (r == NULL || name == NULL || dst == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "read_rows: NULL argument");
+	t = ck_manifest_find(&r->man, name);
+	if (t == NULL)
+		return hexi_error(HEXI_ERR_NOTFOUND, "%s: no tensor '%s'",
+				  r->stepdir, name);
+	if (row_begin < 0 || row_end <= row_begin || row_end > t->shape[0])
+		return hexi_error(HEXI_ERR_RANGE,
+				  "%s: tensor '%s': rows "
+				  "[%lld,%lld) outside [0,%lld)",
+				  r->stepdir, name, (long long)row_begin,
+				  (long long)row_end, (long long)t->shape[0]);
+	for (i = 0; i < t->nslices; i++) {
+		ck_slice *s = &t->slices[i];
+		int64_t ob = s->b > row_begin ? s->b : row_begin;
+		int64_t oe = s->e < row_end ? s->e : row_end;
+		float *d = dst + (size_t)(ob - row_begin) * (size_t)t->shape[1];
+		if (ob >= oe)
+			continue;
+		if (r->verify && !s->verified && ob == s->b && oe == s->e) {
+			/* Whole slice wanted: one pass reads and checks it. */
+			size_t n = (size_t)(oe - ob) * (size_t)t->shape[1] * 4;
+			uint64_t h;
+			if ((rc = read_part(r, t, s, 0, oe - ob, d)) != HEXI_OK)
+				return rc;
+			h = XXH64(d, n, 0);
+			if (h != s->xxh)
+				return bad_sum(r, t, s, h);
+			s->verified = 1;
+			continue;
+		}
+		if (r->verify && !s->verified &&
+		    (rc = ck_verify_slice(r, t, s)) != HEXI_OK)
+			return rc;
+		if ((rc = read_part(r, t, s, ob - s->b, oe - s->b, d)) !=
+		    HEXI_OK)
+			return rc;
+	}
+	return HEXI_OK;
+}
+
+/* ---- blobs ------------------------------------------------------------- */
+
+int hexi_ckpt_nblobs(const hexi_ckpt_reader *r)
+{
+	return r->man.nblobs;
+}
+
+const char *hexi_ckpt_blob_name(const hexi_ckpt_reader *r, int i)
+{
+	return i >= 0 && i < r->man.nblobs ? r->man.blobs[i].name : NULL;
+}
+
+static hexi_rc read_blob_data(hexi_ckpt_reader *r, const ck_blob *b, void *buf)
+{
+	char p[CK_PATH_MAX], dn[HEXI_CKPT_NAME_MAX + 16];
+	hid_t f, d = H5I_INVALID_HID, s = H5I_INVALID_HID;
+	hexi_rc rv;
+
+	if ((rv = ck_reader_file(r, b->rank, &f)) != HEXI_OK)
+		return rv;
+	ck_rank_path(p, sizeof(p), r->stepdir, b->rank);
+	snprintf(dn, sizeof(dn), "/blobs/%s", b->name);
+	rv = HEXI_ERR_HDF5;
+	d = H5Dopen2(f, dn, H5P_DEFAULT);
+	if (d < 0 || (s = H5Dget_space(d)) < 0)
+		goto out;
+	if (H5Sget_simple_extent_npoints(s) != (hssize_t)b->bytes) {
+		rv = hexi_error(HEXI_ERR_MISMATCH,
+				"%s: blob '%s': size differs "
+				"from the manifest",
+				p, b->name);
+		goto out;
+	}
+	if (b->bytes > 0 && H5Dread(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL,
+				    H5P_DEFAULT, buf) < 0)
+		goto out;
+	rv = HEXI_OK;
+out:
+	if (rv == HEXI_ERR_HDF5)
+		rv = ck_h5_error("%s: reading blob '%s'", p, b->name);
+	if (s >= 0)
+		H5Sclose(s);
+	if (d >= 0)
+		H5Dclose(d);
+	return rv;
+}
+
+hexi_rc ck_blob_read(hexi_ckpt_reader *r, const ck_blob *b, void **data)
+{
+	void *buf = malloc(b->bytes ? b->bytes : 1);
+	uint64_t h;
+	hexi_rc rv;
+
+	if (buf == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "blob '%s'", b->name);
+	rv = read_blob_data(r, b, buf);
+	if (rv == HEXI_OK && (h = XXH64(buf, b->bytes, 0)) != b->xxh)
+		rv = hexi_error(HEXI_ERR_CHECKSUM,
+				"%s/rank-%05d.h5: blob '%s': "
+				"checksum mismatch (stored %016" PRIx64
+				", data %016" PRIx64 ")",
+				r->stepdir, b->rank, b->name, b->xxh, h);
+	if (rv != HEXI_OK) {
+		free(buf);
+		return rv;
+	}
+	*data = buf;
+	return HEXI_OK;
+}
+
+hexi_rc hexi_ckpt_read_blob(hexi_ckpt_reader *r, const char *name, void **data,
+			    size_t *len)
+{
+	int i;
+
+	for (i = 0; i < r->man.nblobs; i++)
+		if (strcmp(r->man.blobs[i].name, name) == 0) {
+			*len = r->man.blobs[i].bytes;
+			return ck_blob_read(r, &r->man.blobs[i], data);
+		}
+	return hexi_error(HEXI_ERR_NOTFOUND, "%s: no blob '%s'", r->stepdir,
+			  name);
+}
+
+/* ---- verify ------------------------------------------------------------ */
+
+static hexi_rc check_dset_sum(hexi_ckpt_reader *r, const ck_tensor *t,
+			      const ck_slice *s)
+{
+	char dname[HEXI_CKPT_NAME_MAX + 64], p[CK_PATH_MAX];
+	uint64_t h = 0;
+	hid_t f, d;
+	int bad;
+	hexi_rc rc;
+
+	if ((rc = ck_reader_file(r, s->rank, &f)) != HEXI_OK)
+		return rc;
+	ck_rank_path(p, sizeof(p), r->stepdir, s->rank);
+	ck_slice_dset(dname, sizeof(dname), t->name, s->b);
+	d = H5Dopen2(f, dname, H5P_DEFAULT);
+	if (d < 0)
+		return ck_h5_error("%s: tensor '%s' rows [%lld,%lld)", p,
+				   t->name, (long long)s->b, (long long)s->e);
+	bad = ck_h5_read_u64_attr(d, "xxh64", &h) < 0 || h != s->xxh;
+	H5Dclose(d);
+	if (bad)
+		return hexi_error(
+		    HEXI_ERR_CHECKSUM,
+		    "%s: tensor '%s' rows "
+		    "[%lld,%lld): checksum attribute differs from "
+		    "the manifest",
+		    p, t->name, (long long)s->b, (long long)s->e);
+	return HEXI_OK;
+}
+
+hexi_rc hexi_ckpt_verify(hexi_ckpt_reader *r, hexi_ckpt_progress_fn progress,
+			 void *arg)
+{
+	uint64_t total = 0, done = 0;
+	hexi_rc rc;
+	void *buf;
+	int i, j;
+
+	for (i = 0; i < r->man.ntensors; i++)
+		total += (uint64_t)r->man.tensors[i].shape[0] *
+			 (uint64_t)r->man.tensors[i].shape[1] * 4;
+	for (i = 0; i < r->man.meta.world_size; i++)
+		if ((rc = ck_reader_file(r, i, &(hid_t){0})) != HEXI_OK)
+			return rc;
+	for (i = 0; i < r->man.ntensors; i++) {
+		ck_tensor *t = &r->man.tensors[i];
+		for (j = 0; j < t->nslices; j++) {
+			t->slices[j].verified = 0;
+			if ((rc = check_dset_sum(r, t, &t->slices[j])) ||
+			    (rc = ck_verify_slice(r, t, &t->slices[j])))
+				return rc;
+		}
+		done += (uint64_t)t->shape[0] * (uint64_t)t->shape[1] * 4;
+		if (progress != NULL)
+			progress(t->name, done, total, arg);
+	}
+	for (i = 0; i < r->man.nblobs; i++) {
+		if ((rc = ck_blob_read(r, &r->man.blobs[i], &buf)) != HEXI_OK)
+			return rc;
+		free(buf);
+	}
+	return HEXI_OK;
+}

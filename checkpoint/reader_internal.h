@@ -1,0 +1,23 @@
+/* reader_internal.h - the reader object, shared by reader.c and tools.c. */
+#ifndef HEXI_CKPT_READER_INTERNAL_H
+#define HEXI_CKPT_READER_INTERNAL_H
+
+#include "ckpt_internal.h"
+
+struct hexi_ckpt_reader {
+	char stepdir[CK_PATH_MAX];
+	ck_manifest man;
+	int have_man;
+	int verify;
+	hid_t *fids; /* [world_size], opened lazily */
+	int nopen;
+	float *buf; /* verification buffer */
+	size_t bufcap;
+};
+
+hexi_rc ck_reader_file(hexi_ckpt_reader *r, int rank, hid_t *out);
+hexi_rc ck_verify_slice(hexi_ckpt_reader *r, const ck_tensor *t, ck_slice *s);
+hexi_rc ck_blob_read(hexi_ckpt_reader *r, const ck_blob *b, void **data);
+int ck_is_step_name(const char *s, long *step);
+
+#endif

@@ -1,0 +1,254 @@
+/*
+ * test_model_tp.c - tensor parallelism simulated in one process.
+ *
+ * t shard models (tp_rank 0..t-1) run in lockstep on t threads; their
+ * allreduce_sum callback is a pthread-barrier reduction that sums the ranks'
+ * buffers in rank order, so every rank gets bit-identical results.  The
+ * loss, the weights and the gradients (gathered by each shard's row range)
+ * must equal those of the tp=1 model: loss within 1e-5 relative, every
+ * tensor's gradient within ||g_t - g_1|| / ||g_1|| <= 1e-5, replicated
+ * tensors bit-identical across ranks.  One step = two micro-batches of 2
+ * samples accumulated with grad_scale 1/4, then SGD, then the loss of a
+ * second step is compared too.  Cases: t = 2, 3 with MHA (kv 6) and GQA
+ * (kv 3, giving uneven head splits), FFN 128 split unevenly by 3.
+ */
+#include "config.h"
+
+#include "rt_model.h"
+#include "tap.h"
+
+#include <pthread.h>
+
+#define MAXT 4
+#define NMB  2 /* micro-batches per step */
+#define MB   2 /* samples per micro-batch */
+
+typedef struct group {
+	int t;
+	pthread_barrier_t bar;
+	float *bufs[MAXT];
+} group;
+
+typedef struct rank_ctx {
+	group *g;
+	int rank;
+	float *tmp; /* reduction result, sized for the largest buffer */
+	size_t cap;
+	rt_model *m;
+	const hexi_model *md;
+	double loss[2]; /* loss sum of step 1 and step 2 */
+	hexi_rc rc;
+} rank_ctx;
+
+static hexi_rc allreduce(void *ctx, float *buf, size_t n)
+{
+	rank_ctx *c = ctx;
+	group *g = c->g;
+	if (n > c->cap)
+		return hexi_error(HEXI_ERR_RANGE, "test allreduce: %zu > %zu",
+				  n, c->cap);
+	g->bufs[c->rank] = buf;
+	pthread_barrier_wait(&g->bar);
+	for (size_t i = 0; i < n; i++) {
+		float s = g->bufs[0][i];
+		for (int r = 1; r < g->t; r++)
+			s += g->bufs[r][i];
+		c->tmp[i] = s;
+	}
+	pthread_barrier_wait(&g->bar); /* everyone has read every buffer */
+	memcpy(buf, c->tmp, n * sizeof(float));
+	return HEXI_OK;
+}
+
+static void get_batch(const hexi_model *md, int mb, int *tok, int *tgt)
+{
+	int T = md->seq_len;
+	int buf[T + 1];
+	for (int b = 0; b < MB; b++) {
+		hexi_rt_data_sample(11, md->vocab, T, mb * MB + b, buf);
+		memcpy(tok + b * T, buf, (size_t)T * sizeof(int));
+		memcpy(tgt + b * T, buf + 1, (size_t)T * sizeof(int));
+	}
+}
+
+/* Step 1: NMB micro-batches (two slots in flight), then SGD; step 2: loss
+ * only.  Gradients of step 1 are left in the model for comparison, the
+ * weights after SGD too. */
+static hexi_rc run_steps(rt_model *m, const hexi_model *md, double loss[2])
+{
+	const int T = md->seq_len;
+	int tok[NMB][MB * T], tgt[NMB][MB * T];
+	hexi_rc rc = HEXI_OK;
+	for (int i = 0; i < NMB; i++)
+		get_batch(md, i, tok[i], tgt[i]);
+	rt_model_zero_grad(m);
+	loss[0] = loss[1] = 0.0;
+	for (int i = 0; i < NMB && !rc; i++) {
+		double l = 0.0;
+		rc = rt_model_forward(m, i, MB, tok[i], NULL, NULL, tgt[i],
+				      1.0f / (NMB * MB), &l);
+		loss[0] += l;
+	}
+	for (int i = NMB - 1; i >= 0 && !rc; i--)
+		rc = rt_model_backward(m, i, NULL, NULL);
+	if (rc)
+		return rc;
+	/* SGD changes the weights; the grads stay for the comparison */
+	rt_model_sgd(m, 0.1f);
+	rc = rt_model_forward(m, 0, MB, tok[0], NULL, NULL, tgt[0], 1.0f,
+			      &loss[1]);
+	if (!rc)
+		rc = rt_model_release(m, 0);
+	return rc;
+}
+
+static void *rank_main(void *arg)
+{
+	rank_ctx *c = arg;
+	c->rc = run_steps(c->m, c->md, c->loss);
+	if (c->rc)
+		fprintf(stderr, "rank %d: %s\n", c->rank, hexi_errmsg(c->rc));
+	return NULL;
+}
+
+static rt_model_config config(const hexi_model *md, int t, int r)
+{
+	rt_model_config c;
+	memset(&c, 0, sizeof(c));
+	c.model = *md;
+	c.layer_end = md->layers;
+	c.tp_rank = r;
+	c.tp_size = t;
+	c.has_embed = c.has_head = 1;
+	c.max_slots = NMB;
+	c.max_batch = MB;
+	c.seed = 2024;
+	return c;
+}
+
+/* Relative difference of p's rows against the same rows of q. */
+static double rows_diff(const float *p, const rt_param *whole,
+			const float *qbase, const rt_param *shard)
+{
+	size_t cols = (size_t)whole->shape[1];
+	const float *q = qbase + (size_t)shard->row_begin * cols;
+	double num = 0, den = 0;
+	for (size_t i = 0; i < shard->n; i++) {
+		num += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
+		den += (double)q[i] * q[i];
+	}
+	return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Compare every shard tensor with the tp=1 model; check row coverage. */
+static void compare(rank_ctx *rk, int t, rt_model *ref, const char *tag)
+{
+	double gworst = 0, wworst = 0;
+	int rep_same = 1, covered = 1;
+	const char *gname = "";
+	for (int i = 0; i < rt_model_nparams(ref); i++) {
+		rt_param *q = rt_model_param(ref, i);
+		int64_t next_row = 0;
+		for (int r = 0; r < t; r++) {
+			rt_param *p = rt_model_find_param(rk[r].m, q->name);
+			if (!p || p->shape[0] != q->shape[0] ||
+			    p->row_begin != next_row) {
+				covered = 0;
+				continue;
+			}
+			next_row = p->replicated_in_tp ? 0 : p->row_end;
+			double dg = rows_diff(p->g, q, q->g, p);
+			double dw = rows_diff(p->w, q, q->w, p);
+			if (dg > gworst) {
+				gworst = dg;
+				gname = q->name;
+			}
+			wworst = dw > wworst ? dw : wworst;
+			rt_param *p0 = rt_model_find_param(rk[0].m, q->name);
+			if (p->replicated_in_tp &&
+			    memcmp(p->g, p0->g, p->n * sizeof(float)))
+				rep_same = 0;
+		}
+		if (!q->replicated_in_tp && next_row != q->shape[0])
+			covered = 0;
+	}
+	ok(covered, "%s: shards tile every tensor's rows exactly", tag);
+	ok(gworst <= 1e-5, "%s: grads equal tp=1 (worst %.2e, %s)", tag, gworst,
+	   gname);
+	ok(wworst <= 1e-5, "%s: weights after SGD equal tp=1 (worst %.2e)", tag,
+	   wworst);
+	ok(rep_same, "%s: replicated grads bit-identical across ranks", tag);
+}
+
+static void run_case(int t, int kv)
+{
+	hexi_model md;
+	memset(&md, 0, sizeof(md));
+	md.layers = 2;
+	md.hidden = 48;
+	md.heads = 6;
+	md.kv_heads = kv;
+	md.ffn = 128;
+	md.vocab = 64;
+	md.seq_len = 16;
+	char tag[32];
+	snprintf(tag, sizeof(tag), "tp %d kv %d", t, kv);
+
+	rt_model_config c = config(&md, 1, 0);
+	rt_model *ref = NULL;
+	double lref[2];
+	if (rt_model_create(&c, NULL, &ref) || run_steps(ref, &md, lref))
+		tap_bail("tp=1 reference failed");
+
+	group g = {.t = t};
+	rank_ctx rk[MAXT];
+	pthread_t th[MAXT];
+	memset(rk, 0, sizeof(rk));
+	pthread_barrier_init(&g.bar, NULL, (unsigned)t);
+	for (int r = 0; r < t; r++) {
+		rk[r].g = &g;
+		rk[r].rank = r;
+		rk[r].md = &md;
+		rk[r].cap = (size_t)MB * md.seq_len * md.hidden;
+		rk[r].tmp = malloc(rk[r].cap * sizeof(float));
+		rt_tp_comm tp = {allreduce, &rk[r]};
+		c = config(&md, t, r);
+		if (!rk[r].tmp || rt_model_create(&c, &tp, &rk[r].m))
+			tap_bail("shard create failed");
+	}
+	for (int r = 0; r < t; r++)
+		pthread_create(&th[r], NULL, rank_main, &rk[r]);
+	int fails = 0;
+	for (int r = 0; r < t; r++) {
+		pthread_join(th[r], NULL);
+		fails += rk[r].rc != HEXI_OK;
+	}
+	is_int(fails, 0, "%s: all ranks ran", tag);
+	for (int s = 0; s < 2; s++) {
+		double worst = 0;
+		for (int r = 0; r < t; r++) {
+			double d = fabs(rk[r].loss[s] - lref[s]) / lref[s];
+			worst = d > worst ? d : worst;
+		}
+		ok(worst <= 1e-5,
+		   "%s: step %d loss %.6f equals tp=1 %.6f "
+		   "(rel %.1e)",
+		   tag, s + 1, rk[0].loss[s], lref[s], worst);
+	}
+	compare(rk, t, ref, tag);
+	for (int r = 0; r < t; r++) {
+		rt_model_destroy(rk[r].m);
+		free(rk[r].tmp);
+	}
+	pthread_barrier_destroy(&g.bar);
+	rt_model_destroy(ref);
+}
+
+int main(void)
+{
+	run_case(2, 6);
+	run_case(3, 6);
+	run_case(2, 3);
+	run_case(3, 3);
+	return tap_done();
+}
