@@ -17,7 +17,7 @@
 
 #include "rt_train.h"
 
-#ifdef HAVE_HDF5
+#if defined(HAVE_HDF5) && defined(HAVE_XXHASH)
 #include "hexi_ckpt.h"
 
 static int my_shard(const hexi_rt *rt, const char *name,
@@ -129,8 +129,7 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 	return HEXI_OK;
 }
 
-static hexi_rc read_param(hexi_trainer *t, hexi_ckpt_reader *r, rt_param *p,
-			  int moments)
+static hexi_rc read_param(hexi_ckpt_reader *r, rt_param *p, int moments)
 {
 	hexi_ckpt_tensor_info ti;
 	char name[HEXI_CKPT_NAME_MAX];
@@ -173,7 +172,7 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 	m = hexi_ckpt_reader_meta(r);
 	moments = t->o.optimizer == HEXI_OPT_ADAMW && m->opt_step > 0;
 	for (int i = 0; rc == HEXI_OK && i < rt_model_nparams(t->model); i++)
-		rc = read_param(t, r, rt_model_param(t->model, i), moments);
+		rc = read_param(r, rt_model_param(t->model, i), moments);
 	if (rc == HEXI_OK) {
 		t->step = (int)m->step;
 		t->opt_step = t->o.optimizer == HEXI_OPT_ADAMW ? m->opt_step
@@ -198,7 +197,7 @@ hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 	return HEXI_OK;
 }
 
-#else /* !HAVE_HDF5 */
+#else /* no checkpoint library */
 
 hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 {
