@@ -95,11 +95,27 @@ AC_DEFUN([HEXI_CUDA], [
     AS_IF([test -n "$NVCC" && test -f "$hexi_cuda_dir/include/cuda_runtime.h" &&
            test -f "$hexi_cuda_dir/include/cublas_v2.h" &&
            test -f "$hexi_cuda_dir/include/nccl.h"], [hexi_have_cuda=yes])
-    CUDA_CPPFLAGS="-I$hexi_cuda_dir/include"
+    dnl -isystem: CUDA's and NCCL's headers have old-style prototypes that
+    dnl -Wstrict-prototypes -Werror would reject in our own files.
+    CUDA_CPPFLAGS="-isystem $hexi_cuda_dir/include"
     CUDA_LIBS="-L$hexi_cuda_lib -Wl,-rpath,$hexi_cuda_lib -lcublasLt -lcublas -lnccl -lcudart"
     CUDA_DIR=$hexi_cuda_dir
   ])
   AC_ARG_VAR([NVCCFLAGS], [extra flags for nvcc])
+  AC_ARG_VAR([CUDA_ARCHS], [GPU architectures to build for (default: "80 89 90" = A100/A800, RTX 4090/L40, H100/H200)])
+  AS_IF([test -z "$CUDA_ARCHS"], [CUDA_ARCHS="80 89 90"])
+  NVCC_GENCODE=""
+  for hexi_a in $CUDA_ARCHS; do
+    case $hexi_a in
+      *@<:@!0-9@:>@*|"") AC_MSG_ERROR([CUDA_ARCHS: '$hexi_a' is not a compute capability like 80]) ;;
+    esac
+    NVCC_GENCODE="$NVCC_GENCODE -gencode arch=compute_$hexi_a,code=sm_$hexi_a"
+    hexi_last_arch=$hexi_a
+  done
+  dnl PTX of the newest architecture too, so later GPUs can JIT it.
+  AS_IF([test -n "$hexi_last_arch"],
+    [NVCC_GENCODE="$NVCC_GENCODE -gencode arch=compute_$hexi_last_arch,code=compute_$hexi_last_arch"])
+  AC_SUBST([NVCC_GENCODE])
   AC_SUBST([CUDA_CPPFLAGS])
   AC_SUBST([CUDA_LIBS])
   AC_SUBST([CUDA_DIR])
@@ -131,7 +147,7 @@ AC_DEFUN([HEXI_SUMMARY], [
     xxhash            $hexi_have_xxhash
     OpenBLAS          $hexi_have_openblas
     Check             $hexi_have_check
-    CUDA + NCCL       $hexi_have_cuda  $NVCC
+    CUDA + NCCL       $hexi_have_cuda  $NVCC (archs: $CUDA_ARCHS)
     mandoc            ${MANDOC:-no}
     valgrind          ${VALGRIND:-no}
   ])

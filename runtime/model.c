@@ -74,14 +74,6 @@ struct rt_model {
 	scratch s;
 };
 
-/* Rows of a sharded dimension held by TP rank r of t: identical to the
- * scheduler's hexi_layout_split() (doc/LAYOUT.md). */
-static void rt_split(int n, int t, int r, int *begin, int *end)
-{
-	*begin = (int)((int64_t)r * n / t);
-	*end = (int)((int64_t)(r + 1) * n / t);
-}
-
 /* ---- configuration ------------------------------------------------------ */
 
 static hexi_rc check_dim(const char *what, long v, long lo)
@@ -180,8 +172,9 @@ static void layer_params(rt_model *m, rt_param *p, int l)
 	const int C = m->C, hs = m->hs, G = md->heads / md->kv_heads;
 	int kb, ke, fb, fe;
 	char nm[RT_PARAM_NAME_MAX];
-	rt_split(md->kv_heads, m->cfg.tp_size, m->cfg.tp_rank, &kb, &ke);
-	rt_split(md->ffn, m->cfg.tp_size, m->cfg.tp_rank, &fb, &fe);
+	hexi_layout_split(md->kv_heads, m->cfg.tp_size, m->cfg.tp_rank, &kb,
+			  &ke);
+	hexi_layout_split(md->ffn, m->cfg.tp_size, m->cfg.tp_rank, &fb, &fe);
 #define LNAME(s) (snprintf(nm, sizeof(nm), "layers.%d.%s", l, s), nm)
 	param_set(&p[P_ATTN_NORM], LNAME("attn_norm.weight"), 1, C, 1, 0, C, 1);
 	param_set(&p[P_WQ], LNAME("attn.wq"), 2, (int64_t)md->heads * hs, C,
@@ -450,6 +443,20 @@ rt_param *rt_model_find_param(rt_model *m, const char *name)
 size_t rt_model_numel(const rt_model *m)
 {
 	return m->numel;
+}
+
+double rt_model_flops(const rt_model *m, int B)
+{
+	const double BT = (double)B * m->T, C = m->C, T = m->T;
+	const double qd = (double)m->nh * m->hs, kvd = (double)m->nkv * m->hs;
+	/* per layer: q,k,v,o projections, gate/up/down, then attention:
+	 * q.k^T and att.v over the causal half (T+1)/2 positions per row */
+	double gemm = C * (2 * qd + 2 * kvd) + 3 * C * m->f;
+	double attn = 2.0 * qd * (T + 1) / 2.0;
+	double fl = 6.0 * BT * (gemm + attn) * m->nl;
+	if (m->cfg.has_head)
+		fl += 6.0 * BT * C * m->V;
+	return fl;
 }
 
 void rt_model_zero_grad(rt_model *m)

@@ -124,6 +124,11 @@ rt_param *rt_model_find_param(rt_model *m, const char *name);
 /* Sum of local parameter elements. */
 size_t rt_model_numel(const rt_model *m);
 
+/* Floating-point operations of one forward+backward of a micro-batch of B
+ * samples on this shard (GEMMs 6*M*N*K, attention scores and mixing, not
+ * counting elementwise ops); for throughput and MFU reports. */
+double rt_model_flops(const rt_model *m, int B);
+
 /* Re-initialise all weights from seed (as at create); zero g, m, v. */
 void rt_model_init_weights(rt_model *m, uint64_t seed);
 

@@ -7,7 +7,7 @@
  * against.  Formats are documented in hexiscale-cluster(5) and
  * hexiscale-plan(5); the tensor names and sharding rule in doc/LAYOUT.md.
  *
- * Ownership: *_create/*_load/*_parse return heap objects freed with the
+ * Ownership: *_create, *_load and *_parse return heap objects freed with the
  * matching *_destroy (NULL is a no-op).  Strings inside objects are owned by
  * the object.  Every fallible call returns hexi_rc and sets a message
  * (hexi_errmsg) naming the file/field and the cause.
@@ -25,27 +25,35 @@
 extern "C" {
 #endif
 
-#define HEXI_NAME_MAX 64
-#define HEXI_PLAN_FORMAT "hexiscale-plan"
-#define HEXI_PLAN_VERSION 1
-#define HEXI_HASH_HEX 17 /* 16 hex digits of a 64-bit hash + NUL */
+#define HEXI_NAME_MAX	     64
+#define HEXI_PLAN_FORMAT     "hexiscale-plan"
+#define HEXI_PLAN_VERSION    1
+#define HEXI_HASH_HEX	     17 /* 16 hex digits of a 64-bit hash + NUL */
+#define HEXI_CLUSTER_FORMAT  "hexiscale-cluster"
+#define HEXI_CLUSTER_VERSION 1
+#define HEXI_MODEL_FORMAT    "hexiscale-model"
+#define HEXI_MODEL_VERSION   1
+#define HEXI_CATALOG_FORMAT  "hexiscale-catalog"
+#define HEXI_CATALOG_VERSION 1
 
 /* Hard caps on outside input (parsers reject anything larger). */
-#define HEXI_MAX_NODES 4096
+#define HEXI_MAX_NODES	       4096
 #define HEXI_MAX_GPUS_PER_NODE 64
-#define HEXI_MAX_GPUS 16384
-#define HEXI_MAX_LAYERS 1024
+#define HEXI_MAX_GPUS	       16384
+#define HEXI_MAX_LAYERS	       1024
+#define HEXI_MAX_GPU_TYPES     256  /* catalog entries */
+#define HEXI_MAX_PROFILES      4096 /* profile files in one directory */
 
 /* ---- GPU catalog -------------------------------------------------------- */
 
 typedef struct hexi_gpu_type {
-	char name[HEXI_NAME_MAX];  /* canonical, e.g. "a800-80g" */
-	double peak_tflops;	   /* dense BF16/FP16 tensor TFLOPS */
-	double mem_gib;		   /* device memory, GiB */
-	double mem_bw_gbps;	   /* device memory bandwidth, GB/s */
-	double intra_bw_gbps;	   /* typical GPU<->GPU link on a node, GB/s */
-	double efficiency;	   /* achievable fraction of peak, 0..1 */
-	int measured;		   /* 1 if numbers came from a hexiprof profile */
+	char name[HEXI_NAME_MAX]; /* canonical, e.g. "a800-80g" */
+	double peak_tflops;	  /* dense BF16/FP16 tensor TFLOPS */
+	double mem_gib;		  /* device memory, GiB */
+	double mem_bw_gbps;	  /* device memory bandwidth, GB/s */
+	double intra_bw_gbps;	  /* typical GPU<->GPU link on a node, GB/s */
+	double efficiency;	  /* achievable fraction of peak, 0..1 */
+	int measured; /* 1 if numbers came from a hexiprof profile */
 } hexi_gpu_type;
 
 typedef struct hexi_catalog hexi_catalog;
@@ -62,25 +70,35 @@ const hexi_gpu_type *hexi_catalog_find(const hexi_catalog *cat,
 size_t hexi_catalog_count(const hexi_catalog *cat);
 const hexi_gpu_type *hexi_catalog_at(const hexi_catalog *cat, size_t i);
 void hexi_catalog_destroy(hexi_catalog *cat);
+/* Deep copy. */
+hexi_rc hexi_catalog_clone(const hexi_catalog *cat, hexi_catalog **out);
+/* Merge a catalog JSON text ({"format":"hexiscale-catalog","version":1,
+ * "gpus":[...]}) into cat: known names/aliases are overridden field by
+ * field, new names are added. */
+hexi_rc hexi_catalog_parse(hexi_catalog *cat, const char *json, size_t len);
+/* Add t, or replace the entry that t->name resolves to (aliases kept). */
+hexi_rc hexi_catalog_set(hexi_catalog *cat, const hexi_gpu_type *t);
+/* Achievable TFLOPS of a type: peak_tflops * efficiency. */
+double hexi_gpu_tflops(const hexi_gpu_type *t);
 
 /* ---- cluster description (hexiscale-cluster(5)) -------------------------- */
 
 typedef struct hexi_node {
-	char name[HEXI_NAME_MAX]; /* hostname, e.g. "n1" */
+	char name[HEXI_NAME_MAX];     /* hostname, e.g. "n1" */
 	char gpu_type[HEXI_NAME_MAX]; /* canonical catalog name */
-	int ngpus;		  /* GPUs of this node in the job */
-	int *gpu_index;		  /* [ngpus] local device indices */
-	double intra_bw_gbps;	  /* GPU<->GPU on this node */
+	int ngpus;		      /* GPUs of this node in the job */
+	int *gpu_index;		      /* [ngpus] local device indices */
+	double intra_bw_gbps;	      /* GPU<->GPU on this node */
 } hexi_node;
 
 typedef struct hexi_cluster {
 	int nnodes;
-	hexi_node *nodes;	 /* [nnodes] */
-	double inter_bw_gbps;	 /* default node<->node bandwidth, GB/s */
-	double inter_lat_s;	 /* node<->node latency, s */
-	double intra_lat_s;	 /* GPU<->GPU latency on a node, s */
-	double *pair_bw_gbps;	 /* [nnodes*nnodes] or NULL: per pair */
-	hexi_catalog *catalog;	 /* owned; resolves gpu_type */
+	hexi_node *nodes;      /* [nnodes] */
+	double inter_bw_gbps;  /* default node<->node bandwidth, GB/s */
+	double inter_lat_s;    /* node<->node latency, s */
+	double intra_lat_s;    /* GPU<->GPU latency on a node, s */
+	double *pair_bw_gbps;  /* [nnodes*nnodes] or NULL: per pair */
+	hexi_catalog *catalog; /* owned; resolves gpu_type */
 } hexi_cluster;
 
 hexi_rc hexi_cluster_load(const char *path, const hexi_catalog *cat,
@@ -95,27 +113,53 @@ double hexi_cluster_bw(const hexi_cluster *c, int a, int b);
 /* Deep copy (catalog included). */
 hexi_rc hexi_cluster_clone(const hexi_cluster *c, hexi_cluster **out);
 void hexi_cluster_destroy(hexi_cluster *c);
+/* Catalog entry of node i's GPU type (never NULL for a valid cluster). */
+const hexi_gpu_type *hexi_cluster_gpu(const hexi_cluster *c, int node);
+
+/* Build a cluster in code (the plugin does, from a Slurm allocation):
+ * create with nnodes empty nodes and a copy of cat (NULL = built-in),
+ * fill each node with hexi_cluster_set_node, set inter_bw_gbps (and
+ * optionally pair_bw_gbps, latencies), then hexi_cluster_validate. */
+hexi_rc hexi_cluster_create(int nnodes, const hexi_catalog *cat,
+			    hexi_cluster **out);
+/* gpu_index NULL = 0..ngpus-1; intra_bw_gbps <= 0 = the catalog's value. */
+hexi_rc hexi_cluster_set_node(hexi_cluster *c, int i, const char *name,
+			      const char *gpu_type, int ngpus,
+			      const int *gpu_index, double intra_bw_gbps);
+hexi_rc hexi_cluster_validate(const hexi_cluster *c);
+/* Measured link numbers from hexiprof profiles (file or directory): a
+ * profile whose host is a node's name sets that node's intra_bw_gbps; the
+ * smallest inter_bw_gbps / largest latencies over all profiles set the
+ * cluster's.  GPU numbers go through hexi_catalog_apply_profiles. */
+hexi_rc hexi_cluster_apply_profiles(hexi_cluster *c, const char *path);
+/* Synthetic mixed cluster for tests and benchmarks: ngpus GPUs,
+ * gpus_per_node a node, node k gets types[k % ntypes] (catalog names),
+ * intra bandwidth from the catalog, inter_bw_gbps between nodes. */
+hexi_rc hexi_cluster_synthetic(int ngpus, int gpus_per_node,
+			       const char *const *types, int ntypes,
+			       double inter_bw_gbps, hexi_cluster **out);
 
 /* ---- model and training description ------------------------------------ */
 
 typedef struct hexi_model {
 	char name[HEXI_NAME_MAX];
-	int layers;	 /* L transformer blocks */
-	int hidden;	 /* C */
-	int heads;	 /* H query heads */
-	int kv_heads;	 /* KV heads (== heads without GQA) */
-	int ffn;	 /* F, SwiGLU inner size */
-	int vocab;	 /* V */
-	int seq_len;	 /* T tokens per sample */
+	int layers;   /* L transformer blocks */
+	int hidden;   /* C */
+	int heads;    /* H query heads */
+	int kv_heads; /* KV heads (== heads without GQA) */
+	int ffn;      /* F, SwiGLU inner size */
+	int vocab;    /* V */
+	int seq_len;  /* T tokens per sample */
 } hexi_model;
 
 typedef struct hexi_train {
-	int global_batch;     /* samples per iteration, all pipelines */
-	int micro_batch;      /* default micro-batch size (planner may vary) */
-	int recompute;	      /* 1 = activation recomputation */
-	double bytes_per_param; /* weights+grads+optimizer, mixed-precision Adam: 16 */
-	double act_bytes;     /* bytes per activation element (2 = bf16) */
-	double reserve_gib;   /* framework reserve per GPU */
+	int global_batch; /* samples per iteration, all pipelines */
+	int micro_batch;  /* default micro-batch size (planner may vary) */
+	int recompute;	  /* 1 = activation recomputation */
+	double bytes_per_param; /* weights+grads+optimizer, mixed-precision
+				   Adam: 16 */
+	double act_bytes;	/* bytes per activation element (2 = bf16) */
+	double reserve_gib;	/* framework reserve per GPU */
 } hexi_train;
 
 /* Built-in names: llama2-7b, llama2-13b, llama-30b, llama2-70b, tiny-*. */
@@ -123,41 +167,50 @@ hexi_rc hexi_model_builtin(const char *name, hexi_model *out);
 /* NAME of a built-in, or a path to a model JSON file. */
 hexi_rc hexi_model_load(const char *name_or_path, hexi_model *out);
 hexi_rc hexi_model_validate(const hexi_model *m);
+/* Model JSON text (hexiscale-cluster(5), "MODEL FILES"). */
+hexi_rc hexi_model_parse(const char *json, size_t len, hexi_model *out);
+hexi_rc hexi_model_to_json(const hexi_model *m, char **out);
+/* Number of built-in models and the name of the i-th. */
+int hexi_model_builtin_count(void);
+const char *hexi_model_builtin_name(int i);
+/* global_batch 64, micro_batch 1, recompute 1, bytes_per_param 16,
+ * act_bytes 2, reserve_gib 2. */
 void hexi_train_defaults(hexi_train *t);
+hexi_rc hexi_train_validate(const hexi_train *t);
 /* Number of parameters of the whole model. */
 double hexi_model_params(const hexi_model *m);
 
 /* ---- plan (hexiscale-plan(5)) ------------------------------------------- */
 
 typedef struct hexi_device {
-	int node;	 /* index into cluster->nodes */
-	int gpu;	 /* local GPU index on that node (CUDA ordinal) */
-	int rank;	 /* global rank, 0..world_size-1 */
+	int node; /* index into cluster->nodes */
+	int gpu;  /* local GPU index on that node (CUDA ordinal) */
+	int rank; /* global rank, 0..world_size-1 */
 } hexi_device;
 
 typedef struct hexi_stage {
-	int layer_begin; /* first layer held, inclusive */
-	int layer_end;	 /* one past the last layer held */
-	int tp;		 /* tensor-parallel degree = ndevices */
+	int layer_begin;      /* first layer held, inclusive */
+	int layer_end;	      /* one past the last layer held */
+	int tp;		      /* tensor-parallel degree = ndevices */
 	hexi_device *devices; /* [tp]; devices[i] is TP rank i; one node */
 	/* simulator's prediction */
-	double time_s;	 /* per micro-batch fwd+bwd */
-	double mem_gib;	 /* peak per GPU */
+	double time_s;	/* per micro-batch fwd+bwd */
+	double mem_gib; /* peak per GPU */
 } hexi_stage;
 
 typedef struct hexi_pipeline {
 	int nstages;
-	hexi_stage *stages;	/* [nstages] in pipeline order */
-	int batch;		/* samples per iteration of this pipeline */
-	int micro_batches;	/* m_p; micro-batch size = batch/micro_batches */
-	double time_s;		/* predicted pipeline time per iteration */
+	hexi_stage *stages; /* [nstages] in pipeline order */
+	int batch;	    /* samples per iteration of this pipeline */
+	int micro_batches;  /* m_p; micro-batch size = batch/micro_batches */
+	double time_s;	    /* predicted pipeline time per iteration */
 } hexi_pipeline;
 
 typedef struct hexi_prediction {
 	double iter_s;
 	double dp_sync_s;
 	double tokens_per_s;
-	double mfu;	       /* 0..1 over all GPUs of the plan */
+	double mfu; /* 0..1 over all GPUs of the plan */
 } hexi_prediction;
 
 typedef struct hexi_plan {
@@ -167,13 +220,20 @@ typedef struct hexi_plan {
 	char cost_model[HEXI_NAME_MAX];
 	hexi_model model;
 	hexi_train train;
-	hexi_cluster *cluster;	/* owned */
+	hexi_cluster *cluster; /* owned */
 	int world_size;
 	int npipelines;
 	hexi_pipeline *pipelines; /* [npipelines] */
 	hexi_prediction pred;
 } hexi_plan;
 
+/* A plan to fill in code: copies of c (cloned), m and t, npipelines zeroed
+ * pipelines (their stages/devices arrays are the caller's to calloc; every
+ * array in a plan is freed with free() by hexi_plan_destroy). */
+hexi_rc hexi_plan_new(const hexi_cluster *c, const hexi_model *m,
+		      const hexi_train *t, int npipelines, hexi_plan **out);
+/* Read, parse, validate and verify the hash (cat NULL = built-in; GPU
+ * types written inside the plan's cluster override cat). */
 hexi_rc hexi_plan_load(const char *path, const hexi_catalog *cat,
 		       hexi_plan **out);
 hexi_rc hexi_plan_parse(const char *json, size_t len, const hexi_catalog *cat,
@@ -204,6 +264,9 @@ typedef struct hexi_role {
 } hexi_role;
 
 hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out);
+/* Stage holding a global rank: pipeline/stage/tp_rank, or HEXI_ERR_NOTFOUND. */
+hexi_rc hexi_plan_find_rank(const hexi_plan *p, int rank, int *pipeline,
+			    int *stage, int *tp_rank);
 
 /* ---- tensor layout (doc/LAYOUT.md) -------------------------------------- */
 
@@ -218,18 +281,18 @@ typedef struct hexi_shard {
 typedef struct hexi_tensor_layout {
 	char name[HEXI_NAME_MAX]; /* e.g. "layers.3.attn.wq" */
 	int ndim;
-	int64_t shape[2];	  /* global shape; ndim 1 or 2 */
+	int64_t shape[2]; /* global shape; ndim 1 or 2 */
 	int nshards;
-	hexi_shard *shards;	  /* every holder in every pipeline */
+	hexi_shard *shards; /* every holder in every pipeline */
 } hexi_tensor_layout;
 
 /* A chunk of the gradient sync: rows [row_begin,row_end) of one tensor,
  * all-reduced among ranks[]; weight per pipeline is handled by the runtime. */
 typedef struct hexi_chunk {
-	int tensor;		  /* index into layout tensors */
+	int tensor; /* index into layout tensors */
 	int row_begin, row_end;
 	int nranks;
-	int *ranks;		  /* ascending */
+	int *ranks; /* ascending */
 } hexi_chunk;
 
 typedef struct hexi_layout {
@@ -239,7 +302,12 @@ typedef struct hexi_layout {
 	hexi_chunk *chunks;
 } hexi_layout;
 
+/* Tensors in model order (embed, layers 0..L-1 in table order of
+ * doc/LAYOUT.md, final_norm, lm_head); shards in pipeline order, then TP
+ * rank order; chunks in tensor order, then row order. */
 hexi_rc hexi_layout_create(const hexi_plan *p, hexi_layout **out);
+/* Index of a tensor by name, or -1. */
+int hexi_layout_find(const hexi_layout *l, const char *name);
 /* Rows of a sharded dimension held by TP rank r of t (0 <= r < t). */
 void hexi_layout_split(int n, int t, int r, int *begin, int *end);
 void hexi_layout_destroy(hexi_layout *l);
@@ -273,11 +341,11 @@ typedef struct hexi_plan_opts {
 	hexi_strategy strategy;
 	hexi_cost_kind cost_model;
 	uint64_t seed;
-	double time_budget_s;	/* 0 = default */
-	int no_asymmetric_tp;	/* ablation */
-	int uniform_batch;	/* ablation */
-	int verbose;		/* search trace through hexi_log */
-	int max_pipelines;	/* 0 = no limit */
+	double time_budget_s; /* 0 = default */
+	int no_asymmetric_tp; /* ablation */
+	int uniform_batch;    /* ablation */
+	int verbose;	      /* search trace through hexi_log */
+	int max_pipelines;    /* 0 = no limit */
 } hexi_plan_opts;
 
 void hexi_plan_opts_defaults(hexi_plan_opts *o);

@@ -113,6 +113,9 @@ static void test_layout(void)
 	for (size_t i = 0; i < p->n; i++)
 		ss += (double)p->w[i] * p->w[i];
 	is_near(sqrt(ss / p->n), sd, 0.15, "lm_head init std ~ 1/sqrt(C)");
+	/* 6*BT*(per-token GEMM 1920 + attention 2*16*3.5) per layer + head */
+	is_near(rt_model_flops(m, 2), 6.0 * 12 * (2 * (1920 + 112) + 16 * 11),
+		1e-12, "flops of a micro-batch");
 	rt_model_destroy(m);
 }
 

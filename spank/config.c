@@ -1,0 +1,145 @@
+/* config.c - plugstack.conf arguments: key=value, defaults in one place. */
+#include "config.h"
+
+#include "hexiscale_int.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#ifndef HEXI_LIBSCHED_PATH
+#define HEXI_LIBSCHED_PATH "libhexisched.so.0"
+#endif
+
+void hx_conf_defaults(hx_conf *c)
+{
+	memset(c, 0, sizeof(*c));
+	/* catalog, profiles, topology, plan_dir: "" = built-in / none / next
+	 * to the job output. */
+	hexi_strlcpy(c->model, "llama2-7b", sizeof(c->model));
+	hexi_strlcpy(c->libsched, HEXI_LIBSCHED_PATH, sizeof(c->libsched));
+	hexi_strlcpy(c->nvml, "libnvidia-ml.so.1", sizeof(c->nvml));
+	c->global_batch = 64;
+	c->micro_batch = 1;
+	c->seq_len = 0;
+	c->default_on = 0;
+	c->port_base = 29500;
+	c->inter_bw_gbps = 1.25; /* 10 Gbit/s Ethernet */
+	c->inter_lat_s = 50e-6;
+	c->time_budget_s = 2.0;
+}
+
+typedef enum { K_PATH, K_STR, K_INT, K_DOUBLE, K_MODE } key_kind;
+
+typedef struct key_desc {
+	const char *key;
+	key_kind kind;
+	size_t off;
+	double min, max;
+} key_desc;
+
+#define F(m) offsetof(hx_conf, m)
+static const key_desc keys[] = {
+    {"catalog", K_PATH, F(catalog), 0, 0},
+    {"profiles", K_PATH, F(profiles), 0, 0},
+    {"topology", K_PATH, F(topology), 0, 0},
+    {"model", K_STR, F(model), 0, 0},
+    {"plan_dir", K_PATH, F(plan_dir), 0, 0},
+    {"libsched", K_PATH, F(libsched), 0, 0},
+    {"nvml", K_STR, F(nvml), 0, 0},
+    {"global_batch", K_INT, F(global_batch), 1, 1 << 24},
+    {"micro_batch", K_INT, F(micro_batch), 1, 1 << 16},
+    {"seq_len", K_INT, F(seq_len), 0, 1 << 22},
+    {"port_base", K_INT, F(port_base), 1024, 60000},
+    {"inter_bw_gbps", K_DOUBLE, F(inter_bw_gbps), 1e-3, 1e4},
+    {"inter_lat_s", K_DOUBLE, F(inter_lat_s), 0, 1},
+    {"time_budget_s", K_DOUBLE, F(time_budget_s), 0.01, 600},
+    {"default_mode", K_MODE, F(default_on), 0, 0},
+};
+#undef F
+
+static hexi_rc set_key(hx_conf *c, const key_desc *k, const char *val)
+{
+	char *base = (char *)c + k->off;
+	long l;
+	hexi_rc rc;
+
+	if (!hexi_is_printable(val) || strpbrk(val, " ;|") != NULL)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "plugstack key '%s': value has control "
+				  "characters, spaces, ';' or '|'",
+				  k->key);
+	switch (k->kind) {
+	case K_PATH:
+		if (val[0] != '/')
+			return hexi_error(HEXI_ERR_INVAL,
+					  "plugstack key '%s': '%.64s' is not "
+					  "an absolute path",
+					  k->key, val);
+		/* fall through */
+	case K_STR:
+		if (hexi_strlcpy(base, val, HX_PATH_MAX) != HEXI_OK)
+			return hexi_error(HEXI_ERR_RANGE,
+					  "plugstack key '%s': value longer "
+					  "than %d bytes",
+					  k->key, HX_PATH_MAX - 1);
+		return HEXI_OK;
+	case K_INT:
+		rc = hexi_parse_long(val, (long)k->min, (long)k->max, &l);
+		if (rc == HEXI_OK)
+			*(int *)(void *)base = (int)l;
+		break;
+	case K_DOUBLE:
+		rc = hexi_parse_double(val, k->min, k->max,
+				       (double *)(void *)base);
+		break;
+	case K_MODE:
+		rc = HEXI_OK;
+		if (strcmp(val, "optin") == 0 || strcmp(val, "off") == 0)
+			*(int *)(void *)base = 0;
+		else if (strcmp(val, "on") == 0 || strcmp(val, "auto") == 0)
+			*(int *)(void *)base = 1;
+		else
+			return hexi_error(HEXI_ERR_INVAL,
+					  "plugstack key '%s': '%.64s' is not "
+					  "one of optin, on",
+					  k->key, val);
+		break;
+	default:
+		return hexi_error(HEXI_ERR_INTERNAL, "plugstack key '%s'",
+				  k->key);
+	}
+	if (rc != HEXI_OK)
+		return hexi_error(rc,
+				  "plugstack key '%s': bad value '%.64s' "
+				  "(want a number in [%g, %g])",
+				  k->key, val, k->min, k->max);
+	return HEXI_OK;
+}
+
+hexi_rc hx_conf_parse(hx_conf *c, int ac, char **av)
+{
+	hx_conf_defaults(c);
+	for (int i = 0; i < ac; i++) {
+		const char *eq = strchr(av[i], '=');
+		size_t klen = eq != NULL ? (size_t)(eq - av[i]) : 0;
+		const key_desc *k = NULL;
+
+		if (eq == NULL || klen == 0)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "plugstack argument '%.64s' is not "
+					  "key=value",
+					  av[i]);
+		for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++)
+			if (strlen(keys[j].key) == klen &&
+			    strncmp(keys[j].key, av[i], klen) == 0)
+				k = &keys[j];
+		if (k == NULL)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "plugstack key '%.*s' is unknown",
+					  (int)(klen > 64 ? 64 : klen), av[i]);
+		hexi_rc rc = set_key(c, k, eq + 1);
+		if (rc != HEXI_OK)
+			return rc;
+	}
+	return HEXI_OK;
+}

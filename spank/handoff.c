@@ -1,0 +1,315 @@
+/*
+ * handoff.c - the compact, checksummed form in which srun hands a step's
+ * roles to slurmstepd through the step environment (HEXISCALE_HANDOFF):
+ *
+ *   hx1;j=JOB;s=STEP;h=PLANHASH;w=WORLD;np=NPIPE;ma=ADDR;mp=PORT;pf=PATH;
+ *   g=TYPE,TYPE,...;t=ROW/ROW/...;c=CHECKSUM
+ *
+ * ROW = rank.node.gpu.pipeline.stage.nstages.tprank.tpsize.l0.l1.batch.
+ *       microbatches.localrank.localsize, one per task in global task order.
+ * CHECKSUM is FNV-1a 64 over everything before ";c=".  The decoder is
+ * strict: fixed field order, every number range-checked.
+ */
+#include "config.h"
+
+#include "hexiscale_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NROW 14
+
+void hx_handoff_init(hx_handoff *h)
+{
+	memset(h, 0, sizeof(*h));
+}
+
+void hx_handoff_fini(hx_handoff *h)
+{
+	free(h->gpu_type);
+	free(h->roles);
+	hx_handoff_init(h);
+}
+
+hexi_rc hx_handoff_alloc(hx_handoff *h, int nnodes, int ntasks)
+{
+	if (nnodes < 1 || nnodes > HX_NODES_MAX || ntasks < 1 ||
+	    ntasks > HX_TASKS_MAX)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "hand-off: %d nodes, %d tasks out of range",
+				  nnodes, ntasks);
+	h->gpu_type = calloc((size_t)nnodes, sizeof(*h->gpu_type));
+	h->roles = calloc((size_t)ntasks, sizeof(*h->roles));
+	if (h->gpu_type == NULL || h->roles == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "hand-off: no memory");
+	h->nnodes = nnodes;
+	h->ntasks = ntasks;
+	return HEXI_OK;
+}
+
+static void role_fields(const hx_task_role *r, int v[NROW])
+{
+	int tmp[NROW] = {r->rank,	 r->node,
+			 r->gpu,	 r->pipeline,
+			 r->stage,	 r->nstages,
+			 r->tp_rank,	 r->tp_size,
+			 r->layer_begin, r->layer_end,
+			 r->batch,	 r->micro_batches,
+			 r->local_rank,	 r->local_world_size};
+	memcpy(v, tmp, sizeof(tmp));
+}
+
+/* Growable string with a hard cap. */
+typedef struct sbuf {
+	char *s;
+	size_t len, cap;
+	int over;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void sb_add(sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->over)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= b->cap - b->len) {
+		b->over = 1;
+		return;
+	}
+	b->len += (size_t)n;
+}
+
+hexi_rc hx_handoff_encode(const hx_handoff *h, char **out)
+{
+	sbuf b = {NULL, 0, HX_HANDOFF_MAX + 1, 0};
+	char sum[17];
+
+	b.s = malloc(b.cap);
+	if (b.s == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "hand-off: no memory");
+	sb_add(&b, "hx1;j=%u;s=%u;h=%s;w=%d;np=%d;ma=%s;mp=%d;pf=%s;g=",
+	       (unsigned)h->job_id, (unsigned)h->step_id, h->plan_hash,
+	       h->world_size, h->npipelines, h->master_addr, h->master_port,
+	       h->plan_path);
+	for (int i = 0; i < h->nnodes; i++)
+		sb_add(&b, "%s%s", i ? "," : "", h->gpu_type[i]);
+	sb_add(&b, ";t=");
+	for (int t = 0; t < h->ntasks; t++) {
+		int v[NROW];
+
+		role_fields(&h->roles[t], v);
+		for (int k = 0; k < NROW; k++)
+			sb_add(&b, "%s%d", k ? "." : (t ? "/" : ""), v[k]);
+	}
+	if (!b.over) {
+		hx_fnv1a_hex(b.s, b.len, sum);
+		sb_add(&b, ";c=%s", sum);
+	}
+	if (b.over) {
+		free(b.s);
+		return hexi_error(HEXI_ERR_RANGE,
+				  "the plan of %d tasks does not fit in the "
+				  "%d-byte hand-off to the tasks",
+				  h->ntasks, HX_HANDOFF_MAX);
+	}
+	*out = b.s;
+	return HEXI_OK;
+}
+
+/* Take the value of "key=" at *p up to the next ';' (or end). */
+static hexi_rc take(const char **p, const char *key, char *val, size_t cap)
+{
+	size_t kl = strlen(key);
+	const char *end;
+
+	if (strncmp(*p, key, kl) != 0 || (*p)[kl] != '=')
+		return hexi_error(HEXI_ERR_PARSE, "hand-off: expected '%s='",
+				  key);
+	*p += kl + 1;
+	end = strchr(*p, ';');
+	if (end == NULL)
+		end = *p + strlen(*p);
+	if ((size_t)(end - *p) >= cap)
+		return hexi_error(HEXI_ERR_RANGE, "hand-off: '%s' too long",
+				  key);
+	memcpy(val, *p, (size_t)(end - *p));
+	val[end - *p] = '\0';
+	*p = *end == ';' ? end + 1 : end;
+	return HEXI_OK;
+}
+
+static hexi_rc take_long(const char **p, const char *key, long min, long max,
+			 long *out)
+{
+	char v[32];
+	hexi_rc rc = take(p, key, v, sizeof(v));
+
+	if (rc == HEXI_OK && hexi_parse_long(v, min, max, out) != HEXI_OK)
+		rc = hexi_error(HEXI_ERR_PARSE, "hand-off: bad '%s'", key);
+	return rc;
+}
+
+static hexi_rc parse_types(hx_handoff *h, char *g)
+{
+	char *save = NULL, *tok;
+	int n = 0;
+
+	for (tok = strtok_r(g, ",", &save); tok != NULL;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (n >= h->nnodes ||
+		    hexi_strlcpy(h->gpu_type[n], tok, HX_NAME_MAX) != HEXI_OK)
+			return hexi_error(HEXI_ERR_PARSE,
+					  "hand-off: bad GPU type list");
+		n++;
+	}
+	return n == h->nnodes
+		   ? HEXI_OK
+		   : hexi_error(HEXI_ERR_PARSE,
+				"hand-off: %d GPU types for %d nodes", n,
+				h->nnodes);
+}
+
+static hexi_rc parse_row(hx_handoff *h, const char *row, hx_task_role *r)
+{
+	long v[NROW];
+	const char *p = row;
+
+	for (int k = 0; k < NROW; k++) {
+		char *end;
+
+		if (*p < '0' || *p > '9')
+			return hexi_error(HEXI_ERR_PARSE, "hand-off: bad row");
+		v[k] = strtol(p, &end, 10);
+		if (v[k] < 0 || v[k] > (1L << 24) ||
+		    *end != (k == NROW - 1 ? '\0' : '.'))
+			return hexi_error(HEXI_ERR_PARSE, "hand-off: bad row");
+		p = end + 1;
+	}
+	*r = (hx_task_role){(int)v[0],	(int)v[1], (int)v[2],  (int)v[3],
+			    (int)v[4],	(int)v[5], (int)v[6],  (int)v[7],
+			    (int)v[8],	(int)v[9], (int)v[10], (int)v[11],
+			    (int)v[12], (int)v[13]};
+	if (r->rank >= h->world_size || r->node >= h->nnodes ||
+	    r->pipeline >= h->npipelines || r->stage >= r->nstages ||
+	    r->tp_rank >= r->tp_size || r->layer_begin >= r->layer_end ||
+	    r->micro_batches < 1 || r->local_rank >= r->local_world_size ||
+	    r->gpu >= HX_GPUS_MAX * 16)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "hand-off: inconsistent role row");
+	return HEXI_OK;
+}
+
+static hexi_rc parse_rows(hx_handoff *h, char *t)
+{
+	char *save = NULL, *tok;
+	int n = 0;
+	hexi_rc rc;
+
+	for (tok = strtok_r(t, "/", &save); tok != NULL;
+	     tok = strtok_r(NULL, "/", &save)) {
+		if (n >= h->ntasks)
+			return hexi_error(HEXI_ERR_PARSE,
+					  "hand-off: too many rows");
+		if ((rc = parse_row(h, tok, &h->roles[n])) != HEXI_OK)
+			return rc;
+		n++;
+	}
+	return n == h->ntasks
+		   ? HEXI_OK
+		   : hexi_error(HEXI_ERR_PARSE,
+				"hand-off: %d rows for %d tasks", n, h->ntasks);
+}
+
+static hexi_rc decode_body(const char *s, hx_handoff *h)
+{
+	const char *p = s + 4; /* after "hx1;" */
+	size_t cap = strlen(s) + 1;
+	char *g = NULL;
+	long v;
+	hexi_rc rc;
+	int nn = 1, nt = 1;
+
+	if ((rc = take_long(&p, "j", 0, UINT32_MAX, &v)) != HEXI_OK)
+		return rc;
+	h->job_id = (uint32_t)v;
+	if ((rc = take_long(&p, "s", 0, UINT32_MAX, &v)) != HEXI_OK)
+		return rc;
+	h->step_id = (uint32_t)v;
+	if ((rc = take(&p, "h", h->plan_hash, sizeof(h->plan_hash))) != HEXI_OK)
+		return rc;
+	if ((rc = take_long(&p, "w", 1, HX_TASKS_MAX, &v)) != HEXI_OK)
+		return rc;
+	h->world_size = (int)v;
+	if ((rc = take_long(&p, "np", 1, HX_TASKS_MAX, &v)) != HEXI_OK)
+		return rc;
+	h->npipelines = (int)v;
+	if ((rc = take(&p, "ma", h->master_addr, sizeof(h->master_addr))) !=
+	    HEXI_OK)
+		return rc;
+	if ((rc = take_long(&p, "mp", 1, 65535, &v)) != HEXI_OK)
+		return rc;
+	h->master_port = (int)v;
+	if ((rc = take(&p, "pf", h->plan_path, sizeof(h->plan_path))) !=
+	    HEXI_OK)
+		return rc;
+	/* Count nodes and tasks before allocating. */
+	for (const char *q = p; *q != '\0' && *q != ';'; q++)
+		nn += *q == ',';
+	for (const char *q = strstr(p, ";t="); q != NULL && *q != '\0'; q++)
+		nt += *q == '/';
+	if ((rc = hx_handoff_alloc(h, nn, nt)) != HEXI_OK)
+		return rc;
+	g = malloc(cap);
+	if (g == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "hand-off: no memory");
+	if ((rc = take(&p, "g", g, cap)) != HEXI_OK ||
+	    (rc = parse_types(h, g)) != HEXI_OK)
+		goto out;
+	if ((rc = take(&p, "t", g, cap)) != HEXI_OK ||
+	    (rc = parse_rows(h, g)) != HEXI_OK)
+		goto out;
+	if (*p != '\0')
+		rc = hexi_error(HEXI_ERR_PARSE, "hand-off: trailing data");
+out:
+	free(g);
+	return rc;
+}
+
+hexi_rc hx_handoff_decode(const char *s, hx_handoff *h)
+{
+	const char *c;
+	char sum[17], *body = NULL;
+	size_t blen;
+	hexi_rc rc;
+
+	hx_handoff_init(h);
+	if (strlen(s) > HX_HANDOFF_MAX || strncmp(s, "hx1;", 4) != 0 ||
+	    !hexi_is_printable(s))
+		return hexi_error(HEXI_ERR_PARSE,
+				  "hand-off: not a version-1 hand-off");
+	c = strstr(s, ";c=");
+	if (c == NULL || strlen(c + 3) != 16)
+		return hexi_error(HEXI_ERR_PARSE, "hand-off: no checksum");
+	blen = (size_t)(c - s);
+	hx_fnv1a_hex(s, blen, sum);
+	if (strcmp(sum, c + 3) != 0)
+		return hexi_error(HEXI_ERR_CHECKSUM,
+				  "hand-off: checksum mismatch (altered "
+				  "environment?)");
+	body = strndup(s, blen);
+	if (body == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "hand-off: no memory");
+	rc = decode_body(body, h);
+	free(body);
+	if (rc != HEXI_OK)
+		hx_handoff_fini(h);
+	return rc;
+}

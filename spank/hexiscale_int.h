@@ -1,0 +1,160 @@
+/*
+ * hexiscale_int.h - internals of the hexiscale.so SPANK plugin.
+ *
+ * The plugin has one file per Slurm context (allocator.c: sbatch/salloc,
+ * local.c: srun, remote.c: slurmstepd) behind the dispatch in plugin.c.
+ * The pure parts (plugstack arguments, option values, GRES strings, the
+ * hand-off codec) have no Slurm calls, so the unit tests link them directly.
+ *
+ * Failure policy (see hexiscale(8)): every error in the allocator and srun
+ * contexts stops the submission or the step before anything is launched; in
+ * slurmstepd nothing fails before task_init, and task_init fails only the
+ * task (never the node), never blocks and never exits.
+ */
+#ifndef HEXISCALE_INT_H
+#define HEXISCALE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hexi_common.h"
+
+#define HX_PATH_MAX  1024  /* any path we accept from admin or user */
+#define HX_VALUE_MAX 1024  /* any option or env value */
+#define HX_NAME_MAX  64	   /* node and GPU type names */
+#define HX_GPUS_MAX  64	   /* GPUs per node we handle */
+#define HX_NODES_MAX 4096  /* nodes per step */
+#define HX_TASKS_MAX 16384 /* tasks per step */
+/* The hand-off travels in the step environment: values over ~128 KiB break
+ * task launch (SLURM-FACTS), so keep a margin. */
+#define HX_HANDOFF_MAX 120000
+#define HX_HANDOFF_VAR "HEXISCALE_HANDOFF"
+
+/* ---- plugstack.conf arguments (config.c) -------------------------------- */
+
+typedef struct hx_conf {
+	char catalog[HX_PATH_MAX];  /* GPU catalog JSON, "" = built-in */
+	char profiles[HX_PATH_MAX]; /* hexiprof profiles (file or dir) */
+	char topology[HX_PATH_MAX]; /* cluster JSON with inter-node links */
+	char model[HX_VALUE_MAX];   /* default model name or file */
+	char plan_dir[HX_PATH_MAX]; /* "" = next to the job output */
+	char libsched[HX_PATH_MAX]; /* libhexisched.so to dlopen in srun */
+	char nvml[HX_PATH_MAX];	    /* NVML library to dlopen in tasks */
+	int global_batch;	    /* samples per iteration */
+	int micro_batch;	    /* samples per micro-batch */
+	int seq_len;		    /* 0 = the model's own */
+	int default_on;		    /* 1: auto unless --hexiscale=off */
+	int port_base;		    /* MASTER_PORT = base + job/step mix */
+	double inter_bw_gbps;	    /* node<->node bandwidth, GB/s */
+	double inter_lat_s;	    /* node<->node latency, s */
+	double time_budget_s;	    /* planner search budget */
+} hx_conf;
+
+/* Defaults for every key (the single place they are set). */
+void hx_conf_defaults(hx_conf *c);
+/* Parse plugstack args "key=value"; unknown keys and bad values fail with a
+ * message naming the key. */
+hexi_rc hx_conf_parse(hx_conf *c, int ac, char **av);
+
+/* ---- user options and their environment twins (options.c) --------------- */
+
+typedef enum hx_mode {
+	HX_MODE_UNSET = 0,
+	HX_MODE_OFF,
+	HX_MODE_AUTO,
+	HX_MODE_FILE, /* a user plan file */
+} hx_mode;
+
+typedef enum hx_opt_id {
+	HX_OPT_MODE = 0,
+	HX_OPT_MODEL,
+	HX_OPT_GLOBAL_BATCH,
+	HX_OPT_MICRO_BATCH,
+	HX_OPT_SEQ_LEN,
+	HX_OPT_PLAN_DIR,
+	HX_OPT_COUNT
+} hx_opt_id;
+
+/* Static description of one option: long name and its env twin. */
+typedef struct hx_opt_desc {
+	const char *name;    /* "hexiscale-model" */
+	const char *env;     /* "HEXISCALE_MODEL" */
+	const char *arginfo; /* "NAME|FILE" */
+	const char *usage;
+} hx_opt_desc;
+
+extern const hx_opt_desc hx_opt_table[HX_OPT_COUNT];
+
+/* Resolved settings of one step (command line > env twin > plugstack). */
+typedef struct hx_settings {
+	hx_mode mode;
+	char plan_file[HX_PATH_MAX]; /* HX_MODE_FILE */
+	char model[HX_VALUE_MAX];
+	int global_batch, micro_batch, seq_len;
+	char plan_dir[HX_PATH_MAX];
+	const char *source[HX_OPT_COUNT]; /* "command line", "env ...", ... */
+} hx_settings;
+
+/* Check one option value (from the command line or its env twin): length,
+ * printable ASCII, syntax and range.  Message names the option. */
+hexi_rc hx_opt_check(hx_opt_id id, const char *value, const char *origin);
+/* Resolve settings: cmdline[i] (NULL = not given), then getenv twins, then
+ * conf defaults.  Every value is checked. */
+hexi_rc hx_settings_resolve(hx_settings *s, const hx_conf *c,
+			    const char *const cmdline[HX_OPT_COUNT]);
+
+/* ---- GRES strings (gres.c) ---------------------------------------------- */
+
+typedef struct hx_gres {
+	char type[HX_NAME_MAX]; /* "a800"; "" if untyped */
+	int ngpus;
+	int idx[HX_GPUS_MAX]; /* ascending device indices */
+} hx_gres;
+
+/* Parse one node's gres_detail_str, e.g. "gpu:a800:3(IDX:0-2)".  A node with
+ * GPUs of two types is refused (a plan node has one type). */
+hexi_rc hx_gres_parse(const char *s, hx_gres *out);
+
+/* ---- hand-off from srun to slurmstepd (handoff.c) ----------------------- */
+
+/* Role of one task, as the stepd side exports it. */
+typedef struct hx_task_role {
+	int rank, node, gpu; /* node = index in the step; gpu = device index */
+	int pipeline, stage, nstages;
+	int tp_rank, tp_size;
+	int layer_begin, layer_end;
+	int batch, micro_batches;
+	int local_rank, local_world_size;
+} hx_task_role;
+
+typedef struct hx_handoff {
+	uint32_t job_id, step_id;
+	char plan_hash[32];
+	char plan_path[HX_PATH_MAX];
+	char master_addr[HX_NAME_MAX];
+	int master_port;
+	int world_size, npipelines;
+	int nnodes;
+	char (*gpu_type)[HX_NAME_MAX]; /* [nnodes] GRES type per step node */
+	int ntasks;
+	hx_task_role *roles; /* [ntasks] by global task id */
+} hx_handoff;
+
+void hx_handoff_init(hx_handoff *h);
+void hx_handoff_fini(hx_handoff *h);
+hexi_rc hx_handoff_alloc(hx_handoff *h, int nnodes, int ntasks);
+/* Encode to a heap string (caller frees); fails if over HX_HANDOFF_MAX. */
+hexi_rc hx_handoff_encode(const hx_handoff *h, char **out);
+/* Decode and verify (checksum, ranges, consistency). */
+hexi_rc hx_handoff_decode(const char *s, hx_handoff *h);
+
+/* ---- small helpers (util.c) --------------------------------------------- */
+
+/* Parse "0,2-3" into ascending unique ints in [0, max); *n on return. */
+hexi_rc hx_parse_idx_list(const char *s, int *out, int cap, int *n);
+/* 64-bit FNV-1a, as 16 lower-case hex digits (buf >= 17). */
+void hx_fnv1a_hex(const char *s, size_t len, char *buf);
+/* Copy of the value for a message: printable, at most 64 chars. */
+const char *hx_shown(const char *s, char *buf, size_t cap);
+
+#endif /* HEXISCALE_INT_H */

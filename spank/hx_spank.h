@@ -1,0 +1,98 @@
+/*
+ * hx_spank.h - the Slurm-facing parts of hexiscale.so: global plugin state
+ * and one entry function per context.  Only plugin.c, allocator.c, local.c,
+ * remote.c and discover.c include it.
+ */
+#ifndef HX_SPANK_H
+#define HX_SPANK_H
+
+#include <slurm/spank.h>
+
+#include "hexiscale_int.h"
+
+/* Parsed plugstack arguments of this process (plugin.c). */
+extern hx_conf hx_g_conf;
+/* Option values given on the command line (copies, NULL = not given). */
+extern char *hx_g_cmdline[HX_OPT_COUNT];
+extern struct spank_option hx_g_opts[HX_OPT_COUNT];
+
+/* Log through Slurm with the "hexiscale: " prefix. */
+void hx_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* allocator.c: sbatch/salloc after options are parsed. */
+int hx_allocator_post_opt(spank_t sp);
+/* Resolve and check the settings from hx_g_cmdline, env and plugstack;
+ * logs and returns -1 on error. */
+int hx_check_settings(hx_settings *s);
+/* local.c: srun. */
+int hx_local_post_opt(spank_t sp);
+int hx_local_user_init(spank_t sp);
+/* remote.c: slurmstepd, in the task after privileges are dropped;
+ * conf_error: the plugstack error of this process, or NULL. */
+int hx_remote_task_init(spank_t sp, const char *conf_error);
+
+/* ---- allocation discovery (discover.c) ---------------------------------- */
+
+typedef struct hx_alloc_node {
+	char name[HX_NAME_MAX];
+	hx_gres gres;	/* the job's GPUs on this node */
+	int ntasks;	/* the step's tasks on this node */
+	uint32_t *tids; /* [ntasks] global task ids */
+} hx_alloc_node;
+
+typedef struct hx_alloc {
+	uint32_t job_id, step_id;
+	int nnodes; /* nodes of the step */
+	hx_alloc_node *nodes;
+	int ntasks;
+	char out_dir[HX_PATH_MAX]; /* directory of the job's output */
+} hx_alloc;
+
+hexi_rc hx_discover(uint32_t job_id, uint32_t step_id, hx_alloc *a);
+void hx_alloc_fini(hx_alloc *a);
+/* NodeAddr of a node (falls back to the name). */
+void hx_node_addr(const char *node, char *addr, size_t cap);
+
+/* ---- NVML check (nvml.c) ------------------------------------------------ */
+
+/* HEXI_OK: the GPU's NVML name matches want_type; HEXI_ERR_NOTFOUND: no
+ * NVML here; HEXI_ERR_MISMATCH: another type (found names it). */
+hexi_rc hx_nvml_check(const char *lib, int gpu, const char *want_type,
+		      char *found, size_t cap);
+
+/* ---- libhexisched, loaded with dlopen in srun only (sched_dl.c) -------- */
+
+#include "hexi_sched.h"
+
+#define HX_SCHED_SYMBOLS(X)                                                    \
+	X(hexi_errmsg)                                                         \
+	X(hexi_log_set_sink)                                                   \
+	X(hexi_catalog_builtin)                                                \
+	X(hexi_catalog_load)                                                   \
+	X(hexi_catalog_apply_profiles)                                         \
+	X(hexi_catalog_find)                                                   \
+	X(hexi_catalog_destroy)                                                \
+	X(hexi_cluster_load)                                                   \
+	X(hexi_cluster_destroy)                                                \
+	X(hexi_model_load)                                                     \
+	X(hexi_train_defaults)                                                 \
+	X(hexi_plan_opts_defaults)                                             \
+	X(hexi_plan_create)                                                    \
+	X(hexi_plan_parse)                                                     \
+	X(hexi_plan_validate)                                                  \
+	X(hexi_plan_to_json)                                                   \
+	X(hexi_plan_destroy)
+
+typedef struct hx_sched {
+	void *handle;
+#define HX_SCHED_FIELD(name) __typeof__(&name) name;
+	HX_SCHED_SYMBOLS(HX_SCHED_FIELD)
+#undef HX_SCHED_FIELD
+} hx_sched;
+
+/* Load the library (RTLD_LOCAL) and every symbol; message names the path
+ * and the missing symbol. */
+hexi_rc hx_sched_open(const char *path, hx_sched *s);
+void hx_sched_close(hx_sched *s);
+
+#endif /* HX_SPANK_H */

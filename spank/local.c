@@ -1,0 +1,616 @@
+/*
+ * local.c - srun, once per step, after the allocation and the step exist:
+ * learn the step's nodes/tasks/GPUs, make (or load and check) the plan,
+ * write the plan file, print a summary and hand the roles to slurmstepd.
+ * Any error here stops the step before a task is launched.  srun runs as
+ * the user, so every file the user names is read, and the plan file
+ * written, with the user's own privileges.
+ */
+#include "config.h"
+
+#include "hx_spank.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HX_PLAN_FILE_MAX (16u << 20)
+
+typedef struct local_ctx {
+	hx_settings set;
+	hx_alloc alloc;
+	hx_sched lib;
+	hexi_catalog *cat;
+	hexi_plan *plan;
+	int *nodemap; /* [plan nodes] -> step node index */
+	hx_handoff ho;
+	char plan_path[HX_PATH_MAX];
+	char *json;
+	char *handoff;
+} local_ctx;
+
+/* Copy a library error into our own message (the library has its own
+ * copy of the common module and thus its own message). */
+static hexi_rc from_lib(local_ctx *c, hexi_rc rc, const char *what)
+{
+	if (rc == HEXI_OK)
+		return rc;
+	return hexi_error(rc, "%s: %s", what, c->lib.hexi_errmsg(rc));
+}
+
+static void lib_log_sink(hexi_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level == HEXI_LOG_ERROR)
+		slurm_error("hexiscale: %s", msg);
+	else if (level <= HEXI_LOG_INFO)
+		slurm_verbose("hexiscale: %s", msg);
+	else
+		slurm_debug("hexiscale: %s", msg);
+}
+
+static hexi_rc load_catalog(local_ctx *c)
+{
+	hexi_rc rc;
+
+	if (hx_g_conf.catalog[0] != '\0')
+		rc = from_lib(
+		    c, c->lib.hexi_catalog_load(hx_g_conf.catalog, &c->cat),
+		    "catalog");
+	else
+		rc = from_lib(c, c->lib.hexi_catalog_builtin(&c->cat),
+			      "built-in catalog");
+	if (rc == HEXI_OK && hx_g_conf.profiles[0] != '\0')
+		rc = from_lib(c,
+			      c->lib.hexi_catalog_apply_profiles(
+				  c->cat, hx_g_conf.profiles),
+			      "profiles");
+	return rc;
+}
+
+/* Canonical catalog name of a node's GRES type. */
+static hexi_rc node_type(local_ctx *c, const hx_alloc_node *n,
+			 const hexi_gpu_type **out)
+{
+	if (n->gres.type[0] == '\0')
+		return hexi_error(HEXI_ERR_NOTFOUND,
+				  "node %s: its GPUs have no type (gres.conf "
+				  "Type=), so no catalog entry can be chosen",
+				  n->name);
+	*out = c->lib.hexi_catalog_find(c->cat, n->gres.type);
+	if (*out == NULL)
+		return hexi_error(HEXI_ERR_NOTFOUND,
+				  "node %s: GPU type '%s' is not in the GPU "
+				  "catalog (add it with catalog= in "
+				  "plugstack.conf, see hexiscale(8))",
+				  n->name, n->gres.type);
+	return HEXI_OK;
+}
+
+/* Inter-node links: plugstack scalars, or a topology file (a cluster
+ * description whose per-pair bandwidths are matched by node name). */
+static hexi_rc apply_topology(local_ctx *c, hexi_cluster *cl)
+{
+	hexi_cluster *topo = NULL;
+	hexi_rc rc;
+
+	cl->inter_bw_gbps = hx_g_conf.inter_bw_gbps;
+	cl->inter_lat_s = hx_g_conf.inter_lat_s;
+	if (hx_g_conf.topology[0] == '\0')
+		return HEXI_OK;
+	rc = from_lib(
+	    c, c->lib.hexi_cluster_load(hx_g_conf.topology, c->cat, &topo),
+	    "topology");
+	if (rc != HEXI_OK)
+		return rc;
+	cl->inter_bw_gbps = topo->inter_bw_gbps;
+	cl->inter_lat_s = topo->inter_lat_s;
+	if (topo->pair_bw_gbps != NULL) {
+		cl->pair_bw_gbps =
+		    calloc((size_t)cl->nnodes * cl->nnodes, sizeof(double));
+		if (cl->pair_bw_gbps == NULL) {
+			c->lib.hexi_cluster_destroy(topo);
+			return hexi_error(HEXI_ERR_NOMEM, "no memory");
+		}
+		for (int a = 0; a < cl->nnodes; a++)
+			for (int b = 0; b < cl->nnodes; b++) {
+				int ta = -1, tb = -1;
+				for (int k = 0; k < topo->nnodes; k++) {
+					if (!strcmp(topo->nodes[k].name,
+						    cl->nodes[a].name))
+						ta = k;
+					if (!strcmp(topo->nodes[k].name,
+						    cl->nodes[b].name))
+						tb = k;
+				}
+				cl->pair_bw_gbps[a * cl->nnodes + b] =
+				    ta >= 0 && tb >= 0
+					? topo->pair_bw_gbps[ta * topo->nnodes +
+							     tb]
+					: topo->inter_bw_gbps;
+			}
+	}
+	c->lib.hexi_cluster_destroy(topo);
+	return HEXI_OK;
+}
+
+static hexi_rc auto_plan(local_ctx *c)
+{
+	hexi_cluster cl;
+	hexi_node *nodes = NULL;
+	hexi_model m;
+	hexi_train t;
+	hexi_plan_opts o;
+	hexi_rc rv = HEXI_ERR_NOMEM;
+
+	memset(&cl, 0, sizeof(cl));
+	nodes = calloc((size_t)c->alloc.nnodes, sizeof(*nodes));
+	if (nodes == NULL)
+		goto out;
+	cl.nnodes = c->alloc.nnodes;
+	cl.nodes = nodes;
+	cl.intra_lat_s = 5e-6;
+	cl.catalog = c->cat;
+	for (int i = 0; i < c->alloc.nnodes; i++) {
+		const hx_alloc_node *n = &c->alloc.nodes[i];
+		const hexi_gpu_type *gt = NULL;
+
+		if ((rv = node_type(c, n, &gt)) != HEXI_OK)
+			goto out;
+		if (n->ntasks > n->gres.ngpus) {
+			rv = hexi_error(HEXI_ERR_MISMATCH,
+					"node %s: %d tasks but the job has %d "
+					"GPUs there (one task per GPU)",
+					n->name, n->ntasks, n->gres.ngpus);
+			goto out;
+		}
+		hexi_strlcpy(nodes[i].name, n->name, sizeof(nodes[i].name));
+		hexi_strlcpy(nodes[i].gpu_type, gt->name,
+			     sizeof(nodes[i].gpu_type));
+		nodes[i].ngpus = n->ntasks;
+		nodes[i].gpu_index = (int *)n->gres.idx;
+		nodes[i].intra_bw_gbps = gt->intra_bw_gbps;
+	}
+	if ((rv = apply_topology(c, &cl)) != HEXI_OK)
+		goto out;
+	rv = from_lib(c, c->lib.hexi_model_load(c->set.model, &m), "model");
+	if (rv != HEXI_OK)
+		goto out;
+	if (c->set.seq_len > 0)
+		m.seq_len = c->set.seq_len;
+	c->lib.hexi_train_defaults(&t);
+	t.global_batch = c->set.global_batch;
+	t.micro_batch = c->set.micro_batch;
+	c->lib.hexi_plan_opts_defaults(&o);
+	o.time_budget_s = hx_g_conf.time_budget_s;
+	rv = from_lib(c, c->lib.hexi_plan_create(&cl, &m, &t, &o, &c->plan),
+		      "planner");
+out:
+	free(cl.pair_bw_gbps);
+	free(nodes);
+	return rv;
+}
+
+/* Which step node each plan node is: by name when every plan node names
+ * a step node, else by position. */
+static hexi_rc map_nodes(local_ctx *c)
+{
+	const hexi_cluster *pc = c->plan->cluster;
+	int by_name = 1;
+
+	if (pc->nnodes != c->alloc.nnodes)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "plan %s has %d nodes but the step runs on "
+				  "%d",
+				  c->set.plan_file, pc->nnodes,
+				  c->alloc.nnodes);
+	c->nodemap = calloc((size_t)pc->nnodes, sizeof(int));
+	if (c->nodemap == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "no memory");
+	for (int i = 0; i < pc->nnodes; i++) {
+		c->nodemap[i] = -1;
+		for (int k = 0; k < c->alloc.nnodes; k++)
+			if (!strcmp(pc->nodes[i].name, c->alloc.nodes[k].name))
+				c->nodemap[i] = k;
+		by_name &= c->nodemap[i] >= 0;
+	}
+	for (int i = 0; i < pc->nnodes && !by_name; i++)
+		c->nodemap[i] = i;
+	return HEXI_OK;
+}
+
+/* A user plan must fit the step: same GPU count and type on every node. */
+static hexi_rc check_plan_fits(local_ctx *c)
+{
+	const hexi_cluster *pc = c->plan->cluster;
+
+	for (int i = 0; i < pc->nnodes; i++) {
+		const hexi_node *pn = &pc->nodes[i];
+		const hx_alloc_node *n = &c->alloc.nodes[c->nodemap[i]];
+		const hexi_gpu_type *gt = NULL, *pt;
+		hexi_rc rc = node_type(c, n, &gt);
+
+		if (rc != HEXI_OK)
+			return rc;
+		pt = c->lib.hexi_catalog_find(c->cat, pn->gpu_type);
+		if (pt == NULL || strcmp(pt->name, gt->name) != 0)
+			return hexi_error(HEXI_ERR_MISMATCH,
+					  "plan %s: node %s has %s GPUs but "
+					  "the step got %s GPUs on %s",
+					  c->set.plan_file, pn->name,
+					  pn->gpu_type, n->gres.type, n->name);
+		if (pn->ngpus != n->ntasks)
+			return hexi_error(HEXI_ERR_MISMATCH,
+					  "plan %s: node %s has %d GPUs but "
+					  "the step has %d tasks on %s",
+					  c->set.plan_file, pn->name, pn->ngpus,
+					  n->ntasks, n->name);
+	}
+	return HEXI_OK;
+}
+
+static hexi_rc file_plan(local_ctx *c)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	hexi_rc rv;
+
+	rv = hexi_read_file(c->set.plan_file, HX_PLAN_FILE_MAX, &buf, &len);
+	if (rv != HEXI_OK)
+		return hexi_error_prefix(rv, "plan file");
+	rv = from_lib(c, c->lib.hexi_plan_parse(buf, len, c->cat, &c->plan),
+		      c->set.plan_file);
+	free(buf);
+	if (rv == HEXI_OK)
+		rv = from_lib(c, c->lib.hexi_plan_validate(c->plan),
+			      c->set.plan_file);
+	if (rv == HEXI_OK)
+		rv = map_nodes(c);
+	if (rv == HEXI_OK)
+		rv = check_plan_fits(c);
+	return rv;
+}
+
+/* Rank -> role from the plan's pipelines and stages. */
+static hexi_rc roles_by_rank(local_ctx *c, hx_task_role *byrank, char *seen)
+{
+	const hexi_plan *p = c->plan;
+	const hexi_cluster *pc = p->cluster;
+
+	for (int pi = 0; pi < p->npipelines; pi++) {
+		const hexi_pipeline *pp = &p->pipelines[pi];
+		for (int si = 0; si < pp->nstages; si++) {
+			const hexi_stage *st = &pp->stages[si];
+			for (int d = 0; d < st->tp; d++) {
+				const hexi_device *dev = &st->devices[d];
+				int r = dev->rank, sn, ok = 0;
+
+				if (r < 0 || r >= p->world_size || seen[r] ||
+				    dev->node < 0 || dev->node >= pc->nnodes)
+					return hexi_error(HEXI_ERR_INVAL,
+							  "plan: bad device "
+							  "(rank %d, node %d)",
+							  r, dev->node);
+				seen[r] = 1;
+				sn = c->nodemap[dev->node];
+				for (int k = 0;
+				     k < c->alloc.nodes[sn].gres.ngpus; k++)
+					ok |= c->alloc.nodes[sn].gres.idx[k] ==
+					      dev->gpu;
+				if (!ok)
+					return hexi_error(
+					    HEXI_ERR_MISMATCH,
+					    "plan puts rank %d on GPU %d of "
+					    "%s, "
+					    "which the job does not have",
+					    r, dev->gpu,
+					    c->alloc.nodes[sn].name);
+				byrank[r] = (hx_task_role){r,
+							   sn,
+							   dev->gpu,
+							   pi,
+							   si,
+							   pp->nstages,
+							   d,
+							   st->tp,
+							   st->layer_begin,
+							   st->layer_end,
+							   pp->batch,
+							   pp->micro_batches,
+							   0,
+							   0};
+			}
+		}
+	}
+	for (int r = 0; r < p->world_size; r++)
+		if (!seen[r])
+			return hexi_error(HEXI_ERR_INVAL,
+					  "plan: rank %d unused", r);
+	return HEXI_OK;
+}
+
+/* Per node: local ranks by rank order; tasks get the node's plan GPUs in
+ * ascending device order (the k-th task of a node the k-th GPU, as Slurm's
+ * --gpus-per-task binding does). */
+static hexi_rc assign_tasks(local_ctx *c, hx_task_role *byrank)
+{
+	int W = c->plan->world_size;
+
+	for (int sn = 0; sn < c->alloc.nnodes; sn++) {
+		const hx_alloc_node *n = &c->alloc.nodes[sn];
+		int list[HX_GPUS_MAX], cnt = 0;
+
+		for (int r = 0; r < W; r++) {
+			if (byrank[r].node != sn)
+				continue;
+			if (cnt >= HX_GPUS_MAX)
+				return hexi_error(HEXI_ERR_RANGE,
+						  "node %s: more than %d ranks",
+						  n->name, HX_GPUS_MAX);
+			byrank[r].local_rank = cnt;
+			list[cnt++] = r;
+		}
+		if (cnt != n->ntasks)
+			return hexi_error(
+			    HEXI_ERR_MISMATCH,
+			    "node %s: plan has %d GPUs, step has %d "
+			    "tasks",
+			    n->name, cnt, n->ntasks);
+		/* insertion sort of the node's ranks by device index */
+		for (int i = 1; i < cnt; i++)
+			for (int k = i; k > 0 && byrank[list[k - 1]].gpu >
+						     byrank[list[k]].gpu;
+			     k--) {
+				int tmp = list[k];
+				list[k] = list[k - 1];
+				list[k - 1] = tmp;
+			}
+		for (int j = 0; j < cnt; j++) {
+			if (j > 0 &&
+			    byrank[list[j]].gpu == byrank[list[j - 1]].gpu)
+				return hexi_error(
+				    HEXI_ERR_INVAL,
+				    "node %s: two ranks on GPU %d", n->name,
+				    byrank[list[j]].gpu);
+			if (n->tids[j] >= (uint32_t)c->ho.ntasks)
+				return hexi_error(HEXI_ERR_SLURM,
+						  "task id %u out of range",
+						  n->tids[j]);
+			byrank[list[j]].local_world_size = cnt;
+			c->ho.roles[n->tids[j]] = byrank[list[j]];
+		}
+	}
+	return HEXI_OK;
+}
+
+static hexi_rc build_roles(local_ctx *c)
+{
+	int W = c->plan->world_size;
+	hx_task_role *byrank = NULL;
+	char *seen = NULL;
+	hexi_rc rv;
+
+	if (W != c->alloc.ntasks)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "the plan has %d ranks but the step has %d "
+				  "tasks",
+				  W, c->alloc.ntasks);
+	rv = hx_handoff_alloc(&c->ho, c->alloc.nnodes, c->alloc.ntasks);
+	if (rv != HEXI_OK)
+		return rv;
+	byrank = calloc((size_t)W, sizeof(*byrank));
+	seen = calloc((size_t)W, 1);
+	if (byrank == NULL || seen == NULL)
+		rv = hexi_error(HEXI_ERR_NOMEM, "no memory");
+	if (rv == HEXI_OK)
+		rv = roles_by_rank(c, byrank, seen);
+	if (rv == HEXI_OK)
+		rv = assign_tasks(c, byrank);
+	if (rv == HEXI_OK)
+		for (int i = 0; i < c->alloc.nnodes; i++)
+			hexi_strlcpy(c->ho.gpu_type[i],
+				     c->alloc.nodes[i].gres.type, HX_NAME_MAX);
+	free(byrank);
+	free(seen);
+	return rv;
+}
+
+static hexi_rc plan_path(local_ctx *c)
+{
+	const char *dir =
+	    c->set.plan_dir[0] ? c->set.plan_dir : c->alloc.out_dir;
+	char cwd[HX_PATH_MAX] = "";
+	int n;
+
+	if (dir[0] != '/' && getcwd(cwd, sizeof(cwd)) == NULL)
+		return hexi_error(HEXI_ERR_IO,
+				  "cannot get the current directory");
+	n = snprintf(c->plan_path, sizeof(c->plan_path),
+		     "%s%s%s/hexiscale-plan.%u.%u.json", cwd, cwd[0] ? "/" : "",
+		     dir, (unsigned)c->alloc.job_id,
+		     (unsigned)c->alloc.step_id);
+	if (n < 0 || (size_t)n >= sizeof(c->plan_path))
+		return hexi_error(HEXI_ERR_RANGE,
+				  "plan directory %.64s...: path "
+				  "too long",
+				  dir);
+	if (!hexi_is_printable(c->plan_path) || strpbrk(c->plan_path, ";|"))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "plan directory '%.64s' has "
+				  "control characters, ';' or '|'",
+				  dir);
+	return HEXI_OK;
+}
+
+/* The readable block on the step's stderr. */
+static void summary(local_ctx *c)
+{
+	const hexi_plan *p = c->plan;
+
+	fprintf(stderr,
+		"hexiscale: step %u.%u: plan %s for %d GPUs on %d nodes "
+		"(%s, model %s, global batch %d)\n",
+		(unsigned)c->alloc.job_id, (unsigned)c->alloc.step_id, p->hash,
+		p->world_size, c->alloc.nnodes,
+		c->set.mode == HX_MODE_AUTO ? "planned" : "user plan",
+		p->model.name, p->train.global_batch);
+	for (int pi = 0; pi < p->npipelines; pi++) {
+		const hexi_pipeline *pp = &p->pipelines[pi];
+
+		fprintf(
+		    stderr,
+		    "hexiscale:   pipeline %d: batch %d in %d micro-batches:",
+		    pi, pp->batch, pp->micro_batches);
+		for (int si = 0; si < pp->nstages; si++) {
+			const hexi_stage *st = &pp->stages[si];
+			const hexi_node *nd =
+			    &p->cluster->nodes[st->devices[0].node];
+
+			fprintf(stderr, "%s layers %d-%d on %s %dx%s",
+				si ? " ->" : "", st->layer_begin,
+				st->layer_end - 1, nd->name, st->tp,
+				nd->gpu_type);
+		}
+		fprintf(stderr, "\n");
+	}
+	fprintf(stderr,
+		"hexiscale:   predicted %.3f s/iteration, %.0f tokens/s, MFU "
+		"%.1f%%\nhexiscale:   plan file %s\n",
+		p->pred.iter_s, p->pred.tokens_per_s, 100.0 * p->pred.mfu,
+		c->plan_path);
+}
+
+static hexi_rc publish(local_ctx *c)
+{
+	hexi_rc rv;
+	int r0 = 0;
+
+	if ((rv = build_roles(c)) != HEXI_OK || (rv = plan_path(c)) != HEXI_OK)
+		return rv;
+	rv = from_lib(c, c->lib.hexi_plan_to_json(c->plan, &c->json), "plan");
+	if (rv != HEXI_OK)
+		return rv;
+	rv = hexi_write_file_atomic(c->plan_path, c->json, strlen(c->json),
+				    0644);
+	if (rv != HEXI_OK)
+		return hexi_error_prefix(rv, "plan file");
+	c->ho.job_id = c->alloc.job_id;
+	c->ho.step_id = c->alloc.step_id;
+	c->ho.world_size = c->plan->world_size;
+	c->ho.npipelines = c->plan->npipelines;
+	hexi_strlcpy(c->ho.plan_hash, c->plan->hash, sizeof(c->ho.plan_hash));
+	hexi_strlcpy(c->ho.plan_path, c->plan_path, sizeof(c->ho.plan_path));
+	for (int t = 0; t < c->ho.ntasks; t++)
+		if (c->ho.roles[t].rank == 0)
+			r0 = c->ho.roles[t].node;
+	hx_node_addr(c->alloc.nodes[r0].name, c->ho.master_addr,
+		     sizeof(c->ho.master_addr));
+	c->ho.master_port =
+	    hx_g_conf.port_base +
+	    (int)((c->alloc.job_id * 31u + c->alloc.step_id) % 2000u);
+	if ((rv = hx_handoff_encode(&c->ho, &c->handoff)) != HEXI_OK)
+		return rv;
+	if (setenv(HX_HANDOFF_VAR, c->handoff, 1) != 0)
+		return hexi_error(HEXI_ERR_NOMEM, "cannot set %s",
+				  HX_HANDOFF_VAR);
+	summary(c);
+	return HEXI_OK;
+}
+
+static hexi_rc make_plan(local_ctx *c)
+{
+	hexi_rc rv;
+
+	rv = hx_sched_open(hx_g_conf.libsched, &c->lib);
+	if (rv != HEXI_OK)
+		return rv;
+	c->lib.hexi_log_set_sink(lib_log_sink, NULL);
+	if ((rv = load_catalog(c)) != HEXI_OK)
+		return rv;
+	if (c->set.mode == HX_MODE_AUTO) {
+		if ((rv = auto_plan(c)) != HEXI_OK)
+			return rv;
+		c->nodemap = calloc((size_t)c->alloc.nnodes, sizeof(int));
+		if (c->nodemap == NULL)
+			return hexi_error(HEXI_ERR_NOMEM, "no memory");
+		for (int i = 0; i < c->alloc.nnodes; i++)
+			c->nodemap[i] = i;
+		if (c->plan->cluster->nnodes != c->alloc.nnodes)
+			return hexi_error(HEXI_ERR_INTERNAL,
+					  "planner returned %d nodes for %d",
+					  c->plan->cluster->nnodes,
+					  c->alloc.nnodes);
+		return HEXI_OK;
+	}
+	return file_plan(c);
+}
+
+static void local_fini(local_ctx *c)
+{
+	if (c->plan != NULL)
+		c->lib.hexi_plan_destroy(c->plan);
+	if (c->cat != NULL)
+		c->lib.hexi_catalog_destroy(c->cat);
+	free(c->json);
+	free(c->handoff);
+	free(c->nodemap);
+	hx_handoff_fini(&c->ho);
+	hx_alloc_fini(&c->alloc);
+	hx_sched_close(&c->lib);
+}
+
+int hx_local_post_opt(spank_t sp)
+{
+	hx_settings s;
+
+	(void)sp;
+	return hx_check_settings(&s);
+}
+
+static void collect_cmdline(spank_t sp)
+{
+	for (int i = 0; i < HX_OPT_COUNT; i++) {
+		char *arg = NULL;
+
+		if (spank_option_getopt(sp, &hx_g_opts[i], &arg) !=
+			ESPANK_SUCCESS ||
+		    arg == NULL)
+			continue;
+		free(hx_g_cmdline[i]);
+		hx_g_cmdline[i] = strdup(arg);
+	}
+}
+
+int hx_local_user_init(spank_t sp)
+{
+	local_ctx c;
+	uint32_t job = 0, step = 0;
+	hexi_rc rv;
+	int ret = -1;
+
+	memset(&c, 0, sizeof(c));
+	hx_handoff_init(&c.ho);
+	unsetenv(HX_HANDOFF_VAR); /* never pass on a stale hand-off */
+	collect_cmdline(sp);
+	if (hx_check_settings(&c.set) != 0)
+		return -1;
+	if (c.set.mode == HX_MODE_OFF)
+		return 0;
+	if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) {
+		hx_err("cannot get the job and step id from Slurm");
+		return -1;
+	}
+	rv = hx_discover(job, step, &c.alloc);
+	if (rv == HEXI_OK)
+		rv = make_plan(&c);
+	if (rv == HEXI_OK)
+		rv = publish(&c);
+	if (rv != HEXI_OK)
+		hx_err("step %u.%u: %s", job, step, hexi_errmsg(rv));
+	else
+		ret = 0;
+	local_fini(&c);
+	return ret;
+}

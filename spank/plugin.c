@@ -1,0 +1,164 @@
+/*
+ * plugin.c - hexiscale.so entry points: one dispatch on spank_context() to
+ * the file of each context (allocator.c, local.c, remote.c).
+ *
+ * Failure policy: errors in sbatch/salloc/srun stop the submission or the
+ * step before anything runs.  In slurmstepd an error before task_init would
+ * drain the node and report the job COMPLETED (SLURM-FACTS), so there every
+ * callback but task_init returns 0 and task_init fails only the task.
+ */
+#include "config.h"
+
+#include "hx_spank.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+SPANK_PLUGIN(hexiscale, 1);
+
+hx_conf hx_g_conf;
+static hexi_rc conf_rc = HEXI_OK;
+static char conf_msg[512];
+char *hx_g_cmdline[HX_OPT_COUNT];
+struct spank_option hx_g_opts[HX_OPT_COUNT];
+
+void hx_err(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	slurm_error("hexiscale: %s", msg);
+}
+
+static void log_sink(hexi_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	switch (level) {
+	case HEXI_LOG_ERROR:
+		slurm_error("hexiscale: %s", msg);
+		break;
+	case HEXI_LOG_WARN:
+	case HEXI_LOG_INFO:
+		slurm_info("hexiscale: %s", msg);
+		break;
+	case HEXI_LOG_VERBOSE:
+		slurm_verbose("hexiscale: %s", msg);
+		break;
+	default:
+		slurm_debug("hexiscale: %s", msg);
+		break;
+	}
+}
+
+/* Option callback: Slurm may call it more than once (and again in every
+ * slurmstepd with remote=1); it only checks and keeps the latest value. */
+static int opt_cb(int val, const char *optarg, int remote)
+{
+	char origin[96];
+
+	if (remote || val < 0 || val >= HX_OPT_COUNT)
+		return 0; /* slurmstepd uses only the hand-off */
+	snprintf(origin, sizeof(origin), "option --%s", hx_opt_table[val].name);
+	if (optarg == NULL || hx_opt_check((hx_opt_id)val, optarg, origin)) {
+		hx_err("%s", optarg == NULL ? "option needs a value"
+					    : hexi_errmsg(HEXI_ERR_INVAL));
+		return -1;
+	}
+	free(hx_g_cmdline[val]);
+	hx_g_cmdline[val] = strdup(optarg);
+	if (hx_g_cmdline[val] == NULL) {
+		hx_err("%s: no memory", origin);
+		return -1;
+	}
+	return 0;
+}
+
+static int register_options(spank_t sp)
+{
+	for (int i = 0; i < HX_OPT_COUNT; i++) {
+		hx_g_opts[i] =
+		    (struct spank_option){(char *)hx_opt_table[i].name,
+					  (char *)hx_opt_table[i].arginfo,
+					  (char *)hx_opt_table[i].usage,
+					  1,
+					  i,
+					  opt_cb};
+		if (spank_option_register(sp, &hx_g_opts[i]) != ESPANK_SUCCESS)
+			return -1;
+	}
+	return 0;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+	spank_context_t ctx = spank_context();
+
+	hexi_log_set_sink(log_sink, NULL);
+	hexi_log_set_level(HEXI_LOG_DEBUG);
+	conf_rc = hx_conf_parse(&hx_g_conf, ac, av);
+	if (conf_rc != HEXI_OK)
+		snprintf(conf_msg, sizeof(conf_msg), "%s",
+			 hexi_errmsg(conf_rc));
+	if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR) {
+		if (conf_rc != HEXI_OK) {
+			hx_err("plugstack.conf: %s", conf_msg);
+			return -1;
+		}
+		return register_options(sp);
+	}
+	if (ctx == S_CTX_REMOTE) {
+		if (conf_rc != HEXI_OK)
+			hx_err("plugstack.conf: %s (tasks of planned steps "
+			       "will fail)",
+			       conf_msg);
+		register_options(sp);
+	}
+	return 0; /* never fail in slurmd/slurmstepd here: it drains nodes */
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	switch (spank_context()) {
+	case S_CTX_ALLOCATOR:
+		return hx_allocator_post_opt(sp);
+	case S_CTX_LOCAL:
+		return hx_local_post_opt(sp);
+	default:
+		return 0;
+	}
+}
+
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	return spank_context() == S_CTX_LOCAL ? hx_local_user_init(sp) : 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (spank_context() != S_CTX_REMOTE)
+		return 0;
+	return hx_remote_task_init(sp, conf_rc == HEXI_OK ? NULL : conf_msg);
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+	(void)sp;
+	(void)ac;
+	(void)av;
+	for (int i = 0; i < HX_OPT_COUNT; i++) {
+		free(hx_g_cmdline[i]);
+		hx_g_cmdline[i] = NULL;
+	}
+	return 0;
+}

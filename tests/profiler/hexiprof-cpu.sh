@@ -1,0 +1,42 @@
+# hexiprof-cpu.sh: CPU mode on one process: the profile file is exactly the
+# hexiscale-profile format with a measured CPU GEMM rate, the --json report
+# has validated measurements, %h in -o becomes the host name.
+. "$top_srcdir/tests/tap.sh"
+P="$top_builddir/profiler/hexiprof"
+command -v python3 >/dev/null || skip "python3 is needed to read JSON"
+grep -q '^#define HAVE_OPENBLAS 1' "$top_builddir/config.h" || skip "built without OpenBLAS"
+d=$(mktemp -d) || hard "mktemp"
+trap 'rm -rf "$d"' EXIT
+export OPENBLAS_NUM_THREADS=1
+
+timeout 120 "$P" --mode=cpu --quick -r 3 -w 1 --host=n1 \
+	-o "$d/prof-%h.json" --json --gemm=100x60x80 >"$d/report.json"
+expect_eq "CPU mode runs" "$?" 0
+check "profile file named by host" test -f "$d/prof-n1.json"
+check "profile is strict hexiscale-profile with cpu fields" \
+	python3 "$top_srcdir/tests/profiler/check_profile.py" "$d/prof-n1.json" cpu.gemm_gflops cpu.threads host
+expect_eq "host in profile" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["host"])' "$d/prof-n1.json")" n1
+expect_eq "single process: no links" "$(python3 -c 'import json,sys; print("links" in json.load(open(sys.argv[1])))' "$d/prof-n1.json")" False
+expect_eq "threads from OPENBLAS_NUM_THREADS" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cpu"]["threads"])' "$d/prof-n1.json")" 1
+check "report: 3 validated sgemm measurements, best == profile" python3 - "$d/report.json" "$d/prof-n1.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+m = [x for x in r["measurements"] if x["name"] == "cpu.sgemm"]
+assert r["format"] == "hexiscale-profile-report" and r["mode"] == "cpu", r
+assert len(m) == 3, m
+assert [x["shape"] for x in m][-1] == "100x60x80", m
+for x in m:
+    assert x["repeats"] == 3 and 0 <= x["check_err"] < 1e-4, x
+    assert x["min_s"] <= x["median_s"] <= x["max_s"], x
+    assert x["value"] > 0 and x["value"] <= x["best"] * (1 + 1e-9), x
+best = max(x["value"] for x in m)
+assert abs(best - p["cpu"]["gemm_gflops"]) <= 1e-5 * best, (best, p)
+assert r["profile"] == p, "report embeds the written profile"
+PY
+out=$("$P" --mode=cpu --quick -r 2 -w 0 --no-mpi 2>&1) || fail "table mode"
+case $out in *"cpu.sgemm"*"GFLOP/s"*) pass "table lists cpu.sgemm in GFLOP/s" ;; *) fail "table: $out" ;; esac
+"$P" --mode=cpu --quick -r 1 -o /nonexistent-dir/x.json >/dev/null 2>"$d/err"
+st=$?
+case $st in 7|8) pass "unwritable output: exit $st" ;; *) fail "unwritable output: exit $st" ;; esac
+grep -q "/nonexistent-dir/x.json" "$d/err" && pass "error names the file" || fail "error: $(cat "$d/err")"
+done_testing

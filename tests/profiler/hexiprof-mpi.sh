@@ -1,0 +1,45 @@
+# hexiprof-mpi.sh: CPU mode under mpirun -np 2: MPI ping-pong gives the
+# intra-node link, all-reduce and sendrecv bus bandwidths are validated and
+# reported; only rank 0 prints and writes.
+. "$top_srcdir/tests/tap.sh"
+P="$top_builddir/profiler/hexiprof"
+command -v python3 >/dev/null || skip "python3 is needed to read JSON"
+grep -q '^#define HAVE_MPI 1' "$top_builddir/config.h" || skip "built without MPI"
+grep -q '^#define HAVE_OPENBLAS 1' "$top_builddir/config.h" || skip "built without OpenBLAS"
+MPIRUN=${MPIRUN:-$(command -v mpirun)}
+[ -n "$MPIRUN" ] || skip "no mpirun"
+d=$(mktemp -d) || hard "mktemp"
+trap 'rm -rf "$d"' EXIT
+export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+export OMPI_MCA_plm_rsh_agent=false OPENBLAS_NUM_THREADS=1
+# Open MPI's own allocations show up as leaks under LeakSanitizer.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+
+timeout 120 "$MPIRUN" -np 2 --oversubscribe --allow-run-as-root \
+	-x OPENBLAS_NUM_THREADS "$P" --mode=cpu --quick -r 3 -w 1 --host=n1 \
+	-o "$d/prof.json" --json >"$d/report.json" 2>"$d/err"
+st=$?
+[ $st -eq 0 ] || { cat "$d/err"; fail "mpirun -np 2 hexiprof: exit $st"; done_testing; }
+pass "mpirun -np 2 hexiprof"
+check "profile has the intra-node link and the CPU rate" \
+	python3 "$top_srcdir/tests/profiler/check_profile.py" "$d/prof.json" \
+	links.intra_bw_gbps links.intra_lat_s cpu.gemm_gflops
+expect_eq "one node: no inter-node link" \
+	"$(python3 -c 'import json,sys; print("inter_bw_gbps" in json.load(open(sys.argv[1]))["links"])' "$d/prof.json")" False
+check "report: MPI measurements, only rank 0 printed" python3 - "$d/report.json" "$d/prof.json" <<'PY'
+import json, sys
+txt = open(sys.argv[1]).read()
+r = json.loads(txt)   # a second rank printing would make this invalid JSON
+p = json.load(open(sys.argv[2]))
+names = {m["name"]: m for m in r["measurements"]}
+for n in ("mpi.pingpong.intra", "mpi.allreduce.busbw", "mpi.sendrecv.busbw"):
+    assert n in names, (n, sorted(names))
+pp = [m for m in r["measurements"] if m["name"] == "mpi.pingpong.intra"]
+assert [m["unit"] for m in pp] == ["s", "GB/s"], pp
+assert abs(pp[0]["value"] - p["links"]["intra_lat_s"]) <= 1e-9 + 1e-6 * pp[0]["value"]
+assert abs(pp[1]["value"] - p["links"]["intra_bw_gbps"]) <= 1e-5 * pp[1]["value"]
+assert pp[1]["shape"] == "1048576B", pp[1]
+for m in r["measurements"]:
+    assert m["value"] > 0 and m["min_s"] <= m["median_s"] <= m["max_s"], m
+PY
+done_testing

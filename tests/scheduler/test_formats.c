@@ -1,0 +1,359 @@
+/* test_formats.c - catalog, cluster, model and plan: read, write, validate,
+ * hash, clone, role. */
+#include "config.h"
+
+#include "sched_test.h"
+
+#include <unistd.h>
+
+static const char *srcdir(void)
+{
+	const char *s = getenv("top_srcdir");
+	return s ? s : "../..";
+}
+
+static void path_of(char *buf, size_t cap, const char *rel)
+{
+	snprintf(buf, cap, "%s/%s", srcdir(), rel);
+}
+
+static void test_catalog(void)
+{
+	hexi_catalog *cat = NULL;
+	const hexi_gpu_type *t;
+	static const char *const need[] = {
+	    "A100-80G", "A800-80G", "H100-SXM", "H200",	    "L40",
+	    "L40S",	"RTX 4090", "RTX 3090", "RTX 3080", "RTX 3080 Ti",
+	    "V100",	"T4",	    "cpu"};
+
+	is_int(hexi_catalog_builtin(&cat), HEXI_OK, "built-in catalog");
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		ok(hexi_catalog_find(cat, need[i]) != NULL, "catalog has %s",
+		   need[i]);
+	t = hexi_catalog_find(cat, "a800");
+	ok(t && strcmp(t->name, "a800-80g") == 0, "alias a800");
+	is_near(t ? t->peak_tflops : 0, 312.0, 1e-12, "A800 312 TFLOPS");
+	t = hexi_catalog_find(cat, "4090");
+	ok(t && strcmp(t->name, "rtx4090") == 0, "alias 4090");
+	is_near(t ? t->peak_tflops : 0, 165.2, 1e-12, "4090 165.2 TFLOPS");
+	t = hexi_catalog_find(cat, "NVIDIA GeForce RTX 3090");
+	ok(t && strcmp(t->name, "rtx3090") == 0, "nvidia-smi name of 3090");
+	is_near(t ? t->peak_tflops : 0, 80.0, 1e-12, "3090 80 TFLOPS");
+	t = hexi_catalog_find(cat, "rtx3080ti");
+	ok(t && strcmp(t->name, "rtx3080ti") == 0,
+	   "3080 Ti distinct from 3080");
+	t = hexi_catalog_find(cat, "NVIDIA A100-SXM4-80GB");
+	ok(t && strcmp(t->name, "a100-80g") == 0, "nvidia-smi name of A100");
+	ok(hexi_catalog_find(cat, "mi300x") == NULL, "unknown type not found");
+	ok(hexi_catalog_find(cat, "") == NULL, "empty name not found");
+	t = hexi_catalog_find(cat, "h100");
+	is_near(t ? hexi_gpu_tflops(t) : 0, 989.4 * 0.7, 1e-9,
+		"achievable = peak * efficiency");
+	{
+		const char *js =
+		    "{\"format\":\"hexiscale-catalog\",\"version\":1,"
+		    "\"gpus\":[{\"name\":\"a800\",\"efficiency\":0.5},"
+		    "{\"name\":\"mi250x\",\"aliases\":[\"mi250\"],"
+		    "\"peak_tflops\":383,\"mem_gib\":128,"
+		    "\"mem_bw_gbps\":3277,\"intra_bw_gbps\":100}]}";
+		size_t n = hexi_catalog_count(cat);
+		is_int(hexi_catalog_parse(cat, js, strlen(js)), HEXI_OK,
+		       "catalog JSON merges");
+		is_int(hexi_catalog_count(cat), n + 1, "one type added");
+		t = hexi_catalog_find(cat, "a800-80g");
+		is_near(t ? t->efficiency : 0, 0.5, 1e-12,
+			"override efficiency");
+		is_near(t ? t->peak_tflops : 0, 312, 1e-12,
+			"override keeps peak");
+		t = hexi_catalog_find(cat, "MI250");
+		ok(t && strcmp(t->name, "mi250x") == 0, "new type by alias");
+	}
+	hexi_catalog_destroy(cat);
+}
+
+static void test_profiles(void)
+{
+	char dir[] = "/tmp/hexi-prof-XXXXXX", p1[128], p2[128];
+	hexi_catalog *cat = NULL;
+	hexi_cluster *c = NULL;
+	const hexi_gpu_type *t;
+	FILE *f;
+
+	if (mkdtemp(dir) == NULL)
+		tap_bail("mkdtemp");
+	snprintf(p1, sizeof(p1), "%s/n2.json", dir);
+	snprintf(p2, sizeof(p2), "%s/n3.json", dir);
+	f = fopen(p1, "w");
+	fputs("{\"format\":\"hexiscale-profile\",\"version\":1,\"host\":\"n2\","
+	      "\"gpus\":[{\"type\":\"rtx4090\",\"index\":0,\"gemm_tflops\":"
+	      "{\"bf16\":140,\"fp16\":150,\"fp32\":70},\"mem_bw_gbps\":900,"
+	      "\"h2d_gbps\":20},{\"type\":\"rtx4090\",\"index\":1,"
+	      "\"gemm_tflops\":{\"bf16\":120}}],\"links\":{\"intra_bw_gbps\":"
+	      "15,\"intra_lat_s\":2e-5,\"inter_bw_gbps\":0.5,\"inter_lat_s\":"
+	      "3e-4}}",
+	      f);
+	fclose(f);
+	f = fopen(p2, "w");
+	fputs("{\"format\":\"hexiscale-profile\",\"version\":1,\"host\":\"n3\","
+	      "\"cpu\":{\"gemm_gflops\":250,\"threads\":16}}",
+	      f);
+	fclose(f);
+	hexi_catalog_builtin(&cat);
+	is_int(hexi_catalog_apply_profiles(cat, dir), HEXI_OK,
+	       "apply a directory of profiles");
+	t = hexi_catalog_find(cat, "rtx4090");
+	is_near(t ? hexi_gpu_tflops(t) : 0, 130.0, 1e-9,
+		"measured bf16 mean sets achievable TFLOPS");
+	is_near(t ? t->efficiency : 0, 130.0 / 165.2, 1e-9,
+		"efficiency = measured / peak");
+	ok(t && t->measured == 1, "marked measured");
+	is_near(t ? t->mem_bw_gbps : 0, 900, 1e-9, "measured memory bandwidth");
+	is_near(t ? t->intra_bw_gbps : 0, 15, 1e-9, "measured intra link");
+	t = hexi_catalog_find(cat, "cpu");
+	is_near(t ? t->peak_tflops : 0, 0.25, 1e-12, "cpu peak = measured");
+	is_near(t ? t->efficiency : 0, 1.0, 1e-12, "cpu efficiency 1");
+	t = hexi_catalog_find(cat, "a800");
+	ok(t && t->measured == 0, "unmeasured type untouched");
+	{
+		char path[512];
+		path_of(path, sizeof(path), "examples/clusters/paper.json");
+		is_int(hexi_cluster_load(path, cat, &c), HEXI_OK,
+		       "paper cluster");
+		is_int(hexi_cluster_apply_profiles(c, dir), HEXI_OK,
+		       "cluster profiles");
+		is_near(c ? c->nodes[1].intra_bw_gbps : 0, 15, 1e-12,
+			"host n2 intra from its profile");
+		is_near(c ? c->inter_bw_gbps : 0, 0.5, 1e-12,
+			"slowest measured inter link");
+		is_near(c ? c->inter_lat_s : 0, 3e-4, 1e-12, "largest latency");
+	}
+	hexi_cluster_destroy(c);
+	f = fopen(p1, "w");
+	fputs("{\"format\":\"hexiscale-profile\",\"version\":1,\"gpus\":[{"
+	      "\"type\":\"nosuchgpu\"}]}",
+	      f);
+	fclose(f);
+	is_int(hexi_catalog_apply_profiles(cat, p1), HEXI_ERR_NOTFOUND,
+	       "profile with unknown type");
+	ok(strstr(hexi_errmsg(HEXI_ERR_NOTFOUND), "gpus[0].type") != NULL,
+	   "error names gpus[0].type: %s", hexi_errmsg(HEXI_ERR_NOTFOUND));
+	is_int(hexi_catalog_apply_profiles(cat, "/nonexistent/x"),
+	       HEXI_ERR_NOTFOUND, "missing profile path");
+	unlink(p1);
+	unlink(p2);
+	rmdir(dir);
+	hexi_catalog_destroy(cat);
+}
+
+static void test_cluster(void)
+{
+	hexi_cluster *c = NULL, *d = NULL, *e = NULL;
+	char path[512], *js = NULL;
+
+	path_of(path, sizeof(path), "examples/clusters/paper.json");
+	is_int(hexi_cluster_load(path, NULL, &c), HEXI_OK, "load paper.json");
+	if (c == NULL)
+		tap_bail("paper.json");
+	is_int(c->nnodes, 3, "3 nodes");
+	is_int(hexi_cluster_total_gpus(c), 8, "8 GPUs");
+	is_str(c->nodes[0].gpu_type, "a800-80g", "canonical type name");
+	is_near(c->nodes[0].intra_bw_gbps, 200, 1e-12, "A800 intra default");
+	is_near(hexi_cluster_bw(c, 0, 1), 0.7, 1e-12, "inter 0.7 GB/s");
+	is_near(hexi_cluster_bw(c, 2, 2), 20, 1e-12, "3090 intra default");
+	is_int(c->nodes[1].gpu_index[2], 2, "count gives indices 0..n-1");
+	is_int(hexi_cluster_to_json(c, &js), HEXI_OK, "cluster to JSON");
+	is_int(hexi_cluster_parse(js, strlen(js), NULL, &d), HEXI_OK,
+	       "written cluster parses");
+	ok(d && d->nnodes == 3 && d->nodes[2].ngpus == 2 &&
+	       d->inter_bw_gbps == c->inter_bw_gbps,
+	   "round trip");
+	free(js);
+	is_int(hexi_cluster_clone(c, &e), HEXI_OK, "clone");
+	ok(e && e->nodes != c->nodes && e->catalog != c->catalog &&
+	       strcmp(e->nodes[2].name, "n3") == 0,
+	   "clone is deep");
+	hexi_cluster_destroy(c);
+	hexi_cluster_destroy(d);
+	hexi_cluster_destroy(e);
+
+	path_of(path, sizeof(path), "examples/clusters/pair-matrix.json");
+	is_int(hexi_cluster_load(path, NULL, &c), HEXI_OK, "pair matrix");
+	is_near(hexi_cluster_bw(c, 1, 2), 1.25, 1e-12, "pair bandwidth");
+	is_near(hexi_cluster_bw(c, 0, 2), 0.7, 1e-12, "pair bandwidth 2");
+	is_int(c ? c->nodes[1].gpu_index[0] : -1, 1, "explicit GPU indices");
+	is_int(hexi_cluster_to_json(c, &js), HEXI_OK, "matrix to JSON");
+	is_int(hexi_cluster_parse(js, strlen(js), NULL, &d), HEXI_OK,
+	       "matrix round trip");
+	is_near(hexi_cluster_bw(d, 2, 1), 1.25, 1e-12, "matrix kept");
+	free(js);
+	hexi_cluster_destroy(c);
+	hexi_cluster_destroy(d);
+
+	{
+		static const char *const types[] = {"a100-80g", "rtx4090",
+						    "rtx3090", "l40s"};
+		is_int(hexi_cluster_synthetic(1024, 8, types, 4, 10, &c),
+		       HEXI_OK, "synthetic 1024 GPUs");
+		is_int(hexi_cluster_total_gpus(c), 1024, "1024 GPUs");
+		is_int(c ? c->nnodes : 0, 128, "128 nodes");
+		is_str(c ? c->nodes[5].gpu_type : "", "rtx4090", "type cycle");
+		path_of(path, sizeof(path),
+			"examples/clusters/mixed-1024.json");
+		is_int(hexi_cluster_load(path, NULL, &d), HEXI_OK,
+		       "mixed-1024.json");
+		is_str(d ? d->nodes[127].name : "", "node0127",
+		       "generator names nodes like synthetic");
+		is_str(d ? d->nodes[127].gpu_type : "",
+		       c ? c->nodes[127].gpu_type : "?", "same types");
+		hexi_cluster_destroy(c);
+		hexi_cluster_destroy(d);
+	}
+}
+
+static void test_models(void)
+{
+	hexi_model m;
+	char path[512];
+	static const struct {
+		const char *name;
+		int L, h, H, kv, F;
+	} want[] = {{"llama2-7b", 32, 4096, 32, 32, 11008},
+		    {"llama2-13b", 40, 5120, 40, 40, 13824},
+		    {"llama-30b", 60, 6656, 52, 52, 17920},
+		    {"llama2-70b", 80, 8192, 64, 8, 28672},
+		    {"tiny-4l", 4, 48, 6, 6, 128},
+		    {"tiny-8l", 8, 48, 6, 6, 128},
+		    {"tiny-gqa", 4, 48, 6, 3, 128}};
+
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		hexi_model f;
+		is_int(hexi_model_load(want[i].name, &m), HEXI_OK,
+		       "built-in %s", want[i].name);
+		ok(m.layers == want[i].L && m.hidden == want[i].h &&
+		       m.heads == want[i].H && m.kv_heads == want[i].kv &&
+		       m.ffn == want[i].F,
+		   "%s shape", want[i].name);
+		snprintf(path, sizeof(path), "%s/examples/models/%s.json",
+			 srcdir(), want[i].name);
+		is_int(hexi_model_load(path, &f), HEXI_OK, "%s.json",
+		       want[i].name);
+		ok(memcmp(&f, &m, sizeof(m)) == 0, "%s.json equals built-in",
+		   want[i].name);
+	}
+	hexi_model_builtin("llama2-7b", &m);
+	is_near(hexi_model_params(&m), 6738415616.0, 1e-12,
+		"llama2-7b has 6738415616 parameters");
+	hexi_model_builtin("llama2-70b", &m);
+	is_near(hexi_model_params(&m), 68976648192.0, 1e-12,
+		"llama2-70b has 68976648192 parameters");
+	is_int(hexi_model_load("gpt-9", &m), HEXI_ERR_NOTFOUND,
+	       "unknown model");
+	{
+		char *js = NULL;
+		hexi_model n;
+		hexi_model_builtin("tiny-gqa", &m);
+		is_int(hexi_model_to_json(&m, &js), HEXI_OK, "model to JSON");
+		is_int(hexi_model_parse(js, strlen(js), &n), HEXI_OK,
+		       "model round trip");
+		ok(memcmp(&m, &n, sizeof(m)) == 0,
+		   "model equal after round trip");
+		free(js);
+	}
+}
+
+static void test_plan(void)
+{
+	hexi_cluster *c = tcluster(
+	    "{\"nodes\":[{\"name\":\"n1\",\"gpu\":\"a800\",\"count\":3},"
+	    "{\"name\":\"n2\",\"gpu\":\"rtx4090\",\"gpus\":[0,2,3]},"
+	    "{\"name\":\"n3\",\"gpu\":\"rtx3090\",\"count\":2}],"
+	    "\"inter_bw_gbps\":0.7}");
+	/* p0: n1 TP2 layers 0-29, n2 TP1 layers 30-39 (gpu 3)
+	 * p1: n2 TP2 (gpus 0,2) 0-19, n3 TP2 20-39, n1 gpu 2 unused */
+	tpipe pp[2] = {{8, 4, {{0, 2, 0, 0, 30}, {1, 1, 2, 30, 40}}},
+		       {4, 2, {{1, 2, 0, 0, 20}, {2, 2, 0, 20, 40}}}};
+	hexi_plan *p = tplan(c, "llama2-13b", 2, pp), *q = NULL, *r = NULL;
+	hexi_role role;
+	char *js = NULL, *js2 = NULL;
+
+	is_int(hexi_plan_validate(p), HEXI_OK, "hand-built plan is valid");
+	is_int(hexi_plan_hash(p), HEXI_OK, "hash");
+	is_int((int)strlen(p->hash), 16, "16 hex digits");
+	p->pred.iter_s = 12.5;
+	p->pred.mfu = 0.4;
+	p->pipelines[1].stages[1].mem_gib = 17.25;
+	p->pipelines[0].time_s = 11;
+	is_int(hexi_plan_to_json(p, &js), HEXI_OK, "plan to JSON");
+	ok(js && strstr(js, "\"hexiscale-plan\"") && strstr(js, p->hash) &&
+	       strstr(js, "\"sync\"") && strstr(js, "\"prediction\""),
+	   "JSON has format, hash, sync, prediction");
+	is_int(hexi_plan_parse(js, strlen(js), NULL, &q), HEXI_OK,
+	       "written plan parses: %s", hexi_errmsg(HEXI_ERR_INTERNAL));
+	if (q == NULL)
+		tap_bail("plan parse");
+	is_str(q->hash, p->hash, "hash verified and equal");
+	is_near(q->pred.iter_s, 12.5, 1e-12, "prediction read");
+	is_near(q->pipelines[1].stages[1].mem_gib, 17.25, 1e-12,
+		"stage memory read");
+	is_near(q->pipelines[0].time_s, 11, 1e-12, "pipeline time read");
+	is_int(q->pipelines[1].stages[0].devices[1].gpu, 2, "GPU index kept");
+	is_str(q->strategy, "manual", "strategy kept");
+	is_int(hexi_plan_to_json(q, &js2), HEXI_OK, "re-write");
+	is_str(js2, js, "write(parse(write(p))) == write(p)");
+	free(js2);
+	/* prediction is not hashed */
+	q->pred.iter_s = 99;
+	is_int(hexi_plan_hash(q), HEXI_OK, "rehash");
+	is_str(q->hash, p->hash, "prediction does not change the hash");
+	q->pipelines[0].micro_batches = 8;
+	hexi_plan_hash(q);
+	ok(strcmp(q->hash, p->hash) != 0, "micro-batches change the hash");
+	/* tampering */
+	{
+		char *t = strdup(js), *at = strstr(t, "\"micro_batches\": 4");
+		ok(at != NULL, "found micro_batches in JSON");
+		if (at)
+			at[17] = '2';
+		is_int(hexi_plan_parse(t, strlen(t), NULL, &r),
+		       HEXI_ERR_CHECKSUM, "edited plan: hash mismatch");
+		ok(strstr(hexi_errmsg(HEXI_ERR_CHECKSUM), "hash") != NULL,
+		   "message names hash: %s", hexi_errmsg(HEXI_ERR_CHECKSUM));
+		free(t);
+	}
+	is_int(hexi_plan_clone(p, &r), HEXI_OK, "clone");
+	ok(r && r->pipelines != p->pipelines &&
+	       r->pipelines[1].stages[1].devices !=
+		   p->pipelines[1].stages[1].devices &&
+	       r->pipelines[1].stages[1].devices[1].rank == 6,
+	   "clone is deep");
+	is_int(hexi_plan_validate(r), HEXI_OK, "clone valid");
+	hexi_plan_destroy(r);
+
+	is_int(hexi_plan_role(p, 3, &role), HEXI_OK, "role of rank 3");
+	ok(role.pipeline == 1 && role.stage == 0 && role.tp_rank == 0 &&
+	       role.tp_size == 2 && role.node == 1 && role.gpu == 0,
+	   "rank 3: pipeline 1 stage 0 tp 0/2 on n2 gpu 0");
+	is_int(role.local_rank, 1, "rank 3 is local rank 1 on n2 (2,3,4)");
+	is_int(role.local_world_size, 3, "3 ranks on n2");
+	is_int(role.micro_batch_size, 2, "micro-batch size 4/2");
+	ok(role.layer_begin == 0 && role.layer_end == 20, "layers 0-20");
+	is_int(hexi_plan_role(p, 2, &role), HEXI_OK, "role of rank 2");
+	ok(role.local_rank == 0 && role.gpu == 3 && role.stage == 1,
+	   "rank 2: local 0, gpu 3, stage 1");
+	is_int(hexi_plan_role(p, 7, &role), HEXI_ERR_NOTFOUND, "no rank 7");
+
+	free(js);
+	hexi_plan_destroy(q);
+	hexi_plan_destroy(p);
+	hexi_cluster_destroy(c);
+}
+
+int main(void)
+{
+	test_catalog();
+	test_profiles();
+	test_cluster();
+	test_models();
+	test_plan();
+	return tap_done();
+}

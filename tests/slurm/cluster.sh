@@ -1,0 +1,210 @@
+#!/bin/bash
+# cluster.sh - a real Slurm cluster of three fake-GPU nodes on this machine.
+#
+#   cluster.sh start|stop|status|env     (or source it and call hexi_cluster_*)
+#
+# Everything lives in one scratch directory (HEXI_SLURM_DIR, default
+# /tmp/hexi-slurm-$PORT_BASE): munged with its own socket and key copy,
+# slurmctld, and slurmd -N n1..n3, each with its own port starting at
+# HEXI_SLURM_PORT_BASE (default 17100; controller = base, nodes base+1..3),
+# TmpFS=<dir>/tmp/%n, typed fake GPUs (character devices 195:N):
+#   n1 3 x a800, n2 3 x rtx4090, n3 2 x rtx3090.
+# The plugstack line loads the build tree's hexiscale.so (HEXI_BUILD, default
+# ../../build relative to this file) with HEXI_PLUGSTACK_ARGS appended.
+# Daemons are stopped by PID (pid files in the scratch dir).  Needs root.
+#
+# Exit status of start: 0 up and idle, 77 cannot run here (reason printed),
+# 1 failed to start (logs printed).
+
+hexi_cluster_vars() {
+	HEXI_SLURM_PORT_BASE=${HEXI_SLURM_PORT_BASE:-17100}
+	HEXI_SLURM_DIR=${HEXI_SLURM_DIR:-/tmp/hexi-slurm-$HEXI_SLURM_PORT_BASE}
+	local here
+	here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+	HEXI_BUILD=${HEXI_BUILD:-${top_builddir:-$here/../../build}}
+	HEXI_PLUGIN=${HEXI_PLUGIN:-$HEXI_BUILD/spank/.libs/hexiscale.so}
+	HEXI_LIBSCHED=${HEXI_LIBSCHED:-$HEXI_BUILD/scheduler/.libs/libhexisched.so.0}
+	SLURM_CONF=$HEXI_SLURM_DIR/etc/slurm.conf
+	export SLURM_CONF HEXI_SLURM_DIR HEXI_SLURM_PORT_BASE
+}
+
+hexi_cluster_can_run() {
+	[ "$(id -u)" -eq 0 ] || { echo "needs root (starts munged, slurmctld, slurmd)"; return 1; }
+	local p
+	for p in munged slurmctld slurmd sbatch srun sinfo scontrol setpriv mknod; do
+		command -v $p >/dev/null 2>&1 || [ -x /usr/sbin/$p ] ||
+			{ echo "$p not installed"; return 1; }
+	done
+	id munge >/dev/null 2>&1 || { echo "no munge user"; return 1; }
+	[ -r /etc/munge/munge.key ] || { echo "no /etc/munge/munge.key"; return 1; }
+	[ "${HEXI_NO_PLUGIN:-0}" = 1 ] || [ -f "$HEXI_PLUGIN" ] || { echo "plugin not built: $HEXI_PLUGIN"; return 1; }
+	return 0
+}
+
+# Node table: name type count.
+hexi_cluster_nodes() {
+	printf '%s\n' "n1 a800 3" "n2 rtx4090 3" "n3 rtx3090 2"
+}
+
+hexi_cluster_write_conf() {
+	local d=$HEXI_SLURM_DIR host port=$HEXI_SLURM_PORT_BASE i=0 name type n
+	host=$(hostname -s)
+	mkdir -p "$d"/{etc,state,spool,log,run,tmp,dev,jobs,munge} || return 1
+	chmod 755 "$d" "$d/etc" "$d/log" "$d/tmp"
+	chmod 1777 "$d/jobs"
+	{
+		echo "ClusterName=hexi"
+		echo "SlurmctldHost=$host(127.0.0.1)"
+		echo "SlurmctldPort=$port"
+		echo "SlurmdPort=$((port + 1))"
+		echo "AuthType=auth/munge"
+		echo "AuthInfo=socket=$d/munge/munge.sock"
+		echo "CredType=cred/munge"
+		echo "SlurmUser=root"
+		echo "SlurmdUser=root"
+		echo "StateSaveLocation=$d/state"
+		echo "SlurmdSpoolDir=$d/spool/%n"
+		echo "SlurmctldPidFile=$d/run/slurmctld.pid"
+		echo "SlurmdPidFile=$d/run/slurmd-%n.pid"
+		echo "SlurmctldLogFile=$d/log/slurmctld.log"
+		echo "SlurmdLogFile=$d/log/slurmd-%n.log"
+		echo "SlurmctldDebug=info"
+		echo "SlurmdDebug=info"
+		echo "ProctrackType=proctrack/linuxproc"
+		echo "TaskPlugin=task/none"
+		echo "SelectType=select/cons_tres"
+		echo "SelectTypeParameters=CR_Core"
+		echo "SchedulerType=sched/builtin"
+		echo "GresTypes=gpu"
+		echo "MpiDefault=none"
+		echo "PlugStackConfig=$d/etc/plugstack.conf"
+		echo "TmpFS=$d/tmp/%n"
+		echo "SlurmdParameters=config_overrides"
+		echo "ReturnToService=2"
+		echo "AccountingStorageType=accounting_storage/none"
+		echo "JobAcctGatherType=jobacct_gather/none"
+		echo "JobCompType=jobcomp/none"
+		echo "MailProg=/bin/true"
+		echo "KillWait=2"
+		echo "MinJobAge=600"
+		echo "SlurmdTimeout=60"
+		echo "InactiveLimit=0"
+		hexi_cluster_nodes | while read -r name type n; do
+			i=$((i + 1))
+			echo "NodeName=$name NodeHostname=$host NodeAddr=127.0.0.1 Port=$((port + i)) CPUs=8 RealMemory=4000 Gres=gpu:$type:$n State=UNKNOWN"
+		done
+		echo "PartitionName=debug Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP"
+	} >"$d/etc/slurm.conf"
+	: >"$d/etc/gres.conf"
+	hexi_cluster_nodes | while read -r name type n; do
+		mkdir -p "$d/dev/$name" "$d/tmp/$name" "$d/spool/$name"
+		chmod 1777 "$d/tmp/$name"
+		for ((g = 0; g < n; g++)); do
+			[ -c "$d/dev/$name/nvidia$g" ] || mknod "$d/dev/$name/nvidia$g" c 195 $g || return 1
+		done
+		echo "NodeName=$name Name=gpu Type=$type File=$d/dev/$name/nvidia[0-$((n - 1))]" >>"$d/etc/gres.conf"
+	done
+	if [ "${HEXI_NO_PLUGIN:-0}" = 1 ]; then
+		: >"$d/etc/plugstack.conf"
+	else
+		echo "required $HEXI_PLUGIN libsched=$HEXI_LIBSCHED ${HEXI_PLUGSTACK_ARGS:-}" \
+			>"$d/etc/plugstack.conf"
+	fi
+	chmod 644 "$d/etc/"*
+}
+
+hexi_cluster_pid_alive() {
+	[ -n "$1" ] && kill -0 "$1" 2>/dev/null
+}
+
+hexi_cluster_status() {
+	hexi_cluster_vars
+	local f up=0 down=0
+	for f in "$HEXI_SLURM_DIR"/run/*.pid; do
+		[ -f "$f" ] || continue
+		if hexi_cluster_pid_alive "$(cat "$f")"; then up=$((up + 1)); else down=$((down + 1)); fi
+	done
+	echo "dir $HEXI_SLURM_DIR ports $HEXI_SLURM_PORT_BASE.. daemons up $up down $down"
+	[ $up -gt 0 ] && sinfo -N -o '%N %T %G' 2>/dev/null
+	[ $up -eq 5 ]
+}
+
+hexi_cluster_start() {
+	hexi_cluster_vars
+	local why d=$HEXI_SLURM_DIR i name type n state
+	why=$(hexi_cluster_can_run) || { echo "SKIP: $why"; return 77; }
+	hexi_cluster_stop >/dev/null 2>&1
+	hexi_cluster_write_conf || { echo "cannot write config in $d"; return 1; }
+	# munged runs as the munge user with its own socket and a key copy.
+	chown munge: "$d/munge" && chmod 755 "$d/munge"
+	install -o munge -g munge -m 600 /etc/munge/munge.key "$d/munge/munge.key"
+	setpriv --reuid=munge --regid=munge --init-groups /usr/sbin/munged -F \
+		--socket="$d/munge/munge.sock" --key-file="$d/munge/munge.key" \
+		--pid-file="$d/munge/munged.pid" --log-file="$d/munge/munged.log" \
+		--seed-file="$d/munge/munged.seed" </dev/null >>"$d/log/munged.out" 2>&1 &
+	echo $! >"$d/run/munged.pid"
+	for i in $(seq 50); do [ -S "$d/munge/munge.sock" ] && break; sleep 0.1; done
+	[ -S "$d/munge/munge.sock" ] || { echo "munged did not start"; cat "$d/munge/munged.log" "$d/log/munged.out" 2>/dev/null; hexi_cluster_stop; return 1; }
+	/usr/sbin/slurmctld -D -c -f "$SLURM_CONF" </dev/null >>"$d/log/slurmctld.out" 2>&1 &
+	echo $! >"$d/run/slurmctld.pid"
+	hexi_cluster_nodes | while read -r name type n; do
+		/usr/sbin/slurmd -D -N "$name" -f "$SLURM_CONF" </dev/null >>"$d/log/slurmd-$name.out" 2>&1 &
+		echo $! >"$d/run/slurmd-$name.pid"
+	done
+	for i in $(seq 150); do
+		state=$(sinfo -h -N -o '%T' 2>/dev/null | sort -u | tr '\n' ' ')
+		[ "$state" = "idle " ] && return 0
+		sleep 0.2
+	done
+	echo "cluster did not reach idle (state: $state)"
+	tail -n 20 "$d"/log/*.log "$d"/log/*.out 2>/dev/null
+	hexi_cluster_stop
+	return 1
+}
+
+# Stop every daemon we started, by PID; wait for them to go.
+hexi_cluster_stop() {
+	hexi_cluster_vars
+	local f pid i left
+	for f in "$HEXI_SLURM_DIR"/run/slurmd-n*.pid "$HEXI_SLURM_DIR"/run/slurmctld.pid \
+		"$HEXI_SLURM_DIR"/run/munged.pid; do
+		[ -f "$f" ] || continue
+		pid=$(cat "$f")
+		hexi_cluster_pid_alive "$pid" && kill -TERM "$pid" 2>/dev/null
+	done
+	for i in $(seq 50); do
+		left=0
+		for f in "$HEXI_SLURM_DIR"/run/*.pid; do
+			[ -f "$f" ] && hexi_cluster_pid_alive "$(cat "$f")" && left=1
+		done
+		[ $left -eq 0 ] && break
+		sleep 0.1
+	done
+	for f in "$HEXI_SLURM_DIR"/run/*.pid; do
+		[ -f "$f" ] || continue
+		pid=$(cat "$f")
+		hexi_cluster_pid_alive "$pid" && kill -KILL "$pid" 2>/dev/null
+		rm -f "$f"
+	done
+	return 0
+}
+
+# Put drained/down nodes back (after failure-path tests); print what was drained.
+hexi_cluster_resume() {
+	local bad
+	bad=$(sinfo -h -N -t drain,drained,draining,down -o '%N' 2>/dev/null | sort -u | paste -sd, -)
+	[ -z "$bad" ] && return 0
+	echo "# resuming drained nodes: $bad"
+	scontrol update nodename="$bad" state=resume
+	return 1
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	case ${1:-} in
+	start) hexi_cluster_start; exit $? ;;
+	stop) hexi_cluster_stop; exit $? ;;
+	status) hexi_cluster_status; exit $? ;;
+	env) hexi_cluster_vars; echo "export SLURM_CONF=$SLURM_CONF"; exit 0 ;;
+	*) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+	esac
+fi

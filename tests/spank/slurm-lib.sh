@@ -1,0 +1,49 @@
+# slurm-lib.sh - sourced by the tests/spank/*.sh cluster tests: starts the
+# test cluster of tests/slurm/cluster.sh on ports derived from the test
+# name (so tests can run in parallel), stops it on exit whatever happens.
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/slurm/cluster.sh"
+
+t_name=$(basename "$0" .sh)
+HEXI_SLURM_PORT_BASE=${HEXI_SLURM_PORT_BASE:-$((17200 + ($(printf '%s' "$t_name" | cksum | cut -d' ' -f1) % 200) * 10))}
+HEXI_SLURM_DIR=/tmp/hexi-slurm-$t_name-$HEXI_SLURM_PORT_BASE
+HEXI_BUILD=$top_builddir
+export HEXI_SLURM_PORT_BASE HEXI_SLURM_DIR HEXI_BUILD
+
+slurm_up() {
+	local rc
+	trap 'hexi_cluster_stop >/dev/null 2>&1' EXIT
+	trap 'exit 99' INT TERM
+	hexi_cluster_start
+	rc=$?
+	[ $rc -eq 77 ] && exit 77
+	[ $rc -eq 0 ] || hard "test cluster did not start"
+	JOBS=$HEXI_SLURM_DIR/jobs
+	cd "$JOBS" || hard "no job dir"
+}
+
+# Run a client command as an unprivileged user (nobody) in the job dir.
+as_user() {
+	setpriv --reuid=nobody --regid=nogroup --clear-groups env SLURM_CONF="$SLURM_CONF" HOME=/tmp "$@"
+}
+
+# After failure-path tests: no node may be drained.
+no_drain() {
+	local bad
+	bad=$(sinfo -h -N -t drain,drained,draining,down -o '%N' | sort -u | paste -sd, -)
+	if [ -z "$bad" ]; then pass "no node drained"; else
+		fail "nodes drained: $bad"; hexi_cluster_resume; fi
+}
+
+# Wait for a batch job to end; print its state.
+job_wait() {
+	local i st
+	for i in $(seq 300); do
+		st=$(scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+		case $st in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) echo "$st"; return 0 ;; esac
+		sleep 0.2
+	done
+	echo TIMEOUT_WAITING
+	scancel "$1" 2>/dev/null
+	return 1
+}

@@ -1,0 +1,244 @@
+/* test_parse.c - plugstack keys, option values, GRES strings and the
+ * hand-off codec of hexiscale.so, each with a table of bad inputs. */
+#include "config.h"
+
+#include "hexiscale_int.h"
+#include "tap.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_conf(void)
+{
+	hx_conf c;
+	char *good[] = {"catalog=/etc/hexi/cat.json",
+			"model=llama2-13b",
+			"inter_bw_gbps=0.7",
+			"inter_lat_s=0.0001",
+			"plan_dir=/scratch/plans",
+			"default_mode=on",
+			"time_budget_s=5",
+			"global_batch=128",
+			"libsched=/opt/lib/libhexisched.so.0"};
+	static const char *bad[][2] = {
+	    {"bogus=1", "'bogus' is unknown"},
+	    {"catalog", "not key=value"},
+	    {"=x", "not key=value"},
+	    {"catalog=relative/cat.json", "'catalog'"},
+	    {"inter_bw_gbps=fast", "'inter_bw_gbps'"},
+	    {"inter_bw_gbps=-1", "'inter_bw_gbps'"},
+	    {"inter_bw_gbps=nan", "'inter_bw_gbps'"},
+	    {"global_batch=0", "'global_batch'"},
+	    {"global_batch=12x", "'global_batch'"},
+	    {"default_mode=maybe", "'default_mode'"},
+	    {"time_budget_s=1e9", "'time_budget_s'"},
+	    {"model=a;b", "'model'"},
+	    {"plan_dir=/tmp/\x01x", "'plan_dir'"},
+	    {"port_base=80", "'port_base'"},
+	};
+
+	hx_conf_defaults(&c);
+	is_int(c.default_on, 0, "default mode is opt-in");
+	is_str(c.model, "llama2-7b", "default model");
+	is_int(hx_conf_parse(&c, 9, good), HEXI_OK, "good plugstack args");
+	is_near(c.inter_bw_gbps, 0.7, 1e-12, "inter_bw_gbps parsed");
+	is_int(c.default_on, 1, "default_mode=on");
+	is_int(c.global_batch, 128, "global_batch parsed");
+	is_str(c.plan_dir, "/scratch/plans", "plan_dir parsed");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *av[1] = {(char *)bad[i][0]};
+		hexi_rc rc = hx_conf_parse(&c, 1, av);
+
+		ok(rc != HEXI_OK && strstr(hexi_errmsg(rc), bad[i][1]) != NULL,
+		   "plugstack '%s' refused naming %s", bad[i][0], bad[i][1]);
+	}
+	{
+		char longv[2100] = "catalog=/";
+		char *av[1] = {longv};
+
+		memset(longv + 9, 'a', 2000);
+		ok(hx_conf_parse(&c, 1, av) == HEXI_ERR_RANGE,
+		   "over-long path refused");
+	}
+}
+
+static void test_options(void)
+{
+	hx_conf c;
+	hx_settings s;
+	const char *cmd[HX_OPT_COUNT] = {NULL};
+	static const struct {
+		hx_opt_id id;
+		const char *v;
+	} bad[] = {
+	    {HX_OPT_MODE, ""},
+	    {HX_OPT_MODE, "plan\n.json"},
+	    {HX_OPT_MODE, "a\tb"},
+	    {HX_OPT_MODE, "x;y"},
+	    {HX_OPT_MODEL, "llama|7b"},
+	    {HX_OPT_GLOBAL_BATCH, "0"},
+	    {HX_OPT_GLOBAL_BATCH, "-5"},
+	    {HX_OPT_GLOBAL_BATCH, "16x"},
+	    {HX_OPT_GLOBAL_BATCH, "99999999999"},
+	    {HX_OPT_MICRO_BATCH, "1.5"},
+	    {HX_OPT_SEQ_LEN, "-1"},
+	    {HX_OPT_PLAN_DIR, "/tmp/\x1b[31m"},
+	};
+	char *longv = malloc(5000);
+
+	hx_conf_defaults(&c);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok(hx_opt_check(bad[i].id, bad[i].v, "option --x") != HEXI_OK,
+		   "option %s value #%zu refused", hx_opt_table[bad[i].id].name,
+		   i);
+	memset(longv, 'a', 4999);
+	longv[4999] = '\0';
+	is_int(hx_opt_check(HX_OPT_MODE, longv, "option --hexiscale"),
+	       HEXI_ERR_RANGE, "over-long option refused");
+	ok(strstr(hexi_errmsg(HEXI_ERR_RANGE), "--hexiscale") != NULL,
+	   "message names the option");
+	free(longv);
+
+	unsetenv("HEXISCALE_MODE");
+	unsetenv("HEXISCALE_MODEL");
+	is_int(hx_settings_resolve(&s, &c, cmd), HEXI_OK, "defaults resolve");
+	is_int(s.mode, HX_MODE_OFF, "opt-in: off by default");
+	setenv("HEXISCALE_MODE", "auto", 1);
+	setenv("HEXISCALE_MODEL", "llama2-13b", 1);
+	hx_settings_resolve(&s, &c, cmd);
+	is_int(s.mode, HX_MODE_AUTO, "env twin turns it on");
+	is_str(s.model, "llama2-13b", "env twin sets the model");
+	cmd[HX_OPT_MODE] = "/tmp/p.json";
+	hx_settings_resolve(&s, &c, cmd);
+	is_int(s.mode, HX_MODE_FILE, "command line beats env");
+	is_str(s.plan_file, "/tmp/p.json", "plan file kept");
+	is_str(s.source[HX_OPT_MODE], "command line", "source recorded");
+	setenv("HEXISCALE_GLOBAL_BATCH", "zero", 1);
+	ok(hx_settings_resolve(&s, &c, cmd) != HEXI_OK &&
+	       strstr(hexi_errmsg(HEXI_ERR_INVAL), "HEXISCALE_GLOBAL_BATCH") !=
+		   NULL,
+	   "bad env twin refused, named");
+	unsetenv("HEXISCALE_GLOBAL_BATCH");
+	unsetenv("HEXISCALE_MODE");
+	unsetenv("HEXISCALE_MODEL");
+}
+
+static void test_gres(void)
+{
+	hx_gres g;
+	static const char *bad[] = {
+	    "gpu:a800:3(IDX:0-1)",   "gpu:a800:3",
+	    "gpu:a800:x(IDX:0-2)",   "gpu:a800:2(IDX:1,0)",
+	    "gpu:a800:2(IDX:0,0)",   "gpu:a800:1(IDX:0),gpu:v100:1(IDX:1)",
+	    "gpu:a800:2(IDX:0-1",    "gpu:a800:2(IDX:a-b)",
+	    "gpu:a800:1(IDX:0)\x01", "gpu:a800:1(IDX:0),",
+	    "gpu:a800:2(CNT:2)",
+	};
+
+	is_int(hx_gres_parse("gpu:a800:3(IDX:0-2)", &g), HEXI_OK, "typed");
+	is_str(g.type, "a800", "type");
+	is_int(g.ngpus, 3, "count");
+	is_int(g.idx[2], 2, "last index");
+	is_int(hx_gres_parse("gpu:rtx4090:3(IDX:0,2-3)", &g), HEXI_OK, "list");
+	is_int(g.idx[1], 2, "list index 1");
+	is_int(g.idx[2], 3, "list index 2");
+	is_int(hx_gres_parse("gpu:2(IDX:0-1)", &g), HEXI_OK, "untyped");
+	is_str(g.type, "", "untyped has no type");
+	is_int(hx_gres_parse("mps:100(IDX:0),gpu:h100:1(IDX:1)", &g), HEXI_OK,
+	       "other GRES skipped");
+	is_str(g.type, "h100", "gpu found after mps");
+	is_int(hx_gres_parse("", &g), HEXI_OK, "empty");
+	is_int(g.ngpus, 0, "empty has no GPUs");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok(hx_gres_parse(bad[i], &g) != HEXI_OK,
+		   "GRES bad #%zu refused", i);
+}
+
+static void fill(hx_handoff *h)
+{
+	hx_handoff_alloc(h, 2, 3);
+	h->job_id = 42;
+	h->step_id = 1;
+	strcpy(h->plan_hash, "0123456789abcdef");
+	strcpy(h->plan_path, "/home/u/hexiscale-plan.42.1.json");
+	strcpy(h->master_addr, "10.0.0.1");
+	h->master_port = 29617;
+	h->world_size = 3;
+	h->npipelines = 1;
+	strcpy(h->gpu_type[0], "a800");
+	strcpy(h->gpu_type[1], "rtx3090");
+	for (int t = 0; t < 3; t++)
+		h->roles[t] = (hx_task_role){2 - t,
+					     t < 2 ? 0 : 1,
+					     t % 2,
+					     0,
+					     t < 2 ? 0 : 1,
+					     2,
+					     t % 2,
+					     t < 2 ? 2 : 1,
+					     t < 2 ? 0 : 20,
+					     t < 2 ? 20 : 32,
+					     16,
+					     4,
+					     t % 2,
+					     t < 2 ? 2 : 1};
+}
+
+static void test_handoff(void)
+{
+	hx_handoff h, d;
+	char *s = NULL, *bad;
+
+	hx_handoff_init(&h);
+	fill(&h);
+	is_int(hx_handoff_encode(&h, &s), HEXI_OK, "encode");
+	is_int(hx_handoff_decode(s, &d), HEXI_OK, "decode");
+	is_int(d.ntasks, 3, "tasks");
+	is_int(d.roles[2].layer_begin, 20, "role row survives");
+	is_int(d.roles[0].rank, 2, "rank survives");
+	is_str(d.gpu_type[1], "rtx3090", "GPU type survives");
+	is_str(d.plan_path, h.plan_path, "plan path survives");
+	is_int(d.master_port, 29617, "port survives");
+	hx_handoff_fini(&d);
+
+	bad = strdup(s);
+	bad[strlen(bad) / 2] ^= 1;
+	is_int(hx_handoff_decode(bad, &d), HEXI_ERR_CHECKSUM,
+	       "flipped byte: checksum mismatch");
+	strcpy(bad, s);
+	bad[strlen(bad) - 1] = bad[strlen(bad) - 1] == '0' ? '1' : '0';
+	is_int(hx_handoff_decode(bad, &d), HEXI_ERR_CHECKSUM,
+	       "altered checksum refused");
+	ok(hx_handoff_decode("hx2;j=1", &d) != HEXI_OK, "wrong version");
+	ok(hx_handoff_decode("", &d) != HEXI_OK, "empty");
+	ok(hx_handoff_decode("hx1;j=1;c=0000000000000000", &d) != HEXI_OK,
+	   "truncated");
+	free(bad);
+	free(s);
+
+	h.roles[1].tp_rank = 5; /* >= tp_size: the decoder must refuse */
+	hx_handoff_encode(&h, &s);
+	is_int(hx_handoff_decode(s, &d), HEXI_ERR_RANGE, "inconsistent row");
+	free(s);
+	hx_handoff_fini(&h);
+
+	hx_handoff_alloc(&h, 1, 16000);
+	h.world_size = 16000;
+	h.npipelines = 1;
+	for (int t = 0; t < 16000; t++)
+		h.roles[t] =
+		    (hx_task_role){t, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1};
+	is_int(hx_handoff_encode(&h, &s), HEXI_ERR_RANGE,
+	       "over-size hand-off refused at encode");
+	hx_handoff_fini(&h);
+}
+
+int main(void)
+{
+	test_conf();
+	test_options();
+	test_gres();
+	test_handoff();
+	return tap_done();
+}
