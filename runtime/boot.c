@@ -109,7 +109,7 @@ static hexi_rc boot_pmix(hexi_rt *rt)
 		return hexi_error(HEXI_ERR_PMIX, "PMIx_Init: %s",
 				  PMIx_Error_string(st));
 	rt->pmix_started = 1;
-	rt->rank = (int)me.rank;
+	rt->launch_rank = (int)me.rank;
 	PMIX_PROC_CONSTRUCT(&wild);
 	PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);
 	rc = pmix_u32(&wild, PMIX_JOB_SIZE, &v);
@@ -143,7 +143,7 @@ static hexi_rc boot_identity(hexi_rt *rt)
 		return rc;
 	if (r >= 0 && s > 0) {
 		rt->launcher = HEXI_LAUNCH_MPIRUN;
-		rt->rank = (int)r;
+		rt->launch_rank = (int)r;
 		rt->world_size = (int)s;
 		rt->local_rank = lr >= 0 ? (int)lr : 0;
 		rt->local_size = ls > 0 ? (int)ls : 1;
@@ -162,26 +162,43 @@ static hexi_rc boot_identity(hexi_rt *rt)
 	return HEXI_OK;
 }
 
-/* Compare RANK / WORLD_SIZE (hexiscale-env(7)) with what the launcher
- * said. */
-static hexi_rc check_env_identity(const hexi_rt *rt)
+/* The plan rank is HEXISCALE_RANK when set (hexiscale-env(7): it may
+ * differ from the launcher's task id), else the launcher's rank; RANK,
+ * WORLD_SIZE and HEXISCALE_WORLD_SIZE must agree. */
+static hexi_rc env_identity(hexi_rt *rt)
 {
-	long r, s;
+	long hr, hs, r, s;
 	hexi_rc rc;
 
-	if ((rc = env_int("RANK", HEXI_MAX_GPUS, &r)) ||
+	if ((rc = env_int("HEXISCALE_RANK", HEXI_MAX_GPUS, &hr)) ||
+	    (rc = env_int("HEXISCALE_WORLD_SIZE", HEXI_MAX_GPUS, &hs)) ||
+	    (rc = env_int("RANK", HEXI_MAX_GPUS, &r)) ||
 	    (rc = env_int("WORLD_SIZE", HEXI_MAX_GPUS, &s)))
 		return rc;
+	rt->rank = hr >= 0 ? (int)hr : rt->launch_rank;
+	if (rt->rank >= rt->world_size)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "task %d (%s): HEXISCALE_RANK=%d but the job "
+				  "has %d ranks",
+				  rt->launch_rank,
+				  hexi_rt_launcher_name(rt->launcher), rt->rank,
+				  rt->world_size);
 	if (r >= 0 && r != rt->rank)
 		return hexi_error(HEXI_ERR_MISMATCH,
-				  "rank %d (%s): environment RANK=%ld differs",
+				  "rank %d (%s task %d): environment RANK=%ld "
+				  "differs",
 				  rt->rank, hexi_rt_launcher_name(rt->launcher),
-				  r);
+				  rt->launch_rank, r);
 	if (s >= 0 && s != rt->world_size)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "rank %d: environment WORLD_SIZE=%ld but the "
 				  "job has %d ranks",
 				  rt->rank, s, rt->world_size);
+	if (hs >= 0 && hs != rt->world_size)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d: HEXISCALE_WORLD_SIZE=%ld but the "
+				  "job has %d ranks",
+				  rt->rank, hs, rt->world_size);
 	return HEXI_OK;
 }
 
@@ -199,6 +216,16 @@ static hexi_rc check_env_role(const hexi_rt *rt)
 	};
 	const char *h = getenv("HEXISCALE_PLAN_HASH");
 
+	long np;
+	hexi_rc rc0 = env_int("HEXISCALE_NPIPELINES", HEXI_MAX_GPUS, &np);
+
+	if (rc0 != HEXI_OK)
+		return rc0;
+	if (np >= 0 && np != rt->plan->npipelines)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d: HEXISCALE_NPIPELINES=%ld but the "
+				  "plan has %d pipelines",
+				  rt->rank, np, rt->plan->npipelines);
 	if (h != NULL && *h != '\0' && strcmp(h, rt->plan->hash) != 0)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "rank %d: HEXISCALE_PLAN_HASH=%.32s but the "
@@ -222,6 +249,59 @@ static hexi_rc check_env_role(const hexi_rt *rt)
 
 /* ---- plan -------------------------------------------------------------- */
 
+/* The plan text: read by every rank that can; in a job of several ranks
+ * the lowest rank that could read it broadcasts it (the plan file may be
+ * visible on the submit node only, hexiscale-env(7)). */
+static hexi_rc plan_text(hexi_rt *rt, const char *path, char **text,
+			 size_t *len)
+{
+	hexi_rc rc = hexi_read_file(path, RT_MAX_PLAN_BYTES, text, len);
+
+	if (rt->world_size == 1 || !rt->mpi_started)
+		return rc;
+#ifdef HAVE_MPI
+	{
+		int mine = rc == HEXI_OK ? rt->launch_rank : rt->world_size;
+		int root = rt->world_size;
+		long n = (long)*len;
+		MPI_Allreduce(&mine, &root, 1, MPI_INT, MPI_MIN,
+			      MPI_COMM_WORLD);
+		if (root == rt->world_size)
+			return rc; /* nobody can read it */
+		MPI_Bcast(&n, 1, MPI_LONG, root, MPI_COMM_WORLD);
+		if (rc != HEXI_OK) {
+			*text = malloc((size_t)n + 1);
+			if (*text == NULL)
+				return hexi_error(HEXI_ERR_NOMEM,
+						  "plan of %ld bytes", n);
+			(*text)[n] = '\0';
+			*len = (size_t)n;
+			hexi_error_clear();
+		}
+		MPI_Bcast(*text, (int)n, MPI_CHAR, root, MPI_COMM_WORLD);
+	}
+#endif
+	return HEXI_OK;
+}
+
+static hexi_rc load_plan(hexi_rt *rt, const char *path)
+{
+	char *text = NULL;
+	size_t len = 0;
+	hexi_rc rc = plan_text(rt, path, &text, &len);
+
+	if (rc == HEXI_OK)
+		rc = hexi_plan_parse(text, len, NULL, &rt->plan);
+	if (rc == HEXI_OK)
+		rc = hexi_plan_validate(rt->plan);
+	free(text);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "rank %d: plan %s", rt->rank,
+					 path);
+	return HEXI_OK;
+}
+
+/* Collective in a job of several ranks (the plan text travels). */
 static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 {
 	const char *path = o->plan_path;
@@ -231,13 +311,8 @@ static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 	if (path == NULL || *path == '\0')
 		path = getenv("HEXISCALE_PLAN");
 	if (path != NULL && *path != '\0') {
-		rc = hexi_plan_load(path, NULL, &rt->plan);
-		if (rc != HEXI_OK)
-			return hexi_error_prefix(rc, "rank %d: plan", rt->rank);
-		rc = hexi_plan_validate(rt->plan);
-		if (rc != HEXI_OK)
-			return hexi_error_prefix(rc, "rank %d: plan %s",
-						 rt->rank, path);
+		if ((rc = load_plan(rt, path)) != HEXI_OK)
+			return rc;
 	} else {
 		if (rt->world_size != 1)
 			return hexi_error(HEXI_ERR_USAGE,
@@ -319,39 +394,58 @@ static hexi_rc watchdog_start(hexi_rt *rt)
 
 /* ---- init / destroy ------------------------------------------------------ */
 
-static hexi_rc boot_comm(hexi_rt *rt, int *argc, char ***argv)
+/* Start MPI when a launcher started us; check it agrees with the
+ * launcher. */
+static hexi_rc boot_mpi(hexi_rt *rt, int *argc, char ***argv)
 {
-	hexi_rc rc;
-
 	if (rt->launcher == HEXI_LAUNCH_SINGLE)
-		return rt_comm_self_create(&rt->comm);
+		return HEXI_OK;
 #ifdef HAVE_MPI
-	{
-		int provided = 0, r = -1, s = -1;
-		if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED,
-				    &provided) != MPI_SUCCESS)
-			return hexi_error(HEXI_ERR_MPI, "rank %d: MPI_Init",
-					  rt->rank);
-		rt->mpi_started = 1;
-		MPI_Comm_rank(MPI_COMM_WORLD, &r);
-		MPI_Comm_size(MPI_COMM_WORLD, &s);
-		if (r != rt->rank || s != rt->world_size)
-			return hexi_error(HEXI_ERR_MISMATCH,
-					  "%s says rank %d of %d, MPI says %d "
-					  "of %d",
-					  hexi_rt_launcher_name(rt->launcher),
-					  rt->rank, rt->world_size, r, s);
-	}
-	rc = rt_comm_mpi_create(&rt->comm);
-	return rc;
+	int provided = 0, r = -1, s = -1;
+
+	if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) !=
+	    MPI_SUCCESS)
+		return hexi_error(HEXI_ERR_MPI, "task %d: MPI_Init",
+				  rt->launch_rank);
+	rt->mpi_started = 1;
+	MPI_Comm_rank(MPI_COMM_WORLD, &r);
+	MPI_Comm_size(MPI_COMM_WORLD, &s);
+	if (r != rt->launch_rank || s != rt->world_size)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "%s says task %d of %d, MPI says %d of %d",
+				  hexi_rt_launcher_name(rt->launcher),
+				  rt->launch_rank, rt->world_size, r, s);
+	return HEXI_OK;
 #else
 	(void)argc;
 	(void)argv;
-	(void)rc;
 	return hexi_error(HEXI_ERR_UNSUPPORTED,
-			  "rank %d of %d: built without MPI", rt->rank,
-			  rt->world_size);
+			  "task %d of %d: started by %s but built without MPI",
+			  rt->launch_rank, rt->world_size,
+			  hexi_rt_launcher_name(rt->launcher));
 #endif
+}
+
+static hexi_rc boot_comm(hexi_rt *rt)
+{
+	if (!rt->mpi_started)
+		return rt_comm_self_create(&rt->comm);
+	return rt_comm_mpi_create(rt->rank, &rt->comm);
+}
+
+/* Every rank ran a phase: fail together when any rank failed. */
+static hexi_rc together(hexi_rt *rt, hexi_rc rc, const char *phase)
+{
+	int ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
+
+	if (rc != HEXI_OK)
+		return rc;
+	if (!ok)
+		return hexi_error(HEXI_ERR_PEER,
+				  "rank %d: another rank failed during %s (see "
+				  "its message)",
+				  rt->rank, phase);
+	return HEXI_OK;
 }
 
 hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
@@ -360,7 +454,6 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 	hexi_rt_opts defaults;
 	hexi_rt *rt = calloc(1, sizeof(*rt));
 	hexi_rc rc = HEXI_ERR_NOMEM;
-	int ok;
 
 	*out = NULL;
 	if (o == NULL) {
@@ -379,27 +472,21 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 		goto fail;
 	}
 	if ((rc = boot_identity(rt)) != HEXI_OK ||
-	    (rc = check_env_identity(rt)) != HEXI_OK ||
-	    (rc = boot_comm(rt, argc, argv)) != HEXI_OK)
+	    (rc = boot_mpi(rt, argc, argv)) != HEXI_OK)
 		goto fail;
 	/* From here every rank can talk: fail together, never alone. */
-	rc = boot_plan(rt, o);
+	rc = together(rt, env_identity(rt), "bootstrap");
+	if (rc == HEXI_OK)
+		rc = together(rt, boot_comm(rt), "communicator setup");
+	if (rc == HEXI_OK)
+		rc = together(rt, boot_plan(rt, o), "plan loading");
 	if (rc == HEXI_OK) {
 		rc = hexi_layout_create(rt->plan, &rt->layout);
 		if (rc != HEXI_OK)
 			hexi_error_prefix(rc, "rank %d: layout", rt->rank);
+		rc = together(rt, rc, "layout");
 	}
-	ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
-	if (rc != HEXI_OK)
-		goto fail;
-	if (!ok) {
-		rc = hexi_error(HEXI_ERR_PEER,
-				"rank %d: another rank failed to start (see "
-				"its message)",
-				rt->rank);
-		goto fail;
-	}
-	if ((rc = rt_groups_build(rt)) != HEXI_OK ||
+	if (rc != HEXI_OK || (rc = rt_groups_build(rt)) != HEXI_OK ||
 	    (rc = watchdog_start(rt)) != HEXI_OK)
 		goto fail;
 	*out = rt;
@@ -413,7 +500,7 @@ int hexi_rt_all_ok(hexi_rt *rt, int ok)
 {
 	double v = ok ? 0.0 : 1.0;
 
-	if (rt->comm == NULL || rt->world_size == 1)
+	if (!rt->mpi_started || rt->world_size == 1)
 		return ok;
 #ifdef HAVE_MPI
 	if (MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM,

@@ -259,6 +259,7 @@ typedef struct mpi_pending {
 
 typedef struct rt_comm_mpi {
 	rt_comm base;
+	MPI_Comm world; /* MPI_COMM_WORLD reordered so rank = plan rank */
 	mpi_pending *pend;
 	int npend, cap_pend;
 } rt_comm_mpi;
@@ -304,12 +305,12 @@ static hexi_rc mpi_group_create(rt_comm *c, const int *ranks, int n,
 	rc = group_head_init(&g->base, c, ranks, n);
 	if (rc != HEXI_OK)
 		goto out;
-	MPI_Comm_group(MPI_COMM_WORLD, &world);
+	MPI_Comm_group(((rt_comm_mpi *)c)->world, &world);
 	MPI_Group_incl(world, n, ranks, &sub);
 	/* The tag keeps overlapping creations apart: a hash of the rank
 	 * set, which every member computes alike (no shared counter). */
-	err = MPI_Comm_create_group(MPI_COMM_WORLD, sub, set_tag(ranks, n),
-				    &g->comm);
+	err = MPI_Comm_create_group(((rt_comm_mpi *)c)->world, sub,
+				    set_tag(ranks, n), &g->comm);
 	if (err != MPI_SUCCESS) {
 		rc = mpi_err(err, "Comm_create_group", ranks[0]);
 		goto out;
@@ -431,7 +432,7 @@ static hexi_rc mpi_send(rt_comm *c, const void *buf, size_t bytes, int peer,
 				  "rt_comm mpi: %zu bytes to rank %d", bytes,
 				  peer);
 	memcpy(copy, buf, bytes);
-	err = MPI_Isend(copy, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+	err = MPI_Isend(copy, (int)bytes, MPI_BYTE, peer, tag, m->world,
 			&m->pend[m->npend].req);
 	if (err != MPI_SUCCESS) {
 		free(copy);
@@ -446,14 +447,13 @@ static hexi_rc mpi_recv(rt_comm *c, void *buf, size_t bytes, int peer, int tag)
 	MPI_Status st;
 	int err, got = 0;
 
-	(void)c;
 	if (bytes > INT32_MAX)
 		return hexi_error(HEXI_ERR_RANGE,
 				  "rt_comm mpi: message of %zu bytes from rank "
 				  "%d",
 				  bytes, peer);
-	err =
-	    MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
+	err = MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, tag,
+		       ((rt_comm_mpi *)c)->world, &st);
 	if (err != MPI_SUCCESS)
 		return mpi_err(err, "Recv", peer);
 	MPI_Get_count(&st, MPI_BYTE, &got);
@@ -484,7 +484,8 @@ static hexi_rc mpi_flush(rt_comm *c)
 
 static hexi_rc mpi_barrier(rt_comm *c, rt_group *g)
 {
-	MPI_Comm comm = g ? ((rt_group_mpi *)g)->comm : MPI_COMM_WORLD;
+	MPI_Comm comm =
+	    g ? ((rt_group_mpi *)g)->comm : ((rt_comm_mpi *)c)->world;
 	int err;
 
 	(void)c;
@@ -505,6 +506,8 @@ static void mpi_destroy(rt_comm *c)
 	rt_comm_mpi *m = (rt_comm_mpi *)c;
 
 	(void)mpi_flush(c);
+	if (m->world != MPI_COMM_NULL)
+		MPI_Comm_free(&m->world);
 	free(m->pend);
 	free(m);
 }
@@ -523,11 +526,12 @@ static const rt_comm_ops mpi_ops = {
     .destroy = mpi_destroy,
 };
 
-hexi_rc rt_comm_mpi_create(rt_comm **out)
+hexi_rc rt_comm_mpi_create(int plan_rank, rt_comm **out)
 {
 	rt_comm_mpi *m;
-	int inited = 0;
+	int inited = 0, err;
 
+	*out = NULL;
 	MPI_Initialized(&inited);
 	if (!inited)
 		return hexi_error(HEXI_ERR_INTERNAL,
@@ -536,17 +540,33 @@ hexi_rc rt_comm_mpi_create(rt_comm **out)
 	if (m == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "rt_comm mpi");
 	m->base.ops = &mpi_ops;
-	MPI_Comm_rank(MPI_COMM_WORLD, &m->base.rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &m->base.size);
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	/* Task ids need not be plan ranks (hexiscale-env(7)): renumber. */
+	err = MPI_Comm_split(MPI_COMM_WORLD, 0, plan_rank, &m->world);
+	if (err != MPI_SUCCESS) {
+		free(m);
+		return mpi_err(err, "Comm_split by plan rank", plan_rank);
+	}
+	MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
+	MPI_Comm_rank(m->world, &m->base.rank);
+	MPI_Comm_size(m->world, &m->base.size);
+	if (m->base.rank != plan_rank) {
+		hexi_rc rc = hexi_error(HEXI_ERR_MISMATCH,
+					"plan rank %d is not unique or not in "
+					"0..%d (HEXISCALE_RANK of the tasks)",
+					plan_rank, m->base.size - 1);
+		mpi_destroy(&m->base);
+		return rc;
+	}
 	*out = &m->base;
 	return HEXI_OK;
 }
 
 #else /* !HAVE_MPI */
 
-hexi_rc rt_comm_mpi_create(rt_comm **out)
+hexi_rc rt_comm_mpi_create(int plan_rank, rt_comm **out)
 {
+	(void)plan_rank;
 	*out = NULL;
 	return hexi_error(HEXI_ERR_UNSUPPORTED,
 			  "rt_comm: built without MPI (configure --with-mpi)");

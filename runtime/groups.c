@@ -89,8 +89,8 @@ static hexi_rc single_cluster(hexi_cluster **out)
 	return rc;
 }
 
-hexi_rc rt_plan_single(const hexi_model *m, int global_batch,
-		       int micro_batches, hexi_plan **out)
+hexi_rc rt_plan_single(const hexi_model *m, int global_batch, int micro_batches,
+		       hexi_plan **out)
 {
 	hexi_cluster *c = NULL;
 	hexi_plan *p = NULL;

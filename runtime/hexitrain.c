@@ -80,28 +80,28 @@ enum {
 };
 
 static const struct option long_opts[] = {
-	{"plan", required_argument, NULL, OPT_PLAN},
-	{"model", required_argument, NULL, OPT_MODEL},
-	{"batch", required_argument, NULL, OPT_BATCH},
-	{"micro-batches", required_argument, NULL, OPT_MB},
-	{"steps", required_argument, NULL, OPT_STEPS},
-	{"lr", required_argument, NULL, OPT_LR},
-	{"seed", required_argument, NULL, OPT_SEED},
-	{"optimizer", required_argument, NULL, OPT_OPTIM},
-	{"eps", required_argument, NULL, OPT_EPS},
-	{"weight-decay", required_argument, NULL, OPT_WD},
-	{"clip", required_argument, NULL, OPT_CLIP},
-	{"data", required_argument, NULL, OPT_DATA},
-	{"save-every", required_argument, NULL, OPT_SAVE},
-	{"ckpt-dir", required_argument, NULL, OPT_CKPT},
-	{"resume", required_argument, NULL, OPT_RESUME},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"dump", required_argument, NULL, OPT_DUMP},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"verbose", no_argument, NULL, OPT_VERBOSE},
-	{"help", no_argument, NULL, OPT_HELP},
-	{"version", no_argument, NULL, OPT_VERSION},
-	{NULL, 0, NULL, 0},
+    {"plan", required_argument, NULL, OPT_PLAN},
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"micro-batches", required_argument, NULL, OPT_MB},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"optimizer", required_argument, NULL, OPT_OPTIM},
+    {"eps", required_argument, NULL, OPT_EPS},
+    {"weight-decay", required_argument, NULL, OPT_WD},
+    {"clip", required_argument, NULL, OPT_CLIP},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"save-every", required_argument, NULL, OPT_SAVE},
+    {"ckpt-dir", required_argument, NULL, OPT_CKPT},
+    {"resume", required_argument, NULL, OPT_RESUME},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"dump", required_argument, NULL, OPT_DUMP},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
 };
 
 static hexi_rc opt_long(const char *name, const char *s, long min, long max,
@@ -136,8 +136,12 @@ static hexi_rc parse_one(cli *c, int opt, const char *a)
 	hexi_rc rc = HEXI_OK;
 
 	switch (opt) {
-	case OPT_PLAN: c->rt.plan_path = a; break;
-	case OPT_MODEL: c->rt.model = a; break;
+	case OPT_PLAN:
+		c->rt.plan_path = a;
+		break;
+	case OPT_MODEL:
+		c->rt.model = a;
+		break;
 	case OPT_BATCH:
 		rc = opt_long("batch", a, 1, 1 << 20, &v);
 		c->rt.global_batch = (int)v;
@@ -150,7 +154,9 @@ static hexi_rc parse_one(cli *c, int opt, const char *a)
 		rc = opt_long("steps", a, 0, 100000000, &v);
 		c->tr.steps = (int)v;
 		break;
-	case OPT_LR: rc = opt_double("lr", a, 1e-12, 100, &c->tr.lr); break;
+	case OPT_LR:
+		rc = opt_double("lr", a, 1e-12, 100, &c->tr.lr);
+		break;
 	case OPT_SEED:
 		rc = opt_long("seed", a, 0, 0x7fffffffL, &v);
 		c->tr.seed = (uint64_t)v;
@@ -164,24 +170,40 @@ static hexi_rc parse_one(cli *c, int opt, const char *a)
 			rc = hexi_error(HEXI_ERR_USAGE,
 					"--optimizer '%.40s': adamw or sgd", a);
 		break;
-	case OPT_EPS: rc = opt_double("eps", a, 1e-30, 1e6, &c->tr.eps); break;
+	case OPT_EPS:
+		rc = opt_double("eps", a, 1e-30, 1e6, &c->tr.eps);
+		break;
 	case OPT_WD:
 		rc = opt_double("weight-decay", a, 0, 10, &c->tr.weight_decay);
 		break;
-	case OPT_CLIP: rc = opt_double("clip", a, 0, 1e12, &c->tr.clip); break;
-	case OPT_DATA: c->tr.data_path = a; break;
+	case OPT_CLIP:
+		rc = opt_double("clip", a, 0, 1e12, &c->tr.clip);
+		break;
+	case OPT_DATA:
+		c->tr.data_path = a;
+		break;
 	case OPT_SAVE:
 		rc = opt_long("save-every", a, 0, 100000000, &v);
 		c->tr.save_every = (int)v;
 		break;
-	case OPT_CKPT: c->tr.ckpt_dir = a; break;
-	case OPT_RESUME: c->resume = a; break;
+	case OPT_CKPT:
+		c->tr.ckpt_dir = a;
+		break;
+	case OPT_RESUME:
+		c->resume = a;
+		break;
 	case OPT_TIMEOUT:
 		rc = opt_double("timeout", a, 0, 1e7, &c->rt.timeout_s);
 		break;
-	case OPT_DUMP: c->dump = a; break;
-	case OPT_JSON: c->json = 1; break;
-	case OPT_VERBOSE: c->verbose = c->tr.verbose = 1; break;
+	case OPT_DUMP:
+		c->dump = a;
+		break;
+	case OPT_JSON:
+		c->json = 1;
+		break;
+	case OPT_VERBOSE:
+		c->verbose = c->tr.verbose = 1;
+		break;
 	default:
 		rc = hexi_error(HEXI_ERR_USAGE, "unknown option (see --help)");
 	}
@@ -209,8 +231,9 @@ static int parse_args(cli *c, int argc, char **argv)
 			return 1;
 		}
 		if (opt == '?' || opt == ':') {
-			fprintf(stderr, "hexitrain: invalid option '%s' (see "
-					"--help)\n",
+			fprintf(stderr,
+				"hexitrain: invalid option '%s' (see "
+				"--help)\n",
 				argv[optind - 1]);
 			return HEXI_ERR_USAGE;
 		}

@@ -17,7 +17,7 @@
 
 #include "rt_pipe.h"
 
-#define TAG_ACT 0
+#define TAG_ACT	 0
 #define TAG_GRAD 1
 
 int rt_pipe_slots(int nstages, int stage, int micro_batches)
@@ -54,15 +54,14 @@ static hexi_rc pipe_recv(pipe_ctx *c, int peer, int tag)
 	if (rt->rank == rt->groups.leader)
 		rc = rt->comm->ops->recv(rt->comm, c->in, bytes, peer, tag);
 	if (rc == HEXI_OK)
-		rc = rt->comm->ops->bcast(rt->groups.tp, c->in, bytes,
-					  c->root);
+		rc = rt->comm->ops->bcast(rt->groups.tp, c->in, bytes, c->root);
 	c->wait_s += hexi_now_s() - t0;
 	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc, "rank %d: pipeline %s from rank "
-					     "%d",
-					 rt->rank,
-					 (tag & 1) ? "gradient" : "activation",
-					 peer);
+		return hexi_error_prefix(
+		    rc,
+		    "rank %d: pipeline %s from rank "
+		    "%d",
+		    rt->rank, (tag & 1) ? "gradient" : "activation", peer);
 	return HEXI_OK;
 }
 

@@ -21,7 +21,8 @@ typedef struct rt_groups {
 } rt_groups;
 
 struct hexi_rt {
-	int rank, world_size;
+	int rank, world_size; /* plan rank (HEXISCALE_RANK) and size */
+	int launch_rank;      /* rank given by the launcher */
 	hexi_rt_launcher launcher;
 	int local_rank, local_size, node;
 	int mpi_started;  /* 1 if we called MPI_Init */

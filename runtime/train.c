@@ -110,8 +110,9 @@ static void test_kill_hook(const hexi_trainer *t, int mb)
 	if (s == NULL || mb != 0 || sscanf(s, "%d:%d", &r, &st) != 2)
 		return;
 	if (r == t->rt->rank && st == t->step + 1) {
-		fprintf(stderr, "hexitrain: rank %d: HEXI_RT_TEST_KILL: "
-				"killing myself in step %d\n",
+		fprintf(stderr,
+			"hexitrain: rank %d: HEXI_RT_TEST_KILL: "
+			"killing myself in step %d\n",
 			r, st);
 		fflush(stderr);
 		raise(SIGKILL);
@@ -322,12 +323,11 @@ static hexi_rc optimizer_step(hexi_trainer *t)
 static hexi_rc global_loss(hexi_trainer *t, double loss_sum, double *loss)
 {
 	const hexi_rt *rt = t->rt;
-	double v = (rt->groups.next_leader < 0 &&
-		    rt->rank == rt->groups.leader)
-			   ? loss_sum
-			   : 0.0;
-	hexi_rc rc = rt->comm->ops->allreduce_sum(rt->groups.world, &v, 1,
-						  RT_F64);
+	double v = (rt->groups.next_leader < 0 && rt->rank == rt->groups.leader)
+		       ? loss_sum
+		       : 0.0;
+	hexi_rc rc =
+	    rt->comm->ops->allreduce_sum(rt->groups.world, &v, 1, RT_F64);
 
 	*loss = v / t->global_batch;
 	return rc;
@@ -335,9 +335,8 @@ static hexi_rc global_loss(hexi_trainer *t, double loss_sum, double *loss)
 
 static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 {
-	rt_stage_cb cb = {.arg = t,
-			  .forward = stage_forward,
-			  .backward = stage_backward};
+	rt_stage_cb cb = {
+	    .arg = t, .forward = stage_forward, .backward = stage_backward};
 	rt_pipe_times pt = {0};
 	double loss_sum = 0, sumsq = 0, t0, t1, t2;
 	size_t act = (size_t)t->mbs * t->T * t->C;
@@ -357,8 +356,8 @@ static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 	t2 = hexi_now_s();
 	st->grad_norm = sqrt(sumsq);
 	if (t->o.clip > 0 && st->grad_norm > t->o.clip)
-		rt_model_grad_scale(t->model,
-				    (float)(t->o.clip / (st->grad_norm + 1e-6)));
+		rt_model_grad_scale(
+		    t->model, (float)(t->o.clip / (st->grad_norm + 1e-6)));
 	if ((rc = optimizer_step(t)) != HEXI_OK)
 		return rc;
 	st->time_s = hexi_now_s() - t0;
@@ -431,8 +430,7 @@ hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)
 	if (f == NULL)
 		return hexi_error(HEXI_ERR_IO, "%s: cannot create", path);
 	fprintf(f, "hexitrain-dump 1 rank %d pipeline %d nparams %d\n",
-		t->rt->rank, t->rt->role.pipeline,
-		rt_model_nparams(t->model));
+		t->rt->rank, t->rt->role.pipeline, rt_model_nparams(t->model));
 	for (int i = 0; i < rt_model_nparams(t->model); i++) {
 		const rt_param *p = rt_model_param(t->model, i);
 		fprintf(f, "%s %lld %lld %d %d %zu\n", p->name,

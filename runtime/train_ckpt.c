@@ -50,8 +50,8 @@ static hexi_rc write_param(hexi_trainer *t, hexi_ckpt_writer *w,
 				  p->name);
 	if (!hexi_ckpt_shard_is_writer(tl, k))
 		return HEXI_OK;
-	rc = hexi_ckpt_write_slice(w, p->name, p->ndim, p->shape,
-				   p->row_begin, p->row_end, p->w);
+	rc = hexi_ckpt_write_slice(w, p->name, p->ndim, p->shape, p->row_begin,
+				   p->row_end, p->w);
 	if (rc != HEXI_OK || t->o.optimizer != HEXI_OPT_ADAMW)
 		return rc;
 	snprintf(name, sizeof(name), "opt.m.%s", p->name);
@@ -138,13 +138,12 @@ static hexi_rc read_param(hexi_ckpt_reader *r, rt_param *p, int moments)
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "resume: tensor %s", p->name);
 	if (ti.shape[0] != p->shape[0] || ti.shape[1] != p->shape[1])
-		return hexi_error(HEXI_ERR_MISMATCH,
-				  "resume: tensor %s is (%lld,%lld) in the "
-				  "checkpoint, (%lld,%lld) in the model",
-				  p->name, (long long)ti.shape[0],
-				  (long long)ti.shape[1],
-				  (long long)p->shape[0],
-				  (long long)p->shape[1]);
+		return hexi_error(
+		    HEXI_ERR_MISMATCH,
+		    "resume: tensor %s is (%lld,%lld) in the "
+		    "checkpoint, (%lld,%lld) in the model",
+		    p->name, (long long)ti.shape[0], (long long)ti.shape[1],
+		    (long long)p->shape[0], (long long)p->shape[1]);
 	rc = hexi_ckpt_read_rows(r, p->name, p->row_begin, p->row_end, p->w);
 	if (rc != HEXI_OK || !moments)
 		return rc;
@@ -175,8 +174,8 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 		rc = read_param(r, rt_model_param(t->model, i), moments);
 	if (rc == HEXI_OK) {
 		t->step = (int)m->step;
-		t->opt_step = t->o.optimizer == HEXI_OPT_ADAMW ? m->opt_step
-							       : 0;
+		t->opt_step =
+		    t->o.optimizer == HEXI_OPT_ADAMW ? m->opt_step : 0;
 	}
 	hexi_ckpt_close(r);
 	return rc;
@@ -209,8 +208,8 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 {
 	(void)t;
-	return hexi_error(HEXI_ERR_UNSUPPORTED,
-			  "resume %s: built without HDF5", dir);
+	return hexi_error(HEXI_ERR_UNSUPPORTED, "resume %s: built without HDF5",
+			  dir);
 }
 
 #endif

@@ -21,8 +21,8 @@
 static double gemm_gflops(void)
 {
 	const int n = 1024;
-	float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) *
-							      n * n),
+	float *a = malloc(sizeof(float) * n * n),
+	      *b = malloc(sizeof(float) * n * n),
 	      *c = malloc(sizeof(float) * n * n);
 	double best = 0;
 
@@ -47,8 +47,8 @@ static double step_flops(const hexi_model *m, int batch)
 {
 	double C = m->hidden, d = (double)m->hidden / m->heads;
 	double T = m->seq_len, tok = (double)batch * T;
-	double blk = C * m->heads * d * 2 + 2 * C * m->kv_heads * d +
-		     3 * C * m->ffn;
+	double blk =
+	    C * m->heads * d * 2 + 2 * C * m->kv_heads * d + 3 * C * m->ffn;
 	double fwd = 2 * tok * (m->layers * blk + (double)m->vocab * C) +
 		     m->layers * 4.0 * batch * T * T * m->heads * d;
 	return 3 * fwd;

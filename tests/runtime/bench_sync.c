@@ -38,8 +38,8 @@ static int make_refs(hexi_rt *rt, rt_param_ref **out, float ***bufs)
 			if (s->rank != hexi_rt_rank(rt))
 				continue;
 			int64_t cols = l->tensors[t].ndim == 2
-					       ? l->tensors[t].shape[1]
-					       : 1;
+					   ? l->tensors[t].shape[1]
+					   : 1;
 			size_t cnt = (size_t)(s->row_end - s->row_begin) * cols;
 			b[n] = malloc(sizeof(float) * (cnt ? cnt : 1));
 			for (size_t i = 0; i < cnt; i++)
@@ -115,11 +115,12 @@ int main(int argc, char **argv)
 	if (hexi_rt_rank(rt) == 0) {
 		double c = tc[iters / 2], a = ta[iters / 2];
 		if (json)
-			printf("{\"bench\":\"sync\",\"plan\":\"%s\",\"ranks\":%d,"
-			       "\"bytes\":%ld,\"groups\":%d,\"chunked_s\":%.6g,"
-			       "\"allreduce_s\":%.6g,\"ratio\":%.4f}\n",
-			       argv[1], hexi_rt_world_size(rt), maxbytes,
-			       rt_sync_ngroups(s), c, a, c / a);
+			printf(
+			    "{\"bench\":\"sync\",\"plan\":\"%s\",\"ranks\":%d,"
+			    "\"bytes\":%ld,\"groups\":%d,\"chunked_s\":%.6g,"
+			    "\"allreduce_s\":%.6g,\"ratio\":%.4f}\n",
+			    argv[1], hexi_rt_world_size(rt), maxbytes,
+			    rt_sync_ngroups(s), c, a, c / a);
 		else
 			printf("sync %s: %d ranks, %ld bytes, %d groups on "
 			       "rank 0: chunked %.3f ms, one MPI_Allreduce "

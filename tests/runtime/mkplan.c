@@ -96,8 +96,8 @@ static hexi_rc fill(hexi_plan *pl, const spec *sp)
 			l += sp->layers[p][s];
 			st->layer_end = l;
 			st->tp = sp->tp[p][s];
-			st->devices = calloc((size_t)st->tp,
-					     sizeof(hexi_device));
+			st->devices =
+			    calloc((size_t)st->tp, sizeof(hexi_device));
 			if (st->devices == NULL)
 				return HEXI_ERR_NOMEM;
 			for (int d = 0; d < st->tp; d++) {

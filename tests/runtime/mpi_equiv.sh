@@ -43,6 +43,17 @@ for opt in "sgd --lr 0.5" "adamw --lr 0.01 --eps 1e-4"; do
 		expect_eq "$tag plan $p: same parameters" "$st" 0
 	done
 done
+# Plan ranks need not be launcher ranks (hexiscale-env(7)): reverse them
+# with HEXISCALE_RANK; the result must not change.
+np=$(plan_ranks "$PLANS/equiv-A.json")
+hx_mpirun "$np" sh -c 'HEXISCALE_RANK=$(('"$np"' - 1 - OMPI_COMM_WORLD_RANK)) \
+	exec "$0" "$@"' "$HT" --plan "$PLANS/equiv-A.json" --steps $STEPS \
+	--optimizer sgd --lr 0.5 --json --dump "$WORK/rev" >"$WORK/rev.json" ||
+	fail "plan A with reversed HEXISCALE_RANK ran"
+"$CMP" --loss "$WORK/ref-sgd.json" "$WORK/rev.json" >/dev/null &&
+	"$CMP" --params "$WORK/ref-sgd" "$WORK/rev" >/dev/null &&
+	pass "plan A with plan ranks reversed: same loss and parameters" ||
+	fail "plan A with plan ranks reversed differs"
 # Negative control: the comparison must notice another seed.
 "$HT" --model tiny-8l --batch 12 --steps $STEPS --optimizer sgd --lr 0.5 \
 	--seed 99 --json --dump "$WORK/neg" >"$WORK/neg.json" || hard "seed run"

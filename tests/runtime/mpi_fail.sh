@@ -36,4 +36,11 @@ grep -q "is for $np ranks but the job has 4" "$WORK/size.out" &&
 # No plan at all with 2 ranks.
 HX_TIMEOUT=60 hx_mpirun 2 "$HT" --steps 1 >"$WORK/noplan.out" 2>&1
 expect_eq "2 ranks without a plan: usage error 2" "$?" 2
+# Two tasks claiming the same plan rank.
+HX_TIMEOUT=60 hx_mpirun 2 -x HEXISCALE_RANK=0 "$HT" --plan "$PLANS/equiv-C.json" \
+	--steps 1 >"$WORK/dup.out" 2>&1
+st=$?
+[ "$st" -ne 0 ] && grep -q 'HEXISCALE_RANK\|plan rank' "$WORK/dup.out" &&
+	pass "duplicate HEXISCALE_RANK: clear error ($st)" ||
+	{ fail "duplicate HEXISCALE_RANK (exit $st)"; cat "$WORK/dup.out"; }
 done_testing

@@ -100,8 +100,8 @@ static int load_file(run *r, const char *path)
 		die("bad header in", path);
 	for (int i = 0; i < np; i++) {
 		if (fgets(line, sizeof(line), f) == NULL ||
-		    sscanf(line, "%127s %lld %lld %d %d %zu", name, &rows, &cols,
-			   &rb, &re, &n) != 6 ||
+		    sscanf(line, "%127s %lld %lld %d %d %zu", name, &rows,
+			   &cols, &rb, &re, &n) != 6 ||
 		    rb < 0 || re > rows || rb > re ||
 		    n != (size_t)(re - rb) * (size_t)cols)
 			die("bad record in", path);
