@@ -58,6 +58,7 @@ typedef struct scratch {
 	float *dgate, *dup, *dh; /* (B,T,f) */
 	float *logits;		 /* (B,T,V): logits, then dlogits */
 	float *losses;		 /* (B,T) */
+	float *attwork;		 /* (T,T) attention backward workspace */
 } scratch;
 
 struct rt_model {
@@ -345,6 +346,7 @@ static size_t scratch_layout(rt_model *m, scratch *s, float *base)
 	s->dh = carve(base, &off, BT * m->f);
 	s->logits = carve(base, &off, m->cfg.has_head ? BT * m->V : 0);
 	s->losses = carve(base, &off, BT);
+	s->attwork = carve(base, &off, (size_t)m->T * m->T);
 	return off;
 }
 
@@ -664,8 +666,9 @@ static hexi_rc attn_backward(rt_model *m, int l, slot *s)
 	zero(k->dq, (size_t)BT * qd);
 	zero(k->dk, (size_t)BT * kvd);
 	zero(k->dv, (size_t)BT * kvd);
-	rt_attention_backward(k->dq, k->dk, k->dv, k->datty, a->q, a->k, a->v,
-			      a->att, B, T, m->nh, m->nkv, m->hs);
+	rt_attention_backward_ws(k->dq, k->dk, k->dv, k->attwork, k->datty,
+				 a->q, a->k, a->v, a->att, B, T, m->nh, m->nkv,
+				 m->hs);
 	rt_rope_backward(k->dq, B, T, m->nh, m->hs, RT_ROPE_THETA);
 	rt_rope_backward(k->dk, B, T, m->nkv, m->hs, RT_ROPE_THETA);
 	zero(k->dln, (size_t)BT * C);

@@ -66,13 +66,19 @@ int main(int argc, char **argv)
 	md.vocab = arg(argc, argv, 6, 512);
 	md.seq_len = arg(argc, argv, 7, 128);
 	int B = arg(argc, argv, 8, 4), T = md.seq_len;
-	rt_model_config c = {.model = md, .layer_end = md.layers, .tp_size = 1,
-			     .has_embed = 1, .has_head = 1, .max_slots = 1,
-			     .max_batch = B, .seed = 1};
+	rt_model_config c = {.model = md,
+			     .layer_end = md.layers,
+			     .tp_size = 1,
+			     .has_embed = 1,
+			     .has_head = 1,
+			     .max_slots = 1,
+			     .max_batch = B,
+			     .seed = 1};
 	rt_model *m = NULL;
 	int *tok = malloc((size_t)B * (T + 1) * sizeof(int));
 	int *tgt = malloc((size_t)B * T * sizeof(int));
-	hexi_rc rc = tok && tgt ? rt_model_create(&c, NULL, &m) : HEXI_ERR_NOMEM;
+	hexi_rc rc =
+	    tok && tgt ? rt_model_create(&c, NULL, &m) : HEXI_ERR_NOMEM;
 	if (rc) {
 		fprintf(stderr, "bench_model: %s\n", hexi_errmsg(rc));
 		return 1;
@@ -87,7 +93,8 @@ int main(int argc, char **argv)
 	rc = rt_model_forward(m, 0, B, tok, NULL, NULL, tgt, 1.0f / B, &loss);
 	rc = rc ? rc : rt_model_backward(m, 0, NULL, NULL);
 	if (rc || !isfinite(loss) || fabs(loss / B - log(md.vocab)) > 2.0) {
-		fprintf(stderr, "bench_model: validation failed (%s, loss %g)\n",
+		fprintf(stderr,
+			"bench_model: validation failed (%s, loss %g)\n",
 			rc ? hexi_errmsg(rc) : "ok", loss / B);
 		return 1;
 	}
