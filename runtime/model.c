@@ -111,6 +111,27 @@ static hexi_rc check_model(const hexi_model *md, int T)
 	return HEXI_OK;
 }
 
+/* Upper bound (unsharded) of parameters and activations in bytes, in
+ * double, so no size_t product below can overflow. */
+static hexi_rc check_size(const rt_model_config *c, int T)
+{
+	const hexi_model *md = &c->model;
+	const double C = md->hidden, F = md->ffn, V = md->vocab, H = md->heads;
+	const double BT = (double)c->max_batch * T,
+		     nl = c->layer_end - c->layer_begin;
+	double params = nl * (4 * C * C + 3 * F * C + 2 * C) + 2 * V * C + C;
+	double act =
+	    nl * (BT * (8 * C + 3 * F + 2) + c->max_batch * H * T * (double)T) +
+	    BT * (C + V + 1);
+	double bytes = 4.0 * (4 * params + c->max_slots * act);
+	if (bytes > 0x1p46)
+		return hexi_error(HEXI_ERR_NOFIT,
+				  "model shard: %.3g bytes of parameters and "
+				  "activations exceed the 64 TiB cap",
+				  bytes);
+	return HEXI_OK;
+}
+
 static hexi_rc check_config(const rt_model_config *c, const rt_tp_comm *tp)
 {
 	const hexi_model *md = &c->model;
@@ -148,7 +169,7 @@ static hexi_rc check_config(const rt_model_config *c, const rt_tp_comm *tp)
 				  "model shard: max_batch %d x seq %d tokens "
 				  "exceeds %d",
 				  c->max_batch, T, RT_MAX_DIM);
-	return HEXI_OK;
+	return check_size(c, T);
 }
 
 /* ---- parameters --------------------------------------------------------- */
