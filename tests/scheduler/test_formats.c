@@ -348,6 +348,24 @@ static void test_plan(void)
 	hexi_cluster_destroy(c);
 }
 
+/* The example of hexiscale-plan(5): no hash, no world_size, defaults. */
+static void test_minimal_plan(void)
+{
+	char path[512];
+	hexi_plan *p = NULL;
+	hexi_rc rv;
+
+	path_of(path, sizeof(path), "tests/scheduler/corpus/plan/minimal.json");
+	rv = hexi_plan_load(path, NULL, &p);
+	is_int(rv, HEXI_OK, "minimal plan of the man page: %s",
+	       rv ? hexi_errmsg(rv) : "ok");
+	is_int(p ? p->world_size : 0, 2, "world_size computed");
+	is_int(p ? p->model.kv_heads : 0, 6, "kv_heads defaults to heads");
+	is_int(p ? p->train.recompute : 0, 1, "train defaults");
+	ok(p && strlen(p->hash) == 16, "hash computed");
+	hexi_plan_destroy(p);
+}
+
 static void test_examples(void)
 {
 	static const char *const plans[] = {"paper-13b", "tiny-4l-cpu4",
@@ -397,5 +415,6 @@ int main(void)
 	test_models();
 	test_plan();
 	test_examples();
+	test_minimal_plan();
 	return tap_done();
 }
