@@ -109,9 +109,11 @@ void hexi_ckpt_save_abort(hexi_ckpt_writer *w);
 hexi_rc hexi_ckpt_commit(const char *dir, const hexi_ckpt_meta *meta,
 			 const char *plan_json);
 
-/* Which shard of a tensor layout is written: the shards of the lowest
- * pipeline holding the tensor, and among shards with equal row ranges
- * (TP-replicated tensors) the lowest rank.  Returns 1 or 0. */
+/* Which shard of a tensor layout is written: the shards of the pipeline
+ * holding the tensor with the largest TP degree (most shards; ties: the
+ * lowest pipeline index), so the bytes spread over the most ranks, and
+ * among shards with equal row ranges (TP-replicated tensors) the lowest
+ * rank.  Returns 1 or 0.  The runtime and reshard use the same rule. */
 int hexi_ckpt_shard_is_writer(const hexi_tensor_layout *t, int shard);
 
 /* ---- load ---------------------------------------------------------------- */

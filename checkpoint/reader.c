@@ -97,6 +97,9 @@ static hexi_rc resolve(const char *path, int64_t step, char *out, size_t cap)
 		return ck_step_dir(out, cap, path, step) < 0
 			   ? hexi_error(HEXI_ERR_RANGE, "path too long")
 			   : HEXI_OK;
+	/* 'latest' is written just after the manifest: a save killed between
+	 * the two leaves a newer commit than 'latest' names, so the newest
+	 * committed step wins; a 'latest' that names no step is an error. */
 	snprintf(lp, sizeof(lp), "%s/%s", path, HEXI_CKPT_LATEST);
 	if (hexi_read_file(lp, 64, &text, &len) == HEXI_OK) {
 		while (len > 0 && text[len - 1] == '\n')
@@ -104,20 +107,16 @@ static hexi_rc resolve(const char *path, int64_t step, char *out, size_t cap)
 		if (!is_step_name(text, &s)) {
 			free(text);
 			return hexi_error(HEXI_ERR_PARSE,
-					  "%s: does not name a "
-					  "step directory",
+					  "%s: does not name a step directory",
 					  lp);
 		}
 		free(text);
-	} else {
-		hexi_error_clear();
-		s = scan_latest(path);
-		if (s < 0)
-			return hexi_error(HEXI_ERR_NOTFOUND,
-					  "%s: no committed "
-					  "checkpoint",
-					  path);
 	}
+	hexi_error_clear();
+	s = scan_latest(path);
+	if (s < 0)
+		return hexi_error(HEXI_ERR_NOTFOUND,
+				  "%s: no committed checkpoint", path);
 	return ck_step_dir(out, cap, path, s) < 0
 		   ? hexi_error(HEXI_ERR_RANGE, "path too long")
 		   : HEXI_OK;
@@ -139,6 +138,37 @@ static hexi_rc check_opts(const hexi_ckpt_reader *r,
 				  "expected plan %s",
 				  r->stepdir, m->plan_hash, o->plan_hash);
 	return HEXI_OK;
+}
+
+/* A stored hexiscale plan must parse (which checks its own hash) and be
+ * the plan the manifest names; other plan JSON is kept opaque. */
+static hexi_rc check_plan(const hexi_ckpt_reader *r)
+{
+	const char *js = r->man.plan_json;
+	json_t *j, *f;
+	hexi_plan *p = NULL;
+	hexi_rc rc;
+	int is_plan;
+
+	if (js == NULL || js[0] == '\0')
+		return HEXI_OK;
+	j = json_loads(js, 0, NULL);
+	f = json_object_get(j, "format");
+	is_plan = json_is_string(f) &&
+		  strcmp(json_string_value(f), HEXI_PLAN_FORMAT) == 0;
+	json_decref(j);
+	if (!is_plan)
+		return HEXI_OK;
+	rc = hexi_plan_parse(js, strlen(js), NULL, &p);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "%s: stored plan", r->stepdir);
+	if (strcmp(p->hash, r->man.meta.plan_hash) != 0)
+		rc = hexi_error(HEXI_ERR_MISMATCH,
+				"%s: stored plan has hash %s, "
+				"the manifest says %s",
+				r->stepdir, p->hash, r->man.meta.plan_hash);
+	hexi_plan_destroy(p);
+	return rc;
 }
 
 /* Rank files: present with the size the manifest recorded. */
@@ -202,7 +232,8 @@ hexi_rc hexi_ckpt_open(const char *path, const hexi_ckpt_open_opts *o,
 	if ((rv = ck_manifest_parse(text, len, mpath, &r->man)) != HEXI_OK)
 		goto out;
 	r->have_man = 1;
-	if ((rv = check_opts(r, o)) != HEXI_OK || (rv = check_files(r)))
+	if ((rv = check_opts(r, o)) != HEXI_OK || (rv = check_plan(r)) ||
+	    (rv = check_files(r)))
 		goto out;
 	r->fids = malloc((size_t)r->man.meta.world_size * sizeof(hid_t));
 	if (r->fids == NULL) {

@@ -595,23 +595,39 @@ out:
 	return rv;
 }
 
+/* Shards of pipeline P in T (its TP degree for this tensor). */
+static int pipeline_shards(const hexi_tensor_layout *t, int p)
+{
+	int i, n = 0;
+
+	for (i = 0; i < t->nshards; i++)
+		n += t->shards[i].pipeline == p;
+	return n;
+}
+
 int hexi_ckpt_shard_is_writer(const hexi_tensor_layout *t, int shard)
 {
-	int i, pmin;
+	int i, best = -1, bestn = 0, n;
 	const hexi_shard *s;
 
 	if (t == NULL || shard < 0 || shard >= t->nshards)
 		return 0;
+	/* The pipeline with the most shards (ties: lowest index) writes, so
+	 * the bytes are spread over as many ranks as possible. */
+	for (i = 0; i < t->nshards; i++) {
+		int p = t->shards[i].pipeline;
+		n = pipeline_shards(t, p);
+		if (n > bestn || (n == bestn && p < best)) {
+			best = p;
+			bestn = n;
+		}
+	}
 	s = &t->shards[shard];
-	pmin = s->pipeline;
-	for (i = 0; i < t->nshards; i++)
-		if (t->shards[i].pipeline < pmin)
-			pmin = t->shards[i].pipeline;
-	if (s->pipeline != pmin)
+	if (s->pipeline != best)
 		return 0;
 	for (i = 0; i < t->nshards; i++) {
 		const hexi_shard *o = &t->shards[i];
-		if (i != shard && o->pipeline == pmin &&
+		if (i != shard && o->pipeline == best &&
 		    o->row_begin == s->row_begin && o->row_end == s->row_end &&
 		    (o->rank < s->rank || (o->rank == s->rank && i < shard)))
 			return 0;

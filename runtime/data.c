@@ -14,6 +14,8 @@ static uint64_t mix64(uint64_t x)
 void hexi_rt_data_sample(uint64_t seed, int vocab, int T, int64_t sample,
 			 int *tokens)
 {
+	if (vocab < 1)
+		vocab = 1; /* degenerate but defined: all zeros */
 	const uint64_t key = mix64(mix64(seed) ^ (uint64_t)sample);
 	const int stride = 1 + (int)(key % 7);
 	tokens[0] = (int)(mix64(key) % (uint64_t)vocab);

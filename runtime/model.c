@@ -58,6 +58,7 @@ typedef struct scratch {
 	float *dgate, *dup, *dh; /* (B,T,f) */
 	float *logits;		 /* (B,T,V): logits, then dlogits */
 	float *losses;		 /* (B,T) */
+	float *attwork;		 /* (T,T) attention backward workspace */
 } scratch;
 
 struct rt_model {
@@ -73,14 +74,6 @@ struct rt_model {
 	slot *slots; /* [max_slots] */
 	scratch s;
 };
-
-/* Rows of a sharded dimension held by TP rank r of t: identical to the
- * scheduler's hexi_layout_split() (doc/LAYOUT.md). */
-static void rt_split(int n, int t, int r, int *begin, int *end)
-{
-	*begin = (int)((int64_t)r * n / t);
-	*end = (int)((int64_t)(r + 1) * n / t);
-}
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -115,6 +108,27 @@ static hexi_rc check_model(const hexi_model *md, int T)
 				  "model shard: heads %d not a multiple of "
 				  "kv_heads %d",
 				  md->heads, md->kv_heads);
+	return HEXI_OK;
+}
+
+/* Upper bound (unsharded) of parameters and activations in bytes, in
+ * double, so no size_t product below can overflow. */
+static hexi_rc check_size(const rt_model_config *c, int T)
+{
+	const hexi_model *md = &c->model;
+	const double C = md->hidden, F = md->ffn, V = md->vocab, H = md->heads;
+	const double BT = (double)c->max_batch * T,
+		     nl = c->layer_end - c->layer_begin;
+	double params = nl * (4 * C * C + 3 * F * C + 2 * C) + 2 * V * C + C;
+	double act =
+	    nl * (BT * (8 * C + 3 * F + 2) + c->max_batch * H * T * (double)T) +
+	    BT * (C + V + 1);
+	double bytes = 4.0 * (4 * params + c->max_slots * act);
+	if (bytes > 0x1p46)
+		return hexi_error(HEXI_ERR_NOFIT,
+				  "model shard: %.3g bytes of parameters and "
+				  "activations exceed the 64 TiB cap",
+				  bytes);
 	return HEXI_OK;
 }
 
@@ -155,7 +169,7 @@ static hexi_rc check_config(const rt_model_config *c, const rt_tp_comm *tp)
 				  "model shard: max_batch %d x seq %d tokens "
 				  "exceeds %d",
 				  c->max_batch, T, RT_MAX_DIM);
-	return HEXI_OK;
+	return check_size(c, T);
 }
 
 /* ---- parameters --------------------------------------------------------- */
@@ -180,8 +194,9 @@ static void layer_params(rt_model *m, rt_param *p, int l)
 	const int C = m->C, hs = m->hs, G = md->heads / md->kv_heads;
 	int kb, ke, fb, fe;
 	char nm[RT_PARAM_NAME_MAX];
-	rt_split(md->kv_heads, m->cfg.tp_size, m->cfg.tp_rank, &kb, &ke);
-	rt_split(md->ffn, m->cfg.tp_size, m->cfg.tp_rank, &fb, &fe);
+	hexi_layout_split(md->kv_heads, m->cfg.tp_size, m->cfg.tp_rank, &kb,
+			  &ke);
+	hexi_layout_split(md->ffn, m->cfg.tp_size, m->cfg.tp_rank, &fb, &fe);
 #define LNAME(s) (snprintf(nm, sizeof(nm), "layers.%d.%s", l, s), nm)
 	param_set(&p[P_ATTN_NORM], LNAME("attn_norm.weight"), 1, C, 1, 0, C, 1);
 	param_set(&p[P_WQ], LNAME("attn.wq"), 2, (int64_t)md->heads * hs, C,
@@ -352,6 +367,7 @@ static size_t scratch_layout(rt_model *m, scratch *s, float *base)
 	s->dh = carve(base, &off, BT * m->f);
 	s->logits = carve(base, &off, m->cfg.has_head ? BT * m->V : 0);
 	s->losses = carve(base, &off, BT);
+	s->attwork = carve(base, &off, (size_t)m->T * m->T);
 	return off;
 }
 
@@ -671,8 +687,9 @@ static hexi_rc attn_backward(rt_model *m, int l, slot *s)
 	zero(k->dq, (size_t)BT * qd);
 	zero(k->dk, (size_t)BT * kvd);
 	zero(k->dv, (size_t)BT * kvd);
-	rt_attention_backward(k->dq, k->dk, k->dv, k->datty, a->q, a->k, a->v,
-			      a->att, B, T, m->nh, m->nkv, m->hs);
+	rt_attention_backward_ws(k->dq, k->dk, k->dv, k->attwork, k->datty,
+				 a->q, a->k, a->v, a->att, B, T, m->nh, m->nkv,
+				 m->hs);
 	rt_rope_backward(k->dq, B, T, m->nh, m->hs, RT_ROPE_THETA);
 	rt_rope_backward(k->dk, B, T, m->nkv, m->hs, RT_ROPE_THETA);
 	zero(k->dln, (size_t)BT * C);

@@ -194,35 +194,20 @@ void rt_rope_backward(float *dx, int B, int T, int NH, int hs, float theta)
 
 /* ---- attention ---------------------------------------------------------- */
 
-/* One query row (b, t, h): a (T) gets the probabilities, o (hs) the
- * output; k and v point at the row's KV head of position 0. */
-static void attention_forward_row(float *o, float *a, const float *qt,
-				  const float *k, const float *v, int t, int T,
-				  size_t kvstride, int hs, float scale)
+/* Causal softmax of the scores of row t in place: a (T), entries > t = 0. */
+static void causal_softmax_row(float *a, int t, int T)
 {
 	float mx = -INFINITY;
-	for (int t2 = 0; t2 <= t; t2++) {
-		const float *kt = k + t2 * kvstride;
-		float s = 0.0f;
-		for (int i = 0; i < hs; i++)
-			s += qt[i] * kt[i];
-		a[t2] = s * scale;
-		if (a[t2] > mx)
-			mx = a[t2];
-	}
+	for (int t2 = 0; t2 <= t; t2++)
+		mx = a[t2] > mx ? a[t2] : mx;
 	double sum = 0.0;
 	for (int t2 = 0; t2 <= t; t2++) {
 		a[t2] = expf(a[t2] - mx);
 		sum += a[t2];
 	}
 	float inv = (float)(1.0 / sum);
-	memset(o, 0, (size_t)hs * sizeof(float));
-	for (int t2 = 0; t2 <= t; t2++) {
-		const float *vt = v + t2 * kvstride;
+	for (int t2 = 0; t2 <= t; t2++)
 		a[t2] *= inv;
-		for (int i = 0; i < hs; i++)
-			o[i] += a[t2] * vt[i];
-	}
 	for (int t2 = t + 1; t2 < T; t2++)
 		a[t2] = 0.0f;
 }
@@ -231,21 +216,27 @@ void rt_attention_forward(float *out, float *att, const float *q,
 			  const float *k, const float *v, int B, int T, int NH,
 			  int NKV, int hs)
 {
-	const int G = NH / NKV;
+	const int G = NH / NKV, qs = NH * hs, ks = NKV * hs;
 	const float scale = 1.0f / sqrtf((float)hs);
-	const size_t kvstride = (size_t)NKV * hs;
 	for (int b = 0; b < B; b++)
-		for (int t = 0; t < T; t++)
-			for (int h = 0; h < NH; h++) {
-				size_t qo = (((size_t)b * T + t) * NH + h) * hs;
-				size_t ko = (size_t)b * T * kvstride +
-					    (size_t)(h / G) * hs;
-				float *a =
-				    att + (((size_t)b * NH + h) * T + t) * T;
-				attention_forward_row(out + qo, a, q + qo,
-						      k + ko, v + ko, t, T,
-						      kvstride, hs, scale);
-			}
+		for (int h = 0; h < NH; h++) {
+			/* per head: q_h (T,hs) row stride qs, k_g v_g stride ks
+			 */
+			const float *qh = q + (size_t)b * T * qs + h * hs;
+			size_t ko = (size_t)b * T * ks + (size_t)(h / G) * hs;
+			float *a =
+			    att + ((size_t)b * NH + h) * T * T; /* (T,T) */
+			float *oh = out + (size_t)b * T * qs + h * hs;
+			/* scores (T,T) = scale * q_h k_g^T, full square */
+			rt_sgemm(0, 1, T, T, hs, scale, qh, qs, k + ko, ks,
+				 0.0f, a, T);
+			for (int t = 0; t < T; t++)
+				causal_softmax_row(a + (size_t)t * T, t, T);
+			/* out_h (T,hs) = att (T,T) v_g (T,hs); zeros above diag
+			 */
+			rt_sgemm(0, 0, T, hs, T, 1.0f, a, T, v + ko, ks, 0.0f,
+				 oh, qs);
+		}
 }
 
 /* Gradient of one query row (b, t, h): p = att row (t+1 used entries). */
@@ -376,4 +367,47 @@ void rt_crossentropy_backward(float *dlogits, const float *probs,
 			d[j] +=
 			    dloss * (p[j] - (j == targets[i] ? 1.0f : 0.0f));
 	}
+}
+
+/* work (T,T) <- dscores of one head from datt in work and the probs a. */
+static void attention_dscores(float *work, const float *a, int T, float scale)
+{
+	for (int t = 0; t < T; t++) {
+		float *d = work + (size_t)t * T;
+		const float *p = a + (size_t)t * T;
+		double pdp = 0.0;
+		for (int t2 = 0; t2 <= t; t2++)
+			pdp += (double)p[t2] * d[t2];
+		for (int t2 = 0; t2 <= t; t2++)
+			d[t2] = p[t2] * (d[t2] - (float)pdp) * scale;
+		for (int t2 = t + 1; t2 < T; t2++)
+			d[t2] = 0.0f;
+	}
+}
+
+void rt_attention_backward_ws(float *dq, float *dk, float *dv, float *work,
+			      const float *dout, const float *q, const float *k,
+			      const float *v, const float *att, int B, int T,
+			      int NH, int NKV, int hs)
+{
+	const int G = NH / NKV, qs = NH * hs, ks = NKV * hs;
+	const float scale = 1.0f / sqrtf((float)hs);
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++) {
+			size_t qo = (size_t)b * T * qs + (size_t)h * hs;
+			size_t ko = (size_t)b * T * ks + (size_t)(h / G) * hs;
+			const float *a = att + ((size_t)b * NH + h) * T * T;
+			/* datt (T,T) = dout_h (T,hs) v_g^T */
+			rt_sgemm(0, 1, T, T, hs, 1.0f, dout + qo, qs, v + ko,
+				 ks, 0.0f, work, T);
+			/* dv_g (T,hs) += att^T (T,T) dout_h (T,hs) */
+			rt_sgemm(1, 0, T, hs, T, 1.0f, a, T, dout + qo, qs,
+				 1.0f, dv + ko, ks);
+			attention_dscores(work, a, T, scale);
+			/* dq_h += dscores k_g; dk_g += dscores^T q_h */
+			rt_sgemm(0, 0, T, hs, T, 1.0f, work, T, k + ko, ks,
+				 1.0f, dq + qo, qs);
+			rt_sgemm(1, 0, T, hs, T, 1.0f, work, T, q + qo, qs,
+				 1.0f, dk + ko, ks);
+		}
 }

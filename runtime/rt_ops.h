@@ -102,15 +102,24 @@ void rt_rope_backward(float *dx, int B, int T, int NH, int hs, float theta);
  * q (B,T,NH,hs), k and v (B,T,NKV,hs), NH a multiple of NKV: query head h
  * uses KV head h / (NH/NKV).  out (B,T,NH,hs) = softmax(q k^T / sqrt(hs),
  * causal) v; att (B,NH,T,T) keeps the probabilities (entries t2 > t are 0).
+ * Per head: scores by one GEMM, row softmax (max subtracted, sum in double),
+ * then one GEMM with v.
  */
 void rt_attention_forward(float *out, float *att, const float *q,
 			  const float *k, const float *v, int B, int T, int NH,
 			  int NKV, int hs);
-/* dq (B,T,NH,hs) +=, dk, dv (B,T,NKV,hs) += from dout (B,T,NH,hs). */
+/* dq (B,T,NH,hs) +=, dk, dv (B,T,NKV,hs) += from dout (B,T,NH,hs).
+ * Plain loops, one query row at a time (the readable reference). */
 void rt_attention_backward(float *dq, float *dk, float *dv, const float *dout,
 			   const float *q, const float *k, const float *v,
 			   const float *att, int B, int T, int NH, int NKV,
 			   int hs);
+/* The same through per-head GEMMs, with a caller's workspace work (T,T);
+ * what the model uses.  Equal to rt_attention_backward up to rounding. */
+void rt_attention_backward_ws(float *dq, float *dk, float *dv, float *work,
+			      const float *dout, const float *q, const float *k,
+			      const float *v, const float *att, int B, int T,
+			      int NH, int NKV, int hs);
 
 /* ---- SwiGLU ------------------------------------------------------------- */
 

@@ -4,6 +4,7 @@
 #include "json_util.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -316,15 +317,76 @@ hexi_rc hsj_append(json_t *arr, json_t *val)
 	return HEXI_OK;
 }
 
+#define HSJ_LINE 100 /* a container whose text fits stays on one line */
+
+/* Pretty printing that keeps short objects and arrays on one line, so a
+ * plan reads as one line per device list and per sync chunk. */
+static int dump_pretty(FILE *f, const json_t *j, int indent)
+{
+	size_t flags = JSON_ENCODE_ANY | JSON_PRESERVE_ORDER |
+		       JSON_REAL_PRECISION(HSJ_REAL_PREC);
+	char *flat = json_dumps(j, flags);
+	int obj = json_is_object(j), rc = 0;
+	size_t i = 0, n;
+
+	if (flat == NULL)
+		return -1;
+	n = obj ? json_object_size(j) : json_array_size(j);
+	if ((!obj && !json_is_array(j)) || n == 0 ||
+	    strlen(flat) + (size_t)indent <= HSJ_LINE) {
+		fputs(flat, f);
+		free(flat);
+		return 0;
+	}
+	free(flat);
+	fputs(obj ? "{\n" : "[\n", f);
+	if (obj) {
+		const char *key;
+		json_t *v;
+		json_object_foreach((json_t *)j, key, v)
+		{
+			fprintf(f, "%*s\"%s\": ", indent + 2, "", key);
+			rc |= dump_pretty(f, v, indent + 2);
+			fputs(++i < n ? ",\n" : "\n", f);
+		}
+	} else {
+		for (i = 0; i < n; i++) {
+			fprintf(f, "%*s", indent + 2, "");
+			rc |= dump_pretty(f, json_array_get(j, i), indent + 2);
+			fputs(i + 1 < n ? ",\n" : "\n", f);
+		}
+	}
+	fprintf(f, "%*s%s", indent, "", obj ? "}" : "]");
+	return rc;
+}
+
 hexi_rc hsj_dump(const json_t *j, int pretty, char **out)
 {
-	size_t flags = JSON_REAL_PRECISION(HSJ_REAL_PREC);
+	size_t flags =
+	    JSON_REAL_PRECISION(HSJ_REAL_PREC) | JSON_COMPACT | JSON_SORT_KEYS;
+	size_t len = 0;
+	FILE *f;
+	int rc;
 
-	flags |= pretty ? (JSON_INDENT(2) | JSON_PRESERVE_ORDER)
-			: (JSON_COMPACT | JSON_SORT_KEYS);
-	*out = j ? json_dumps(j, flags) : NULL;
-	if (*out == NULL)
+	*out = NULL;
+	if (j == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "JSON: cannot serialise");
+	if (!pretty) {
+		*out = json_dumps(j, flags);
+		return *out ? HEXI_OK
+			    : hexi_error(HEXI_ERR_NOMEM,
+					 "JSON: cannot serialise");
+	}
+	f = open_memstream(out, &len);
+	if (f == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "JSON: cannot serialise");
+	rc = dump_pretty(f, j, 0);
+	fputc('\n', f);
+	if (fclose(f) != 0 || rc != 0 || *out == NULL) {
+		free(*out);
+		*out = NULL;
+		return hexi_error(HEXI_ERR_NOMEM, "JSON: cannot serialise");
+	}
 	return HEXI_OK;
 }
 

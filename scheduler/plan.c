@@ -801,8 +801,8 @@ static hexi_rc plan_from_json(const json_t *j, const hexi_catalog *cat,
 	if (rv == HEXI_OK)
 		rv = parse_prediction(j, p);
 	if (rv == HEXI_OK) {
-		p->world_size = tmp.world_size;
-		if (p->world_size < 1)
+		p->world_size = tmp.world_size > 0 ? tmp.world_size : 0;
+		if (p->world_size == 0)
 			for (int k = 0; k < p->npipelines; k++)
 				for (int s = 0; s < p->pipelines[k].nstages;
 				     s++)

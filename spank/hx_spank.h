@@ -73,20 +73,29 @@ hexi_rc hx_nvml_check(const char *lib, int gpu, const char *want_type,
 	X(hexi_catalog_find)                                                   \
 	X(hexi_catalog_destroy)                                                \
 	X(hexi_cluster_load)                                                   \
+	X(hexi_cluster_create)                                                 \
+	X(hexi_cluster_set_node)                                               \
+	X(hexi_cluster_validate)                                               \
+	X(hexi_cluster_apply_profiles)                                         \
 	X(hexi_cluster_destroy)                                                \
 	X(hexi_model_load)                                                     \
 	X(hexi_train_defaults)                                                 \
-	X(hexi_plan_opts_defaults)                                             \
-	X(hexi_plan_create)                                                    \
 	X(hexi_plan_parse)                                                     \
 	X(hexi_plan_validate)                                                  \
 	X(hexi_plan_to_json)                                                   \
 	X(hexi_plan_destroy)
 
+/* Optional: NULL when the library has no planner (then only user plan
+ * files work). */
+#define HX_SCHED_OPTIONAL(X)                                                   \
+	X(hexi_plan_opts_defaults)                                             \
+	X(hexi_plan_create)
+
 typedef struct hx_sched {
 	void *handle;
 #define HX_SCHED_FIELD(name) __typeof__(&name) name;
 	HX_SCHED_SYMBOLS(HX_SCHED_FIELD)
+	HX_SCHED_OPTIONAL(HX_SCHED_FIELD)
 #undef HX_SCHED_FIELD
 } hx_sched;
 

@@ -135,60 +135,82 @@ static hexi_rc apply_topology(local_ctx *c, hexi_cluster *cl)
 	return HEXI_OK;
 }
 
-static hexi_rc auto_plan(local_ctx *c)
+/* The step as a cluster description: one node per step node, as many GPUs
+ * as the step has tasks there (the job's first GPUs of that node). */
+static hexi_rc build_cluster(local_ctx *c, hexi_cluster **out)
 {
-	hexi_cluster cl;
-	hexi_node *nodes = NULL;
-	hexi_model m;
-	hexi_train t;
-	hexi_plan_opts o;
-	hexi_rc rv = HEXI_ERR_NOMEM;
+	hexi_cluster *cl = NULL;
+	hexi_rc rv;
 
-	memset(&cl, 0, sizeof(cl));
-	nodes = calloc((size_t)c->alloc.nnodes, sizeof(*nodes));
-	if (nodes == NULL)
-		goto out;
-	cl.nnodes = c->alloc.nnodes;
-	cl.nodes = nodes;
-	cl.intra_lat_s = 5e-6;
-	cl.catalog = c->cat;
-	for (int i = 0; i < c->alloc.nnodes; i++) {
+	rv = from_lib(c,
+		      c->lib.hexi_cluster_create(c->alloc.nnodes, c->cat, &cl),
+		      "cluster");
+	for (int i = 0; rv == HEXI_OK && i < c->alloc.nnodes; i++) {
 		const hx_alloc_node *n = &c->alloc.nodes[i];
 		const hexi_gpu_type *gt = NULL;
 
 		if ((rv = node_type(c, n, &gt)) != HEXI_OK)
-			goto out;
+			break;
 		if (n->ntasks > n->gres.ngpus) {
 			rv = hexi_error(HEXI_ERR_MISMATCH,
 					"node %s: %d tasks but the job has %d "
 					"GPUs there (one task per GPU)",
 					n->name, n->ntasks, n->gres.ngpus);
-			goto out;
+			break;
 		}
-		hexi_strlcpy(nodes[i].name, n->name, sizeof(nodes[i].name));
-		hexi_strlcpy(nodes[i].gpu_type, gt->name,
-			     sizeof(nodes[i].gpu_type));
-		nodes[i].ngpus = n->ntasks;
-		nodes[i].gpu_index = (int *)n->gres.idx;
-		nodes[i].intra_bw_gbps = gt->intra_bw_gbps;
+		rv = from_lib(c,
+			      c->lib.hexi_cluster_set_node(cl, i, n->name,
+							   gt->name, n->ntasks,
+							   n->gres.idx, 0),
+			      n->name);
 	}
-	if ((rv = apply_topology(c, &cl)) != HEXI_OK)
-		goto out;
+	if (rv == HEXI_OK)
+		rv = apply_topology(c, cl);
+	if (rv == HEXI_OK && hx_g_conf.profiles[0] != '\0')
+		rv = from_lib(
+		    c,
+		    c->lib.hexi_cluster_apply_profiles(cl, hx_g_conf.profiles),
+		    "profiles");
+	if (rv == HEXI_OK)
+		rv = from_lib(c, c->lib.hexi_cluster_validate(cl), "cluster");
+	if (rv != HEXI_OK) {
+		c->lib.hexi_cluster_destroy(cl);
+		return rv;
+	}
+	*out = cl;
+	return HEXI_OK;
+}
+
+static hexi_rc auto_plan(local_ctx *c)
+{
+	hexi_cluster *cl = NULL;
+	hexi_model m;
+	hexi_train t;
+	hexi_plan_opts o;
+	hexi_rc rv;
+
+	if (c->lib.hexi_plan_create == NULL ||
+	    c->lib.hexi_plan_opts_defaults == NULL)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "%s has no planner (hexi_plan_create); use "
+				  "--hexiscale=PLAN.json",
+				  hx_g_conf.libsched);
+	if ((rv = build_cluster(c, &cl)) != HEXI_OK)
+		return rv;
 	rv = from_lib(c, c->lib.hexi_model_load(c->set.model, &m), "model");
-	if (rv != HEXI_OK)
-		goto out;
-	if (c->set.seq_len > 0)
+	if (rv == HEXI_OK && c->set.seq_len > 0)
 		m.seq_len = c->set.seq_len;
-	c->lib.hexi_train_defaults(&t);
-	t.global_batch = c->set.global_batch;
-	t.micro_batch = c->set.micro_batch;
-	c->lib.hexi_plan_opts_defaults(&o);
-	o.time_budget_s = hx_g_conf.time_budget_s;
-	rv = from_lib(c, c->lib.hexi_plan_create(&cl, &m, &t, &o, &c->plan),
-		      "planner");
-out:
-	free(cl.pair_bw_gbps);
-	free(nodes);
+	if (rv == HEXI_OK) {
+		c->lib.hexi_train_defaults(&t);
+		t.global_batch = c->set.global_batch;
+		t.micro_batch = c->set.micro_batch;
+		c->lib.hexi_plan_opts_defaults(&o);
+		o.time_budget_s = hx_g_conf.time_budget_s;
+		rv = from_lib(c,
+			      c->lib.hexi_plan_create(cl, &m, &t, &o, &c->plan),
+			      "planner");
+	}
+	c->lib.hexi_cluster_destroy(cl);
 	return rv;
 }
 
@@ -474,11 +496,13 @@ static void summary(local_ctx *c)
 		}
 		fprintf(stderr, "\n");
 	}
-	fprintf(stderr,
-		"hexiscale:   predicted %.3f s/iteration, %.0f tokens/s, MFU "
-		"%.1f%%\nhexiscale:   plan file %s\n",
-		p->pred.iter_s, p->pred.tokens_per_s, 100.0 * p->pred.mfu,
-		c->plan_path);
+	if (p->pred.iter_s > 0)
+		fprintf(
+		    stderr,
+		    "hexiscale:   predicted %.3f s/iteration, %.0f tokens/s, "
+		    "MFU %.1f%%\n",
+		    p->pred.iter_s, p->pred.tokens_per_s, 100.0 * p->pred.mfu);
+	fprintf(stderr, "hexiscale:   plan file %s\n", c->plan_path);
 }
 
 static hexi_rc publish(local_ctx *c)

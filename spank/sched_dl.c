@@ -32,6 +32,9 @@ hexi_rc hx_sched_open(const char *path, hx_sched *s)
 	}
 	HX_SCHED_SYMBOLS(HX_SCHED_LOAD)
 #undef HX_SCHED_LOAD
+#define HX_SCHED_LOAD_OPT(name) *(void **)(&s->name) = dlsym(s->handle, #name);
+	HX_SCHED_OPTIONAL(HX_SCHED_LOAD_OPT)
+#undef HX_SCHED_LOAD_OPT
 	return HEXI_OK;
 }
 

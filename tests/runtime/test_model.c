@@ -355,6 +355,7 @@ static void test_errors(void)
 	    {"max_slots 0", 6, 0},
 	    {"max_batch 0", 7, 0},
 	    {"vocab 1", 8, 1},
+	    {"activations beyond 64 TiB", 9, 1 << 19},
 	};
 	hexi_model md = tiny(2, 16, 4, 2, 24, 11, 6);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -387,6 +388,15 @@ static void test_errors(void)
 			break;
 		case 8:
 			c.model.vocab = bad[i].value;
+			break;
+		case 9: /* 2^19 heads of size 2, T 2^10 (max_batch 1): huge att
+			 */
+			c.model.hidden = c.model.heads = c.model.kv_heads =
+			    bad[i].value;
+			c.model.hidden *= 2;
+			c.model.seq_len = 1024;
+			c.max_batch = 1;
+			c.max_slots = 1024;
 			break;
 		}
 		hexi_rc rc = rt_model_create(&c, NULL, &m);

@@ -348,6 +348,65 @@ static void test_plan(void)
 	hexi_cluster_destroy(c);
 }
 
+/* The example of hexiscale-plan(5): no hash, no world_size, defaults. */
+static void test_minimal_plan(void)
+{
+	char path[512];
+	hexi_plan *p = NULL;
+	hexi_rc rv;
+
+	path_of(path, sizeof(path), "tests/scheduler/corpus/plan/minimal.json");
+	rv = hexi_plan_load(path, NULL, &p);
+	is_int(rv, HEXI_OK, "minimal plan of the man page: %s",
+	       rv ? hexi_errmsg(rv) : "ok");
+	is_int(p ? p->world_size : 0, 2, "world_size computed");
+	is_int(p ? p->model.kv_heads : 0, 6, "kv_heads defaults to heads");
+	is_int(p ? p->train.recompute : 0, 1, "train defaults");
+	ok(p && strlen(p->hash) == 16, "hash computed");
+	hexi_plan_destroy(p);
+}
+
+static void test_examples(void)
+{
+	static const char *const plans[] = {"paper-13b", "tiny-4l-cpu4",
+					    "tiny-gqa-cpu2x2", "tiny-8l-tp123"};
+	static const char *const clusters[] = {"paper",
+					       "reference-known-answer",
+					       "homo-a100-8",
+					       "homo-a100-16",
+					       "hetero-a100-4090-12",
+					       "hetero-a100-4090-24",
+					       "pair-matrix",
+					       "cpu-1x4",
+					       "cpu-2x2",
+					       "mixed-8",
+					       "mixed-64",
+					       "mixed-320",
+					       "mixed-1024"};
+	char path[512];
+
+	for (size_t i = 0; i < sizeof(plans) / sizeof(plans[0]); i++) {
+		hexi_plan *p = NULL;
+		hexi_rc rv;
+		snprintf(path, sizeof(path), "%s/examples/plans/%s.json",
+			 srcdir(), plans[i]);
+		rv = hexi_plan_load(path, NULL, &p);
+		is_int(rv, HEXI_OK, "example plan %s: %s", plans[i],
+		       rv ? hexi_errmsg(rv) : "ok");
+		hexi_plan_destroy(p);
+	}
+	for (size_t i = 0; i < sizeof(clusters) / sizeof(clusters[0]); i++) {
+		hexi_cluster *c = NULL;
+		hexi_rc rv;
+		snprintf(path, sizeof(path), "%s/examples/clusters/%s.json",
+			 srcdir(), clusters[i]);
+		rv = hexi_cluster_load(path, NULL, &c);
+		is_int(rv, HEXI_OK, "example cluster %s: %s", clusters[i],
+		       rv ? hexi_errmsg(rv) : "ok");
+		hexi_cluster_destroy(c);
+	}
+}
+
 int main(void)
 {
 	test_catalog();
@@ -355,5 +414,7 @@ int main(void)
 	test_cluster();
 	test_models();
 	test_plan();
+	test_examples();
+	test_minimal_plan();
 	return tap_done();
 }

@@ -134,6 +134,8 @@ hexi_cluster_start() {
 	local why d=$HEXI_SLURM_DIR i name type n state
 	why=$(hexi_cluster_can_run) || { echo "SKIP: $why"; return 77; }
 	hexi_cluster_stop >/dev/null 2>&1
+	# A fresh start: no jobs, logs or state of an earlier run.
+	rm -rf "$d/jobs" "$d/log" "$d/state" "$d/spool" "$d/tmp"
 	hexi_cluster_write_conf || { echo "cannot write config in $d"; return 1; }
 	# munged runs as the munge user with its own socket and a key copy.
 	chown munge: "$d/munge" && chmod 755 "$d/munge"

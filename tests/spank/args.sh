@@ -47,9 +47,9 @@ out=$(HEXISCALE_GLOBAL_BATCH=lots srun -N1 -n1 --hexiscale-global-batch=8 --hexi
 expect_eq "command line value hides a bad env twin" "$?" 0
 
 # Off and opt-in default: the step runs untouched, no plan variables.
-out=$(srun -N3 -n8 --gpus-per-task=1 --hexiscale=off sh -c 'echo ${HEXISCALE_RANK:-none}' 2>&1 | sort -u)
+out=$(srun -N3 -n8 --gpus-per-task=1 --hexiscale=off sh -c 'echo ${HEXISCALE_RANK:-none}' 2>/dev/null | sort -u)
 expect_eq "--hexiscale=off: no role variables" "$out" "none"
-out=$(srun -N3 -n8 --gpus-per-task=1 sh -c 'echo ${HEXISCALE_RANK:-none}' 2>&1 | sort -u)
+out=$(srun -N3 -n8 --gpus-per-task=1 sh -c 'echo ${HEXISCALE_RANK:-none}' 2>/dev/null | sort -u)
 expect_eq "opt-in default: no role variables" "$out" "none"
 out=$(HEXISCALE_HANDOFF='hx1;j=1;s=0;c=0' srun -N1 -n1 sh -c 'echo ${HEXISCALE_HANDOFF:-unset}' 2>&1)
 rc=$?

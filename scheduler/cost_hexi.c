@@ -1,0 +1,457 @@
+/*
+ * cost_hexi.c - the `hexiscale` cost model (default): real FLOPs of the
+ * model shape, achievable FLOPS per GPU, uneven TP shards bounded by their
+ * slowest member, ring all-reduces with per-link bandwidth and latency, PP
+ * leader send + broadcast, 1F1B, chunked DP sync over the real chunk groups,
+ * and memory per GPU.  SI units: 1 TFLOPS = 1e12 FLOP/s, 1 GB/s = 1e9 B/s.
+ * doc/COSTMODEL.md lists every formula with units.
+ */
+#include "config.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_int.h"
+
+#define GB 1e9
+#define TF 1e12
+
+static int split_begin(int n, int t, int r)
+{
+	return (int)((long)r * n / t);
+}
+
+/* Fraction of n units held by TP rank r of t (hexi_layout_split rule). */
+static double frac(int n, int t, int r)
+{
+	return (double)(split_begin(n, t, r + 1) - split_begin(n, t, r)) / n;
+}
+
+/* Forward FLOP of one layer for one sample, split into the part that
+ * follows the KV-head shard (projections + attention) and the FFN part. */
+static void layer_fwd_flop(const hexi_model *m, double *attn, double *ffn)
+{
+	double C = m->hidden, T = m->seq_len, d = C / m->heads;
+	double Hd = m->heads * d, KVd = m->kv_heads * d;
+
+	*attn = 2.0 * T * C * (Hd + 2.0 * KVd) + 2.0 * T * Hd * C +
+		4.0 * T * T * Hd;
+	*ffn = 6.0 * T * C * m->ffn;
+}
+
+double sched_model_flops(const hexi_model *m)
+{
+	double attn, ffn;
+
+	layer_fwd_flop(m, &attn, &ffn);
+	return 3.0 * (m->layers * (attn + ffn) +
+		      2.0 * m->seq_len * (double)m->hidden * m->vocab);
+}
+
+/* Ring all-reduce of `bytes` among t members at bw GB/s, lat s each hop. */
+static double allreduce_s(double bytes, int t, double bw, double lat)
+{
+	if (t <= 1)
+		return 0;
+	return 2.0 * (t - 1) / t * bytes / (bw * GB) + 2.0 * (t - 1) * lat;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* Ring bottleneck over the nodes of n devices: sorted distinct nodes in a
+ * cycle; one node = its intra-node link.  nodes[] is scratch [n]. */
+static void ring_link(const sched_ctx *x, const int *dev, int n, int *nodes,
+		      double *bw, double *lat)
+{
+	int k = 0;
+
+	for (int i = 0; i < n; i++)
+		nodes[i] = x->dev[dev[i]].node;
+	qsort(nodes, (size_t)n, sizeof(int), cmp_int);
+	for (int i = 0; i < n; i++)
+		if (k == 0 || nodes[k - 1] != nodes[i])
+			nodes[k++] = nodes[i];
+	*bw = sched_bw_gbps(x, nodes[0], nodes[0]);
+	*lat = sched_lat_s(x, nodes[0], nodes[0]);
+	if (k == 1)
+		return;
+	*bw = DBL_MAX;
+	*lat = 0;
+	for (int i = 0; i < k; i++) {
+		int a = nodes[i], b = nodes[(i + 1) % k];
+		double w = sched_bw_gbps(x, a, b), l = sched_lat_s(x, a, b);
+		*bw = w < *bw ? w : *bw;
+		*lat = l > *lat ? l : *lat;
+	}
+}
+
+static double group_min(const sched_ctx *x, const int *dev, int t, int what_mem)
+{
+	double v = DBL_MAX;
+
+	for (int i = 0; i < t; i++) {
+		const sched_dev *g = &x->dev[dev[i]];
+		double w = what_mem ? g->mem_gib * SCHED_GIB
+				    : g->peak_tflops * TF * g->eff;
+		v = w < v ? w : v;
+	}
+	return v;
+}
+
+static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
+			    sched_scost *out)
+{
+	const hexi_model *m = &x->m;
+	double attn, ffn, passes = 3.0 + (x->t.recompute ? 1.0 : 0.0);
+	double act = (double)d->mb * m->seq_len * m->hidden * x->t.act_bytes;
+	double bw, lat, worst = 0;
+	int nodes[HEXI_MAX_GPUS_PER_NODE];
+	int tp =
+	    d->tp > HEXI_MAX_GPUS_PER_NODE ? HEXI_MAX_GPUS_PER_NODE : d->tp;
+
+	layer_fwd_flop(m, &attn, &ffn);
+	for (int r = 0; r < d->tp; r++) {
+		const sched_dev *g = &x->dev[d->dev[r]];
+		double f = passes * d->mb *
+			   (attn * frac(m->kv_heads, d->tp, r) +
+			    ffn * frac(m->ffn, d->tp, r));
+		double s = f / (g->peak_tflops * TF * g->eff);
+		worst = s > worst ? s : worst;
+	}
+	out->comp_layer_s = worst;
+	ring_link(x, d->dev, tp, nodes, &bw, &lat);
+	out->tp_layer_s = (4.0 + 2.0 * (x->t.recompute ? 1 : 0)) *
+			  allreduce_s(act, d->tp, bw, lat);
+	/* LM head replicated on every rank of the last stage (LAYOUT.md) */
+	out->fixed_s = d->last ? 6.0 * d->mb * m->seq_len * (double)m->hidden *
+				     m->vocab / group_min(x, d->dev, d->tp, 0)
+			       : 0;
+	out->pp_s = 0;
+	if (d->next) {
+		int a = x->dev[d->dev[0]].node, b = x->dev[d->next[0]].node;
+		double one =
+		    act / (sched_bw_gbps(x, a, b) * GB) + sched_lat_s(x, a, b);
+		double bc_next =
+		    d->next_tp > 1
+			? act / (sched_bw_gbps(x, b, b) * GB) +
+			      ceil(log2(d->next_tp)) * sched_lat_s(x, b, b)
+			: 0;
+		double bc_this =
+		    d->tp > 1 ? act / (sched_bw_gbps(x, a, a) * GB) +
+				    ceil(log2(d->tp)) * sched_lat_s(x, a, a)
+			      : 0;
+		out->pp_s = 2.0 * one + bc_next + bc_this;
+	}
+}
+
+static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
+			   sched_scost *out)
+{
+	const hexi_model *m = &x->m;
+	double C = m->hidden, T = m->seq_len, dh = C / m->heads;
+	double tok = (double)d->mb * T, ab = x->t.act_bytes;
+	double params = 0, acts = 0;
+
+	for (int r = 0; r < d->tp; r++) {
+		double fa = frac(m->kv_heads, d->tp, r);
+		double ff = frac(m->ffn, d->tp, r);
+		double p =
+		    (2.0 * m->heads * dh * C + 2.0 * m->kv_heads * dh * C) *
+			fa +
+		    3.0 * C * m->ffn * ff + 2.0 * C;
+		double a = 5.0 * C +
+			   (2.0 * m->heads + 2.0 * m->kv_heads) * dh * fa +
+			   4.0 * m->ffn * ff;
+		params = p > params ? p : params;
+		acts = a > acts ? a : acts;
+	}
+	acts *= tok * ab; /* bytes of one layer, one micro-batch */
+	out->mem_layer_b = params * x->t.bytes_per_param;
+	out->mem_fixed_b = x->t.reserve_gib * SCHED_GIB;
+	if (x->t.recompute) {
+		out->mem_layer_b += d->inflight * tok * C * ab;
+		out->mem_fixed_b += acts;
+	} else {
+		out->mem_layer_b += d->inflight * acts;
+	}
+	if (d->first)
+		out->mem_fixed_b += m->vocab * C * x->t.bytes_per_param;
+	if (d->last)
+		out->mem_fixed_b += (m->vocab * C + C) * x->t.bytes_per_param +
+				    tok * m->vocab * (ab + 4.0);
+	out->cap_b = group_min(x, d->dev, d->tp, 1);
+}
+
+void sched_hexi_stage(const sched_ctx *x, const sched_sdesc *d,
+		      sched_scost *out)
+{
+	hexi_stage_time(x, d, out);
+	hexi_stage_mem(x, d, out);
+}
+
+/* 1F1B: sum_s c_s + (m - 1) max_s c_s */
+double sched_hexi_pipe_s(const double *c, int S, int m)
+{
+	double sum = 0, mx = 0;
+
+	for (int s = 0; s < S; s++) {
+		sum += c[s];
+		mx = c[s] > mx ? c[s] : mx;
+	}
+	return sum + (m - 1) * mx;
+}
+
+/* ---- chunked gradient synchronisation ------------------------------------ */
+
+/* One axis of a layer (n units of unit_b bytes, sharded by each pipeline's
+ * TP degree): cut at the union of every pipeline's shard boundaries, each
+ * chunk all-reduced among its holders; adds the time to each holder. */
+static void axis_sync(const sched_ctx *x, int np, const int *const *holders,
+		      const int *tps, int n, double unit_b, double *load,
+		      int *scratch)
+{
+	int *cuts = scratch, ncut = 0, *grp = scratch + n + 1;
+	int *nodes = grp + np;
+	char *mark = calloc((size_t)n + 1, 1);
+
+	if (!mark)
+		return;
+	for (int p = 0; p < np; p++)
+		for (int r = 0; r <= tps[p]; r++)
+			mark[split_begin(n, tps[p], r)] = 1;
+	for (int i = 0; i <= n; i++)
+		if (mark[i])
+			cuts[ncut++] = i;
+	free(mark);
+	for (int k = 0; k + 1 < ncut; k++) {
+		int a = cuts[k];
+		double bw, lat, s;
+		for (int p = 0; p < np; p++) {
+			int r = (int)(((long)(a + 1) * tps[p] - 1) / n);
+			grp[p] = holders[p][r];
+		}
+		ring_link(x, grp, np, nodes, &bw, &lat);
+		s = allreduce_s((cuts[k + 1] - a) * unit_b, np, bw, lat);
+		for (int p = 0; p < np; p++)
+			load[grp[p]] += s;
+	}
+}
+
+double sched_hexi_layer_sync_s(const sched_ctx *x, int np,
+			       const int *const *holders, const int *tps,
+			       double *load)
+{
+	const hexi_model *m = &x->m;
+	double C = m->hidden, dh = C / m->heads, gb = x->t.act_bytes;
+	int nmax = m->kv_heads > m->ffn ? m->kv_heads : m->ffn;
+	int *scratch =
+	    malloc(sizeof(int) * ((size_t)nmax + 1 + 2 * (size_t)np));
+	int *lead = malloc(sizeof(int) * (size_t)np);
+	double worst = 0, bw, lat;
+
+	if (!scratch || !lead || np < 2)
+		goto out;
+	for (int p = 0; p < np; p++)
+		for (int r = 0; r < tps[p]; r++)
+			load[holders[p][r]] = 0;
+	axis_sync(x, np, holders, tps, m->kv_heads,
+		  (2.0 * m->heads / m->kv_heads * dh * C + 2.0 * dh * C) * gb,
+		  load, scratch);
+	axis_sync(x, np, holders, tps, m->ffn, 3.0 * C * gb, load, scratch);
+	/* two replicated norm vectors: among TP rank 0 of each pipeline */
+	for (int p = 0; p < np; p++)
+		lead[p] = holders[p][0];
+	ring_link(x, lead, np, scratch, &bw, &lat);
+	for (int p = 0; p < np; p++)
+		load[lead[p]] += allreduce_s(2.0 * C * gb, np, bw, lat);
+	for (int p = 0; p < np; p++)
+		for (int r = 0; r < tps[p]; r++)
+			worst = load[holders[p][r]] > worst
+				    ? load[holders[p][r]]
+				    : worst;
+out:
+	free(scratch);
+	free(lead);
+	return worst;
+}
+
+typedef struct dp_seg {
+	int l0, l1;   /* layers [l0, l1) with the same holders everywhere */
+	int *st;      /* [np] holding stage per pipeline */
+	double ready; /* earliest start, s from iteration start */
+	double cost;  /* sync time of the whole segment, s */
+} dp_seg;
+
+static int cmp_seg(const void *a, const void *b)
+{
+	const dp_seg *x = a, *y = b;
+
+	if (x->ready != y->ready)
+		return x->ready < y->ready ? -1 : 1;
+	return (x->l0 > y->l0) - (x->l0 < y->l0);
+}
+
+/* Sync of a replicated (V, C) table among the leaders of one stage per
+ * pipeline, then a broadcast inside each TP group. */
+static double table_sync_s(const sched_ctx *x, int np,
+			   const int *const *holders, const int *tps,
+			   int *scratch)
+{
+	double bytes = (double)x->m.vocab * x->m.hidden * x->t.act_bytes;
+	double bw, lat, bc = 0;
+
+	for (int p = 0; p < np; p++) {
+		scratch[np + p] = holders[p][0];
+		if (tps[p] > 1) {
+			int n = x->dev[holders[p][0]].node;
+			double b = bytes / (sched_bw_gbps(x, n, n) * GB);
+			bc = b > bc ? b : bc;
+		}
+	}
+	ring_link(x, scratch + np, np, scratch, &bw, &lat);
+	return allreduce_s(bytes, np, bw, lat) + bc;
+}
+
+/* Run one sync job on its devices: start when ready and every holder is
+ * free; returns its end time. */
+static double run_job(double *busy, int np, const int *const *holders,
+		      const int *tps, double ready, double cost)
+{
+	double start = ready;
+
+	for (int p = 0; p < np; p++)
+		for (int r = 0; r < tps[p]; r++)
+			if (busy[holders[p][r]] > start)
+				start = busy[holders[p][r]];
+	for (int p = 0; p < np; p++)
+		for (int r = 0; r < tps[p]; r++)
+			busy[holders[p][r]] = start + cost;
+	return start + cost;
+}
+
+/* Finish time of stage s's last backward in pipeline p under 1F1B. */
+static double stage_finish(const sched_ctx *x, const hexi_pipeline *pp,
+			   const double *c, int s)
+{
+	double bf = x->t.recompute ? 3.0 / 4.0 : 2.0 / 3.0, t = pp->time_s;
+
+	for (int k = 0; k < s; k++)
+		t -= bf * c[k];
+	return t;
+}
+
+static int build_segs(const hexi_pipeline *pp, int np, int L, dp_seg *seg,
+		      int *stbuf)
+{
+	int nseg = 0, *cur = stbuf;
+
+	for (int p = 0; p < np; p++)
+		cur[p] = 0;
+	for (int l = 0; l < L; l++) {
+		int change = l == 0;
+		for (int p = 0; p < np; p++)
+			while (l >= pp[p].stages[cur[p]].layer_end) {
+				cur[p]++;
+				change = 1;
+			}
+		if (change) {
+			seg[nseg].l0 = l;
+			seg[nseg].st = stbuf + (size_t)(nseg + 1) * np;
+			memcpy(seg[nseg].st, cur, sizeof(int) * (size_t)np);
+			nseg++;
+		}
+		seg[nseg - 1].l1 = l + 1;
+	}
+	return nseg;
+}
+
+double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
+		     const sched_map *map, const double *stage_s,
+		     double *total_s)
+{
+	int L = x->m.layers, nseg, *base = NULL, *tps = NULL, *stbuf = NULL;
+	const int **hold = NULL;
+	double maxT = 0, end = 0, *busy = NULL, *load = NULL;
+	dp_seg *seg = NULL;
+
+	*total_s = 0;
+	for (int p = 0; p < np; p++)
+		maxT = pp[p].time_s > maxT ? pp[p].time_s : maxT;
+	if (np < 2)
+		return maxT;
+	base = calloc((size_t)np, sizeof(int));
+	tps = calloc((size_t)np, sizeof(int));
+	hold = calloc((size_t)np, sizeof(*hold));
+	stbuf =
+	    calloc((size_t)(L + 2) * (size_t)np + 2 * (size_t)np, sizeof(int));
+	seg = calloc((size_t)L, sizeof(*seg));
+	busy = calloc((size_t)x->ndev, sizeof(double));
+	load = calloc((size_t)x->ndev, sizeof(double));
+	if (!base || !tps || !hold || !stbuf || !seg || !busy || !load) {
+		end = -1;
+		goto out;
+	}
+	for (int p = 1; p < np; p++)
+		base[p] = base[p - 1] + pp[p - 1].nstages;
+	nseg = build_segs(pp, np, L, seg, stbuf);
+	for (int k = 0; k < nseg; k++) {
+		seg[k].ready = 0;
+		for (int p = 0; p < np; p++) {
+			int s = seg[k].st[p];
+			double f =
+			    x->overlap_dp
+				? stage_finish(x, &pp[p], stage_s + base[p], s)
+				: maxT;
+			hold[p] = map->dev[base[p] + s];
+			tps[p] = pp[p].stages[s].tp;
+			seg[k].ready = f > seg[k].ready ? f : seg[k].ready;
+		}
+		seg[k].cost = (seg[k].l1 - seg[k].l0) *
+			      sched_hexi_layer_sync_s(x, np, hold, tps, load);
+		*total_s += seg[k].cost;
+	}
+	qsort(seg, (size_t)nseg, sizeof(*seg), cmp_seg);
+	for (int k = 0; k < nseg; k++) {
+		double e;
+		for (int p = 0; p < np; p++) {
+			hold[p] = map->dev[base[p] + seg[k].st[p]];
+			tps[p] = pp[p].stages[seg[k].st[p]].tp;
+		}
+		e = run_job(busy, np, hold, tps, seg[k].ready, seg[k].cost);
+		end = e > end ? e : end;
+	}
+	for (int which = 0; which < 2; which++) {
+		double ready = 0, cost, e;
+		int *scratch = stbuf; /* segments are done with it */
+		for (int p = 0; p < np; p++) {
+			int s = which ? pp[p].nstages - 1 : 0;
+			double f =
+			    x->overlap_dp
+				? stage_finish(x, &pp[p], stage_s + base[p], s)
+				: maxT;
+			hold[p] = map->dev[base[p] + s];
+			tps[p] = pp[p].stages[s].tp;
+			ready = f > ready ? f : ready;
+		}
+		cost = table_sync_s(x, np, hold, tps, scratch);
+		*total_s += cost;
+		e = run_job(busy, np, hold, tps, ready, cost);
+		end = e > end ? e : end;
+	}
+	end = end > maxT ? end : maxT;
+out:
+	free(base);
+	free(tps);
+	free(hold);
+	free(stbuf);
+	free(seg);
+	free(busy);
+	free(load);
+	return end;
+}

@@ -1,0 +1,680 @@
+/*
+ * hexiplan - plan, simulate, show, validate and compare asymmetric
+ * parallel plans for heterogeneous GPU clusters (hexiplan(1)).
+ *
+ * Exit status: 0, or the hexi_rc code of the failure (2 = usage).
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_int.h"
+
+#define PROG "hexiplan"
+
+/* The renderer (render.c, sched-formats) may land after this CLI: weak
+ * references let show fall back to the summary until it does. */
+hexi_rc hexi_plan_render_text(const hexi_plan *p, FILE *out)
+    __attribute__((weak));
+hexi_rc hexi_plan_render_svg(const hexi_plan *p, const char *path)
+    __attribute__((weak));
+
+typedef struct cli {
+	const char *cmd;
+	const char *input; /* CLUSTER or PLAN */
+	const char *model, *catalog, *profiles, *out, *svg;
+	long global_batch, micro_batch, seq, recompute;
+	int json, verbose, no_overlap;
+	hexi_plan_opts o;
+	int have_cost;
+} cli;
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f, "usage: " PROG " COMMAND [OPTIONS] ARG\n"
+	       "  plan CLUSTER --model M [-o PLAN.json]   find a plan\n"
+	       "  simulate PLAN                             predict its "
+	       "timing and memory\n"
+	       "  show PLAN [--svg FILE]                    draw it\n"
+	       "  validate PLAN                             check it\n"
+	       "  compare CLUSTER --model M                 strategies side by "
+	       "side\n"
+	       "options:\n"
+	       "  --model NAME|FILE  --global-batch N  --micro-batch N  "
+	       "--seq N\n"
+	       "  --recompute | --no-recompute  --catalog FILE  --profiles "
+	       "PATH\n"
+	       "  --strategy hexiscale|megatron|random|exhaustive  "
+	       "--cost-model hexiscale|reference\n"
+	       "  --seed N  --time-budget S  --max-pipelines N  "
+	       "--no-asymmetric-tp  --uniform-batch\n"
+	       "  --no-overlap  -o, --output FILE  --svg FILE  --json  -v, "
+	       "--verbose\n"
+	       "  -h, --help  -V, --version\n"
+	       "See hexiplan(1).\n");
+}
+
+static int fail(hexi_rc rc)
+{
+	fprintf(stderr, PROG ": %s\n", hexi_errmsg(rc));
+	return (int)rc;
+}
+
+static __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt,
+							     ...)
+{
+	va_list ap;
+
+	fprintf(stderr, PROG ": ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see '" PROG " --help')\n");
+	return HEXI_ERR_USAGE;
+}
+
+enum {
+	OPT_MODEL = 256,
+	OPT_GB,
+	OPT_MB,
+	OPT_SEQ,
+	OPT_RECOMPUTE,
+	OPT_NO_RECOMPUTE,
+	OPT_CATALOG,
+	OPT_PROFILES,
+	OPT_STRATEGY,
+	OPT_COST,
+	OPT_SEED,
+	OPT_BUDGET,
+	OPT_MAXP,
+	OPT_NOASYM,
+	OPT_UNIFORM,
+	OPT_NOOVERLAP,
+	OPT_SVG,
+	OPT_JSON,
+};
+
+static const struct option longopts[] = {
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"global-batch", required_argument, NULL, OPT_GB},
+    {"micro-batch", required_argument, NULL, OPT_MB},
+    {"seq", required_argument, NULL, OPT_SEQ},
+    {"recompute", no_argument, NULL, OPT_RECOMPUTE},
+    {"no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE},
+    {"catalog", required_argument, NULL, OPT_CATALOG},
+    {"profiles", required_argument, NULL, OPT_PROFILES},
+    {"strategy", required_argument, NULL, OPT_STRATEGY},
+    {"cost-model", required_argument, NULL, OPT_COST},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"time-budget", required_argument, NULL, OPT_BUDGET},
+    {"max-pipelines", required_argument, NULL, OPT_MAXP},
+    {"no-asymmetric-tp", no_argument, NULL, OPT_NOASYM},
+    {"uniform-batch", no_argument, NULL, OPT_UNIFORM},
+    {"no-overlap", no_argument, NULL, OPT_NOOVERLAP},
+    {"output", required_argument, NULL, 'o'},
+    {"svg", required_argument, NULL, OPT_SVG},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+static int num_opt(const char *name, const char *s, long min, long max,
+		   long *out)
+{
+	if (hexi_parse_long(s, min, max, out) != HEXI_OK) {
+		fprintf(stderr,
+			PROG ": %s: '%s' is not an integer in %ld..%ld\n", name,
+			s, min, max);
+		return HEXI_ERR_USAGE;
+	}
+	return 0;
+}
+
+/* Returns 0, -1 (help/version printed: exit 0) or an exit code. */
+static int parse_opts(cli *a, int argc, char **argv)
+{
+	int c, rc = 0;
+	long v;
+	double d;
+
+	opterr = 0; /* one-line errors of our own */
+	while ((c = getopt_long(argc, argv, ":o:vhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_MODEL:
+			a->model = optarg;
+			break;
+		case OPT_GB:
+			rc = num_opt("--global-batch", optarg, 1, 10000000,
+				     &a->global_batch);
+			break;
+		case OPT_MB:
+			rc = num_opt("--micro-batch", optarg, 1, 65536,
+				     &a->micro_batch);
+			break;
+		case OPT_SEQ:
+			rc = num_opt("--seq", optarg, 1, 1048576, &a->seq);
+			break;
+		case OPT_RECOMPUTE:
+		case OPT_NO_RECOMPUTE:
+			a->recompute = c == OPT_RECOMPUTE;
+			break;
+		case OPT_CATALOG:
+			a->catalog = optarg;
+			break;
+		case OPT_PROFILES:
+			a->profiles = optarg;
+			break;
+		case OPT_STRATEGY:
+			if (sched_strategy_parse(optarg, &a->o.strategy))
+				return usage_error("--strategy: unknown "
+						   "strategy '%s'",
+						   optarg);
+			break;
+		case OPT_COST:
+			if (sched_cost_parse(optarg, &a->o.cost_model))
+				return usage_error("--cost-model: unknown cost "
+						   "model '%s'",
+						   optarg);
+			a->have_cost = 1;
+			break;
+		case OPT_SEED:
+			rc = num_opt("--seed", optarg, 0, 2147483647L, &v);
+			a->o.seed = (uint64_t)v;
+			break;
+		case OPT_BUDGET:
+			if (hexi_parse_double(optarg, 0.001, 3600, &d)) {
+				fprintf(stderr,
+					PROG
+					": --time-budget: '%s' is not a "
+					"number of seconds in 0.001..3600\n",
+					optarg);
+				return HEXI_ERR_USAGE;
+			}
+			a->o.time_budget_s = d;
+			break;
+		case OPT_MAXP:
+			rc = num_opt("--max-pipelines", optarg, 1,
+				     HEXI_MAX_GPUS, &v);
+			a->o.max_pipelines = (int)v;
+			break;
+		case OPT_NOASYM:
+			a->o.no_asymmetric_tp = 1;
+			break;
+		case OPT_UNIFORM:
+			a->o.uniform_batch = 1;
+			break;
+		case OPT_NOOVERLAP:
+			a->no_overlap = 1;
+			break;
+		case 'o':
+			a->out = optarg;
+			break;
+		case OPT_SVG:
+			a->svg = optarg;
+			break;
+		case OPT_JSON:
+			a->json = 1;
+			break;
+		case 'v':
+			a->verbose = 1;
+			a->o.verbose = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		case 'V':
+			printf(PROG " (HexiScale) " PACKAGE_VERSION "\n");
+			return -1;
+		case ':':
+			return usage_error("%s: option '%s' needs a value",
+					   a->cmd, argv[optind - 1]);
+		default:
+			return usage_error("%s: unknown option '%s'", a->cmd,
+					   argv[optind - 1]);
+		}
+		if (rc)
+			return rc;
+	}
+	if (optind != argc - 1)
+		return usage_error("%s: expects exactly one input file",
+				   a->cmd);
+	a->input = argv[optind];
+	return 0;
+}
+
+/* ---- loading ---------------------------------------------------------------
+ */
+
+static hexi_rc load_catalog(const cli *a, hexi_catalog **cat)
+{
+	hexi_rc rc = a->catalog ? hexi_catalog_load(a->catalog, cat)
+				: hexi_catalog_builtin(cat);
+
+	if (rc == HEXI_OK && a->profiles)
+		rc = hexi_catalog_apply_profiles(*cat, a->profiles);
+	return rc;
+}
+
+static hexi_rc load_inputs(const cli *a, hexi_cluster **c, hexi_model *m,
+			   hexi_train *t)
+{
+	hexi_catalog *cat = NULL;
+	hexi_rc rc;
+
+	if (!a->model)
+		return hexi_error(HEXI_ERR_USAGE, "%s: --model is required",
+				  a->cmd);
+	rc = load_catalog(a, &cat);
+	if (rc == HEXI_OK)
+		rc = hexi_cluster_load(a->input, cat, c);
+	if (rc == HEXI_OK && a->profiles)
+		rc = hexi_cluster_apply_profiles(*c, a->profiles);
+	if (rc == HEXI_OK)
+		rc = hexi_model_load(a->model, m);
+	hexi_catalog_destroy(cat);
+	if (rc != HEXI_OK)
+		return rc;
+	if (a->seq > 0)
+		m->seq_len = (int)a->seq;
+	hexi_train_defaults(t);
+	if (a->global_batch > 0)
+		t->global_batch = (int)a->global_batch;
+	if (a->micro_batch > 0)
+		t->micro_batch = (int)a->micro_batch;
+	if (a->recompute >= 0)
+		t->recompute = (int)a->recompute;
+	rc = hexi_model_validate(m);
+	if (rc == HEXI_OK)
+		rc = hexi_train_validate(t);
+	if (rc == HEXI_OK && t->global_batch % t->micro_batch)
+		rc = hexi_error(HEXI_ERR_INVAL,
+				"--global-batch: %d is not divisible by "
+				"--micro-batch %d",
+				t->global_batch, t->micro_batch);
+	return rc;
+}
+
+static hexi_rc load_plan(const cli *a, hexi_plan **p)
+{
+	hexi_catalog *cat = NULL;
+	hexi_rc rc = load_catalog(a, &cat);
+
+	if (rc == HEXI_OK)
+		rc = hexi_plan_load(a->input, cat, p);
+	hexi_catalog_destroy(cat);
+	return rc;
+}
+
+/* ---- output ----------------------------------------------------------------
+ */
+
+static void print_json(json_t *j)
+{
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS |
+				    JSON_REAL_PRECISION(10));
+
+	if (s)
+		printf("%s\n", s);
+	free(s);
+	json_decref(j);
+}
+
+static json_t *pred_json(const hexi_plan *p)
+{
+	return json_pack("{s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f}", "strategy",
+			 p->strategy, "cost_model", p->cost_model, "world_size",
+			 p->world_size, "pipelines", p->npipelines,
+			 "iteration_s", p->pred.iter_s, "dp_sync_s",
+			 p->pred.dp_sync_s, "tokens_per_s",
+			 p->pred.tokens_per_s, "mfu", p->pred.mfu);
+}
+
+static const char *gpu_name(const hexi_plan *p, const hexi_stage *s)
+{
+	return p->cluster->nodes[s->devices[0].node].gpu_type;
+}
+
+static void print_summary(const hexi_plan *p)
+{
+	printf("plan: %d pipeline(s) on %d GPUs, strategy %s, cost model %s\n",
+	       p->npipelines, p->world_size, p->strategy, p->cost_model);
+	for (int q = 0; q < p->npipelines; q++) {
+		const hexi_pipeline *pl = &p->pipelines[q];
+		printf("  pipeline %d: batch %d in %d micro-batches, %.4f s:",
+		       q, pl->batch, pl->micro_batches, pl->time_s);
+		for (int s = 0; s < pl->nstages; s++)
+			printf(" [%s %s x%d L%d-%d]",
+			       p->cluster->nodes[pl->stages[s].devices[0].node]
+				   .name,
+			       gpu_name(p, &pl->stages[s]), pl->stages[s].tp,
+			       pl->stages[s].layer_begin,
+			       pl->stages[s].layer_end - 1);
+		printf("\n");
+	}
+	printf("iteration %.4f s, DP sync %.4f s, %.1f tokens/s, MFU %.2f%%\n",
+	       p->pred.iter_s, p->pred.dp_sync_s, p->pred.tokens_per_s,
+	       100.0 * p->pred.mfu);
+}
+
+/* ---- commands --------------------------------------------------------------
+ */
+
+static int cmd_plan(cli *a)
+{
+	hexi_cluster *c = NULL;
+	hexi_plan *p = NULL;
+	hexi_model m;
+	hexi_train t;
+	char *js = NULL;
+	hexi_rc rc = load_inputs(a, &c, &m, &t);
+	double t0 = hexi_now_s();
+
+	if (rc == HEXI_OK)
+		rc = hexi_plan_create(c, &m, &t, &a->o, &p);
+	if (rc == HEXI_OK && a->out) {
+		rc = hexi_plan_to_json(p, &js);
+		if (rc == HEXI_OK)
+			rc = hexi_write_file_atomic(a->out, js, strlen(js),
+						    0644);
+	}
+	if (rc != HEXI_OK)
+		goto out;
+	if (a->json) {
+		json_t *j = pred_json(p);
+		json_object_set_new(j, "planning_s",
+				    json_real(hexi_now_s() - t0));
+		json_object_set_new(j, "hash", json_string(p->hash));
+		if (a->out)
+			json_object_set_new(j, "output", json_string(a->out));
+		print_json(j);
+	} else {
+		print_summary(p);
+		printf("planned in %.3f s%s%s\n", hexi_now_s() - t0,
+		       a->out ? ", written to " : "", a->out ? a->out : "");
+	}
+out:
+	free(js);
+	hexi_plan_destroy(p);
+	hexi_cluster_destroy(c);
+	return rc == HEXI_OK ? 0 : fail(rc);
+}
+
+static json_t *stage_json(const hexi_plan *p, int q, int s,
+			  const hexi_stage_report *r)
+{
+	const hexi_stage *st = &p->pipelines[q].stages[s];
+
+	return json_pack("{s:i, s:i, s:s, s:s, s:i, s:i, s:i, s:f, s:f, s:f, "
+			 "s:f, s:f, s:f, s:f}",
+			 "pipeline", q, "stage", s, "node",
+			 p->cluster->nodes[st->devices[0].node].name, "gpu",
+			 gpu_name(p, st), "tp", st->tp, "layer_begin",
+			 st->layer_begin, "layer_end", st->layer_end,
+			 "time_per_microbatch_s", st->time_s, "compute_s",
+			 r->compute_s, "tp_comm_s", r->tp_comm_s, "pp_comm_s",
+			 r->pp_comm_s, "bubble_s", r->bubble_s, "mem_gib",
+			 r->mem_gib, "mem_cap_gib", r->mem_cap_gib);
+}
+
+static void print_sim_text(const hexi_plan *p, const hexi_stage_report *r)
+{
+	int k = 0;
+
+	printf("%-3s %-3s %-10s %-12s %3s %-9s %9s %9s %9s %9s %15s\n", "P",
+	       "S", "node", "gpu", "tp", "layers", "compute_s", "tp_s", "pp_s",
+	       "bubble_s", "mem/cap GiB");
+	for (int q = 0; q < p->npipelines; q++) {
+		const hexi_pipeline *pl = &p->pipelines[q];
+		for (int s = 0; s < pl->nstages; s++, k++) {
+			const hexi_stage *st = &pl->stages[s];
+			char lay[32];
+			snprintf(lay, sizeof(lay), "%d-%d", st->layer_begin,
+				 st->layer_end - 1);
+			printf("%-3d %-3d %-10s %-12s %3d %-9s %9.4f %9.4f "
+			       "%9.4f %9.4f %6.1f/%-6.1f%s\n",
+			       q, s,
+			       p->cluster->nodes[st->devices[0].node].name,
+			       gpu_name(p, st), st->tp, lay, r[k].compute_s,
+			       r[k].tp_comm_s, r[k].pp_comm_s, r[k].bubble_s,
+			       r[k].mem_gib, r[k].mem_cap_gib,
+			       r[k].mem_gib > r[k].mem_cap_gib ? " OVER" : "");
+		}
+		printf("pipeline %d: %.4f s (batch %d, %d micro-batches)\n", q,
+		       pl->time_s, pl->batch, pl->micro_batches);
+	}
+	printf("DP sync %.4f s, iteration %.4f s, %.1f tokens/s, MFU %.2f%% "
+	       "(cost model %s)\n",
+	       p->pred.dp_sync_s, p->pred.iter_s, p->pred.tokens_per_s,
+	       100.0 * p->pred.mfu, p->cost_model);
+}
+
+static int cmd_simulate(cli *a)
+{
+	hexi_plan *p = NULL;
+	hexi_stage_report *r = NULL;
+	int ns = 0, over = 0;
+	hexi_rc rc = load_plan(a, &p);
+
+	if (rc != HEXI_OK)
+		return fail(rc);
+	if (!a->have_cost)
+		sched_cost_parse(p->cost_model, &a->o.cost_model);
+	for (int q = 0; q < p->npipelines; q++)
+		ns += p->pipelines[q].nstages;
+	r = calloc((size_t)ns + 1, sizeof(*r));
+	rc = r ? sched_simulate_ex(p, a->o.cost_model, !a->no_overlap, r)
+	       : hexi_error(HEXI_ERR_NOMEM, "simulate: report");
+	if (rc != HEXI_OK)
+		goto out;
+	for (int k = 0; k < ns; k++)
+		over += r[k].mem_gib > r[k].mem_cap_gib;
+	if (a->json) {
+		json_t *j = pred_json(p), *st = json_array();
+		for (int q = 0, k = 0; q < p->npipelines; q++)
+			for (int s = 0; s < p->pipelines[q].nstages; s++, k++)
+				json_array_append_new(
+				    st, stage_json(p, q, s, &r[k]));
+		json_object_set_new(j, "stages", st);
+		json_object_set_new(j, "stages_over_memory",
+				    json_integer(over));
+		print_json(j);
+	} else {
+		print_sim_text(p, r);
+	}
+	if (over)
+		rc = hexi_error(HEXI_ERR_NOFIT,
+				"%s: %d stage(s) need more memory than their "
+				"GPUs have",
+				a->input, over);
+out:
+	free(r);
+	hexi_plan_destroy(p);
+	return rc == HEXI_OK ? 0 : fail(rc);
+}
+
+static int cmd_show(cli *a)
+{
+	hexi_plan *p = NULL;
+	hexi_rc rc = load_plan(a, &p);
+
+	if (rc == HEXI_OK && a->json) {
+		char *js = NULL;
+		rc = hexi_plan_to_json(p, &js);
+		if (rc == HEXI_OK)
+			printf("%s\n", js);
+		free(js);
+	} else if (rc == HEXI_OK && hexi_plan_render_text) {
+		rc = hexi_plan_render_text(p, stdout);
+	} else if (rc == HEXI_OK) {
+		print_summary(p);
+	}
+	if (rc == HEXI_OK && a->svg)
+		rc = hexi_plan_render_svg
+			 ? hexi_plan_render_svg(p, a->svg)
+			 : hexi_error(HEXI_ERR_UNSUPPORTED,
+				      "--svg %s: this build has no SVG "
+				      "renderer",
+				      a->svg);
+	hexi_plan_destroy(p);
+	return rc == HEXI_OK ? 0 : fail(rc);
+}
+
+static int cmd_validate(cli *a)
+{
+	hexi_plan *p = NULL;
+	hexi_rc rc = load_plan(a, &p);
+
+	if (a->json) {
+		json_t *j =
+		    json_pack("{s:s, s:b, s:s, s:s}", "file", a->input, "valid",
+			      rc == HEXI_OK, "error", hexi_errname(rc),
+			      "message", rc == HEXI_OK ? "" : hexi_errmsg(rc));
+		if (rc == HEXI_OK)
+			json_object_set_new(j, "hash", json_string(p->hash));
+		print_json(j);
+	} else if (rc == HEXI_OK) {
+		printf("%s: valid plan, %d pipeline(s), %d GPUs, hash %s\n",
+		       a->input, p->npipelines, p->world_size, p->hash);
+	}
+	hexi_plan_destroy(p);
+	if (rc != HEXI_OK && !a->json)
+		return fail(rc);
+	return (int)rc;
+}
+
+/* ---- compare ---------------------------------------------------------------
+ */
+
+typedef struct cmp_row {
+	const char *name;
+	hexi_strategy s;
+	int no_asym, uniform;
+	hexi_rc rc;
+	double iter_s, mfu, tokens, plan_s;
+	int np;
+} cmp_row;
+
+static int cmd_compare(cli *a)
+{
+	cmp_row rows[] = {
+	    {"megatron", HEXI_STRATEGY_MEGATRON, 0, 0, 0, 0, 0, 0, 0, 0},
+	    {"hexiscale", HEXI_STRATEGY_HEXISCALE, 0, 0, 0, 0, 0, 0, 0, 0},
+	    {"no-asymmetric-tp", HEXI_STRATEGY_HEXISCALE, 1, 0, 0, 0, 0, 0, 0,
+	     0},
+	    {"uniform-batch", HEXI_STRATEGY_HEXISCALE, 0, 1, 0, 0, 0, 0, 0, 0},
+	    {"random", HEXI_STRATEGY_RANDOM, 0, 0, 0, 0, 0, 0, 0, 0},
+	    {"exhaustive", HEXI_STRATEGY_EXHAUSTIVE, 0, 0, 0, 0, 0, 0, 0, 0},
+	};
+	int nrows = (int)(sizeof(rows) / sizeof(rows[0]));
+	hexi_cluster *c = NULL;
+	hexi_model m;
+	hexi_train t;
+	hexi_rc rc = load_inputs(a, &c, &m, &t);
+	json_t *arr = NULL;
+
+	if (rc != HEXI_OK)
+		return fail(rc);
+	if (hexi_cluster_total_gpus(c) > 8)
+		nrows--; /* exhaustive only for <= 8 GPUs */
+	for (int i = 0; i < nrows; i++) {
+		hexi_plan_opts o = a->o;
+		hexi_plan *p = NULL;
+		double t0 = hexi_now_s();
+		o.strategy = rows[i].s;
+		o.no_asymmetric_tp = rows[i].no_asym;
+		o.uniform_batch = rows[i].uniform;
+		rows[i].rc = hexi_plan_create(c, &m, &t, &o, &p);
+		rows[i].plan_s = hexi_now_s() - t0;
+		if (rows[i].rc == HEXI_OK) {
+			rows[i].iter_s = p->pred.iter_s;
+			rows[i].mfu = p->pred.mfu;
+			rows[i].tokens = p->pred.tokens_per_s;
+			rows[i].np = p->npipelines;
+		}
+		hexi_plan_destroy(p);
+	}
+	arr = json_array();
+	if (!a->json)
+		printf("%-17s %9s %7s %6s %12s %9s %10s\n", "strategy",
+		       "iter_s", "MFU%", "pipes", "tokens/s", "speedup",
+		       "planning_s");
+	for (int i = 0; i < nrows; i++) {
+		double sp = rows[0].rc == HEXI_OK && rows[i].rc == HEXI_OK
+				? rows[0].iter_s / rows[i].iter_s
+				: 0;
+		if (a->json) {
+			json_array_append_new(
+			    arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:i, "
+					   "s:f, s:f}",
+					   "strategy", rows[i].name, "status",
+					   hexi_errname(rows[i].rc),
+					   "iteration_s", rows[i].iter_s, "mfu",
+					   rows[i].mfu, "tokens_per_s",
+					   rows[i].tokens, "pipelines",
+					   rows[i].np, "speedup_over_megatron",
+					   sp, "planning_s", rows[i].plan_s));
+		} else if (rows[i].rc != HEXI_OK) {
+			printf("%-17s %s (%s)\n", rows[i].name,
+			       hexi_strerror(rows[i].rc),
+			       hexi_errname(rows[i].rc));
+		} else {
+			printf("%-17s %9.4f %7.2f %6d %12.1f %8.2fx %10.3f\n",
+			       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
+			       rows[i].np, rows[i].tokens, sp, rows[i].plan_s);
+		}
+	}
+	if (a->json)
+		print_json(json_pack("{s:o}", "strategies", arr));
+	else
+		json_decref(arr);
+	hexi_cluster_destroy(c);
+	return rows[1].rc == HEXI_OK ? 0 : fail(rows[1].rc);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(cli *);
+	} cmds[] = {{"plan", cmd_plan},
+		    {"simulate", cmd_simulate},
+		    {"show", cmd_show},
+		    {"validate", cmd_validate},
+		    {"compare", cmd_compare}};
+	cli a;
+	int rc;
+
+	memset(&a, 0, sizeof(a));
+	a.recompute = -1;
+	hexi_plan_opts_defaults(&a.o);
+	if (argc < 2)
+		return usage_error("%s", "missing COMMAND");
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		printf(PROG " (HexiScale) " PACKAGE_VERSION "\n");
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		if (strcmp(argv[1], cmds[i].name))
+			continue;
+		a.cmd = cmds[i].name;
+		rc = parse_opts(&a, argc - 1, argv + 1);
+		if (rc)
+			return rc < 0 ? 0 : rc;
+		if (a.verbose)
+			hexi_log_set_level(HEXI_LOG_INFO);
+		return cmds[i].fn(&a);
+	}
+	return usage_error("unknown command '%s'", argv[1]);
+}

@@ -1,0 +1,690 @@
+/*
+ * planner.c - the planner's entry point (hexi_plan_create) and phase 2:
+ * TP groups inside nodes, stage order by a maximum-bandwidth path, the
+ * optimal contiguous min-max layer split under memory caps, and the batch
+ * split over pipelines.  Phase 1 is in planner_metis.c, the search loops in
+ * planner_search.c, the baselines in planner_base.c.
+ */
+#include "config.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner_int.h"
+
+void hexi_plan_opts_defaults(hexi_plan_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->strategy = HEXI_STRATEGY_HEXISCALE;
+	o->cost_model = HEXI_COST_HEXISCALE;
+	o->seed = 1;
+}
+
+uint64_t pl_rand(pl_state *st)
+{
+	uint64_t z = (st->rng += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+int pl_out_of_time(const pl_state *st)
+{
+	return hexi_now_s() - st->t0 > st->budget_s;
+}
+
+void pl_cand_free(pl_cand *c)
+{
+	if (c->pp)
+		for (int p = 0; p < c->np; p++) {
+			for (int s = 0; s < c->pp[p].nstages; s++)
+				free(c->pp[p].stages[s].devices);
+			free(c->pp[p].stages);
+		}
+	free(c->pp);
+	memset(c, 0, sizeof(*c));
+	c->score = DBL_MAX;
+}
+
+int pl_cand_take(pl_cand *best, pl_cand *c)
+{
+	if (c->pp && (!best->pp || c->score < best->score * (1 - 1e-12))) {
+		pl_cand_free(best);
+		*best = *c;
+		memset(c, 0, sizeof(*c));
+		c->score = DBL_MAX;
+		return 1;
+	}
+	pl_cand_free(c);
+	return 0;
+}
+
+/* ---- layer split --------------------------------------------------------- */
+
+static int split_count(double T, double a, double c, int cap)
+{
+	double k = floor((T - c) / a);
+
+	if (k < 0)
+		return 0;
+	return k > cap ? cap : (int)k;
+}
+
+int sched_split_layers(int L, int S, const double *a, const double *c,
+		       const int *cap, int *n)
+{
+	double lo = 0, hi = 0;
+	long sum = 0;
+
+	if (S < 1 || S > L)
+		return -1;
+	for (int s = 0; s < S; s++) {
+		if (cap[s] < 1 || !(a[s] > 0))
+			return -1;
+		sum += cap[s];
+		lo = a[s] + c[s] > lo ? a[s] + c[s] : lo;
+		hi = a[s] * L + c[s] > hi ? a[s] * L + c[s] : hi;
+	}
+	if (sum < L)
+		return -1;
+	lo *= 1 - 1e-12;
+	hi = hi * (1 + 1e-9) + 1e-300;
+	for (int it = 0; it < 200 && hi - lo > 1e-12 * hi; it++) {
+		double mid = 0.5 * (lo + hi);
+		long got = 0;
+		int ok = 1;
+		for (int s = 0; s < S; s++) {
+			int k = split_count(mid, a[s], c[s], cap[s]);
+			ok &= k >= 1;
+			got += k;
+		}
+		if (ok && got >= L)
+			hi = mid;
+		else
+			lo = mid;
+	}
+	sum = 0;
+	for (int s = 0; s < S; s++) {
+		n[s] = split_count(hi, a[s], c[s], cap[s]);
+		n[s] = n[s] < 1 ? 1 : n[s];
+		sum += n[s];
+	}
+	while (sum > L) { /* drop layers from the slowest stages */
+		int w = -1;
+		for (int s = 0; s < S; s++)
+			if (n[s] > 1 &&
+			    (w < 0 || a[s] * n[s] + c[s] > a[w] * n[w] + c[w]))
+				w = s;
+		if (w < 0)
+			return -1;
+		n[w]--;
+		sum--;
+	}
+	return sum == L ? 0 : -1;
+}
+
+/* ---- batch split --------------------------------------------------------- */
+
+int sched_split_batches(const sched_ctx *x, int np, int M,
+			const double *const *stage_s, const int *S, int *m)
+{
+	double *sum = NULL, *mx = NULL;
+	int rc = -1;
+
+	if (np < 1 || M < np)
+		return -1;
+	sum = calloc((size_t)np, sizeof(double));
+	mx = calloc((size_t)np, sizeof(double));
+	if (!sum || !mx)
+		goto out;
+	for (int p = 0; p < np; p++) {
+		m[p] = 1;
+		for (int s = 0; s < S[p]; s++) {
+			sum[p] += stage_s[p][s];
+			mx[p] = stage_s[p][s] > mx[p] ? stage_s[p][s] : mx[p];
+		}
+	}
+	/* each T_p(m) grows with m: giving the next micro-batch to the
+	 * pipeline whose time after it is smallest minimises the max */
+	for (int k = np; k < M; k++) {
+		int w = 0;
+		double wt = DBL_MAX;
+		for (int p = 0; p < np; p++) {
+			double t =
+			    x->kind == HEXI_COST_REFERENCE
+				? sched_ref_pipe_s(stage_s[p], S[p], m[p] + 1)
+				: sum[p] + m[p] * mx[p];
+			if (t < wt) {
+				wt = t;
+				w = p;
+			}
+		}
+		m[w]++;
+	}
+	rc = 0;
+out:
+	free(sum);
+	free(mx);
+	return rc;
+}
+
+/* ---- phase 2 ------------------------------------------------------------- */
+
+typedef struct pl_grp {
+	int node, tp, pipe;
+	int *dev; /* [tp] context indices */
+} pl_grp;
+
+static const pl_state *sort_st;
+static const int *sort_part, *sort_grp;
+
+static int cmp_dev(const void *a, const void *b)
+{
+	int i = *(const int *)a, j = *(const int *)b;
+	const sched_dev *d = sort_st->x.dev;
+	int k[4] = {sort_part[i], d[i].node, sort_grp ? sort_grp[i] : 0, i};
+	int l[4] = {sort_part[j], d[j].node, sort_grp ? sort_grp[j] : 0, j};
+
+	for (int q = 0; q < 4; q++)
+		if (k[q] != l[q])
+			return k[q] < l[q] ? -1 : 1;
+	return 0;
+}
+
+/* Order the nodes nd[k] of one pipeline: maximum-bandwidth path (largest
+ * bottleneck, then largest sum), ties broken by the given order. */
+static void order_nodes(const sched_ctx *x, int *nd, int k)
+{
+	int best[16], cur[16], used[16];
+	double bmin = -1, bsum = -1;
+
+	if (!x->c->pair_bw_gbps || k < 3 || k > 16)
+		return; /* uniform links: every order ties */
+	for (int start = 0; start < k && start < 4; start++) {
+		double mn = DBL_MAX, sm = 0;
+		memset(used, 0, sizeof(used));
+		cur[0] = start;
+		used[start] = 1;
+		for (int i = 1; i < k; i++) {
+			int w = -1;
+			double wb = -1;
+			for (int j = 0; j < k; j++) {
+				double b =
+				    sched_bw_gbps(x, nd[cur[i - 1]], nd[j]);
+				if (!used[j] && b > wb) {
+					wb = b;
+					w = j;
+				}
+			}
+			cur[i] = w;
+			used[w] = 1;
+			mn = wb < mn ? wb : mn;
+			sm += wb;
+		}
+		if (mn > bmin || (mn == bmin && sm > bsum)) {
+			bmin = mn;
+			bsum = sm;
+			memcpy(best, cur, sizeof(int) * (size_t)k);
+		}
+	}
+	for (int i = 0; i < k; i++)
+		cur[i] = nd[best[i]];
+	memcpy(nd, cur, sizeof(int) * (size_t)k);
+}
+
+/* Stage costs of the ordered groups g[S]; layer split; fills pl. Returns
+ * the min-max stage time, or a negative deficit when it cannot fit. */
+static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl)
+{
+	const sched_ctx *x = &st->x;
+	int L = x->m.layers, mcap = st->M - st->max_p + 1;
+	double *a = calloc((size_t)S, sizeof(double) * 2);
+	int *cap = calloc((size_t)S, sizeof(int) * 2), *n = cap + S;
+	double *c = a + S, res = -1;
+	long capsum = 0;
+
+	if (!a || !cap)
+		goto out;
+	mcap = mcap < 1 ? 1 : mcap;
+	for (int s = 0; s < S; s++) {
+		sched_sdesc d = {g[s]->dev,
+				 g[s]->tp,
+				 s + 1 < S ? g[s + 1]->dev : NULL,
+				 s + 1 < S ? g[s + 1]->tp : 0,
+				 s == 0,
+				 s == S - 1,
+				 S - s < mcap ? S - s : mcap,
+				 st->mb};
+		sched_scost k;
+		double room;
+		sched_stage_cost(x, &d, &k);
+		a[s] = k.comp_layer_s + k.tp_layer_s;
+		c[s] = k.fixed_s + k.pp_s;
+		room = (k.cap_b - k.mem_fixed_b) / k.mem_layer_b;
+		cap[s] = room < 0 ? 0 : room > L ? L : (int)floor(room);
+		capsum += cap[s];
+	}
+	if (sched_split_layers(L, S, a, c, cap, n) != 0) {
+		res = -(double)(L > capsum ? L - capsum : 0) - 1;
+		goto out;
+	}
+	pl->nstages = S;
+	pl->stages = calloc((size_t)S, sizeof(hexi_stage));
+	if (!pl->stages)
+		goto out;
+	res = 0;
+	for (int s = 0, l = 0; s < S; s++) {
+		hexi_stage *sg = &pl->stages[s];
+		sg->layer_begin = l;
+		sg->layer_end = l += n[s];
+		sg->tp = g[s]->tp;
+		sg->time_s = a[s] * n[s] + c[s];
+		res = sg->time_s > res ? sg->time_s : res;
+		sg->devices = calloc((size_t)sg->tp, sizeof(hexi_device));
+		if (!sg->devices) {
+			res = -1;
+			goto out;
+		}
+		for (int i = 0; i < sg->tp; i++) {
+			sg->devices[i].node = x->dev[g[s]->dev[i]].node;
+			sg->devices[i].gpu = x->dev[g[s]->dev[i]].gpu;
+		}
+	}
+out:
+	free(a);
+	free(cap);
+	return res;
+}
+
+static void free_stages(hexi_pipeline *pl)
+{
+	if (pl->stages)
+		for (int s = 0; s < pl->nstages; s++)
+			free(pl->stages[s].devices);
+	free(pl->stages);
+	pl->stages = NULL;
+	pl->nstages = 0;
+}
+
+static const sched_ctx *node_sort_x;
+static int node_sort_dir;
+
+static int cmp_node_mem(const void *a, const void *b)
+{
+	const sched_ctx *x = node_sort_x;
+	int i = *(const int *)a, j = *(const int *)b;
+	double mi = x->dev[x->node_first[i]].mem_gib;
+	double mj = x->dev[x->node_first[j]].mem_gib;
+
+	if (mi != mj)
+		return (mi > mj ? -1 : 1) * node_sort_dir;
+	return (i > j) - (i < j);
+}
+
+/* Groups g[ng] of one pipeline: try node orders (memory descending and
+ * ascending, each along a max-bandwidth path) and keep the better. */
+static double order_and_split(pl_state *st, pl_grp *g, int ng,
+			      hexi_pipeline *pl)
+{
+	int *nd = calloc((size_t)ng, sizeof(int)), k = 0, have = 0;
+	pl_grp **ord = calloc((size_t)ng, sizeof(*ord));
+	double best = -DBL_MAX;
+
+	if (!ord || !nd)
+		goto out;
+	for (int i = 0; i < ng; i++)
+		if (k == 0 || nd[k - 1] != g[i].node)
+			nd[k++] = g[i].node;
+	for (int dir = 1; dir >= -1; dir -= 2) {
+		hexi_pipeline tmp = {0};
+		int q = 0;
+		double r;
+		node_sort_x = &st->x;
+		node_sort_dir = dir;
+		qsort(nd, (size_t)k, sizeof(int), cmp_node_mem);
+		order_nodes(&st->x, nd, k);
+		for (int i = 0; i < k; i++)
+			for (int j = 0; j < ng; j++)
+				if (g[j].node == nd[i])
+					ord[q++] = &g[j];
+		r = build_pipe(st, ord, ng, &tmp);
+		if (r >= 0 && (!have || r < best)) {
+			free_stages(pl);
+			*pl = tmp;
+			best = r;
+			have = 1;
+			continue;
+		}
+		if (!have && r > best)
+			best = r; /* smallest deficit so far */
+		free_stages(&tmp);
+	}
+out:
+	free(ord);
+	free(nd);
+	return best;
+}
+
+int pl_phase2_groups(pl_state *st, const int *part, int P, const int *grp,
+		     pl_cand *out)
+{
+	const sched_ctx *x = &st->x;
+	int n = x->ndev, *idx = calloc((size_t)n, sizeof(int)), ng = 0;
+	pl_grp *g = calloc((size_t)n, sizeof(pl_grp));
+	double deficit = 0;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	out->score = DBL_MAX;
+	out->pp = calloc((size_t)P, sizeof(hexi_pipeline));
+	if (!idx || !g || !out->pp)
+		goto out;
+	out->np = P;
+	for (int i = 0; i < n; i++)
+		idx[i] = i;
+	sort_st = st;
+	sort_part = part;
+	sort_grp = grp;
+	qsort(idx, (size_t)n, sizeof(int), cmp_dev);
+	for (int i = 0; i < n; i++) {
+		int d = idx[i];
+		if (part[d] < 0)
+			continue;
+		if (ng == 0 || g[ng - 1].pipe != part[d] ||
+		    grp[g[ng - 1].dev[0]] != grp[d]) {
+			g[ng].node = x->dev[d].node;
+			g[ng].pipe = part[d];
+			g[ng].dev = &idx[i];
+			ng++;
+		}
+		g[ng - 1].tp++;
+	}
+	for (int p = 0, i = 0; p < P; p++) {
+		int j = i;
+		double r;
+		while (j < ng && g[j].pipe == p)
+			j++;
+		if (j == i)
+			goto out; /* empty pipeline */
+		r = order_and_split(st, g + i, j - i, &out->pp[p]);
+		if (r < 0)
+			deficit += -r;
+		i = j;
+	}
+	if (deficit > 0) {
+		out->score = PL_INFEASIBLE * (2.0 + deficit / x->m.layers);
+		rc = 0;
+		goto out;
+	}
+	rc = pl_finish(st, out);
+out:
+	free(idx);
+	free(g);
+	return rc;
+}
+
+int pl_phase2(pl_state *st, const int *part, int P, const int *tp_of_type,
+	      pl_cand *out)
+{
+	const sched_ctx *x = &st->x;
+	int n = x->ndev, *grp = calloc((size_t)n, sizeof(int)), gid = 0;
+	int *idx = calloc((size_t)n, sizeof(int)), rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	out->score = DBL_MAX;
+	if (!grp || !idx)
+		goto out;
+	for (int i = 0; i < n; i++)
+		idx[i] = i;
+	sort_st = st;
+	sort_part = part;
+	sort_grp = NULL;
+	qsort(idx, (size_t)n, sizeof(int), cmp_dev);
+	for (int i = 0; i < n;) {
+		int d = idx[i], j = i, k, t;
+		while (j < n && part[idx[j]] == part[d] &&
+		       x->dev[idx[j]].node == x->dev[d].node)
+			j++;
+		k = j - i;
+		t = tp_of_type[x->dev[d].type];
+		if (st->o->no_asymmetric_tp && (t > k || k % t)) {
+			out->score = PL_INFEASIBLE * 4;
+			rc = 0;
+			goto out;
+		}
+		t = t > k ? k : t;
+		t = t > st->kv ? st->kv : t;
+		t = t < 1 ? 1 : t;
+		for (int q = 0; q < k; q++) /* groups of t, then the rest */
+			grp[idx[i + q]] = gid + q / t;
+		gid += (k + t - 1) / t;
+		i = j;
+	}
+	rc = pl_phase2_groups(st, part, P, grp, out);
+out:
+	free(grp);
+	free(idx);
+	return rc;
+}
+
+int pl_finish(pl_state *st, pl_cand *c)
+{
+	const double **ss = calloc((size_t)c->np, sizeof(*ss));
+	int *S = calloc((size_t)c->np, sizeof(int) * 2), *m = S + c->np;
+	double *buf = NULL;
+	int rc = -1, tot = 0, k = 0;
+
+	if (!ss || !S)
+		goto out;
+	for (int p = 0; p < c->np; p++)
+		tot += c->pp[p].nstages;
+	buf = calloc((size_t)tot, sizeof(double));
+	if (!buf)
+		goto out;
+	for (int p = 0; p < c->np; p++) {
+		S[p] = c->pp[p].nstages;
+		ss[p] = buf + k;
+		for (int s = 0; s < S[p]; s++)
+			buf[k++] = c->pp[p].stages[s].time_s;
+	}
+	if (st->o->uniform_batch && st->M >= c->np) {
+		for (int p = 0; p < c->np; p++)
+			m[p] = st->M / c->np + (p < st->M % c->np);
+	} else if (sched_split_batches(&st->x, c->np, st->M, ss, S, m)) {
+		c->score = PL_INFEASIBLE * 8;
+		rc = 0;
+		goto out;
+	}
+	for (int p = 0; p < c->np; p++) {
+		c->pp[p].micro_batches = m[p];
+		c->pp[p].batch = m[p] * st->mb;
+	}
+	st->evals++;
+	if (sched_evaluate(&st->x, c->pp, c->np, &c->ev, NULL) != HEXI_OK)
+		goto out;
+	c->score = c->ev.fits ? c->ev.iter_s
+			      : PL_INFEASIBLE * (1.0 + c->ev.worst_mem_ratio);
+	rc = 0;
+out:
+	free(ss);
+	free(S);
+	free(buf);
+	return rc;
+}
+
+/* ---- entry point -----------------------------------------------------------
+ */
+
+static hexi_rc check_inputs(const hexi_cluster *c, const hexi_model *m,
+			    const hexi_train *t, const hexi_plan_opts *o)
+{
+	int n = 0;
+
+	if (!c || !m || !t || !o)
+		return hexi_error(HEXI_ERR_INVAL, "plan: missing argument");
+	for (int i = 0; i < c->nnodes; i++)
+		n += c->nodes[i].ngpus;
+	if (n < 1 || n > HEXI_MAX_GPUS)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "cluster: %d GPUs (allowed 1..%d)", n,
+				  HEXI_MAX_GPUS);
+	if (m->layers < 1 || m->layers > HEXI_MAX_LAYERS || m->hidden < 1 ||
+	    m->heads < 1 || m->kv_heads < 1 || m->ffn < 1 || m->vocab < 1 ||
+	    m->seq_len < 1 || m->heads % m->kv_heads || m->hidden % m->heads)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "model '%s': inconsistent shape", m->name);
+	if (t->micro_batch < 1 || t->global_batch < 1)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "train.global_batch/micro_batch: must be "
+				  ">= 1 (got %d, %d)",
+				  t->global_batch, t->micro_batch);
+	if (t->global_batch % t->micro_batch)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "train.global_batch: %d is not divisible by "
+				  "micro_batch %d",
+				  t->global_batch, t->micro_batch);
+	if (o->max_pipelines > n)
+		return hexi_error(
+		    HEXI_ERR_RANGE,
+		    "max_pipelines: %d pipelines but only %d GPUs",
+		    o->max_pipelines, n);
+	if (o->strategy == HEXI_STRATEGY_EXHAUSTIVE && n > 8)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "strategy exhaustive: %d GPUs (at most 8)",
+				  n);
+	return HEXI_OK;
+}
+
+static hexi_rc cand_to_plan(pl_state *st, const hexi_cluster *c,
+			    const hexi_model *m, const hexi_train *t,
+			    pl_cand *cd, hexi_plan **out)
+{
+	hexi_plan *p = calloc(1, sizeof(*p));
+	hexi_rc rc = HEXI_ERR_NOMEM;
+	int rank = 0;
+
+	if (!p)
+		return hexi_error(rc, "plan: out of memory");
+	p->version = HEXI_PLAN_VERSION;
+	hexi_strlcpy(p->strategy, sched_strategy_name(st->o->strategy),
+		     sizeof(p->strategy));
+	hexi_strlcpy(p->cost_model, sched_cost_name(st->o->cost_model),
+		     sizeof(p->cost_model));
+	p->model = *m;
+	p->train = *t;
+	p->train.micro_batch = st->mb;
+	rc = hexi_cluster_clone(c, &p->cluster);
+	if (rc != HEXI_OK)
+		goto out;
+	p->npipelines = cd->np;
+	p->pipelines = cd->pp;
+	cd->pp = NULL;
+	cd->np = 0;
+	for (int q = 0; q < p->npipelines; q++)
+		for (int s = 0; s < p->pipelines[q].nstages; s++)
+			for (int i = 0; i < p->pipelines[q].stages[s].tp; i++)
+				p->pipelines[q].stages[s].devices[i].rank =
+				    rank++;
+	p->world_size = rank;
+	p->pred.iter_s = cd->ev.iter_s;
+	p->pred.dp_sync_s = cd->ev.dp_sync_s;
+	p->pred.tokens_per_s = cd->ev.tokens_per_s;
+	p->pred.mfu = cd->ev.mfu;
+	rc = hexi_plan_validate(p);
+	if (rc != HEXI_OK) {
+		rc = hexi_error_prefix(rc, "planner produced an invalid plan");
+		goto out;
+	}
+	rc = hexi_plan_hash(p);
+out:
+	if (rc != HEXI_OK)
+		hexi_plan_destroy(p);
+	else
+		*out = p;
+	return rc;
+}
+
+static hexi_rc state_init(pl_state *st, const hexi_cluster *c,
+			  const hexi_model *m, const hexi_train *t,
+			  const hexi_plan_opts *o)
+{
+	hexi_rc rc;
+
+	memset(st, 0, sizeof(*st));
+	st->t0 = hexi_now_s();
+	st->o = o;
+	st->mb = t->micro_batch;
+	st->M = t->global_batch / t->micro_batch;
+	st->kv = m->kv_heads;
+	st->rng = o->seed * 0x2545f4914f6cdd1dull + 1;
+	st->budget_s = o->time_budget_s > 0 ? o->time_budget_s : 10.0;
+	rc = sched_ctx_init(&st->x, c, m, t, o->cost_model);
+	if (rc != HEXI_OK)
+		return rc;
+	st->max_p = st->x.ndev < st->M ? st->x.ndev : st->M;
+	if (o->max_pipelines > 0 && o->max_pipelines < st->max_p)
+		st->max_p = o->max_pipelines;
+	st->type_max = calloc((size_t)st->x.ntypes, sizeof(int));
+	if (!st->type_max)
+		return hexi_error(HEXI_ERR_NOMEM, "planner state");
+	for (int i = 0; i < c->nnodes; i++) {
+		int ty = st->x.dev[st->x.node_first[i]].type;
+		int k = c->nodes[i].ngpus;
+		if (k > 0 && k > st->type_max[ty])
+			st->type_max[ty] = k;
+	}
+	return HEXI_OK;
+}
+
+hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
+			 const hexi_train *t, const hexi_plan_opts *o,
+			 hexi_plan **out)
+{
+	pl_state st;
+	pl_cand best = {0};
+	hexi_rc rc;
+
+	best.score = DBL_MAX;
+	rc = check_inputs(c, m, t, o);
+	if (rc != HEXI_OK)
+		return rc;
+	rc = state_init(&st, c, m, t, o);
+	if (rc != HEXI_OK)
+		goto out;
+	switch (o->strategy) {
+	case HEXI_STRATEGY_MEGATRON:
+		rc = pl_search_megatron(&st, &best);
+		break;
+	case HEXI_STRATEGY_RANDOM:
+		rc = pl_search_random(&st, &best);
+		break;
+	case HEXI_STRATEGY_EXHAUSTIVE:
+		rc = pl_search_exhaustive(&st, &best);
+		break;
+	default:
+		rc = pl_search_hexiscale(&st, &best);
+		break;
+	}
+	if (rc != HEXI_OK)
+		goto out;
+	if (!best.pp || best.score >= PL_INFEASIBLE) {
+		rc = hexi_error(HEXI_ERR_NOFIT,
+				"model '%s': does not fit in the memory of "
+				"the cluster's GPUs with any plan tried "
+				"(micro_batch %d, recompute %d)",
+				m->name, t->micro_batch, t->recompute);
+		goto out;
+	}
+	hexi_log(HEXI_LOG_VERBOSE,
+		 "planner: %s: %ld candidates in %.3f s, best %.4f s/iter",
+		 sched_strategy_name(o->strategy), st.evals,
+		 hexi_now_s() - st.t0, best.score);
+	rc = cand_to_plan(&st, c, m, t, &best, out);
+out:
+	pl_cand_free(&best);
+	free(st.type_max);
+	sched_ctx_fini(&st.x);
+	return rc;
+}

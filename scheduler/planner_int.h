@@ -1,0 +1,68 @@
+/*
+ * planner_int.h - internals of the planner (planner*.c): search state,
+ * candidates, phase 1 (GPU graph partitioning), phase 2 (groups, stage
+ * order, layer split, batch split).
+ */
+#ifndef HEXI_PLANNER_INT_H
+#define HEXI_PLANNER_INT_H
+
+#include "sched_int.h"
+
+#define PL_INFEASIBLE 1e12 /* score base of a plan that does not fit */
+
+typedef struct pl_state {
+	sched_ctx x;
+	const hexi_plan_opts *o;
+	int M;		 /* micro-batches in the global batch */
+	int mb;		 /* micro-batch size, samples */
+	int kv;		 /* largest TP degree allowed (KV heads) */
+	int max_p;	 /* most pipelines tried */
+	double t0;	 /* hexi_now_s() at start */
+	double budget_s; /* search time budget */
+	uint64_t rng;	 /* splitmix64 state (from --seed) */
+	long evals;	 /* candidates evaluated */
+	int *type_max;	 /* [ntypes] most GPUs of that type on one node */
+} pl_state;
+
+/* A complete candidate plan: pipelines (owned) and its evaluation. */
+typedef struct pl_cand {
+	int np;
+	hexi_pipeline *pp; /* [np], stages and devices heap-allocated */
+	sched_eval ev;
+	double score; /* iteration time, or PL_INFEASIBLE + penalty */
+} pl_cand;
+
+void pl_cand_free(pl_cand *c);
+/* Keep the better of *best and *c (ownership moves; *c is emptied). */
+int pl_cand_take(pl_cand *best, pl_cand *c);
+
+uint64_t pl_rand(pl_state *st);
+int pl_out_of_time(const pl_state *st);
+
+/* Phase 1: part[ndev] <- pipeline id of every GPU, P parts, all used.
+ * dir 0 keeps fast links inside pipelines, dir 1 puts them between. */
+hexi_rc pl_phase1_metis(pl_state *st, int P, int dir, int *part);
+void pl_phase1_random(pl_state *st, int P, int *part);
+/* Phase-1 refinement: re-partition with the stage (TP) groups of cand as
+ * atomic vertices; fills grp[ndev] (group id) and part[ndev]. */
+hexi_rc pl_phase1_groups(pl_state *st, const pl_cand *cand, int dir, int *part,
+			 int *grp);
+
+/* Phase 2 from a partition and a TP degree per GPU type. */
+int pl_phase2(pl_state *st, const int *part, int P, const int *tp_of_type,
+	      pl_cand *out);
+/* Phase 2 where the TP groups are given: grp[ndev] group id (GPUs of one
+ * group share a node), part[ndev] pipeline id. */
+int pl_phase2_groups(pl_state *st, const int *part, int P, const int *grp,
+		     pl_cand *out);
+/* Batch split over the pipelines of cand, evaluation and score. */
+int pl_finish(pl_state *st, pl_cand *c);
+
+/* Strategies: each leaves its best plan in *best (score < PL_INFEASIBLE
+ * when one fits). */
+hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best);
+hexi_rc pl_search_random(pl_state *st, pl_cand *best);
+hexi_rc pl_search_megatron(pl_state *st, pl_cand *best);
+hexi_rc pl_search_exhaustive(pl_state *st, pl_cand *best);
+
+#endif /* HEXI_PLANNER_INT_H */

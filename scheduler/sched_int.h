@@ -1,0 +1,158 @@
+/*
+ * sched_int.h - internals shared by the cost models (cost_ref.c,
+ * cost_hexi.c), the simulator (sim.c), the planner (planner*.c) and the
+ * hexiplan CLI.  Not installed; not part of the library's contract.
+ *
+ * Every formula used here is written out, with units, in doc/COSTMODEL.md.
+ */
+#ifndef HEXI_SCHED_INT_H
+#define HEXI_SCHED_INT_H
+
+#include "hexi_sched.h"
+
+#define SCHED_TWO40 1099511627776.0 /* reference model: 1 TFLOPS = 2^40 */
+#define SCHED_TWO30 1073741824.0    /* reference model: 1 GB/s = 2^30 B/s */
+#define SCHED_GIB   1073741824.0    /* bytes per GiB */
+
+/* Reference model constants, as in the authors' code (doc/COSTMODEL.md). */
+#define SCHED_REF_SEQ	4096
+#define SCHED_REF_VOCAB 32000
+#define SCHED_REF_BYTES 2
+
+/* One GPU of the cluster, in the order node 0's GPUs, node 1's GPUs ... */
+typedef struct sched_dev {
+	int node;	    /* index into cluster->nodes */
+	int gpu;	    /* local device index on that node */
+	int type;	    /* index of its distinct GPU type in the context */
+	double peak_tflops; /* catalog dense BF16 TFLOPS, as written */
+	double eff;	    /* achievable fraction of peak, 0..1 */
+	double mem_gib;	    /* capacity, GiB */
+} sched_dev;
+
+/* Everything the cost models need, resolved once (types, capacities). */
+typedef struct sched_ctx {
+	const hexi_cluster *c;
+	hexi_model m;
+	hexi_train t;
+	hexi_cost_kind kind;
+	int overlap_dp; /* hexiscale: overlap DP sync with backward */
+	int ndev;
+	sched_dev *dev;		/* [ndev] */
+	int *node_first;	/* [nnodes + 1] first dev index of each node */
+	int ntypes;		/* distinct GPU types present */
+	double peak_sum_tflops; /* sum of peak_tflops over every GPU */
+} sched_ctx;
+
+/* Resolve every node's GPU type; HEXI_ERR_NOTFOUND names an unknown type. */
+hexi_rc sched_ctx_init(sched_ctx *x, const hexi_cluster *c, const hexi_model *m,
+		       const hexi_train *t, hexi_cost_kind kind);
+void sched_ctx_fini(sched_ctx *x);
+/* Context index of (node, local gpu), or -1. */
+int sched_dev_index(const sched_ctx *x, int node, int gpu);
+/* GPU<->GPU bandwidth between nodes a and b (a == b: intra-node), GB/s. */
+double sched_bw_gbps(const sched_ctx *x, int a, int b);
+/* Latency between nodes a and b, s. */
+double sched_lat_s(const sched_ctx *x, int a, int b);
+
+/* Per-micro-batch cost of one stage; time is linear in its layer count n:
+ *   time_s = n * (comp_layer_s + tp_layer_s) + fixed_s + pp_s
+ *   mem    = n * mem_layer_b + mem_fixed_b   (bytes per GPU)        */
+typedef struct sched_scost {
+	double comp_layer_s; /* compute per layer, fwd+bwd (+recompute) */
+	double tp_layer_s;   /* TP all-reduces per layer */
+	double fixed_s;	     /* embedding / LM head compute */
+	double pp_s;	     /* activation send + gradient return, next stage */
+	double mem_layer_b;  /* bytes per GPU per layer held */
+	double mem_fixed_b;  /* bytes per GPU independent of layers */
+	double cap_b;	     /* smallest capacity in the TP group, bytes */
+} sched_scost;
+
+/* A stage as the cost models see it (dev[] are context indices). */
+typedef struct sched_sdesc {
+	const int *dev;
+	int tp;
+	const int *next; /* next stage's devices, NULL for the last stage */
+	int next_tp;
+	int first, last; /* holds embedding / LM head */
+	int inflight;	 /* micro-batches whose activations it keeps */
+	int mb;		 /* micro-batch size, samples */
+} sched_sdesc;
+
+void sched_ref_stage(const sched_ctx *x, const sched_sdesc *d,
+		     sched_scost *out);
+void sched_hexi_stage(const sched_ctx *x, const sched_sdesc *d,
+		      sched_scost *out);
+void sched_stage_cost(const sched_ctx *x, const sched_sdesc *d,
+		      sched_scost *out);
+
+/* Pipeline time from per-micro-batch stage times c[S] and m micro-batches:
+ * reference = GPipe slot sum, hexiscale = 1F1B. */
+double sched_ref_pipe_s(const double *c, int S, int m);
+double sched_hexi_pipe_s(const double *c, int S, int m);
+double sched_pipe_s(const sched_ctx *x, const double *c, int S, int m);
+
+/* Model FLOPs of one sample (fwd+bwd, no recompute), FLOP. */
+double sched_model_flops(const hexi_model *m);
+
+/* ---- evaluation of a set of pipelines ------------------------------------ */
+
+typedef struct sched_eval {
+	double iter_s, dp_sync_s, tokens_per_s, mfu;
+	double max_pipe_s;
+	double worst_mem_ratio; /* max over GPUs of need / capacity */
+	int fits;		/* 1 if worst_mem_ratio <= 1 */
+} sched_eval;
+
+/* Devices of every stage as context indices (filled by sched_pipes_map). */
+typedef struct sched_map {
+	int nstages_total;
+	int **dev; /* [nstages_total] pointers into buf */
+	int *buf;
+} sched_map;
+
+hexi_rc sched_pipes_map(const sched_ctx *x, const hexi_pipeline *pp, int np,
+			sched_map *map);
+void sched_map_fini(sched_map *map);
+
+/* Simulate: fills stage time_s/mem_gib, pipeline time_s, *ev and the
+ * optional report [sum of nstages]. */
+hexi_rc sched_evaluate(const sched_ctx *x, hexi_pipeline *pp, int np,
+		       sched_eval *ev, hexi_stage_report *rep);
+
+/* Gradient sync time of the whole iteration (no overlap), s; and with the
+ * hexiscale queue model the exposed tail after the pipelines' end. */
+double sched_ref_dp_s(const sched_ctx *x, const hexi_pipeline *pp, int np,
+		      const sched_map *map);
+double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
+		     const sched_map *map, const double *stage_s,
+		     double *total_s);
+
+/* Chunked all-reduce of one layer over the holder groups of each pipeline
+ * (holders[p] are context indices, tps[p] their TP degree), s. */
+double sched_hexi_layer_sync_s(const sched_ctx *x, int np,
+			       const int *const *holders, const int *tps,
+			       double *rank_tmp);
+
+/* ---- planner internals ------------------------------------------------- */
+
+/* Optimal contiguous split of L layers over S stages minimising the
+ * largest stage time a[s]*n[s] + c[s] subject to 1 <= n[s] <= cap[s].
+ * Returns 0 and fills n[] or -1 when infeasible. */
+int sched_split_layers(int L, int S, const double *a, const double *c,
+		       const int *cap, int *n);
+
+/* Split M micro-batches over np pipelines to minimise the largest
+ * pipeline time (per-pipeline costs from their stage times); m[p] >= 1. */
+int sched_split_batches(const sched_ctx *x, int np, int M,
+			const double *const *stage_s, const int *S, int *m);
+
+/* Simulator options the CLI exposes beyond hexi_simulate(). */
+hexi_rc sched_simulate_ex(hexi_plan *p, hexi_cost_kind kind, int overlap_dp,
+			  hexi_stage_report *rep);
+
+const char *sched_cost_name(hexi_cost_kind k);
+int sched_cost_parse(const char *s, hexi_cost_kind *k);
+const char *sched_strategy_name(hexi_strategy s);
+int sched_strategy_parse(const char *s, hexi_strategy *k);
+
+#endif /* HEXI_SCHED_INT_H */

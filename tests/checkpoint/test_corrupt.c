@@ -1,0 +1,280 @@
+/*
+ * test_corrupt.c - damaged checkpoints fail with clear errors: a flipped
+ * bit in a data block, a truncated or missing rank file, a wrong plan hash,
+ * an unknown format version, a manifest of another model, an interrupted
+ * save, a bad 'latest'.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <hdf5.h>
+
+#include "tap.h"
+#include "ckpt_fixture.h"
+
+static char dir[512], step[600], f1[700];
+static const char *plan = "{\"fixture\":1}";
+
+static __attribute__((format(printf, 1, 2))) void sh(const char *fmt, ...)
+{
+	char cmd[2000];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	if (system(cmd) != 0)
+		tap_bail(cmd);
+}
+
+static hexi_rc open_read(const char *tensor, hexi_ckpt_reader **out)
+{
+	hexi_ckpt_reader *r = NULL;
+	float buf[64 * 16];
+	hexi_rc rc = hexi_ckpt_open(dir, NULL, &r);
+
+	if (rc == HEXI_OK && tensor != NULL)
+		rc = hexi_ckpt_read_rows(r, tensor, 0, 48, buf);
+	if (out != NULL && rc == HEXI_OK)
+		*out = r;
+	else
+		hexi_ckpt_close(r);
+	return rc;
+}
+
+/* File offset of a contiguous slice dataset. */
+static long dset_offset(const char *path, const char *dname)
+{
+	hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), d;
+	haddr_t off = HADDR_UNDEF;
+
+	if (f < 0)
+		return -1;
+	d = H5Dopen2(f, dname, H5P_DEFAULT);
+	if (d >= 0) {
+		off = H5Dget_offset(d);
+		H5Dclose(d);
+	}
+	H5Fclose(f);
+	return off == HADDR_UNDEF ? -1 : (long)off;
+}
+
+static void flip(const char *path, long off)
+{
+	int fd = open(path, O_RDWR);
+	unsigned char c;
+
+	if (fd < 0 || pread(fd, &c, 1, off) != 1)
+		tap_bail("flip: read");
+	c ^= 0x10;
+	if (pwrite(fd, &c, 1, off) != 1)
+		tap_bail("flip: write");
+	close(fd);
+}
+
+static void test_bitflip(void)
+{
+	hexi_ckpt_reader *r = NULL;
+	long off = dset_offset(f1, "/slices/layers.1.mlp.w_up@16");
+	hexi_rc rc;
+
+	ok(off > 0,
+	   "data offset of layers.1.mlp.w_up rows 16-32 in rank 3: %ld", off);
+	flip(f1, off + 100);
+	rc = open_read("layers.1.mlp.w_up", NULL);
+	is_int(rc, HEXI_ERR_CHECKSUM, "load of the flipped tensor: CHECKSUM");
+	ok(strstr(hexi_errmsg(rc), "tensor 'layers.1.mlp.w_up' rows [16,32)") &&
+	       strstr(hexi_errmsg(rc), "rank-00003.h5"),
+	   "message names tensor, rows, file: %s", hexi_errmsg(rc));
+	is_rc(open_read("layers.0.mlp.w_up", NULL), HEXI_OK,
+	      "other tensors still load");
+	rc = hexi_ckpt_open(dir, NULL, &r);
+	if (rc == HEXI_OK)
+		rc = hexi_ckpt_verify(r, NULL, NULL);
+	hexi_ckpt_close(r);
+	is_int(rc, HEXI_ERR_CHECKSUM, "verify: CHECKSUM");
+	ok(strstr(hexi_errmsg(rc), "layers.1.mlp.w_up") != NULL,
+	   "verify names the tensor: %s", hexi_errmsg(rc));
+	{
+		hexi_ckpt_open_opts o;
+		float buf[48 * 16];
+		hexi_ckpt_open_opts_init(&o);
+		o.verify = 0;
+		rc = hexi_ckpt_open(dir, &o, &r);
+		if (rc == HEXI_OK)
+			rc = hexi_ckpt_read_rows(r, "layers.1.mlp.w_up", 0, 48,
+						 buf);
+		hexi_ckpt_close(r);
+		is_rc(rc, HEXI_OK,
+		      "with verify off the flip goes unnoticed "
+		      "(so the checksum is what caught it)");
+	}
+	flip(f1, off + 100);
+	is_rc(open_read("layers.1.mlp.w_up", NULL), HEXI_OK,
+	      "flipped back: OK");
+}
+
+static void test_files(void)
+{
+	hexi_rc rc;
+
+	sh("cp -a '%s' '%s.bak'", f1, f1);
+	sh("truncate -s 3000 '%s'", f1);
+	rc = open_read(NULL, NULL);
+	is_int(rc, HEXI_ERR_IO, "truncated rank file: IO");
+	ok(strstr(hexi_errmsg(rc), "rank-00003.h5") &&
+	       strstr(hexi_errmsg(rc), "truncated"),
+	   "message: %s", hexi_errmsg(rc));
+	sh("rm -f '%s'", f1);
+	rc = open_read(NULL, NULL);
+	is_int(rc, HEXI_ERR_NOTFOUND, "missing rank file: NOTFOUND");
+	ok(strstr(hexi_errmsg(rc), "rank-00003.h5") &&
+	       strstr(hexi_errmsg(rc), "missing"),
+	   "message: %s", hexi_errmsg(rc));
+	sh("mv '%s.bak' '%s'", f1, f1);
+	is_rc(open_read("embed.weight", NULL), HEXI_OK, "restored: OK");
+}
+
+/* Replace FROM by TO in the manifest (same length keeps nothing else
+ * moving); returns 0 if FROM was found. */
+static int edit_manifest(const char *from, const char *to)
+{
+	char path[700], *text = NULL, *p;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/MANIFEST.json", step);
+	if (hexi_read_file(path, 1 << 24, &text, &len) != HEXI_OK)
+		return -1;
+	p = strstr(text, from);
+	if (p == NULL || strlen(from) != strlen(to)) {
+		free(text);
+		return -1;
+	}
+	memcpy(p, to, strlen(to));
+	hexi_write_file_atomic(path, text, len, 0644);
+	free(text);
+	return 0;
+}
+
+static void test_manifest(void)
+{
+	hexi_ckpt_open_opts o;
+	hexi_ckpt_reader *r = NULL;
+	char other[600];
+	hexi_rc rc;
+
+	sh("cp '%s/MANIFEST.json' '%s/MANIFEST.bak'", step, step);
+	ok(edit_manifest("\"plan_hash\": \"00112233aabbccdd\"",
+			 "\"plan_hash\": \"00112233aabbccde\"") == 0,
+	   "manifest edited: plan hash");
+	rc = open_read("embed.weight", NULL);
+	is_int(rc, HEXI_ERR_MISMATCH, "wrong plan hash: MISMATCH");
+	ok(strstr(hexi_errmsg(rc), "plan hash '00112233aabbccdd', expected "
+				   "'00112233aabbccde'") != NULL,
+	   "message: %s", hexi_errmsg(rc));
+	sh("cp '%s/MANIFEST.bak' '%s/MANIFEST.json'", step, step);
+
+	ok(edit_manifest("\"version\": 1", "\"version\": 7") == 0,
+	   "manifest edited: version");
+	rc = open_read(NULL, NULL);
+	is_int(rc, HEXI_ERR_VERSION, "unknown format version: VERSION");
+	ok(strstr(hexi_errmsg(rc), "format version 7") != NULL, "message: %s",
+	   hexi_errmsg(rc));
+	sh("cp '%s/MANIFEST.bak' '%s/MANIFEST.json'", step, step);
+
+	/* A manifest of another model (same layout and sizes). */
+	snprintf(other, sizeof(other), "%s/other", dir);
+	{
+		fx_model fm = {2, 64, 16, 48, 0};
+		int tp[2] = {2, 3};
+		hexi_layout *l = fx_layout(&fm, 2, tp);
+		is_rc(fx_save_model(other, l, 5, 3, "00112233aabbccdd",
+				    "fixturf", plan),
+		      HEXI_OK, "save a checkpoint of model 'fixturf'");
+		fx_layout_free(l);
+	}
+	sh("cp '%s/step-00000003/MANIFEST.json' '%s/MANIFEST.json'", other,
+	   step);
+	hexi_ckpt_open_opts_init(&o);
+	o.model = "fixture";
+	rc = hexi_ckpt_open(dir, &o, &r);
+	is_int(rc, HEXI_ERR_MISMATCH,
+	       "other model's manifest, model expected: "
+	       "MISMATCH");
+	ok(strstr(hexi_errmsg(rc), "'fixturf'") != NULL, "message: %s",
+	   hexi_errmsg(rc));
+	rc = open_read("embed.weight", NULL);
+	is_int(rc, HEXI_ERR_MISMATCH,
+	       "other model's manifest, no model "
+	       "expected: rank files disagree");
+	ok(strstr(hexi_errmsg(rc), "model 'fixture', expected 'fixturf'") !=
+	       NULL,
+	   "message: %s", hexi_errmsg(rc));
+	sh("cp '%s/MANIFEST.bak' '%s/MANIFEST.json'", step, step);
+	sh("rm -rf '%s' '%s/MANIFEST.bak'", other, step);
+	is_rc(open_read("embed.weight", NULL), HEXI_OK, "restored: OK");
+}
+
+static void test_visibility(const hexi_layout *l)
+{
+	hexi_ckpt_meta meta;
+	hexi_ckpt_writer *w = NULL;
+	hexi_ckpt_reader *r = NULL;
+	hexi_ckpt_open_opts o;
+	char lp[600];
+	float d[16 * 64] = {0};
+	hexi_rc rc;
+
+	fx_meta(&meta, 5, 5, "00112233aabbccdd");
+	hexi_ckpt_save_begin(dir, &meta, 0, &w);
+	hexi_ckpt_write_slice(w, l->tensors[0].name, 2, l->tensors[0].shape, 0,
+			      64, d);
+	is_rc(hexi_ckpt_save_end(w), HEXI_OK,
+	      "rank 0 of step 5 saved, no "
+	      "commit");
+	rc = hexi_ckpt_open(dir, NULL, &r);
+	is_rc(rc, HEXI_OK, "latest still opens");
+	if (r != NULL)
+		is_int(hexi_ckpt_reader_meta(r)->step, 3, "latest is step 3");
+	hexi_ckpt_close(r);
+	hexi_ckpt_open_opts_init(&o);
+	o.step = 5;
+	rc = hexi_ckpt_open(dir, &o, &r);
+	is_int(rc, HEXI_ERR_NOTFOUND, "uncommitted step 5: NOTFOUND");
+	ok(strstr(hexi_errmsg(rc), "not committed") != NULL, "message: %s",
+	   hexi_errmsg(rc));
+	snprintf(lp, sizeof(lp), "%s/latest", dir);
+	hexi_write_file_atomic(lp, "garbage\n", 8, 0644);
+	is_int(hexi_ckpt_open(dir, NULL, &r), HEXI_ERR_PARSE,
+	       "bad latest: PARSE");
+	unlink(lp);
+	rc = hexi_ckpt_open(dir, NULL, &r);
+	is_rc(rc, HEXI_OK, "no latest: the newest committed step is found");
+	if (r != NULL)
+		is_int(hexi_ckpt_reader_meta(r)->step, 3, "and it is step 3");
+	hexi_ckpt_close(r);
+}
+
+int main(void)
+{
+	fx_model fm = {2, 64, 16, 48, 0};
+	int tp[2] = {2, 3};
+	hexi_layout *l = fx_layout(&fm, 2, tp);
+
+	if (l == NULL || fx_tmpdir(dir, sizeof(dir)) == NULL)
+		tap_bail("setup");
+	hexi_log_set_level(HEXI_LOG_ERROR);
+	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+	snprintf(step, sizeof(step), "%s/step-00000003", dir);
+	snprintf(f1, sizeof(f1), "%s/rank-00003.h5", step);
+	if (fx_save(dir, l, 5, 3, "00112233aabbccdd", plan) != HEXI_OK)
+		tap_bail(hexi_errmsg(HEXI_ERR_IO));
+	test_bitflip();
+	test_files();
+	test_manifest();
+	test_visibility(l);
+	fx_rmrf(dir);
+	fx_layout_free(l);
+	return tap_done();
+}

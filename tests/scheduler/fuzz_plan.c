@@ -1,0 +1,44 @@
+/* fuzz_plan.c - libFuzzer target: the plan parser; whatever parses must
+ * also lay out, render, write and parse back with the same hash. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hexi_sched.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check(const hexi_plan *p)
+{
+	hexi_plan *q = NULL;
+	hexi_layout *l = NULL;
+	hexi_role r;
+	char *js = NULL;
+	FILE *f = fopen("/dev/null", "w");
+
+	if (hexi_layout_create(p, &l) != HEXI_OK ||
+	    hexi_plan_to_json(p, &js) != HEXI_OK ||
+	    hexi_plan_parse(js, strlen(js), NULL, &q) != HEXI_OK ||
+	    strcmp(q->hash, p->hash) != 0 || f == NULL ||
+	    hexi_plan_render_text(p, f) != HEXI_OK)
+		abort();
+	for (int k = 0; k < p->world_size; k++)
+		if (hexi_plan_role(p, k, &r) != HEXI_OK || r.rank != k)
+			abort();
+	fclose(f);
+	free(js);
+	hexi_layout_destroy(l);
+	hexi_plan_destroy(q);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	hexi_plan *p = NULL;
+
+	if (hexi_plan_parse((const char *)data, size, NULL, &p) == HEXI_OK)
+		check(p);
+	hexi_plan_destroy(p);
+	return 0;
+}

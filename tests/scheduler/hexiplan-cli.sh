@@ -1,0 +1,77 @@
+#!/bin/sh
+# hexiplan-cli.sh - hexiplan end to end: plan, validate, simulate, show,
+# compare; --help/--version; bad input gets a one-line error naming the
+# field and the exit code of the error table.
+. "$top_srcdir/tests/tap.sh"
+H="$top_builddir/scheduler/hexiplan"
+EX="$top_srcdir/examples/clusters"
+[ -x "$H" ] || hard "no hexiplan binary at $H"
+T=$(mktemp -d) || hard "mktemp"
+trap 'rm -rf "$T"' EXIT
+
+check "--help exits 0" "$H" --help
+expect_eq "--version" "$("$H" --version)" "hexiplan (HexiScale) $("$H" --version | awk '{print $3}')"
+"$H" >/dev/null 2>&1; expect_eq "no command: usage error 2" $? 2
+"$H" frobnicate x >/dev/null 2>&1; expect_eq "unknown command: 2" $? 2
+"$H" plan --bogus "$EX/paper.json" >/dev/null 2>&1; expect_eq "unknown option: 2" $? 2
+"$H" plan >/dev/null 2>&1; expect_eq "plan without cluster: 2" $? 2
+
+check "plan paper.json llama2-13b" "$H" plan "$EX/paper.json" --model llama2-13b -o "$T/p.json"
+check "validate the plan" "$H" validate "$T/p.json"
+"$H" validate --json "$T/p.json" >"$T/v.json"
+check "validate --json says valid" grep -q '"valid": true' "$T/v.json"
+"$H" simulate --json "$T/p.json" >"$T/s.json" || fail "simulate --json"
+check "simulate --json has stages" grep -q '"mem_cap_gib"' "$T/s.json"
+check "simulate --json has iteration" grep -q '"iteration_s"' "$T/s.json"
+check "simulate text" "$H" simulate "$T/p.json"
+check "simulate --cost-model reference" "$H" simulate --cost-model reference "$T/p.json"
+check "show" "$H" show "$T/p.json"
+# same seed, same plan
+"$H" plan "$EX/paper.json" --model llama2-13b -o "$T/p2.json" >/dev/null
+expect_eq "deterministic plan file" "$(cmp -s "$T/p.json" "$T/p2.json"; echo $?)" 0
+"$H" plan --json "$EX/mixed-8.json" --model llama2-7b --global-batch 32 >"$T/j.json" ||
+	fail "plan --json mixed-8"
+check "plan --json reports MFU" grep -q '"mfu"' "$T/j.json"
+check "plan --strategy megatron (7b)" "$H" plan "$EX/homo-a100-8.json" --model llama2-7b --strategy megatron -o "$T/m.json"
+check "megatron plan validates" "$H" validate "$T/m.json"
+check "compare --json" sh -c "'$H' compare --json '$EX/paper.json' --model llama2-7b --global-batch 16 >'$T/c.json'"
+check "compare lists megatron" grep -q '"megatron"' "$T/c.json"
+
+# bad input: exit code and a one-line message naming the field
+bad() { # NAME WANT_RC WANT_TEXT CMD...
+	name=$1; want=$2; text=$3; shift 3
+	"$@" >"$T/out" 2>"$T/err"; rc=$?
+	if [ "$rc" != "$want" ]; then fail "$name: exit $rc, want $want ($(cat "$T/err"))"; return; fi
+	if [ "$(wc -l <"$T/err")" -ne 1 ] || ! grep -q -- "$text" "$T/err"; then
+		fail "$name: message '$(cat "$T/err")' lacks '$text'"; return; fi
+	pass "$name"
+}
+cat >"$T/unknown.json" <<'J'
+{"format":"hexiscale-cluster","version":1,"nodes":[{"name":"n1","gpu":"tpu-v9","count":2}],"inter_bw_gbps":1}
+J
+bad "unknown GPU type" 7 "tpu-v9" "$H" plan "$T/unknown.json" --model llama2-7b
+printf '{"format": "hexiscale-cluster", "nodes": [' >"$T/broken.json"
+bad "malformed JSON" 5 "broken.json" "$H" plan "$T/broken.json" --model llama2-7b
+cat >"$T/zero.json" <<'J'
+{"format":"hexiscale-cluster","version":1,"nodes":[{"name":"n1","gpu":"a100","count":2},{"name":"n2","gpu":"a100","count":2}],"inter_bw_gbps":0}
+J
+bad "zero bandwidth" 6 "inter_bw_gbps" "$H" plan "$T/zero.json" --model llama2-7b
+sed 's/"inter_bw_gbps":0/"inter_bw_gbps":-3/' "$T/zero.json" >"$T/neg.json"
+bad "negative bandwidth" 6 "inter_bw_gbps" "$H" plan "$T/neg.json" --model llama2-7b
+cat >"$T/small.json" <<'J'
+{"format":"hexiscale-cluster","version":1,"nodes":[{"name":"n1","gpu":"t4","count":1}],"inter_bw_gbps":1}
+J
+bad "model cannot fit" 10 "llama2-70b" "$H" plan "$T/small.json" --model llama2-70b
+bad "batch not divisible" 4 "global-batch" "$H" plan "$EX/paper.json" --model llama2-7b --global-batch 10 --micro-batch 4
+bad "more pipelines than GPUs" 6 "max_pipelines" "$H" plan "$EX/paper.json" --model llama2-7b --max-pipelines 9
+bad "huge global batch" 2 "global-batch" "$H" plan "$EX/paper.json" --model llama2-7b --global-batch 99999999999999999999
+bad "negative micro-batch" 2 "micro-batch" "$H" plan "$EX/paper.json" --model llama2-7b --micro-batch -1
+cat >"$T/huge.json" <<'J'
+{"format":"hexiscale-cluster","version":1,"nodes":[{"name":"n1","gpu":"a100","count":100000}],"inter_bw_gbps":1}
+J
+bad "100k GPUs" 6 "count" "$H" plan "$T/huge.json" --model llama2-7b
+bad "unknown model" 7 "llama9" "$H" plan "$EX/paper.json" --model llama9
+bad "unknown strategy" 2 "strategy" "$H" plan "$EX/paper.json" --model llama2-7b --strategy fast
+bad "exhaustive over 8 GPUs" 6 "exhaustive" "$H" plan "$EX/mixed-64.json" --model llama2-7b --strategy exhaustive
+bad "validate broken plan" 5 "broken.json" "$H" validate "$T/broken.json"
+done_testing

@@ -1,0 +1,212 @@
+/*
+ * test_cost.c - the reference cost model's known answer (issue 3) and the
+ * building blocks of both models.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "sched_fixture.h"
+#include "sched_test.h"
+#include "tap.h"
+
+/* The paper's case-study numbers: llama2-13b, one pipeline of four TP=1
+ * stages [A100, 4090, 4090, 3090], layers [25,5,5,5], b = 1, m = 10. */
+static void known_answer(void)
+{
+	const fx_node nd[3] = {{"a100-80g", 3, 200, 312, 1, 80},
+			       {"rtx4090", 3, 2, 165.2, 1, 24},
+			       {"rtx3090", 2, 2, 80, 1, 24}};
+	const double want[4] = {0.9368, 0.3634, 0.4025, 0.6698};
+	hexi_model m;
+	hexi_train t;
+	fx f;
+	hexi_pipeline pl = {0};
+	hexi_stage st[4];
+	hexi_stage_report rep[4];
+	sched_eval ev;
+
+	fx_model(&m, "llama2-13b", 40, 5120, 40, 40, 13824);
+	fx_train(&t, 10, 1);
+	fx_init(&f, nd, 3, 1.0, &m, &t, HEXI_COST_REFERENCE);
+	fx_stage(&st[0], 0, 25, 0, 0, 1);
+	fx_stage(&st[1], 25, 30, 1, 0, 1);
+	fx_stage(&st[2], 30, 35, 1, 1, 1);
+	fx_stage(&st[3], 35, 40, 2, 0, 1);
+	pl.nstages = 4;
+	pl.stages = st;
+	pl.batch = 10;
+	pl.micro_batches = 10;
+	is_int(sched_evaluate(&f.x, &pl, 1, &ev, rep), HEXI_OK,
+	       "reference: evaluate");
+	for (int s = 0; s < 4; s++)
+		ok(fabs(st[s].time_s - want[s]) < 0.5e-4,
+		   "reference: stage %d cost %.4f s (want %.4f)", s,
+		   st[s].time_s, want[s]);
+	ok(fabs(pl.time_s - 11.3776) < 0.5e-4, "reference: T_pipe %.4f s",
+	   pl.time_s);
+	ok(fabs(ev.iter_s - 20.4797) < 0.5e-4, "reference: T_iter %.4f s",
+	   ev.iter_s);
+	ok(fabs(100 * ev.mfu - 13.151) < 0.5e-3, "reference: MFU %.3f %%",
+	   100 * ev.mfu);
+	ok(fabs(ev.tokens_per_s - 2000.03) < 0.5e-2, "reference: %.2f tokens/s",
+	   ev.tokens_per_s);
+	is_near(ev.dp_sync_s, 0, 1e-12, "reference: no DP sync, one pipeline");
+	is_near(rep[0].compute_s + rep[0].tp_comm_s + rep[0].pp_comm_s +
+		    rep[0].bubble_s,
+		pl.time_s, 1e-12, "report: stage 0 parts add up to T_pipe");
+	/* the send term alone: 2 * 40 MiB / 1 GiB/s */
+	is_near(rep[0].pp_comm_s / 10, 2 * 41943040.0 / 1073741824.0, 1e-12,
+		"reference: PP send A100 -> 4090 per micro-batch");
+	for (int s = 0; s < 4; s++)
+		free(st[s].devices);
+	fx_fini(&f);
+}
+
+/* The same through the real cluster parser, catalog and hexi_simulate()
+ * (examples/clusters/reference-known-answer.json). */
+static void known_answer_simulate(void)
+{
+	static const char *json =
+	    "{\"format\":\"hexiscale-cluster\",\"version\":1,\"nodes\":["
+	    "{\"name\":\"a100\",\"gpu\":\"a100\",\"count\":3,"
+	    "\"intra_bw_gbps\":200},"
+	    "{\"name\":\"r4090\",\"gpu\":\"rtx4090\",\"count\":3,"
+	    "\"intra_bw_gbps\":2},"
+	    "{\"name\":\"r3090\",\"gpu\":\"rtx3090\",\"count\":2,"
+	    "\"intra_bw_gbps\":2}],\"inter_bw_gbps\":1}";
+	const tpipe pp = {10,
+			  10,
+			  {{0, 1, 0, 0, 25},
+			   {1, 1, 0, 25, 30},
+			   {1, 1, 1, 30, 35},
+			   {2, 1, 0, 35, 40}}};
+	hexi_cluster *c = tcluster(json);
+	hexi_plan *p = tplan(c, "llama2-13b", 1, &pp);
+	hexi_stage_report rep[4];
+	hexi_rc rc;
+
+	p->train.recompute = 1;
+	p->train.micro_batch = 1;
+	rc = hexi_simulate(p, HEXI_COST_REFERENCE, rep);
+	is_int(rc, HEXI_OK, "hexi_simulate reference: %s", hexi_errmsg(rc));
+	ok(fabs(p->pipelines[0].time_s - 11.3776) < 0.5e-4,
+	   "hexi_simulate reference: T_pipe %.4f", p->pipelines[0].time_s);
+	ok(fabs(p->pred.iter_s - 20.4797) < 0.5e-4,
+	   "hexi_simulate reference: T_iter %.4f", p->pred.iter_s);
+	ok(fabs(100 * p->pred.mfu - 13.151) < 0.5e-3,
+	   "hexi_simulate reference: MFU %.3f%%", 100 * p->pred.mfu);
+	ok(fabs(p->pred.tokens_per_s - 2000.03) < 0.5e-2,
+	   "hexi_simulate reference: %.2f tokens/s", p->pred.tokens_per_s);
+	ok(fabs(p->pipelines[0].stages[3].time_s - 0.6698) < 0.5e-4,
+	   "hexi_simulate reference: 3090 stage %.4f s",
+	   p->pipelines[0].stages[3].time_s);
+	is_str(p->cost_model, "reference", "hexi_simulate records the model");
+	rc = hexi_simulate(p, HEXI_COST_HEXISCALE, rep);
+	is_int(rc, HEXI_OK, "hexi_simulate hexiscale: ok");
+	ok(p->pred.iter_s > 0 && p->pred.mfu > 0 && p->pred.mfu < 1,
+	   "hexi_simulate hexiscale: iteration %.3f s, MFU %.2f%%",
+	   p->pred.iter_s, 100 * p->pred.mfu);
+	ok(rep[0].mem_gib > 0 && rep[0].mem_cap_gib == 80.0,
+	   "hexi_simulate hexiscale: memory %.1f of %.0f GiB on the A100",
+	   rep[0].mem_gib, rep[0].mem_cap_gib);
+	hexi_plan_destroy(p);
+	hexi_cluster_destroy(c);
+}
+
+static void gpipe_and_1f1b(void)
+{
+	const double c[3] = {1, 3, 2};
+
+	/* columns: {0} {0,1} {0,1,2} {1,2} {2} with m = 3 */
+	is_near(sched_ref_pipe_s(c, 3, 3), 1 + 3 + 3 + 3 + 2, 1e-12,
+		"GPipe slot sum, m = S");
+	/* m = 1: every column one stage */
+	is_near(sched_ref_pipe_s(c, 3, 1), 6, 1e-12, "GPipe slot sum, m = 1");
+	is_near(sched_hexi_pipe_s(c, 3, 5), 6 + 4 * 3, 1e-12,
+		"1F1B: sum + (m-1) max");
+}
+
+/* Two TP groups of 2 on one node: 4 all-reduces of b s C 2 bytes per layer
+ * (6 with recompute) in the hexiscale model. */
+static void hexi_tp_and_mem(void)
+{
+	const fx_node nd[1] = {{"x", 4, 100, 100, 0.5, 80}};
+	hexi_model m;
+	hexi_train t;
+	fx f;
+	int g[2] = {0, 1}, one[1] = {0};
+	sched_sdesc d1 = {one, 1, NULL, 0, 0, 0, 1, 1};
+	sched_sdesc d2 = {g, 2, NULL, 0, 0, 0, 1, 1};
+	sched_scost k1, k2;
+	double act = 4096.0 * 1024 * 2;
+
+	fx_model(&m, "tiny", 4, 1024, 16, 16, 4096);
+	fx_train(&t, 8, 1);
+	fx_init(&f, nd, 1, 10, &m, &t, HEXI_COST_HEXISCALE);
+	sched_hexi_stage(&f.x, &d1, &k1);
+	sched_hexi_stage(&f.x, &d2, &k2);
+	is_near(k1.tp_layer_s, 0, 0, "hexi: TP=1 has no TP traffic");
+	is_near(k2.tp_layer_s, 6 * (2.0 * 1 / 2 * act / 100e9), 1e-12,
+		"hexi: 6 ring all-reduces per layer with recompute");
+	is_near(k2.comp_layer_s, k1.comp_layer_s / 2, 1e-12,
+		"hexi: TP=2 halves compute on equal GPUs");
+	ok(k2.mem_layer_b < k1.mem_layer_b, "hexi: TP=2 lowers memory/layer");
+	/* FLOPs per layer fwd: 8 T C^2 (q,k,v,o) + 6 T C F (SwiGLU) +
+	 * 4 T^2 C (scores and values), MHA */
+	{
+		double T = 4096, C = 1024, F = 4096;
+		double fwd = 8 * T * C * C + 6 * T * C * F + 4 * T * T * C;
+		double want = 3 * (4 * fwd + 2 * T * C * 32000);
+		is_near(sched_model_flops(&m), want, 1e-12,
+			"hexi: model FLOPs per sample");
+		is_near(k1.comp_layer_s, 4 * fwd / (100e12 * 0.5), 1e-12,
+			"hexi: compute of one layer (fwd+bwd+recompute)");
+	}
+	f.x.t.recompute = 0;
+	sched_hexi_stage(&f.x, &d1, &k2);
+	ok(k2.mem_layer_b > k1.mem_layer_b,
+	   "hexi: no recompute keeps more activations");
+	fx_fini(&f);
+}
+
+/* Chunked sync: layer held with TP 1 in pipeline 0 and TP 2 in pipeline 1
+ * on one node: the chunks follow pipeline 1's halves; each half goes to
+ * the single holder of pipeline 0, which therefore carries both. */
+static void chunked_sync(void)
+{
+	const fx_node nd[1] = {{"x", 3, 100, 100, 1, 80}};
+	hexi_model m;
+	hexi_train t;
+	fx f;
+	int a[1] = {0}, b[2] = {1, 2};
+	const int *hold[2] = {a, b};
+	int tps[2] = {1, 2};
+	double load[3], s, C = 1024, d = 64;
+	double layer_b;
+
+	fx_model(&m, "tiny", 4, 1024, 16, 16, 4096);
+	fx_train(&t, 8, 1);
+	fx_init(&f, nd, 1, 10, &m, &t, HEXI_COST_HEXISCALE);
+	s = sched_hexi_layer_sync_s(&f.x, 2, hold, tps, load);
+	/* all-reduce of 2 ranks moves its bytes once: S / bw */
+	layer_b = (2 * 16 * d * C + 2 * 16 * d * C + 3 * C * 4096) * 2;
+	is_near(s, layer_b / 100e9 + 2 * C * 2 / 100e9, 1e-9,
+		"chunked sync: TP1 holder carries every chunk");
+	is_near(load[1], layer_b / 2 / 100e9 + 2 * C * 2 / 100e9, 1e-12,
+		"chunked sync: TP2 rank 0 carries its half and the norms");
+	is_near(load[2], layer_b / 2 / 100e9, 1e-12,
+		"chunked sync: TP2 rank 1 carries its half");
+	fx_fini(&f);
+}
+
+int main(void)
+{
+	known_answer();
+	known_answer_simulate();
+	gpipe_and_1f1b();
+	hexi_tp_and_mem();
+	chunked_sync();
+	return tap_done();
+}

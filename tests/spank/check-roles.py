@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""check-roles.py PLAN.json OUTPUT: every HXROLE line of OUTPUT (one per
+task, from examples/print-role.sh) must match the plan file: rank, world,
+pipeline, stage, TP rank/size, layers, batch, micro-batches, node and GPU;
+roles must cover every GPU (rank) of the plan exactly once.  Exit 0 ok,
+1 mismatch (each printed)."""
+import json
+import re
+import sys
+
+
+def hostnames(expr):
+    out = []
+    for m in re.finditer(r'([^,\[]+)(?:\[([^\]]+)\])?', expr):
+        pre, rng = m.group(1), m.group(2)
+        if not rng:
+            out.append(pre)
+            continue
+        for part in rng.split(','):
+            a, _, b = part.partition('-')
+            for i in range(int(a), int(b or a) + 1):
+                out.append('%s%0*d' % (pre, len(a), i))
+    return out
+
+
+def main():
+    plan = json.load(open(sys.argv[1]))
+    roles = {}
+    for pi, p in enumerate(plan['pipelines']):
+        for si, s in enumerate(p['stages']):
+            for ti, d in enumerate(s['devices']):
+                roles[d['rank']] = dict(
+                    pipe=pi, stage=si, nstages=len(p['stages']), tp_rank=ti,
+                    tp_size=s['tp'], l0=s['layer_begin'], l1=s['layer_end'],
+                    batch=p['batch'], mb=p['micro_batches'],
+                    node=d['node'], gpu=d['gpu'])
+    errors, seen = [], {}
+    lines = [l for l in open(sys.argv[2]) if l.startswith('HXROLE ')]
+    for line in lines:
+        kv = dict(f.split('=', 1) for f in line.split()[1:])
+        try:
+            r = int(kv['rank'])
+        except ValueError:
+            errors.append('task %s: no rank' % kv['procid'])
+            continue
+        if r in seen:
+            errors.append('rank %d given to tasks %s and %s' % (r, seen[r], kv['procid']))
+        seen[r] = kv['procid']
+        want = roles.get(r)
+        if want is None:
+            errors.append('rank %d not in the plan' % r)
+            continue
+        node = hostnames(kv['nodelist'])[int(kv['nodeid'])]
+        got = dict(pipe=kv['pipe'], stage=kv['stage'], nstages=kv['nstages'],
+                   tp_rank=kv['tp_rank'], tp_size=kv['tp_size'], l0=kv['l0'],
+                   l1=kv['l1'], batch=kv['batch'], mb=kv['mb'], node=node,
+                   gpu=kv['gpu'])
+        for k, v in want.items():
+            if str(v) != got[k]:
+                errors.append('rank %d %s: task says %s, plan says %s' % (r, k, got[k], v))
+        checks = [(kv['hrank'], str(r)), (kv['world'], str(plan['world_size'])),
+                  (kv['hash'], plan['hash']), (kv['plan'], sys.argv[1]),
+                  (kv['cvd'], kv['gpu']), (kv['order'], 'PCI_BUS_ID'),
+                  (kv['handoff'], '')]
+        for got_v, want_v in checks:
+            if got_v != want_v and not (want_v == sys.argv[1] and got_v.endswith(want_v.split('/')[-1])):
+                errors.append('rank %d: %r != %r' % (r, got_v, want_v))
+    missing = sorted(set(roles) - set(seen))
+    if missing:
+        errors.append('ranks without a task: %s' % missing)
+    if len(lines) != plan['world_size']:
+        errors.append('%d tasks for %d ranks' % (len(lines), plan['world_size']))
+    for e in errors:
+        print('# ' + e)
+    print('# %d tasks checked against %s' % (len(lines), sys.argv[1]))
+    return 1 if errors else 0
+
+
+sys.exit(main())
