@@ -239,7 +239,7 @@ static void order_nodes(const sched_ctx *x, int *nd, int k)
 static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl)
 {
 	const sched_ctx *x = &st->x;
-	int L = x->m.layers, mcap = st->M - st->max_p + 1;
+	int L = x->m.layers, mcap = st->M; /* no pipeline gets more */
 	double *a = calloc((size_t)S, sizeof(double) * 2);
 	int *cap = calloc((size_t)S, sizeof(int) * 2), *n = cap + S;
 	double *c = a + S, res = -1;

@@ -158,5 +158,6 @@ hexi_rc pl_search_exhaustive(pl_state *st, pl_cand *best)
 		for (int j = i + 1; j < n; j++)
 			part[j] = 0;
 	}
+	pl_search_mb(st, best);
 	return HEXI_OK;
 }

@@ -26,6 +26,10 @@ check "simulate --json has iteration" grep -q '"iteration_s"' "$T/s.json"
 check "simulate text" "$H" simulate "$T/p.json"
 check "simulate --cost-model reference" "$H" simulate --cost-model reference "$T/p.json"
 check "show" "$H" show "$T/p.json"
+"$H" show --svg "$T/p.svg" "$T/p.json" >/dev/null || fail "show --svg"
+check "show --svg writes SVG" grep -q "<svg" "$T/p.svg"
+"$H" simulate --json --cost-model reference "$T/p.json" >"$T/r.json" || fail "simulate reference json"
+check "simulate records the reference model" grep -q '"cost_model": "reference"' "$T/r.json"
 # same seed, same plan
 "$H" plan "$EX/paper.json" --model llama2-13b -o "$T/p2.json" >/dev/null
 expect_eq "deterministic plan file" "$(cmp -s "$T/p.json" "$T/p2.json"; echo $?)" 0
