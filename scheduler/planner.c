@@ -111,11 +111,13 @@ int sched_split_layers(int L, int S, const double *a, const double *c,
 		n[s] = n[s] < 1 ? 1 : n[s];
 		sum += n[s];
 	}
-	while (sum > L) { /* drop layers from the slowest stages */
+	/* every n[s] keeps its stage under the optimal bound; drop the
+	 * surplus from the stages with the dearest layers, which also gives
+	 * the smallest sum of stage times (1F1B: sum + (m-1) max) */
+	while (sum > L) {
 		int w = -1;
 		for (int s = 0; s < S; s++)
-			if (n[s] > 1 &&
-			    (w < 0 || a[s] * n[s] + c[s] > a[w] * n[w] + c[w]))
+			if (n[s] > 1 && (w < 0 || a[s] > a[w]))
 				w = s;
 		if (w < 0)
 			return -1;
