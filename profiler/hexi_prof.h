@@ -124,10 +124,11 @@ hexi_rc hexi_prof_parse_bytes(const char *s, size_t *out);
 /* ---- benchmarks -------------------------------------------------------- */
 
 typedef struct hexi_prof_opts {
-	int warmup;  /* untimed runs (default 2) */
-	int repeats; /* timed runs (default 10) */
-	int quick;   /* small sizes (tests, CI) */
-	int nshapes; /* extra GEMM shapes */
+	int warmup;	/* untimed runs (default 2) */
+	int repeats;	/* timed runs (default 10) */
+	int quick;	/* small sizes (tests, CI) */
+	int nshapes;	/* extra GEMM shapes */
+	int only_given; /* 1: only the given shapes, no defaults */
 	hexi_prof_shape shapes[HEXI_PROF_MAX_SHAPES];
 	size_t max_msg_bytes; /* largest message of the link tests */
 	char gpu_type[HEXI_PROF_NAME_MAX]; /* "" = guess from the name */

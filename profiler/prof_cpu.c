@@ -155,6 +155,8 @@ hexi_rc hexi_prof_cpu(const hexi_prof_opts *o, hexi_profile *p,
 					 HEXI_PROF_MAX_SHAPES);
 	double best = 0;
 
+	if (o->only_given)
+		n = 0;
 	for (int i = 0; i < o->nshapes; i++)
 		shapes[n++] = o->shapes[i];
 	for (int i = 0; i < n; i++) {

@@ -499,6 +499,8 @@ static hexi_rc one_device(const hexi_prof_opts *o, int dev, hexi_prof_gpu *g,
 	cudaStream_t s = NULL;
 	hexi_rc rv;
 
+	if (o->only_given)
+		n = 0;
 	for (int i = 0; i < o->nshapes; i++)
 		shapes[n++] = o->shapes[i];
 	hexi_prof_gpu_init(g, dev);
