@@ -206,6 +206,8 @@ static int parse_args(int argc, char **argv, cli *c)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	if (c->o.only_given && c->o.nshapes == 0)
 		return usage_error("--only-gemm needs at least one --gemm");
+	if (c->o.quick)
+		c->o.min_sample_s = 0.002;
 	if (c->o.quick && !max_msg_set)
 		c->o.max_msg_bytes = 1u << 20;
 	return 0;
