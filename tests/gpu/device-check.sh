@@ -7,8 +7,9 @@
 #      NCCL backend on one rank (test_nccl.t)
 #   3. hexiprof in GPU mode: GEMM TFLOPS (bf16/fp16/fp32), memory and
 #      host<->device bandwidth, written as a profile
-#   4. GPU training throughput (tokens/s, MFU against the catalog peak) of a
-#      ~1B-parameter model in bf16, when a GPU trainer exists
+#   4. one training step of the whole model on the GPU against the CPU model,
+#      then training throughput (tokens/s, MFU against the catalog peak) of a
+#      ~1B-parameter model in bf16 on one GPU (bench_gpu_train)
 #   5. the cost-model fidelity comparison (tests/bench/fidelity.sh)
 #
 # Usage: tests/gpu/device-check.sh      (from anywhere; run as root or with
@@ -84,8 +85,9 @@ fi
 
 # ---- 2. kernels and NCCL ---------------------------------------------------
 TK=$BUILD/tests/gpu/test_kernels
-if [ ! -x "$TK" ]; then
-	make -C "$BUILD/tests/gpu" test_kernels test_nccl.t >"$work/make-tests.txt" 2>&1
+if [ ! -x "$TK" ] || [ ! -x "$BUILD/tests/gpu/bench_gpu_train" ]; then
+	make -C "$BUILD/tests/gpu" test_kernels test_nccl.t test_gpu_model \
+		bench_gpu_train >"$work/make-tests.txt" 2>&1
 fi
 if [ ! -x "$TK" ]; then
 	note "kernels" "not built: this build has no CUDA (configure --with-cuda)"
@@ -143,20 +145,45 @@ else
 fi
 
 # ---- 4. GPU training throughput (~1B parameters, bf16) ----------------------
-TRAIN=$BUILD/runtime/hexitrain
-if [ -x "$TRAIN" ] && "$TRAIN" --help 2>&1 | grep -q -- "--device"; then
-	# model of ~1.1B parameters (Llama shape: 16 layers, hidden 2048)
-	cat >"$work/model-1b.json" <<'EOF'
-{"format":"hexiscale-model","version":1,"name":"llama-1b","layers":16,"hidden":2048,
- "heads":16,"kv_heads":16,"ffn":5632,"vocab":32000,"seq_len":2048}
+# hexitrain itself trains on CPU ranks only; the single-GPU training path is
+# rt_cuda_model (runtime/cuda), measured by bench_gpu_train after
+# test_gpu_model checked one step of it against the CPU model.
+if [ -x "$BUILD/tests/gpu/test_gpu_model" ]; then
+	run gpu-model 120 "$BUILD/tests/gpu/test_gpu_model"
+	st=$?
+	if [ $st -eq 0 ]; then
+		note "gpu model" "ok: a training step on the GPU equals the CPU model's ($(grep -c '^ok ' "$work/gpu-model.txt") checks)"
+	else
+		grep '^not ok' "$work/gpu-model.txt" | head -5
+		note "gpu model" "FAILED: $(grep -c '^not ok ' "$work/gpu-model.txt") checks (exit $st)"
+		failed=1
+	fi
+fi
+BENCH=$BUILD/tests/gpu/bench_gpu_train
+mem_gib=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+	mem_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 | awk '{print int($1 / 1024)}')
+fi
+# ~1.1B parameters (16 layers, hidden 2048, Llama shape) need ~20 GiB of
+# weights + fp32 Adam state; smaller GPUs get the ~0.45B variant.
+if [ "${mem_gib:-0}" -ge 40 ]; then
+	layers=16 hidden=2048 heads=16 ffn=5632 batch=4 seq=2048
+else
+	layers=12 hidden=1536 heads=12 ffn=4096 batch=2 seq=1024
+fi
+cat >"$work/model-bench.json" <<EOF
+{"format":"hexiscale-model","version":1,"name":"llama-${layers}l-${hidden}","layers":$layers,
+ "hidden":$hidden,"heads":$heads,"kv_heads":$heads,"ffn":$ffn,"vocab":32000,"seq_len":$seq}
 EOF
-	if run train 180 "$TRAIN" --device gpu --dtype bf16 --model "$work/model-1b.json" \
-		--batch 4 --micro-batches 1 --steps 6 --json; then
-		note "train" "$(python3 - "$work/train.txt" "$work/profile.json" <<'PY'
-import json, statistics, sys
-steps = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-tps = statistics.median(s["tokens_per_s"] for s in steps[1:])
-print(f"llama-1b bf16: {tps:.0f} tokens/s (median of {len(steps)-1} steps)")
+if [ -x "$BENCH" ]; then
+	if run train 200 "$BENCH" --model "$work/model-bench.json" --dtype bf16 \
+		--batch "$batch" --steps 6 --json; then
+		note "train" "$(python3 - "$work/train.txt" <<'PY'
+import json, sys
+s = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
+print(f"{s['model']} ({s['params'] / 1e9:.2f}B params) {s['dtype']}, batch {s['batch']}x{s['seq']}: "
+      f"{s['tokens_per_s']:.0f} tokens/s, {s['tflops']:.1f} TFLOP/s, "
+      f"MFU {100 * s['mfu']:.1f} % of {s['peak_tflops']:.1f} ({s['gpu_type']} catalog peak)")
 PY
 )"
 	else
@@ -166,7 +193,7 @@ PY
 		failed=1
 	fi
 else
-	note "train" "not run: hexitrain has no GPU path yet (no --device option; the runtime trains on CPU ranks only)"
+	note "train" "not run: no bench_gpu_train in $BUILD/tests/gpu"
 fi
 
 # ---- 5. cost-model fidelity ----------------------------------------------------
