@@ -111,11 +111,13 @@ int sched_split_layers(int L, int S, const double *a, const double *c,
 		n[s] = n[s] < 1 ? 1 : n[s];
 		sum += n[s];
 	}
-	while (sum > L) { /* drop layers from the slowest stages */
+	/* every n[s] keeps its stage under the optimal bound; drop the
+	 * surplus from the stages with the dearest layers, which also gives
+	 * the smallest sum of stage times (1F1B: sum + (m-1) max) */
+	while (sum > L) {
 		int w = -1;
 		for (int s = 0; s < S; s++)
-			if (n[s] > 1 &&
-			    (w < 0 || a[s] * n[s] + c[s] > a[w] * n[w] + c[w]))
+			if (n[s] > 1 && (w < 0 || a[s] > a[w]))
 				w = s;
 		if (w < 0)
 			return -1;
@@ -127,46 +129,109 @@ int sched_split_layers(int L, int S, const double *a, const double *c,
 
 /* ---- batch split --------------------------------------------------------- */
 
+/* Time of one pipeline for m micro-batches, both models, O(1) once the
+ * anchor is known: 1F1B is sum + (m-1) max; the GPipe slot sum grows by
+ * max per micro-batch from m = S-1 on (every later column spans all
+ * stages). */
+typedef struct pipe_fn {
+	const double *c;
+	int S, ref, anchor;
+	double sum, mx, t_anchor;
+} pipe_fn;
+
+static double pipe_t(const pipe_fn *f, long m)
+{
+	if (!f->ref)
+		return f->sum + (double)(m - 1) * f->mx;
+	if (m >= f->anchor)
+		return f->t_anchor + (double)(m - f->anchor) * f->mx;
+	return sched_ref_pipe_s(f->c, f->S, (int)m);
+}
+
+/* Largest m >= 1 with pipe_t(m) <= T (0 if none). */
+static long pipe_count(const pipe_fn *f, double T, long M)
+{
+	long m;
+
+	if (!f->ref || T >= f->t_anchor) {
+		double base = f->ref ? f->t_anchor : f->sum;
+		long m0 = f->ref ? f->anchor : 1;
+		if (T < base)
+			return f->ref ? 0 : 0;
+		m = m0 + (long)floor((T - base) / f->mx);
+		return m > M ? M : m;
+	}
+	for (m = f->anchor - 1; m >= 1; m--)
+		if (pipe_t(f, m) <= T)
+			return m;
+	return 0;
+}
+
+/* Minimise max_p T_p(m_p) with sum m_p = M, m_p >= 1: bisection on the
+ * bound (each T_p grows with m), then the surplus leaves the pipelines
+ * whose time is largest.  O(np log) instead of O(M np). */
 int sched_split_batches(const sched_ctx *x, int np, int M,
 			const double *const *stage_s, const int *S, int *m)
 {
-	double *sum = NULL, *mx = NULL;
+	pipe_fn *f = calloc((size_t)(np > 0 ? np : 1), sizeof(*f));
+	double lo = 0, hi = 0;
+	long sum = 0;
 	int rc = -1;
 
-	if (np < 1 || M < np)
-		return -1;
-	sum = calloc((size_t)np, sizeof(double));
-	mx = calloc((size_t)np, sizeof(double));
-	if (!sum || !mx)
+	if (!f || np < 1 || M < np)
 		goto out;
 	for (int p = 0; p < np; p++) {
-		m[p] = 1;
+		f[p].c = stage_s[p];
+		f[p].S = S[p];
+		f[p].ref = x->kind == HEXI_COST_REFERENCE;
 		for (int s = 0; s < S[p]; s++) {
-			sum[p] += stage_s[p][s];
-			mx[p] = stage_s[p][s] > mx[p] ? stage_s[p][s] : mx[p];
+			f[p].sum += stage_s[p][s];
+			f[p].mx =
+			    stage_s[p][s] > f[p].mx ? stage_s[p][s] : f[p].mx;
 		}
+		if (!(f[p].mx > 0))
+			goto out;
+		f[p].anchor = S[p] - 1 > 1 ? S[p] - 1 : 1;
+		f[p].t_anchor =
+		    f[p].ref ? sched_ref_pipe_s(f[p].c, S[p], f[p].anchor) : 0;
+		lo = pipe_t(&f[p], 1) > lo ? pipe_t(&f[p], 1) : lo;
+		hi = pipe_t(&f[p], M) > hi ? pipe_t(&f[p], M) : hi;
 	}
-	/* each T_p(m) grows with m: giving the next micro-batch to the
-	 * pipeline whose time after it is smallest minimises the max */
-	for (int k = np; k < M; k++) {
-		int w = 0;
-		double wt = DBL_MAX;
-		for (int p = 0; p < np; p++) {
-			double t =
-			    x->kind == HEXI_COST_REFERENCE
-				? sched_ref_pipe_s(stage_s[p], S[p], m[p] + 1)
-				: sum[p] + m[p] * mx[p];
-			if (t < wt) {
-				wt = t;
+	lo *= 1 - 1e-12;
+	hi = hi * (1 + 1e-9);
+	for (int it = 0; it < 200 && hi - lo > 1e-12 * hi; it++) {
+		double mid = 0.5 * (lo + hi);
+		long got = 0;
+		int ok = 1;
+		for (int p = 0; p < np && ok; p++) {
+			long k = pipe_count(&f[p], mid, M);
+			ok = k >= 1;
+			got += k;
+		}
+		if (ok && got >= M)
+			hi = mid;
+		else
+			lo = mid;
+	}
+	for (int p = 0; p < np; p++) {
+		long k = pipe_count(&f[p], hi, M);
+		m[p] = (int)(k < 1 ? 1 : k);
+		sum += m[p];
+	}
+	while (sum > M) { /* surplus from the slowest pipelines */
+		int w = -1;
+		for (int p = 0; p < np; p++)
+			if (m[p] > 1 && (w < 0 || pipe_t(&f[p], m[p]) >
+						      pipe_t(&f[w], m[w])))
 				w = p;
-			}
-		}
-		m[w]++;
+		if (w < 0)
+			goto out;
+		m[w]--;
+		sum--;
 	}
-	rc = 0;
+	rc = sum == M ? 0 : -1;
 out:
-	free(sum);
-	free(mx);
+	free(f);
 	return rc;
 }
 
@@ -177,15 +242,19 @@ typedef struct pl_grp {
 	int *dev; /* [tp] context indices */
 } pl_grp;
 
-static const pl_state *sort_st;
-static const int *sort_part, *sort_grp;
+/* qsort_r keys (no globals: hexi_plan_create may run in several threads) */
+typedef struct dev_key {
+	const sched_dev *dev;
+	const int *part, *grp;
+} dev_key;
 
-static int cmp_dev(const void *a, const void *b)
+static int cmp_dev(const void *a, const void *b, void *arg)
 {
+	const dev_key *kk = arg;
 	int i = *(const int *)a, j = *(const int *)b;
-	const sched_dev *d = sort_st->x.dev;
-	int k[4] = {sort_part[i], d[i].node, sort_grp ? sort_grp[i] : 0, i};
-	int l[4] = {sort_part[j], d[j].node, sort_grp ? sort_grp[j] : 0, j};
+	const sched_dev *d = kk->dev;
+	int k[4] = {kk->part[i], d[i].node, kk->grp ? kk->grp[i] : 0, i};
+	int l[4] = {kk->part[j], d[j].node, kk->grp ? kk->grp[j] : 0, j};
 
 	for (int q = 0; q < 4; q++)
 		if (k[q] != l[q])
@@ -308,18 +377,21 @@ static void free_stages(hexi_pipeline *pl)
 	pl->nstages = 0;
 }
 
-static const sched_ctx *node_sort_x;
-static int node_sort_dir;
+typedef struct node_key {
+	const sched_ctx *x;
+	int dir;
+} node_key;
 
-static int cmp_node_mem(const void *a, const void *b)
+static int cmp_node_mem(const void *a, const void *b, void *arg)
 {
-	const sched_ctx *x = node_sort_x;
+	const node_key *nk = arg;
+	const sched_ctx *x = nk->x;
 	int i = *(const int *)a, j = *(const int *)b;
 	double mi = x->dev[x->node_first[i]].mem_gib;
 	double mj = x->dev[x->node_first[j]].mem_gib;
 
 	if (mi != mj)
-		return (mi > mj ? -1 : 1) * node_sort_dir;
+		return (mi > mj ? -1 : 1) * nk->dir;
 	return (i > j) - (i < j);
 }
 
@@ -341,9 +413,8 @@ static double order_and_split(pl_state *st, pl_grp *g, int ng,
 		hexi_pipeline tmp = {0};
 		int q = 0;
 		double r;
-		node_sort_x = &st->x;
-		node_sort_dir = dir;
-		qsort(nd, (size_t)k, sizeof(int), cmp_node_mem);
+		node_key nk = {&st->x, dir};
+		qsort_r(nd, (size_t)k, sizeof(int), cmp_node_mem, &nk);
 		order_nodes(&st->x, nd, k);
 		for (int i = 0; i < k; i++)
 			for (int j = 0; j < ng; j++)
@@ -384,10 +455,10 @@ int pl_phase2_groups(pl_state *st, const int *part, int P, const int *grp,
 	out->np = P;
 	for (int i = 0; i < n; i++)
 		idx[i] = i;
-	sort_st = st;
-	sort_part = part;
-	sort_grp = grp;
-	qsort(idx, (size_t)n, sizeof(int), cmp_dev);
+	{
+		dev_key kk = {x->dev, part, grp};
+		qsort_r(idx, (size_t)n, sizeof(int), cmp_dev, &kk);
+	}
 	for (int i = 0; i < n; i++) {
 		int d = idx[i];
 		if (part[d] < 0)
@@ -438,10 +509,10 @@ int pl_phase2(pl_state *st, const int *part, int P, const int *tp_of_type,
 		goto out;
 	for (int i = 0; i < n; i++)
 		idx[i] = i;
-	sort_st = st;
-	sort_part = part;
-	sort_grp = NULL;
-	qsort(idx, (size_t)n, sizeof(int), cmp_dev);
+	{
+		dev_key kk = {x->dev, part, NULL};
+		qsort_r(idx, (size_t)n, sizeof(int), cmp_dev, &kk);
+	}
 	for (int i = 0; i < n;) {
 		int d = idx[i], j = i, k, t;
 		while (j < n && part[idx[j]] == part[d] &&

@@ -214,6 +214,20 @@ out:
 	free(part);
 }
 
+/* Fewest pipelines that can use every GPU: a pipeline has at most L
+ * stages of at most min(KV, GPUs of a node) GPUs each. */
+static int min_pipelines(const pl_state *st)
+{
+	long g = 1, cap;
+
+	for (int t = 0; t < st->x.ntypes; t++) {
+		long k = st->type_max[t] < st->kv ? st->type_max[t] : st->kv;
+		g = k > g ? k : g;
+	}
+	cap = g * st->x.m.layers;
+	return (int)((st->x.ndev + cap - 1) / cap);
+}
+
 static int next_p(int P)
 {
 	return P < 8 ? P + 1 : P + P / 4;
@@ -230,7 +244,7 @@ hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best)
 		free(warm);
 		return hexi_error(HEXI_ERR_NOMEM, "planner: partition");
 	}
-	for (int P = 1; P <= st->max_p; P = next_p(P)) {
+	for (int P = min_pipelines(st); P <= st->max_p; P = next_p(P)) {
 		double before = best->score;
 		for (int dir = 0; dir < (P > 1 ? 2 : 1); dir++) {
 			pl_cand b = {0};
@@ -262,7 +276,8 @@ hexi_rc pl_search_random(pl_state *st, pl_cand *best)
 
 	if (!part)
 		return hexi_error(HEXI_ERR_NOMEM, "planner: partition");
-	for (int P = 1; P <= st->max_p && !pl_out_of_time(st); P = next_p(P))
+	for (int P = min_pipelines(st); P <= st->max_p && !pl_out_of_time(st);
+	     P = next_p(P))
 		for (int draw = 0; draw < (P > 1 ? 3 : 1); draw++) {
 			pl_cand b = {0};
 			b.score = DBL_MAX;

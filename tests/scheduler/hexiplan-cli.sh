@@ -36,6 +36,12 @@ expect_eq "deterministic plan file" "$(cmp -s "$T/p.json" "$T/p2.json"; echo $?)
 "$H" plan --json "$EX/mixed-8.json" --model llama2-7b --global-batch 32 >"$T/j.json" ||
 	fail "plan --json mixed-8"
 check "plan --json reports MFU" grep -q '"mfu"' "$T/j.json"
+# the plan file's prediction is what the simulator recomputes from it
+"$H" plan --json "$EX/hetero-a100-4090-12.json" --model llama2-7b -o "$T/h.json" >"$T/hp.json" ||
+	fail "plan hetero"
+"$H" simulate --json "$T/h.json" >"$T/hs.json" || fail "simulate hetero"
+expect_eq "simulate reproduces the planner's iteration time" \
+	"$(grep '"iteration_s"' "$T/hs.json" | head -1)" "$(grep '"iteration_s"' "$T/hp.json")"
 check "plan --strategy megatron (7b)" "$H" plan "$EX/homo-a100-8.json" --model llama2-7b --strategy megatron -o "$T/m.json"
 check "megatron plan validates" "$H" validate "$T/m.json"
 check "compare --json" sh -c "'$H' compare --json '$EX/paper.json' --model llama2-7b --global-batch 16 >'$T/c.json'"
