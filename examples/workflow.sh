@@ -17,9 +17,37 @@ B=$(cd "$B" && pwd) || exit 1
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 EX=$SRC/examples
 STEPS=${HEXI_DEMO_STEPS:-10}
-HEXI_SLURM_PORT_BASE=${HEXI_DEMO_PORT_BASE:-17500}
-HEXI_SLURM_DIR=/tmp/hexi-demo-$HEXI_SLURM_PORT_BASE
 HEXI_BUILD=$B
+HEXI_PORT_LOCK=
+
+# claim_ports PREFERRED: a free block of 4 ports (controller + 3 nodes),
+# locked as tests/spank/slurm-lib.sh and tests/e2e/e2e-lib.sh do (mkdir
+# /tmp/hexi-slurm-lock-BASE with the owner's pid), so a demo never meets a
+# test cluster on the same ports.
+claim_ports() {
+	local i base lock owner first=$((($1 - 17200) / 10))
+	for i in $(seq 0 299); do
+		base=$((17200 + ((first + i) % 300) * 10))
+		lock=/tmp/hexi-slurm-lock-$base
+		if ! mkdir "$lock" 2>/dev/null; then
+			owner=$(cat "$lock/pid" 2>/dev/null)
+			[ -n "$owner" ] && kill -0 "$owner" 2>/dev/null && continue
+			rm -rf "$lock" && mkdir "$lock" 2>/dev/null || continue
+		fi
+		echo $$ >"$lock/pid"
+		if ss -Hltn 2>/dev/null | awk '{print $4}' |
+			grep -qE ":($base|$((base + 1))|$((base + 2))|$((base + 3)))\$"; then
+			rm -rf "$lock"
+			continue
+		fi
+		HEXI_SLURM_PORT_BASE=$base
+		HEXI_PORT_LOCK=$lock
+		return 0
+	done
+	return 1
+}
+claim_ports "${HEXI_DEMO_PORT_BASE:-17500}" || { echo "demo: no free ports" >&2; exit 1; }
+HEXI_SLURM_DIR=/tmp/hexi-demo-$HEXI_SLURM_PORT_BASE
 export HEXI_SLURM_PORT_BASE HEXI_SLURM_DIR HEXI_BUILD
 . "$SRC/tests/slurm/cluster.sh"
 hexi_cluster_vars
@@ -43,10 +71,13 @@ die() {
 field() { python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
 stop_cluster() {
+	cd / || true
 	hexi_cluster_stop >/dev/null 2>&1
 	if hexi_cluster_status >/dev/null 2>&1; then
 		say "demo: some daemons are still running (see $HEXI_SLURM_DIR/run)"
 	fi
+	[ -n "$HEXI_PORT_LOCK" ] && rm -rf "$HEXI_PORT_LOCK"
+	HEXI_PORT_LOCK=
 }
 trap stop_cluster EXIT
 trap 'exit 130' INT TERM
@@ -119,12 +150,20 @@ h "2. sbatch --hexiscale=auto examples/train.sbatch: train under that plan"
 export HEXITRAIN HEXI_EXAMPLES=$EX HEXI_CKPT_DIR=$JOBS/ckpt HEXI_SAVE_EVERY=5
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OPENBLAS_NUM_THREADS=1
 say "  (the GPUs are fake: every rank computes its role's share on the CPU with MPI)"
-jid=$(HEXI_STEPS=$STEPS sbatch --parsable --hexiscale=auto -o "out/%j.out" -e "out/%j.err" "$EX/train.sbatch") ||
+jid=$(HEXI_PRINT_ROLES=1 HEXI_STEPS=$STEPS sbatch --parsable --hexiscale=auto -o "out/%j.out" -e "out/%j.err" "$EX/train.sbatch") ||
 	die "sbatch refused the job"
 say "  sbatch --hexiscale=auto examples/train.sbatch   (job $jid: $STEPS steps, a checkpoint every 5)"
 follow "$jid" || { tail -n 20 "out/$jid.err"; die "training job failed"; }
-planA=out/hexiscale-plan.$jid.0.json
-say "  the job's step ran plan $(field "$planA" "p['hash']") (part 1 showed $(field "$plan1" "p['hash']"): same allocation, same plan)"
+planA=out/hexiscale-plan.$jid.1.json
+say "  every task's role, as the plugin set it (HEXISCALE_* variables; first step of the job):"
+grep '^HXROLE' "out/$jid.out" | sort -t= -k2 -n |
+	awk -v nodes="$(scontrol show hostnames "$(sed -n 's/^HXROLE.* nodelist=\([^ ]*\).*/\1/p' "out/$jid.out" | head -1)")" '
+	BEGIN { split(nodes, node, "\n") } {
+	for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+	printf "    task %s on %s GPU %s (%s): rank %s  pipeline %s stage %s/%s  TP %s/%s  layers [%s,%s)  batch %s in %s micro-batches\n",
+		v["procid"], node[v["nodeid"] + 1], v["gpu"], v["gtype"], v["rank"], v["pipe"], v["stage"], v["nstages"],
+		v["tp_rank"], v["tp_size"], v["l0"], v["l1"], v["batch"], v["mb"] }'
+say "  the job's training step ran plan $(field "$planA" "p['hash']") (part 1 showed $(field "$plan1" "p['hash']"): same allocation, same plan)"
 say "  checkpoints:"
 "$HEXICKPT" ls "$JOBS/ckpt" | sed 's/^/    /'
 

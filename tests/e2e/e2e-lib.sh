@@ -1,8 +1,11 @@
 # e2e-lib.sh - sourced by the tests/e2e/*.sh end-to-end tests: a private
-# test cluster (tests/slurm/cluster.sh) per test on its own ports, 17300 +
-# 10 * (test's slot), so that e2e tests, the spank tests (17100 and up,
-# hashed from 17200) and the demo (17500) never share a controller.  The
-# cluster is stopped on exit whatever happens.
+# test cluster (tests/slurm/cluster.sh) per test on its own port block
+# (controller + 3 nodes), stopped on exit whatever happens.  A block is
+# claimed with the lock protocol of tests/spank/slurm-lib.sh (an atomic
+# mkdir /tmp/hexi-slurm-lock-BASE holding the owner's pid, taken over only
+# when the owner is gone, ports checked free), so e2e tests, spank tests and
+# demos of any worktree never share a controller.  Preferred blocks:
+# 17300 + 10 * the test's slot; the demo prefers 17500.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/slurm/cluster.sh"
 
@@ -14,7 +17,33 @@ badinput) t_slot=2 ;;
 load) t_slot=3 ;;
 *) t_slot=9 ;;
 esac
-HEXI_SLURM_PORT_BASE=$((${HEXI_E2E_PORT_BASE:-17300} + 10 * t_slot))
+
+# claim_ports PREFERRED: set HEXI_SLURM_PORT_BASE and HEXI_PORT_LOCK.
+claim_ports() {
+	local i base lock owner first=$(( ($1 - 17200) / 10 ))
+	for i in $(seq 0 299); do
+		base=$((17200 + ((first + i) % 300) * 10))
+		lock=/tmp/hexi-slurm-lock-$base
+		if ! mkdir "$lock" 2>/dev/null; then
+			owner=$(cat "$lock/pid" 2>/dev/null)
+			[ -n "$owner" ] && kill -0 "$owner" 2>/dev/null && continue
+			rm -rf "$lock" && mkdir "$lock" 2>/dev/null || continue
+		fi
+		echo $$ >"$lock/pid"
+		if ss -Hltn 2>/dev/null | awk '{print $4}' |
+			grep -qE ":($base|$((base + 1))|$((base + 2))|$((base + 3)))\$"; then
+			rm -rf "$lock"
+			continue
+		fi
+		HEXI_SLURM_PORT_BASE=$base
+		HEXI_PORT_LOCK=$lock
+		return 0
+	done
+	return 1
+}
+claim_ports $((${HEXI_E2E_PORT_BASE:-17300} + 10 * t_slot)) ||
+	hard "no free port block for a test cluster"
+trap 'rm -rf "$HEXI_PORT_LOCK"' EXIT
 HEXI_SLURM_DIR=/tmp/hexi-e2e-$t_name-$HEXI_SLURM_PORT_BASE
 HEXI_BUILD=$top_builddir
 export HEXI_SLURM_PORT_BASE HEXI_SLURM_DIR HEXI_BUILD
@@ -42,12 +71,23 @@ need_trainer() {
 	[ -x "$HEXICKPT" ] || skip "hexickpt not built (needs HDF5, xxhash): $HEXICKPT"
 }
 
+# slurm_down: stop the daemons, free the port block; keep the scratch dir
+# (logs, job outputs) only when the test failed.
+slurm_down() {
+	local rc=$?
+	cd / || true
+	hexi_cluster_stop >/dev/null 2>&1
+	case $rc in 0 | 77) rm -rf "$HEXI_SLURM_DIR" ;; *) echo "# logs and job outputs kept in $HEXI_SLURM_DIR" ;; esac
+	rm -rf "$HEXI_PORT_LOCK"
+	return 0
+}
+
 # slurm_up: start the cluster (skip 77 with the reason where it cannot run)
 # and cd into its job directory $JOBS (mode 1777).
 slurm_up() {
 	local rc log=/tmp/hexi-e2e-$t_name-$HEXI_SLURM_PORT_BASE.start
 	hexi_cluster_vars
-	trap 'hexi_cluster_stop >/dev/null 2>&1' EXIT
+	trap slurm_down EXIT
 	trap 'exit 99' INT TERM
 	hexi_cluster_start >"$log" 2>&1
 	rc=$?
