@@ -51,8 +51,10 @@ o = json.load(sys.stdin)
 c = o["checkpoints"] if isinstance(o, dict) else o
 print(max(x["step"] for x in c if x.get("state", x.get("committed")) in ("committed", True)))')
 echo "# last step logged $last, last committed checkpoint step $saved"
-check "last committed checkpoint (step $saved) is the newest multiple of 3 <= $last" \
-	test "$saved" -ge 6 -a "$saved" -le "$last" -a $((saved % 3)) -eq 0 -a $((last - saved)) -le 3
+# The step being trained when the rank died may have committed its
+# checkpoint before rank 0 logged it: saved <= last + 1.
+check "last committed checkpoint (step $saved) is a save point in 6..$((last + 1))" \
+	test "$saved" -ge 6 -a "$saved" -le $((last + 1)) -a $((saved % 3)) -eq 0 -a $((last - saved)) -lt 3
 check "last committed checkpoint verifies" "$HEXICKPT" verify -q "$CK"
 
 # Resume on another allocation (n2, n3) from that checkpoint.
