@@ -137,7 +137,8 @@ static hexi_rc one_shape(const hexi_prof_opts *o, const hexi_prof_shape *s,
 				m->shape, m->check_err, SGEMM_TOL(s->k));
 		goto out;
 	}
-	rv = hexi_prof_time(run_sgemm, &g, o->warmup, o->repeats, &m->stat);
+	rv = hexi_prof_time_min(run_sgemm, &g, o->warmup, o->repeats,
+				o->min_sample_s, &m->stat);
 	if (rv != HEXI_OK)
 		goto out;
 	m->value = flop / m->stat.median_s / 1e9;
@@ -155,6 +156,8 @@ hexi_rc hexi_prof_cpu(const hexi_prof_opts *o, hexi_profile *p,
 					 HEXI_PROF_MAX_SHAPES);
 	double best = 0;
 
+	if (o->only_given)
+		n = 0;
 	for (int i = 0; i < o->nshapes; i++)
 		shapes[n++] = o->shapes[i];
 	for (int i = 0; i < n; i++) {

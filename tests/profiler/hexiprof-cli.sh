@@ -42,6 +42,7 @@ done <<'TABLE'
 --bogus|unknown option
 -Z|unknown option
 stray|unexpected argument
+--only-gemm|--only-gemm needs
 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1|too many
 TABLE
 

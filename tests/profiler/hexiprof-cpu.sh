@@ -33,6 +33,8 @@ best = max(x["value"] for x in m)
 assert abs(best - p["cpu"]["gemm_gflops"]) <= 1e-5 * best, (best, p)
 assert r["profile"] == p, "report embeds the written profile"
 PY
+n=$("$P" --cpu --only-gemm --gemm=64x32x16 -r 2 -w 0 --json | python3 -c 'import json,sys; m=json.load(sys.stdin)["measurements"]; print(len(m), m[0]["shape"])')
+expect_eq "--cpu --only-gemm: just the given shape" "$n" "1 64x32x16"
 out=$("$P" --mode=cpu --quick -r 2 -w 0 --no-mpi 2>&1) || fail "table mode"
 case $out in *"cpu.sgemm"*"GFLOP/s"*) pass "table lists cpu.sgemm in GFLOP/s" ;; *) fail "table: $out" ;; esac
 "$P" --mode=cpu --quick -r 1 -o /nonexistent-dir/x.json >/dev/null 2>"$d/err"

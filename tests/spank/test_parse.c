@@ -212,6 +212,13 @@ static void test_handoff(void)
 	       "altered checksum refused");
 	ok(hx_handoff_decode("hx2;j=1", &d) != HEXI_OK, "wrong version");
 	ok(hx_handoff_decode("", &d) != HEXI_OK, "empty");
+	{
+		char shortbody[32] = "hx1;c=";
+
+		hx_fnv1a_hex("hx1", 3, shortbody + 6);
+		ok(hx_handoff_decode(shortbody, &d) != HEXI_OK,
+		   "checksummed but empty body (fuzz find)");
+	}
 	ok(hx_handoff_decode("hx1;j=1;c=0000000000000000", &d) != HEXI_OK,
 	   "truncated");
 	free(bad);
