@@ -136,6 +136,7 @@ typedef struct hexi_prof_opts {
 	int quick;	/* small sizes (tests, CI) */
 	int nshapes;	/* extra GEMM shapes */
 	int only_given; /* 1: only the given shapes, no defaults */
+	int rate_mean;	/* profile rate: 0 best median, 1 FLOP-weighted mean */
 	hexi_prof_shape shapes[HEXI_PROF_MAX_SHAPES];
 	size_t max_msg_bytes; /* largest message of the link tests */
 	double min_sample_s;  /* GEMM and copy samples last at least this */

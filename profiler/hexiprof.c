@@ -35,6 +35,9 @@ static void usage(FILE *f)
 		"      --gpu-type=NAME  catalog type of the GPUs\n"
 		"  -g, --gemm=MxNxK     add a GEMM shape (up to %d)\n"
 		"      --only-gemm      time only the --gemm shapes\n"
+		"      --rate=best|mean GEMM rate in the profile: best shape "
+		"(default)\n"
+		"                       or all FLOPs over all time\n"
 		"  -s, --max-msg=SIZE   largest message (default 64M)\n"
 		"  -r, --repeats=N      timed runs (default 10)\n"
 		"  -w, --warmup=N       untimed runs first (default 2)\n"
@@ -69,7 +72,8 @@ static int parse_args(int argc, char **argv, cli *c)
 		OPT_NO_MPI,
 		OPT_CPU,
 		OPT_GPU,
-		OPT_ONLY_GEMM
+		OPT_ONLY_GEMM,
+		OPT_RATE
 	};
 	static const struct option lo[] = {
 	    {"mode", required_argument, NULL, 'm'},
@@ -86,6 +90,7 @@ static int parse_args(int argc, char **argv, cli *c)
 	    {"cpu", no_argument, NULL, OPT_CPU},
 	    {"gpu", no_argument, NULL, OPT_GPU},
 	    {"only-gemm", no_argument, NULL, OPT_ONLY_GEMM},
+	    {"rate", required_argument, NULL, OPT_RATE},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -183,6 +188,13 @@ static int parse_args(int argc, char **argv, cli *c)
 			break;
 		case OPT_ONLY_GEMM:
 			c->o.only_given = 1;
+			break;
+		case OPT_RATE:
+			if (strcmp(optarg, "best") && strcmp(optarg, "mean"))
+				return usage_error("--rate '%s': want best or "
+						   "mean",
+						   optarg);
+			c->o.rate_mean = strcmp(optarg, "mean") == 0;
 			break;
 		case 'v':
 			c->verbose = 1;

@@ -517,16 +517,22 @@ static hexi_rc one_device(const hexi_prof_opts *o, int dev, hexi_prof_gpu *g,
 	    (rv = cublas_err(cublasSetStream(h, s), "cublasSetStream")))
 		goto out;
 	for (int d = DT_BF16; d <= DT_FP32 && rv == HEXI_OK; d++) {
+		double flop = 0, time_s = 0;
+
 		*best[d] = 0;
-		/* fp32 is slow: the large square shapes only in full runs */
 		for (int i = 0; i < n && rv == HEXI_OK; i++) {
-			double t = 0;
+			double t = 0, f = 2.0 * shapes[i].m * shapes[i].n *
+					  shapes[i].k;
 
 			rv = gemm_bench(o, h, s, dev, (dtype)d, &shapes[i], r,
 					&t);
 			if (t > *best[d])
 				*best[d] = t;
+			flop += f;
+			time_s += t > 0 ? f / (t * 1e12) : 0;
 		}
+		if (o->rate_mean && time_s > 0)
+			*best[d] = flop / time_s / 1e12;
 	}
 	if (rv == HEXI_OK)
 		rv = mem_bench(o, dev, s, g, r);

@@ -601,6 +601,15 @@ static hexi_rc make_plan(local_ctx *c)
 					  "planner returned %d nodes for %d",
 					  c->plan->cluster->nnodes,
 					  c->alloc.nnodes);
+		for (int i = 0; i < c->alloc.nnodes; i++)
+			if (strcmp(c->plan->cluster->nodes[i].name,
+				   c->alloc.nodes[i].name) != 0)
+				return hexi_error(
+				    HEXI_ERR_INTERNAL,
+				    "planner reordered the nodes "
+				    "(%s for %s)",
+				    c->plan->cluster->nodes[i].name,
+				    c->alloc.nodes[i].name);
 		return HEXI_OK;
 	}
 	return file_plan(c);

@@ -94,7 +94,7 @@ extern "C" hexi_rc rt_cuda_rmsnorm_forward(rt_cuda_stream s, rt_cuda_dtype dt,
 					   const void *inp, const void *w,
 					   int BT, int C, float eps)
 {
-	if (BT < 0 || C < 1 || BT > 2147483647 / 1)
+	if (BT < 0 || C < 1)
 		return hexi_error(HEXI_ERR_INVAL, "rmsnorm: BT %d C %d", BT, C);
 	if (BT == 0)
 		return HEXI_OK;

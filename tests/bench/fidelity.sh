@@ -70,13 +70,18 @@ launch() { # launch N CMD...: N ranks of CMD (mpirun when N > 1)
 	fi
 }
 
-# 1. Profile: the model's own GEMMs (rows = tokens of a micro-batch) and the
-#    links between the ranks, measured now, under the same load as the run.
+# 1. Profile: the model's own GEMMs of a micro-batch (BT tokens): forward
+#    (BT,out,in), input gradients (BT,in,out) and weight gradients
+#    (out,in,BT) of the projections, the MLP and the LM head, as one
+#    FLOP-weighted rate (--rate=mean); and the links between the ranks.
+#    Measured now, under the same load as the run.
 BT=$((MB * T))
 echo "== profile ($ranks rank(s), GEMMs of the model, $BT tokens per micro-batch)"
-launch "$ranks" "$PROF" --cpu --only-gemm --host=localhost -r 7 -w 2 --max-msg=4M \
-	--gemm="${BT}x${C}x${C}" --gemm="${BT}x${F}x${C}" --gemm="${BT}x${C}x${F}" \
-	--gemm="${BT}x${V}x${C}" -o "$d/profiles/localhost.json" >"$d/prof.txt" 2>&1 ||
+launch "$ranks" "$PROF" --cpu --only-gemm --rate=mean --host=localhost -r 7 -w 2 \
+	--max-msg=4M --gemm="${BT}x${C}x${C}" --gemm="${BT}x${F}x${C}" \
+	--gemm="${BT}x${C}x${F}" --gemm="${F}x${C}x${BT}" --gemm="${BT}x${V}x${C}" \
+	--gemm="${BT}x${C}x${V}" --gemm="${V}x${C}x${BT}" \
+	-o "$d/profiles/localhost.json" >"$d/prof.txt" 2>&1 ||
 	{ cat "$d/prof.txt"; die "hexiprof failed"; }
 cat "$d/prof.txt"
 read -r gflops intra_bw intra_lat < <(python3 - "$d/profiles/localhost.json" <<'PY'
