@@ -62,6 +62,19 @@ p=$(latest_plan)
 expect_eq "command line model beats the twin" "$(field "$p" "p['model']['name']")" tiny-4l
 expect_eq "command line batch beats the twin" "$(field "$p" "p['train']['global_batch']")" 32
 
+# A model file instead of a name; as an unprivileged user a root-only model
+# file is refused (read with the user's own privileges).
+srun $GPUS --hexiscale=auto --hexiscale-model="$top_srcdir/examples/models/tiny-4l.json" true 2>/dev/null
+expect_eq "--hexiscale-model=FILE" "$(field "$(latest_plan)" "p['model']['name']")" tiny-4l
+install -m 600 "$top_srcdir/examples/models/tiny-4l.json" "$JOBS/rootonly-model.json"
+out=$(as_user srun $GPUS --hexiscale=auto --hexiscale-model="$JOBS/rootonly-model.json" sh -c 'echo LAUNCHED' 2>&1)
+[ $? -ne 0 ] && printf '%s' "$out" | grep -q "hexiscale: .*model.*rootonly-model.json" &&
+	! printf '%s' "$out" | grep -q LAUNCHED && pass "as nobody: root-only model file refused" ||
+	fail "root-only model: $out"
+out=$(as_user srun $GPUS --hexiscale=auto --hexiscale-model=tiny-8l "$EX/print-role.sh" 2>/dev/null)
+printf '%s\n' "$out" >user.out
+check "as nobody: planned step works" $CHECK "$(latest_plan)" user.out
+
 # Planning errors stop the step before launch, with a message.
 while IFS='|' read -r args want; do
 	out=$(srun $args --hexiscale=auto sh -c 'echo LAUNCHED' 2>&1)
