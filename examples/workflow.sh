@@ -169,7 +169,12 @@ grep '^HXROLE' "out/$jid.out" | sort -t= -k2 -n |
 	printf "    task %s on %s GPU %s (%s): rank %s  pipeline %s stage %s/%s  TP %s/%s  layers [%s,%s)  batch %s in %s micro-batches\n",
 		v["procid"], node[v["nodeid"] + 1], v["gpu"], v["gtype"], v["rank"], v["pipe"], v["stage"], v["nstages"],
 		v["tp_rank"], v["tp_size"], v["l0"], v["l1"], v["batch"], v["mb"] }'
-say "  the job's training step ran plan $(field "$planA" "p['hash']") (part 1 showed $(field "$plan1" "p['hash']"): same allocation, same plan)"
+hA=$(field "$planA" "p['hash']")
+if [ "$hA" = "$(field "$plan1" "p['hash']")" ]; then
+	say "  the job's training step ran plan $hA: the one of part 1 (same allocation, same plan)"
+else
+	say "  the job's training step ran plan $hA (part 1 planned $(field "$plan1" "p['hash']"): the planner ran out of its time budget differently)"
+fi
 say "  checkpoints:"
 "$HEXICKPT" ls "$JOBS/ckpt" | sed 's/^/    /'
 
