@@ -143,7 +143,8 @@ njobs() { squeue -h -t all -o %i 2>/dev/null | wc -l; }
 # json_steps FILE: "STEP LOSS" lines of hexitrain --json output.
 json_steps() {
 	python3 -c '
-import json, sys
+import json, signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 for line in open(sys.argv[1], errors="replace"):
     line = line.strip()
     if not line.startswith("{"):
