@@ -629,6 +629,19 @@ static void local_fini(local_ctx *c)
 	hx_sched_close(&c->lib);
 }
 
+/* Every node of the step must have GPUs of the job. */
+static hexi_rc check_gpus(local_ctx *c)
+{
+	for (int i = 0; i < c->alloc.nnodes; i++)
+		if (c->alloc.nodes[i].gres.ngpus == 0)
+			return hexi_error(HEXI_ERR_NODEV,
+					  "node %s: the job has no GPUs there "
+					  "(ask for GPUs, e.g. "
+					  "--gpus-per-task=1)",
+					  c->alloc.nodes[i].name);
+	return HEXI_OK;
+}
+
 int hx_local_post_opt(spank_t sp)
 {
 	hx_settings s;
@@ -675,6 +688,14 @@ int hx_local_user_init(spank_t sp)
 	t[0] = hexi_now_s();
 	rv = hx_discover(job, step, &c.alloc);
 	t[1] = hexi_now_s();
+	if (rv == HEXI_OK && (rv = check_gpus(&c)) == HEXI_ERR_NODEV &&
+	    c.set.mode_from_default) {
+		/* default_mode=on must not break steps without GPUs */
+		slurm_verbose("hexiscale: step %u.%u not planned: %s", job,
+			      step, hexi_errmsg(rv));
+		local_fini(&c);
+		return 0;
+	}
 	if (rv == HEXI_OK)
 		rv = make_plan(&c);
 	t[2] = hexi_now_s();
