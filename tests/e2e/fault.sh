@@ -26,7 +26,7 @@ json_steps "out/$jid.out" | grep -q '^7 ' || { sed 's/^/# /' "out/$jid.out" "out
 # The victim: the hexitrain process of this job whose role is rank $VICTIM.
 victim=""
 for p in $(pgrep hexitrain); do
-	env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
+	env=$(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ") || continue
 	grep -qx "SLURM_JOB_ID=$jid" <<<"$env" && grep -qx "HEXISCALE_RANK=$VICTIM" <<<"$env" &&
 		grep -qx "SLURM_STEP_ID=0" <<<"$env" && { victim=$p; break; }
 done
@@ -40,8 +40,16 @@ expect_eq "job with a killed task failed (within the 30 s bound)" "$st" FAILED
 check "message names the dead rank ($VICTIM) and the signal" \
 	grep -q "hexiscale: rank $VICTIM of 8 .*hexitrain killed by signal 9 (KILL)" "out/$jid.err"
 grep -m1 "hexiscale: rank $VICTIM" "out/$jid.err" | sed 's/^/# /'
-check "no hexitrain process of the job left" test -z "$(for p in $(pgrep hexitrain); do
-	tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_JOB_ID=$jid" && echo "$p"; done)"
+# Processes of the job still alive (slurmstepd may still be reaping them).
+job_procs() {
+	local p
+	for p in $(pgrep hexitrain); do
+		tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "SLURM_JOB_ID=$jid" && echo "$p"
+	done
+}
+for i in $(seq 50); do [ -z "$(job_procs)" ] && break; sleep 0.2; done
+left=$(job_procs)
+check "no hexitrain process of the job left (within 10 s)" test -z "$left"
 
 json_steps "out/$jid.out" >lossA.txt
 last=$(tail -1 lossA.txt | cut -d' ' -f1)
