@@ -119,6 +119,9 @@ int ck_h5_write_meta(hid_t fid, const hexi_ckpt_meta *m);
 /* Check a rank file's root attributes against META; hexi_rc. */
 hexi_rc ck_h5_check_meta(hid_t fid, const hexi_ckpt_meta *m, int rank,
 			 const char *path);
+/* H5Fclose; if that fails (metadata flush on a full disk), truncate PATH
+ * (the file is being discarded) and close again, so no id stays open. */
+herr_t ck_h5_close_discard(hid_t f, const char *path);
 /* fsync a file or directory by path. */
 hexi_rc ck_fsync_path(const char *path, int is_dir);
 

@@ -169,7 +169,7 @@ hexi_rc hexi_ckpt_export(hexi_ckpt_reader *r, const char *path,
 	gb = H5I_INVALID_HID;
 	H5Gclose(g);
 	g = H5I_INVALID_HID;
-	i = H5Fclose(f);
+	i = ck_h5_close_discard(f, tmp);
 	f = H5I_INVALID_HID;
 	if (i < 0)
 		goto out;
@@ -189,8 +189,12 @@ out:
 		H5Gclose(gb);
 	if (g >= 0)
 		H5Gclose(g);
-	if (f >= 0)
-		H5Fclose(f);
+	if (f >= 0) {
+		/* A failed export: free its space before HDF5 flushes. */
+		if (truncate(tmp, 0) < 0)
+			hexi_log(HEXI_LOG_DEBUG, "%s: truncate failed", tmp);
+		ck_h5_close_discard(f, tmp);
+	}
 	if (rv != HEXI_OK)
 		unlink(tmp);
 	return rv;

@@ -84,6 +84,11 @@ static void writer_free(hexi_ckpt_writer *w, int remove_file)
 {
 	if (w == NULL)
 		return;
+	/* A file being discarded: release its space before HDF5 flushes. */
+	if (remove_file && w->path[0] != '\0' && w->fid >= 0 &&
+	    truncate(w->path, 0) < 0)
+		hexi_log(HEXI_LOG_WARN, "%s: cannot truncate: %s", w->path,
+			 strerror(errno));
 	if (w->fspace >= 0)
 		H5Sclose(w->fspace);
 	if (w->dset >= 0)
@@ -93,7 +98,7 @@ static void writer_free(hexi_ckpt_writer *w, int remove_file)
 	if (w->slices >= 0)
 		H5Gclose(w->slices);
 	if (w->fid >= 0)
-		H5Fclose(w->fid);
+		ck_h5_close_discard(w->fid, w->path);
 	if (remove_file && w->path[0] != '\0')
 		unlink(w->path);
 	if (w->xxh != NULL)
@@ -405,7 +410,7 @@ hexi_rc hexi_ckpt_save_end(hexi_ckpt_writer *w)
 	w->slices = H5I_INVALID_HID;
 	f = w->fid;
 	w->fid = H5I_INVALID_HID;
-	if (H5Fclose(f) < 0) {
+	if (ck_h5_close_discard(f, w->path) < 0) {
 		rv = ck_h5_error("%s: closing", w->path);
 		goto out;
 	}

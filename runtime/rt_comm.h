@@ -83,9 +83,11 @@ struct rt_group {
 
 /* ---- backends ----------------------------------------------------------- */
 
-/* MPI backend; MPI must already be initialised (boot.c does it).  The world
- * communicator is MPI_COMM_WORLD.  Also works for a single process. */
-hexi_rc rt_comm_mpi_create(rt_comm **out);
+/* MPI backend; MPI must already be initialised (boot.c does it).  Collective
+ * over MPI_COMM_WORLD: renumbers the processes by plan_rank (a task's plan
+ * rank, HEXISCALE_RANK, may differ from its launcher rank); fails if the
+ * plan ranks are not 0..size-1 once each. */
+hexi_rc rt_comm_mpi_create(int plan_rank, rt_comm **out);
 /* A single-process backend without MPI (collectives are copies). */
 hexi_rc rt_comm_self_create(rt_comm **out);
 #ifdef HAVE_CUDA

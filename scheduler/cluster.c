@@ -508,9 +508,9 @@ static json_t *types_to_json(const hexi_cluster *c)
 		for (int k = 0; k < i && !seen; k++)
 			seen = strcmp(c->nodes[k].gpu_type,
 				      c->nodes[i].gpu_type) == 0;
-		if (!seen &&
-		    hsj_append(a, hexi__gpu_type_to_json(
-				      hexi_cluster_gpu(c, i))) != HEXI_OK) {
+		const hexi_gpu_type *t = hexi_cluster_gpu(c, i);
+		if (t == NULL || (!seen && hsj_append(a, hexi__gpu_type_to_json(
+							     t)) != HEXI_OK)) {
 			json_decref(a);
 			return NULL;
 		}
@@ -581,8 +581,9 @@ hexi_rc hexi_cluster_to_json(const hexi_cluster *c, char **out)
 	hexi_rc rv;
 
 	*out = NULL;
-	if (c == NULL)
-		return hexi_error(HEXI_ERR_INVAL, "cluster: NULL");
+	rv = hexi_cluster_validate(c);
+	if (rv != HEXI_OK)
+		return rv;
 	j = hexi__cluster_to_json(c);
 	if (j == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "cluster: cannot build JSON");

@@ -216,19 +216,21 @@ static void axis_sync(const sched_ctx *x, int np, const int *const *holders,
 		      const int *tps, int n, double unit_b, double *load,
 		      int *scratch)
 {
-	int *cuts = scratch, ncut = 0, *grp = scratch + n + 1;
-	int *nodes = grp + np;
-	char *mark = calloc((size_t)n + 1, 1);
+	int *cuts = scratch, ncut = 0, *grp, *nodes;
 
-	if (!mark)
-		return;
 	for (int p = 0; p < np; p++)
 		for (int r = 0; r <= tps[p]; r++)
-			mark[split_begin(n, tps[p], r)] = 1;
-	for (int i = 0; i <= n; i++)
-		if (mark[i])
-			cuts[ncut++] = i;
-	free(mark);
+			cuts[ncut++] = split_begin(n, tps[p], r);
+	qsort(cuts, (size_t)ncut, sizeof(int), cmp_int);
+	{
+		int k = 0;
+		for (int i = 0; i < ncut; i++)
+			if (k == 0 || cuts[k - 1] != cuts[i])
+				cuts[k++] = cuts[i];
+		ncut = k;
+	}
+	grp = cuts + ncut;
+	nodes = grp + np;
 	for (int k = 0; k + 1 < ncut; k++) {
 		int a = cuts[k];
 		double bw, lat, s;
@@ -249,12 +251,13 @@ double sched_hexi_layer_sync_s(const sched_ctx *x, int np,
 {
 	const hexi_model *m = &x->m;
 	double C = m->hidden, dh = C / m->heads, gb = x->t.act_bytes;
-	int nmax = m->kv_heads > m->ffn ? m->kv_heads : m->ffn;
-	int *scratch =
-	    malloc(sizeof(int) * ((size_t)nmax + 1 + 2 * (size_t)np));
-	int *lead = malloc(sizeof(int) * (size_t)np);
+	size_t ncut = 0;
+	int *scratch = NULL, *lead = malloc(sizeof(int) * (size_t)np);
 	double worst = 0, bw, lat;
 
+	for (int p = 0; p < np; p++)
+		ncut += (size_t)tps[p] + 1;
+	scratch = malloc(sizeof(int) * (ncut + 2 * (size_t)np + 1));
 	if (!scratch || !lead || np < 2)
 		goto out;
 	for (int p = 0; p < np; p++)

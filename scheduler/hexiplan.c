@@ -482,6 +482,16 @@ static int cmd_simulate(cli *a)
 			for (int s = 0; s < p->pipelines[q].nstages; s++, k++)
 				json_array_append_new(
 				    st, stage_json(p, q, s, &r[k]));
+		json_t *pl = json_array();
+		for (int q = 0; q < p->npipelines; q++)
+			json_array_append_new(
+			    pl, json_pack(
+				    "{s:i, s:f, s:i, s:i, s:i}", "pipeline", q,
+				    "time_s", p->pipelines[q].time_s, "batch",
+				    p->pipelines[q].batch, "micro_batches",
+				    p->pipelines[q].micro_batches, "stages",
+				    p->pipelines[q].nstages));
+		json_object_set_new(j, "pipeline_times", pl);
 		json_object_set_new(j, "stages", st);
 		json_object_set_new(j, "stages_over_memory",
 				    json_integer(over));

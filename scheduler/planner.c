@@ -111,11 +111,13 @@ int sched_split_layers(int L, int S, const double *a, const double *c,
 		n[s] = n[s] < 1 ? 1 : n[s];
 		sum += n[s];
 	}
-	while (sum > L) { /* drop layers from the slowest stages */
+	/* every n[s] keeps its stage under the optimal bound; drop the
+	 * surplus from the stages with the dearest layers, which also gives
+	 * the smallest sum of stage times (1F1B: sum + (m-1) max) */
+	while (sum > L) {
 		int w = -1;
 		for (int s = 0; s < S; s++)
-			if (n[s] > 1 &&
-			    (w < 0 || a[s] * n[s] + c[s] > a[w] * n[w] + c[w]))
+			if (n[s] > 1 && (w < 0 || a[s] > a[w]))
 				w = s;
 		if (w < 0)
 			return -1;
@@ -177,15 +179,19 @@ typedef struct pl_grp {
 	int *dev; /* [tp] context indices */
 } pl_grp;
 
-static const pl_state *sort_st;
-static const int *sort_part, *sort_grp;
+/* qsort_r keys (no globals: hexi_plan_create may run in several threads) */
+typedef struct dev_key {
+	const sched_dev *dev;
+	const int *part, *grp;
+} dev_key;
 
-static int cmp_dev(const void *a, const void *b)
+static int cmp_dev(const void *a, const void *b, void *arg)
 {
+	const dev_key *kk = arg;
 	int i = *(const int *)a, j = *(const int *)b;
-	const sched_dev *d = sort_st->x.dev;
-	int k[4] = {sort_part[i], d[i].node, sort_grp ? sort_grp[i] : 0, i};
-	int l[4] = {sort_part[j], d[j].node, sort_grp ? sort_grp[j] : 0, j};
+	const sched_dev *d = kk->dev;
+	int k[4] = {kk->part[i], d[i].node, kk->grp ? kk->grp[i] : 0, i};
+	int l[4] = {kk->part[j], d[j].node, kk->grp ? kk->grp[j] : 0, j};
 
 	for (int q = 0; q < 4; q++)
 		if (k[q] != l[q])
@@ -239,7 +245,7 @@ static void order_nodes(const sched_ctx *x, int *nd, int k)
 static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl)
 {
 	const sched_ctx *x = &st->x;
-	int L = x->m.layers, mcap = st->M - st->max_p + 1;
+	int L = x->m.layers, mcap = st->M; /* no pipeline gets more */
 	double *a = calloc((size_t)S, sizeof(double) * 2);
 	int *cap = calloc((size_t)S, sizeof(int) * 2), *n = cap + S;
 	double *c = a + S, res = -1;
@@ -308,18 +314,21 @@ static void free_stages(hexi_pipeline *pl)
 	pl->nstages = 0;
 }
 
-static const sched_ctx *node_sort_x;
-static int node_sort_dir;
+typedef struct node_key {
+	const sched_ctx *x;
+	int dir;
+} node_key;
 
-static int cmp_node_mem(const void *a, const void *b)
+static int cmp_node_mem(const void *a, const void *b, void *arg)
 {
-	const sched_ctx *x = node_sort_x;
+	const node_key *nk = arg;
+	const sched_ctx *x = nk->x;
 	int i = *(const int *)a, j = *(const int *)b;
 	double mi = x->dev[x->node_first[i]].mem_gib;
 	double mj = x->dev[x->node_first[j]].mem_gib;
 
 	if (mi != mj)
-		return (mi > mj ? -1 : 1) * node_sort_dir;
+		return (mi > mj ? -1 : 1) * nk->dir;
 	return (i > j) - (i < j);
 }
 
@@ -341,9 +350,8 @@ static double order_and_split(pl_state *st, pl_grp *g, int ng,
 		hexi_pipeline tmp = {0};
 		int q = 0;
 		double r;
-		node_sort_x = &st->x;
-		node_sort_dir = dir;
-		qsort(nd, (size_t)k, sizeof(int), cmp_node_mem);
+		node_key nk = {&st->x, dir};
+		qsort_r(nd, (size_t)k, sizeof(int), cmp_node_mem, &nk);
 		order_nodes(&st->x, nd, k);
 		for (int i = 0; i < k; i++)
 			for (int j = 0; j < ng; j++)
@@ -384,10 +392,10 @@ int pl_phase2_groups(pl_state *st, const int *part, int P, const int *grp,
 	out->np = P;
 	for (int i = 0; i < n; i++)
 		idx[i] = i;
-	sort_st = st;
-	sort_part = part;
-	sort_grp = grp;
-	qsort(idx, (size_t)n, sizeof(int), cmp_dev);
+	{
+		dev_key kk = {x->dev, part, grp};
+		qsort_r(idx, (size_t)n, sizeof(int), cmp_dev, &kk);
+	}
 	for (int i = 0; i < n; i++) {
 		int d = idx[i];
 		if (part[d] < 0)
@@ -438,10 +446,10 @@ int pl_phase2(pl_state *st, const int *part, int P, const int *tp_of_type,
 		goto out;
 	for (int i = 0; i < n; i++)
 		idx[i] = i;
-	sort_st = st;
-	sort_part = part;
-	sort_grp = NULL;
-	qsort(idx, (size_t)n, sizeof(int), cmp_dev);
+	{
+		dev_key kk = {x->dev, part, NULL};
+		qsort_r(idx, (size_t)n, sizeof(int), cmp_dev, &kk);
+	}
 	for (int i = 0; i < n;) {
 		int d = idx[i], j = i, k, t;
 		while (j < n && part[idx[j]] == part[d] &&

@@ -4,8 +4,9 @@
  *              split, Megatron's rank order TP fastest, then DP, then PP),
  *              micro-batch size searched;
  *   exhaustive every partition of <= 8 GPUs into pipelines, every TP
- *              degree per GPU type, both node orders, optimal layer and
- *              batch split (the yardstick for the heuristic's gap).
+ *              degree for each pipeline's GPUs on each node, both node
+ *              orders, optimal layer and batch split, micro-batch sizes
+ *              (the yardstick for the heuristic's gap).
  */
 #include "config.h"
 
@@ -107,31 +108,65 @@ hexi_rc pl_search_megatron(pl_state *st, pl_cand *best)
 /* ---- exhaustive ------------------------------------------------------------
  */
 
-static void exh_tp(pl_state *st, const int *part, int P, int *tp, int ty,
-		   pl_cand *best)
-{
-	int lim;
+/* One pipeline's GPUs on one node: idx[first .. first + k). */
+typedef struct exh_chunk {
+	int first, k;
+} exh_chunk;
 
-	if (ty == st->x.ntypes) {
-		pl_cand c = {0};
-		c.score = DBL_MAX;
-		if (pl_phase2(st, part, P, tp, &c) == 0)
-			pl_cand_take(best, &c);
+/* Every TP degree for every (pipeline, node) chunk: groups of t, then
+ * the rest; then phase 2 with those groups. */
+static void exh_groups(pl_state *st, const int *part, int P, const int *idx,
+		       const exh_chunk *ch, int nch, int c, int *grp, int gid,
+		       pl_cand *best)
+{
+	int k, lim;
+
+	if (c == nch) {
+		pl_cand cand = {0};
+		cand.score = DBL_MAX;
+		if (pl_phase2_groups(st, part, P, grp, &cand) == 0)
+			pl_cand_take(best, &cand);
 		else
-			pl_cand_free(&c);
+			pl_cand_free(&cand);
 		return;
 	}
-	lim = st->type_max[ty] < st->kv ? st->type_max[ty] : st->kv;
+	k = ch[c].k;
+	lim = k < st->kv ? k : st->kv;
 	for (int t = 1; t <= lim; t++) {
-		tp[ty] = t;
-		exh_tp(st, part, P, tp, ty + 1, best);
+		if (st->o->no_asymmetric_tp && k % t)
+			continue;
+		for (int q = 0; q < k; q++)
+			grp[idx[ch[c].first + q]] = gid + q / t;
+		exh_groups(st, part, P, idx, ch, nch, c + 1, grp,
+			   gid + (k + t - 1) / t, best);
 	}
+}
+
+static void exh_partition(pl_state *st, const int *part, int P, pl_cand *best)
+{
+	const sched_ctx *x = &st->x;
+	int idx[8], grp[8], nch = 0, q = 0;
+	exh_chunk ch[8];
+
+	for (int p = 0; p < P; p++)
+		for (int nd = 0; nd < x->c->nnodes; nd++) {
+			int first = q;
+			for (int i = x->node_first[nd];
+			     i < x->node_first[nd + 1]; i++)
+				if (part[i] == p)
+					idx[q++] = i;
+			if (q > first) {
+				ch[nch].first = first;
+				ch[nch++].k = q - first;
+			}
+		}
+	exh_groups(st, part, P, idx, ch, nch, 0, grp, 0, best);
 }
 
 /* Restricted growth strings: every set partition of the GPUs. */
 hexi_rc pl_search_exhaustive(pl_state *st, pl_cand *best)
 {
-	int n = st->x.ndev, part[8], mx[9], tp[8];
+	int n = st->x.ndev, part[8], mx[9];
 
 	if (n > 8)
 		return hexi_error(HEXI_ERR_RANGE,
@@ -143,7 +178,7 @@ hexi_rc pl_search_exhaustive(pl_state *st, pl_cand *best)
 		for (i = 0; i < n; i++)
 			P = part[i] + 1 > P ? part[i] + 1 : P;
 		if (P <= st->max_p)
-			exh_tp(st, part, P, tp, 0, best);
+			exh_partition(st, part, P, best);
 		/* next restricted growth string */
 		mx[0] = -1;
 		for (i = 0; i < n; i++)
@@ -158,5 +193,6 @@ hexi_rc pl_search_exhaustive(pl_state *st, pl_cand *best)
 		for (int j = i + 1; j < n; j++)
 			part[j] = 0;
 	}
+	pl_search_mb(st, best);
 	return HEXI_OK;
 }

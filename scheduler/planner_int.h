@@ -64,5 +64,7 @@ hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best);
 hexi_rc pl_search_random(pl_state *st, pl_cand *best);
 hexi_rc pl_search_megatron(pl_state *st, pl_cand *best);
 hexi_rc pl_search_exhaustive(pl_state *st, pl_cand *best);
+/* Try micro-batch sizes 2b, 4b, ... on the best plan's groups. */
+void pl_search_mb(pl_state *st, pl_cand *best);
 
 #endif /* HEXI_PLANNER_INT_H */

@@ -152,14 +152,14 @@ static hexi_rc build_graph(const sched_ctx *x, int nv, const int *vfirst,
 		g->vw[2 * v + 1] = scale(mm[v], mmax);
 	}
 	/* edges: complete inside a node; across linked node pairs every
-	 * pair of vertices, or for big graphs only equal local positions */
+	 * pair of vertices, or past 128 vertices only equal local positions */
 	for (int pass = 0; pass < 2; pass++) {
 		ne = 0;
 		for (int u = 0; u < nv; u++)
 			for (int v = u + 1; v < nv; v++) {
 				int a = g->node[u], b = g->node[v];
 				if (a != b && (!node_linked(a, b, nn) ||
-					       (nv > 512 && pos[u] != pos[v])))
+					       (nv > 128 && pos[u] != pos[v])))
 					continue;
 				if (pass) {
 					e[ne].u = u;
@@ -226,6 +226,9 @@ static hexi_rc partition(pl_state *st, pl_graph *g, int P, idx_t *part)
 	METIS_SetDefaultOptions(opt);
 	opt[METIS_OPTION_SEED] = (idx_t)(st->o->seed & 0x7fffffff);
 	opt[METIS_OPTION_NUMBERING] = 0;
+	if (g->n > 128)
+		opt[METIS_OPTION_NITER] =
+		    2; /* big graphs: fewer refinement passes */
 	r = METIS_PartGraphKway(&g->n, &ncon, g->xadj, g->adj, g->vw, NULL,
 				g->w, &np, NULL, ub, opt, &obj, part);
 	if (r != METIS_OK)
@@ -241,7 +244,7 @@ static hexi_rc partition(pl_state *st, pl_graph *g, int P, idx_t *part)
 hexi_rc pl_phase1_metis(pl_state *st, int P, int dir, int *part)
 {
 	const sched_ctx *x = &st->x;
-	int n = x->ndev, *first = calloc((size_t)n + 1, sizeof(int));
+	int n = x->ndev, nv = n, *first = calloc((size_t)n + 1, sizeof(int));
 	int *devs = calloc((size_t)n + 1, sizeof(int));
 	idx_t *pt = calloc((size_t)n + 1, sizeof(idx_t));
 	pl_graph g = {0};
@@ -249,19 +252,28 @@ hexi_rc pl_phase1_metis(pl_state *st, int P, int dir, int *part)
 
 	if (!first || !devs || !pt)
 		goto out;
-	for (int i = 0; i <= n; i++)
-		first[i] = i;
 	for (int i = 0; i < n; i++)
 		devs[i] = i;
-	if (P > 1 && P < n) {
-		rc = build_graph(x, n, first, devs, dir, &g);
+	/* big clusters: whole nodes are the vertices while there are at
+	 * least as many nodes as pipelines (METIS' multi-constraint initial
+	 * bisection is slow on large uncoarsened graphs) */
+	if (n > 64 && P <= x->c->nnodes) {
+		nv = x->c->nnodes;
+		memcpy(first, x->node_first, sizeof(int) * ((size_t)nv + 1));
+	} else {
+		for (int i = 0; i <= n; i++)
+			first[i] = i;
+	}
+	if (P > 1 && P < nv) {
+		rc = build_graph(x, nv, first, devs, dir, &g);
 		if (rc != HEXI_OK)
 			goto out;
 	}
-	g.n = n;
+	g.n = nv;
 	rc = partition(st, &g, P, pt);
-	for (int i = 0; i < n && rc == HEXI_OK; i++)
-		part[i] = (int)pt[i];
+	for (int v = 0; v < nv && rc == HEXI_OK; v++)
+		for (int i = first[v]; i < first[v + 1]; i++)
+			part[devs[i]] = (int)pt[v];
 out:
 	graph_free(&g);
 	free(first);

@@ -51,11 +51,33 @@ static int tp_list(const pl_state *st, int ty, int *list)
 	return n;
 }
 
+#define PL_MEMO 96
+
+/* TP vectors already evaluated on the current partition. */
+typedef struct tp_memo {
+	int n, nt;
+	int v[PL_MEMO][16];
+} tp_memo;
+
+static int memo_seen(tp_memo *mm, const int *tp)
+{
+	if (mm->nt > 16)
+		return 0;
+	for (int i = 0; i < mm->n; i++)
+		if (!memcmp(mm->v[i], tp, sizeof(int) * (size_t)mm->nt))
+			return 1;
+	if (mm->n < PL_MEMO)
+		memcpy(mm->v[mm->n++], tp, sizeof(int) * (size_t)mm->nt);
+	return 0;
+}
+
 static void eval_tp(pl_state *st, const int *part, int P, const int *tp,
-		    pl_cand *best, int *best_tp, int dir)
+		    pl_cand *best, int *best_tp, int dir, tp_memo *mm)
 {
 	pl_cand c = {0};
 
+	if (memo_seen(mm, tp))
+		return;
 	c.score = DBL_MAX;
 	if (pl_phase2(st, part, P, tp, &c) != 0) {
 		pl_cand_free(&c);
@@ -66,23 +88,29 @@ static void eval_tp(pl_state *st, const int *part, int P, const int *tp,
 		memcpy(best_tp, tp, sizeof(int) * (size_t)st->x.ntypes);
 }
 
-/* Best TP degrees per type for one partition: uniform degrees first (the
- * only choice under --no-asymmetric-tp), then coordinate descent. */
+/* Best TP degrees per type for one partition: the previous P's best
+ * (warm[], if any) or every uniform degree (the only choice under
+ * --no-asymmetric-tp), then coordinate descent over the types. */
 static void search_tp(pl_state *st, const int *part, int P, int dir,
-		      pl_cand *best)
+		      pl_cand *best, int *warm)
 {
 	int nt = st->x.ntypes, *tp = calloc((size_t)nt * 2, sizeof(int));
 	int *btp = tp + nt, list[PL_MAX_TP_CAND], all = 1;
+	tp_memo *mm = calloc(1, sizeof(*mm));
 
-	if (!tp)
-		return;
+	if (!tp || !mm)
+		goto out;
+	mm->nt = nt;
 	for (int t = 0; t < nt; t++)
 		all = st->type_max[t] > all ? st->type_max[t] : all;
-	for (int u = 1; u <= all && u <= st->kv; u *= 2) {
-		for (int t = 0; t < nt; t++)
-			tp[t] = u;
-		eval_tp(st, part, P, tp, best, btp, dir);
-	}
+	if (warm && warm[0] > 0 && !st->o->no_asymmetric_tp)
+		eval_tp(st, part, P, warm, best, btp, dir, mm);
+	if (!best->pp || best->score >= PL_INFEASIBLE)
+		for (int u = 1; u <= all && u <= st->kv; u *= 2) {
+			for (int t = 0; t < nt; t++)
+				tp[t] = u;
+			eval_tp(st, part, P, tp, best, btp, dir, mm);
+		}
 	if (!best->pp)
 		for (int t = 0; t < nt; t++)
 			btp[t] = 1;
@@ -95,13 +123,17 @@ static void search_tp(pl_state *st, const int *part, int P, int dir,
 				if (tp[ty] == list[i])
 					continue;
 				tp[ty] = list[i];
-				eval_tp(st, part, P, tp, best, btp, dir);
+				eval_tp(st, part, P, tp, best, btp, dir, mm);
 			}
 		}
 		if (!(best->score < before))
 			break;
 	}
+	if (warm && best->pp && best->score < PL_INFEASIBLE)
+		memcpy(warm, btp, sizeof(int) * (size_t)nt);
+out:
 	free(tp);
+	free(mm);
 }
 
 /* Phase 1 again with the TP groups of the best plan as vertices. */
@@ -129,20 +161,90 @@ static void refine(pl_state *st, int dir, pl_cand *best)
 	free(part);
 }
 
+/* part[]/grp[] of a candidate: pipeline and stage (TP group) per GPU. */
+static void cand_groups(const pl_state *st, const pl_cand *c, int *part,
+			int *grp)
+{
+	int g = 0;
+
+	for (int i = 0; i < st->x.ndev; i++)
+		part[i] = grp[i] = -1;
+	for (int p = 0; p < c->np; p++)
+		for (int s = 0; s < c->pp[p].nstages; s++, g++)
+			for (int i = 0; i < c->pp[p].stages[s].tp; i++) {
+				const hexi_device *d =
+				    &c->pp[p].stages[s].devices[i];
+				int k =
+				    sched_dev_index(&st->x, d->node, d->gpu);
+				part[k] = p;
+				grp[k] = g;
+			}
+}
+
+/* Larger micro-batches (2b, 4b, ...) for the best plan's groups: fewer,
+ * longer micro-batches trade bubble and memory for less per-message
+ * latency.  Keeps the best; st->mb/st->M end up matching it. */
+void pl_search_mb(pl_state *st, pl_cand *best)
+{
+	int n = st->x.ndev, *part = calloc((size_t)n * 2, sizeof(int));
+	int G = st->M * st->mb, mb_best = st->mb;
+
+	if (!part || !best->pp || best->score >= PL_INFEASIBLE)
+		goto out;
+	cand_groups(st, best, part, part + n);
+	for (int mb = st->mb * 2; mb <= G && G % mb == 0; mb *= 2) {
+		pl_cand c = {0};
+		st->mb = mb;
+		st->M = G / mb;
+		if (st->M < best->np)
+			break;
+		if (pl_phase2_groups(st, part, best->np, part + n, &c) != 0) {
+			pl_cand_free(&c);
+			break;
+		}
+		trace(st, "ubatch", best->np, mb, NULL, &c);
+		if (!pl_cand_take(best, &c))
+			break;
+		mb_best = mb;
+		cand_groups(st, best, part, part + n);
+	}
+out:
+	st->mb = mb_best;
+	st->M = G / mb_best;
+	free(part);
+}
+
+/* Fewest pipelines that can use every GPU: a pipeline has at most L
+ * stages of at most min(KV, GPUs of a node) GPUs each. */
+static int min_pipelines(const pl_state *st)
+{
+	long g = 1, cap;
+
+	for (int t = 0; t < st->x.ntypes; t++) {
+		long k = st->type_max[t] < st->kv ? st->type_max[t] : st->kv;
+		g = k > g ? k : g;
+	}
+	cap = g * st->x.m.layers;
+	return (int)((st->x.ndev + cap - 1) / cap);
+}
+
 static int next_p(int P)
 {
-	return P < 16 ? P + 1 : P + P / 4;
+	return P < 8 ? P + 1 : P + P / 4;
 }
 
 hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best)
 {
 	int n = st->x.ndev, *part = calloc((size_t)n, sizeof(int));
-	int stale = 0;
+	int stale = 0, *warm = calloc((size_t)st->x.ntypes, sizeof(int));
 	hexi_rc rc = HEXI_OK;
 
-	if (!part)
+	if (!part || !warm) {
+		free(part);
+		free(warm);
 		return hexi_error(HEXI_ERR_NOMEM, "planner: partition");
-	for (int P = 1; P <= st->max_p; P = next_p(P)) {
+	}
+	for (int P = min_pipelines(st); P <= st->max_p; P = next_p(P)) {
 		double before = best->score;
 		for (int dir = 0; dir < (P > 1 ? 2 : 1); dir++) {
 			pl_cand b = {0};
@@ -150,7 +252,7 @@ hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best)
 			rc = pl_phase1_metis(st, P, dir, part);
 			if (rc != HEXI_OK)
 				goto out;
-			search_tp(st, part, P, dir, &b);
+			search_tp(st, part, P, dir, &b, warm);
 			refine(st, dir, &b);
 			pl_cand_take(best, &b);
 			if (P == 1 || P == n)
@@ -161,8 +263,10 @@ hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best)
 		    pl_out_of_time(st))
 			break;
 	}
+	pl_search_mb(st, best);
 out:
 	free(part);
+	free(warm);
 	return rc;
 }
 
@@ -172,12 +276,13 @@ hexi_rc pl_search_random(pl_state *st, pl_cand *best)
 
 	if (!part)
 		return hexi_error(HEXI_ERR_NOMEM, "planner: partition");
-	for (int P = 1; P <= st->max_p && !pl_out_of_time(st); P = next_p(P))
+	for (int P = min_pipelines(st); P <= st->max_p && !pl_out_of_time(st);
+	     P = next_p(P))
 		for (int draw = 0; draw < (P > 1 ? 3 : 1); draw++) {
 			pl_cand b = {0};
 			b.score = DBL_MAX;
 			pl_phase1_random(st, P, part);
-			search_tp(st, part, P, 0, &b);
+			search_tp(st, part, P, 0, &b, NULL);
 			pl_cand_take(best, &b);
 		}
 	free(part);

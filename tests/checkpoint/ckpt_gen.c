@@ -3,6 +3,7 @@
  * reshard fixture checkpoints (see ckpt_fixture.h).
  *
  *   ckpt_gen save DIR STEP [model options] [--tp 2,3] [--hash H] [--model M]
+ *   ckpt_gen save-plan DIR STEP PLAN.json   tensors of a real plan's layout
  *   ckpt_gen check DIR SEED            data of every tensor == fixture(SEED)
  *   ckpt_gen reshard SRC DST [model options] --tp 3,1 [--hash H]
  * model options: --layers L --vocab V --hidden C --ffn F --opt
@@ -90,6 +91,24 @@ static int fail(hexi_rc rc)
 	return (int)rc;
 }
 
+static int save_plan(const char *dir, int64_t step, const char *path)
+{
+	hexi_plan *p = NULL;
+	hexi_layout *l = NULL;
+	char *json = NULL;
+	hexi_rc rc;
+
+	if ((rc = hexi_plan_load(path, NULL, &p)) == HEXI_OK &&
+	    (rc = hexi_layout_create(p, &l)) == HEXI_OK &&
+	    (rc = hexi_plan_to_json(p, &json)) == HEXI_OK)
+		rc = fx_save_model(dir, l, p->world_size, step, p->hash,
+				   p->model.name, json);
+	free(json);
+	hexi_layout_destroy(l);
+	hexi_plan_destroy(p);
+	return rc == HEXI_OK ? 0 : fail(rc);
+}
+
 int main(int argc, char **argv)
 {
 	hexi_ckpt_reader *r = NULL;
@@ -111,6 +130,8 @@ int main(int argc, char **argv)
 		printf("%d tensors differ\n", bad);
 		return bad ? 1 : 0;
 	}
+	if (argc == 5 && strcmp(argv[1], "save-plan") == 0)
+		return save_plan(argv[2], atoll(argv[3]), argv[4]);
 	if (argc < 4 || parse(argc, argv, 4, &g) < 0) {
 		fprintf(stderr, "usage: see the header of ckpt_gen.c\n");
 		return 2;

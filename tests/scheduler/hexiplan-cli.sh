@@ -26,12 +26,22 @@ check "simulate --json has iteration" grep -q '"iteration_s"' "$T/s.json"
 check "simulate text" "$H" simulate "$T/p.json"
 check "simulate --cost-model reference" "$H" simulate --cost-model reference "$T/p.json"
 check "show" "$H" show "$T/p.json"
+"$H" show --svg "$T/p.svg" "$T/p.json" >/dev/null || fail "show --svg"
+check "show --svg writes SVG" grep -q "<svg" "$T/p.svg"
+"$H" simulate --json --cost-model reference "$T/p.json" >"$T/r.json" || fail "simulate reference json"
+check "simulate records the reference model" grep -q '"cost_model": "reference"' "$T/r.json"
 # same seed, same plan
 "$H" plan "$EX/paper.json" --model llama2-13b -o "$T/p2.json" >/dev/null
 expect_eq "deterministic plan file" "$(cmp -s "$T/p.json" "$T/p2.json"; echo $?)" 0
 "$H" plan --json "$EX/mixed-8.json" --model llama2-7b --global-batch 32 >"$T/j.json" ||
 	fail "plan --json mixed-8"
 check "plan --json reports MFU" grep -q '"mfu"' "$T/j.json"
+# the plan file's prediction is what the simulator recomputes from it
+"$H" plan --json "$EX/hetero-a100-4090-12.json" --model llama2-7b -o "$T/h.json" >"$T/hp.json" ||
+	fail "plan hetero"
+"$H" simulate --json "$T/h.json" >"$T/hs.json" || fail "simulate hetero"
+expect_eq "simulate reproduces the planner's iteration time" \
+	"$(grep '"iteration_s"' "$T/hs.json" | head -1)" "$(grep '"iteration_s"' "$T/hp.json")"
 check "plan --strategy megatron (7b)" "$H" plan "$EX/homo-a100-8.json" --model llama2-7b --strategy megatron -o "$T/m.json"
 check "megatron plan validates" "$H" validate "$T/m.json"
 check "compare --json" sh -c "'$H' compare --json '$EX/paper.json' --model llama2-7b --global-batch 16 >'$T/c.json'"

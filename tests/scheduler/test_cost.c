@@ -115,6 +115,56 @@ static void known_answer_simulate(void)
 	hexi_cluster_destroy(c);
 }
 
+/* The chunk groups of hexi_layout_create() (the runtime's) against the
+ * cost model's own: per-rank sum of ring all-reduces over the chunks of one
+ * layer's sharded tensors, pipelines with TP 2 and 3 on one node, no
+ * latency (so splitting a chunk per tensor changes nothing). */
+static void layout_chunks_match(void)
+{
+	static const char *json =
+	    "{\"format\":\"hexiscale-cluster\",\"version\":1,\"nodes\":["
+	    "{\"name\":\"n\",\"gpu\":\"a100\",\"count\":5,"
+	    "\"intra_bw_gbps\":100}],\"intra_lat_s\":0}";
+	const tpipe pp[2] = {{4, 4, {{0, 2, 0, 0, 80}}},
+			     {4, 4, {{0, 3, 2, 0, 80}}}};
+	hexi_cluster *c = tcluster(json);
+	hexi_plan *p = tplan(c, "llama2-70b", 2, pp);
+	hexi_layout *lay = NULL;
+	sched_ctx x;
+	int h0[2] = {0, 1}, h1[3] = {2, 3, 4}, tps[2] = {2, 3};
+	const int *hold[2] = {h0, h1};
+	double load[5] = {0}, got, want = 0, norm;
+
+	is_int(hexi_layout_create(p, &lay), HEXI_OK, "layout of a 2+3 plan");
+	is_int(sched_ctx_init(&x, p->cluster, &p->model, &p->train,
+			      HEXI_COST_HEXISCALE),
+	       HEXI_OK, "context of the plan");
+	got = sched_hexi_layer_sync_s(&x, 2, hold, tps, load);
+	memset(load, 0, sizeof(load));
+	for (int k = 0; lay && k < lay->nchunks; k++) {
+		const hexi_chunk *ch = &lay->chunks[k];
+		const hexi_tensor_layout *t = &lay->tensors[ch->tensor];
+		double bytes = (ch->row_end - ch->row_begin) *
+			       (t->ndim == 2 ? (double)t->shape[1] : 1.0) * 2;
+		double ar = 2.0 * (ch->nranks - 1) / ch->nranks * bytes / 100e9;
+		if (strncmp(t->name, "layers.0.", 9) || t->ndim != 2)
+			continue;
+		for (int i = 0; i < ch->nranks; i++)
+			load[ch->ranks[i]] += ar;
+	}
+	for (int r = 0; r < 5; r++)
+		want = load[r] > want ? load[r] : want;
+	/* the model adds the two norm vectors on the TP-rank-0 holders */
+	norm = 2.0 * 8192 * 2 / 100e9;
+	ok(want > 0 && fabs(got - want) <= norm * 1.0001,
+	   "chunked sync = hexi_layout_create's chunk groups (%.6f vs %.6f s)",
+	   got, want);
+	sched_ctx_fini(&x);
+	hexi_layout_destroy(lay);
+	hexi_plan_destroy(p);
+	hexi_cluster_destroy(c);
+}
+
 static void gpipe_and_1f1b(void)
 {
 	const double c[3] = {1, 3, 2};
@@ -205,6 +255,7 @@ int main(void)
 {
 	known_answer();
 	known_answer_simulate();
+	layout_chunks_match();
 	gpipe_and_1f1b();
 	hexi_tp_and_mem();
 	chunked_sync();

@@ -210,6 +210,85 @@ static void test_cluster(void)
 	}
 }
 
+/* The builder API the plugin uses. */
+static void test_cluster_builder(void)
+{
+	hexi_cluster *c = NULL;
+	hexi_catalog *cat = NULL;
+	hexi_gpu_type t;
+	char *js = NULL;
+	int idx[2] = {3, 5};
+
+	is_int(hexi_cluster_create(0, NULL, &c), HEXI_ERR_RANGE, "0 nodes");
+	is_int(hexi_cluster_create(2, NULL, &c), HEXI_OK, "create 2 nodes");
+	is_int(hexi_cluster_validate(c), HEXI_ERR_INVAL, "empty nodes invalid");
+	is_int(hexi_cluster_to_json(c, &js), HEXI_ERR_INVAL,
+	       "invalid cluster not written");
+	is_int(hexi_cluster_set_node(c, 0, "gpu01", "gpu:a800", 3, NULL, 0),
+	       HEXI_ERR_NOTFOUND, "gres string is not a type");
+	is_int(hexi_cluster_set_node(c, 0, "gpu01", "a800", 3, NULL, 0),
+	       HEXI_OK, "node 0");
+	is_int(hexi_cluster_set_node(c, 1, "gpu02", "NVIDIA GeForce RTX 4090",
+				     2, idx, 7.5),
+	       HEXI_OK, "node 1 with indices and bandwidth");
+	is_int(hexi_cluster_set_node(c, 1, "bad name", "t4", 1, NULL, 0),
+	       HEXI_ERR_INVAL, "bad host name");
+	is_int(hexi_cluster_set_node(c, 2, "x", "t4", 1, NULL, 0),
+	       HEXI_ERR_INVAL, "node index out of range");
+	is_int(hexi_cluster_set_node(c, 1, "gpu02", "t4", 65, NULL, 0),
+	       HEXI_ERR_RANGE, "65 GPUs on a node");
+	is_int(hexi_cluster_validate(c), HEXI_ERR_RANGE, "inter bw not set");
+	c->inter_bw_gbps = 3;
+	is_int(hexi_cluster_validate(c), HEXI_OK, "valid once inter bw set");
+	is_str(c->nodes[1].gpu_type, "rtx4090", "type canonical");
+	is_int(c->nodes[1].gpu_index[1], 5, "indices copied");
+	is_near(hexi_cluster_bw(c, 1, 1), 7.5, 1e-12, "given intra bw");
+	is_near(hexi_cluster_bw(c, 0, 0), 200, 1e-12, "catalog intra bw");
+	is_near(hexi_cluster_bw(c, 0, 9), 0, 1e-12, "bad node index: 0");
+	ok(hexi_cluster_gpu(c, 0) && hexi_cluster_gpu(c, 0)->mem_gib == 80,
+	   "hexi_cluster_gpu");
+	is_int(hexi_cluster_to_json(c, &js), HEXI_OK, "write built cluster");
+	ok(js && strstr(js, "\"gpus\": [3, 5]") != NULL, "indices written: %s",
+	   js ? js : "");
+	free(js);
+	hexi_cluster_destroy(c);
+
+	hexi_catalog_builtin(&cat);
+	memset(&t, 0, sizeof(t));
+	snprintf(t.name, sizeof(t.name), "gaudi2");
+	t.peak_tflops = 432;
+	t.mem_gib = 96;
+	t.mem_bw_gbps = 2450;
+	t.intra_bw_gbps = 300;
+	t.efficiency = 0.6;
+	is_int(hexi_catalog_set(cat, &t), HEXI_OK, "catalog_set adds");
+	t.efficiency = 0;
+	is_int(hexi_catalog_set(cat, &t), HEXI_ERR_RANGE,
+	       "efficiency 0 refused");
+	t.efficiency = 0.5;
+	snprintf(t.name, sizeof(t.name), "A800");
+	is_int(hexi_catalog_set(cat, &t), HEXI_OK, "catalog_set replaces");
+	ok(hexi_catalog_find(cat, "a800-80g")->peak_tflops == 432 &&
+	       strcmp(hexi_catalog_find(cat, "a800")->name, "a800-80g") == 0,
+	   "replacement keeps name and aliases");
+	{
+		hexi_catalog *d = NULL;
+		is_int(hexi_catalog_clone(cat, &d), HEXI_OK, "catalog clone");
+		is_int(hexi_catalog_count(d), hexi_catalog_count(cat),
+		       "clone has every type");
+		ok(hexi_catalog_find(d, "gaudi2") != NULL,
+		   "clone has added type");
+		ok(hexi_catalog_at(d, 1000) == NULL,
+		   "at() out of range is NULL");
+		hexi_catalog_destroy(d);
+	}
+	hexi_catalog_destroy(cat);
+	hexi_catalog_destroy(NULL);
+	hexi_cluster_destroy(NULL);
+	hexi_plan_destroy(NULL);
+	hexi_layout_destroy(NULL);
+}
+
 static void test_models(void)
 {
 	hexi_model m;
@@ -341,6 +420,12 @@ static void test_plan(void)
 	ok(role.local_rank == 0 && role.gpu == 3 && role.stage == 1,
 	   "rank 2: local 0, gpu 3, stage 1");
 	is_int(hexi_plan_role(p, 7, &role), HEXI_ERR_NOTFOUND, "no rank 7");
+	{
+		int pi = -1, si = -1, ti = -1;
+		is_int(hexi_plan_find_rank(p, 6, &pi, &si, &ti), HEXI_OK,
+		       "find rank 6");
+		ok(pi == 1 && si == 1 && ti == 1, "rank 6 is p1 s1 tp1");
+	}
 
 	free(js);
 	hexi_plan_destroy(q);
@@ -412,6 +497,7 @@ int main(void)
 	test_catalog();
 	test_profiles();
 	test_cluster();
+	test_cluster_builder();
 	test_models();
 	test_plan();
 	test_examples();

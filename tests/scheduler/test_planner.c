@@ -208,9 +208,121 @@ static void paper_cluster(void)
 	fx_fini(&f);
 }
 
+/* ---- the public entry point on the example clusters ------------------- */
+
+static hexi_plan *create(const char *cluster, const char *model, int gb,
+			 const hexi_plan_opts *o, hexi_rc *rc)
+{
+	char path[1024];
+	const char *top = getenv("top_srcdir");
+	hexi_cluster *c = NULL;
+	hexi_model m;
+	hexi_train t;
+	hexi_plan *p = NULL;
+
+	snprintf(path, sizeof(path), "%s/examples/clusters/%s.json",
+		 top ? top : "../..", cluster);
+	*rc = hexi_cluster_load(path, NULL, &c);
+	if (*rc == HEXI_OK)
+		*rc = hexi_model_builtin(model, &m);
+	hexi_train_defaults(&t);
+	t.global_batch = gb;
+	if (*rc == HEXI_OK)
+		*rc = hexi_plan_create(c, &m, &t, o, &p);
+	hexi_cluster_destroy(c);
+	return p;
+}
+
+static void public_api(void)
+{
+	static const struct {
+		const char *cluster, *model;
+		hexi_strategy s;
+		hexi_cost_kind k;
+		int noasym, uniform;
+	} cases[] = {
+	    {"paper", "llama2-7b", HEXI_STRATEGY_HEXISCALE, HEXI_COST_HEXISCALE,
+	     0, 0},
+	    {"paper", "llama2-7b", HEXI_STRATEGY_HEXISCALE, HEXI_COST_REFERENCE,
+	     0, 0},
+	    {"hetero-a100-4090-24", "llama2-13b", HEXI_STRATEGY_HEXISCALE,
+	     HEXI_COST_HEXISCALE, 0, 0},
+	    {"hetero-a100-4090-24", "llama2-13b", HEXI_STRATEGY_HEXISCALE,
+	     HEXI_COST_HEXISCALE, 1, 0},
+	    {"hetero-a100-4090-24", "llama2-7b", HEXI_STRATEGY_HEXISCALE,
+	     HEXI_COST_HEXISCALE, 0, 1},
+	    {"hetero-a100-4090-24", "llama2-13b", HEXI_STRATEGY_MEGATRON,
+	     HEXI_COST_HEXISCALE, 0, 0},
+	    {"mixed-64", "llama2-70b", HEXI_STRATEGY_HEXISCALE,
+	     HEXI_COST_HEXISCALE, 0, 0},
+	    {"mixed-64", "llama2-7b", HEXI_STRATEGY_RANDOM, HEXI_COST_HEXISCALE,
+	     0, 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		hexi_plan_opts o;
+		hexi_plan *p;
+		hexi_rc rc;
+		int same_tp = 1, same_m = 1;
+		hexi_plan_opts_defaults(&o);
+		o.strategy = cases[i].s;
+		o.cost_model = cases[i].k;
+		o.no_asymmetric_tp = cases[i].noasym;
+		o.uniform_batch = cases[i].uniform;
+		p = create(cases[i].cluster, cases[i].model, 64, &o, &rc);
+		is_int(rc, HEXI_OK, "create %s %s case %zu: %s",
+		       cases[i].cluster, cases[i].model, i, hexi_errmsg(rc));
+		if (!p)
+			continue;
+		is_int(hexi_plan_validate(p), HEXI_OK, "case %zu validates", i);
+		ok(p->pred.iter_s > 0 && p->pred.mfu > 0 && p->pred.mfu < 1,
+		   "case %zu: iteration %.3f s, MFU %.1f%%, %d pipelines", i,
+		   p->pred.iter_s, 100 * p->pred.mfu, p->npipelines);
+		for (int q = 0; q < p->npipelines; q++) {
+			same_m &= p->pipelines[q].micro_batches ==
+				  p->pipelines[0].micro_batches;
+			for (int s = 0; s < p->pipelines[q].nstages; s++)
+				same_tp &= p->pipelines[q].stages[s].tp ==
+					   p->pipelines[0].stages[0].tp;
+		}
+		if (cases[i].noasym)
+			ok(same_tp, "case %zu: --no-asymmetric-tp: one degree",
+			   i);
+		if (cases[i].uniform)
+			ok(same_m, "case %zu: --uniform-batch: equal shares",
+			   i);
+		hexi_plan_destroy(p);
+	}
+}
+
+static void bad_inputs(void)
+{
+	hexi_plan_opts o;
+	hexi_plan *p;
+	hexi_rc rc;
+
+	hexi_plan_opts_defaults(&o);
+	o.max_pipelines = 9;
+	p = create("paper", "llama2-7b", 64, &o, &rc);
+	is_int(rc, HEXI_ERR_RANGE, "more pipelines than GPUs: %s",
+	       hexi_errmsg(rc));
+	ok(!p && strstr(hexi_errmsg(rc), "max_pipelines"),
+	   "the message names max_pipelines");
+	hexi_plan_opts_defaults(&o);
+	o.strategy = HEXI_STRATEGY_EXHAUSTIVE;
+	p = create("mixed-64", "llama2-7b", 64, &o, &rc);
+	is_int(rc, HEXI_ERR_RANGE, "exhaustive refuses 64 GPUs");
+	hexi_plan_opts_defaults(&o);
+	p = create("paper", "llama2-70b", 64, &o, &rc);
+	is_int(rc, HEXI_ERR_NOFIT, "70b on the paper cluster does not fit: %s",
+	       hexi_errmsg(rc));
+	hexi_plan_destroy(p);
+}
+
 int main(void)
 {
 	split_layers();
 	paper_cluster();
+	public_api();
+	bad_inputs();
 	return tap_done();
 }

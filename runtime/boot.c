@@ -1,0 +1,580 @@
+/*
+ * boot.c - bootstrap: who am I (PMIx, mpirun or alone), which plan, which
+ * role; checks that plan, world size and environment agree; watchdog.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef HAVE_MPI
+#include <mpi.h>
+#endif
+#ifdef HAVE_PMIX
+#include <pmix.h>
+#endif
+
+#include "rt_dist.h"
+
+#define RT_MAX_PLAN_BYTES (64u << 20)
+
+void hexi_rt_opts_defaults(hexi_rt_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->model = "tiny-4l";
+	o->global_batch = 8;
+	o->micro_batches = 1;
+	o->backend = "mpi";
+}
+
+const char *hexi_rt_launcher_name(hexi_rt_launcher l)
+{
+	switch (l) {
+	case HEXI_LAUNCH_PMIX:
+		return "pmix";
+	case HEXI_LAUNCH_MPIRUN:
+		return "mpirun";
+	default:
+		return "single";
+	}
+}
+
+/* ---- environment -------------------------------------------------------- */
+
+/* Optional integer variable: *out = -1 when unset; error when malformed. */
+static hexi_rc env_int(const char *name, long max, long *out)
+{
+	const char *s = getenv(name);
+	hexi_rc rc;
+
+	*out = -1;
+	if (s == NULL || *s == '\0')
+		return HEXI_OK;
+	rc = hexi_parse_long(s, 0, max, out);
+	if (rc != HEXI_OK)
+		return hexi_error(rc,
+				  "environment %s='%.40s': not an integer "
+				  "in 0..%ld",
+				  name, s, max);
+	return HEXI_OK;
+}
+
+#ifdef HAVE_PMIX
+static hexi_rc pmix_u32(const pmix_proc_t *p, const char *key, long *out)
+{
+	pmix_value_t *v = NULL;
+	pmix_status_t st = PMIx_Get(p, key, NULL, 0, &v);
+
+	if (st != PMIX_SUCCESS || v == NULL)
+		return hexi_error(HEXI_ERR_PMIX, "PMIx_Get(%s): %s", key,
+				  PMIx_Error_string(st));
+	switch (v->type) {
+	case PMIX_UINT32:
+		*out = v->data.uint32;
+		break;
+	case PMIX_UINT16:
+		*out = v->data.uint16;
+		break;
+	case PMIX_INT:
+		*out = v->data.integer;
+		break;
+	case PMIX_PROC_RANK:
+		*out = v->data.rank;
+		break;
+	default:
+		PMIX_VALUE_RELEASE(v);
+		return hexi_error(HEXI_ERR_PMIX, "PMIx_Get(%s): value type %d",
+				  key, (int)v->type);
+	}
+	PMIX_VALUE_RELEASE(v);
+	return HEXI_OK;
+}
+
+/* Rank is in the proc returned by PMIx_Init (PMIx_Get(PMIX_RANK) is not
+ * served by Slurm 22.05): see SLURM-FACTS.md. */
+static hexi_rc boot_pmix(hexi_rt *rt)
+{
+	pmix_proc_t me, wild;
+	pmix_status_t st;
+	long v;
+	hexi_rc rc;
+
+	st = PMIx_Init(&me, NULL, 0);
+	if (st != PMIX_SUCCESS)
+		return hexi_error(HEXI_ERR_PMIX, "PMIx_Init: %s",
+				  PMIx_Error_string(st));
+	rt->pmix_started = 1;
+	rt->launch_rank = (int)me.rank;
+	PMIX_PROC_CONSTRUCT(&wild);
+	PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);
+	rc = pmix_u32(&wild, PMIX_JOB_SIZE, &v);
+	if (rc != HEXI_OK)
+		return rc;
+	rt->world_size = (int)v;
+	if (pmix_u32(&me, PMIX_LOCAL_RANK, &v) == HEXI_OK)
+		rt->local_rank = (int)v;
+	if (pmix_u32(&wild, PMIX_LOCAL_SIZE, &v) == HEXI_OK)
+		rt->local_size = (int)v;
+	if (pmix_u32(&me, PMIX_NODEID, &v) == HEXI_OK)
+		rt->node = (int)v;
+	hexi_error_clear();
+	return HEXI_OK;
+}
+#endif
+
+/* Learn rank, size and launcher; start PMIx when it is there. */
+static hexi_rc boot_identity(hexi_rt *rt)
+{
+	long r, s, lr, ls;
+	hexi_rc rc;
+
+	rt->world_size = 1;
+	rt->local_size = 1;
+	rt->launcher = HEXI_LAUNCH_SINGLE;
+	if ((rc = env_int("OMPI_COMM_WORLD_RANK", HEXI_MAX_GPUS, &r)) ||
+	    (rc = env_int("OMPI_COMM_WORLD_SIZE", HEXI_MAX_GPUS, &s)) ||
+	    (rc = env_int("OMPI_COMM_WORLD_LOCAL_RANK", HEXI_MAX_GPUS, &lr)) ||
+	    (rc = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", HEXI_MAX_GPUS, &ls)))
+		return rc;
+	if (r >= 0 && s > 0) {
+		rt->launcher = HEXI_LAUNCH_MPIRUN;
+		rt->launch_rank = (int)r;
+		rt->world_size = (int)s;
+		rt->local_rank = lr >= 0 ? (int)lr : 0;
+		rt->local_size = ls > 0 ? (int)ls : 1;
+		return HEXI_OK;
+	}
+	if (getenv("PMIX_NAMESPACE") != NULL && getenv("PMIX_RANK") != NULL) {
+#ifdef HAVE_PMIX
+		rt->launcher = HEXI_LAUNCH_PMIX;
+		return boot_pmix(rt);
+#else
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "started by a PMIx launcher but built "
+				  "without PMIx (configure --with-pmix)");
+#endif
+	}
+	return HEXI_OK;
+}
+
+/* The plan rank is HEXISCALE_RANK when set (hexiscale-env(7): it may
+ * differ from the launcher's task id), else the launcher's rank; RANK,
+ * WORLD_SIZE and HEXISCALE_WORLD_SIZE must agree. */
+static hexi_rc env_identity(hexi_rt *rt)
+{
+	long hr, hs, r, s;
+	hexi_rc rc;
+
+	if ((rc = env_int("HEXISCALE_RANK", HEXI_MAX_GPUS, &hr)) ||
+	    (rc = env_int("HEXISCALE_WORLD_SIZE", HEXI_MAX_GPUS, &hs)) ||
+	    (rc = env_int("RANK", HEXI_MAX_GPUS, &r)) ||
+	    (rc = env_int("WORLD_SIZE", HEXI_MAX_GPUS, &s)))
+		return rc;
+	rt->rank = hr >= 0 ? (int)hr : rt->launch_rank;
+	if (rt->rank >= rt->world_size)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "task %d (%s): HEXISCALE_RANK=%d but the job "
+				  "has %d ranks",
+				  rt->launch_rank,
+				  hexi_rt_launcher_name(rt->launcher), rt->rank,
+				  rt->world_size);
+	if (r >= 0 && r != rt->rank)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d (%s task %d): environment RANK=%ld "
+				  "differs",
+				  rt->rank, hexi_rt_launcher_name(rt->launcher),
+				  rt->launch_rank, r);
+	if (s >= 0 && s != rt->world_size)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d: environment WORLD_SIZE=%ld but the "
+				  "job has %d ranks",
+				  rt->rank, s, rt->world_size);
+	if (hs >= 0 && hs != rt->world_size)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d: HEXISCALE_WORLD_SIZE=%ld but the "
+				  "job has %d ranks",
+				  rt->rank, hs, rt->world_size);
+	return HEXI_OK;
+}
+
+/* Optional HEXISCALE_* role variables must agree with the plan's role. */
+static hexi_rc check_env_role(const hexi_rt *rt)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} vars[] = {
+	    {"HEXISCALE_PIPELINE", offsetof(hexi_role, pipeline)},
+	    {"HEXISCALE_STAGE", offsetof(hexi_role, stage)},
+	    {"HEXISCALE_TP_RANK", offsetof(hexi_role, tp_rank)},
+	    {"HEXISCALE_TP_SIZE", offsetof(hexi_role, tp_size)},
+	};
+	const char *h = getenv("HEXISCALE_PLAN_HASH");
+
+	long np;
+	hexi_rc rc0 = env_int("HEXISCALE_NPIPELINES", HEXI_MAX_GPUS, &np);
+
+	if (rc0 != HEXI_OK)
+		return rc0;
+	if (np >= 0 && np != rt->plan->npipelines)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d: HEXISCALE_NPIPELINES=%ld but the "
+				  "plan has %d pipelines",
+				  rt->rank, np, rt->plan->npipelines);
+	if (h != NULL && *h != '\0' && strcmp(h, rt->plan->hash) != 0)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d: HEXISCALE_PLAN_HASH=%.32s but the "
+				  "plan file has hash %s (stale plan file?)",
+				  rt->rank, h, rt->plan->hash);
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		long v;
+		hexi_rc rc = env_int(vars[i].name, HEXI_MAX_GPUS, &v);
+		int want =
+		    *(const int *)((const char *)&rt->role + vars[i].off);
+		if (rc != HEXI_OK)
+			return rc;
+		if (v >= 0 && v != want)
+			return hexi_error(HEXI_ERR_MISMATCH,
+					  "rank %d: %s=%ld but the plan gives "
+					  "%d",
+					  rt->rank, vars[i].name, v, want);
+	}
+	return HEXI_OK;
+}
+
+/* ---- plan -------------------------------------------------------------- */
+
+/* The plan text: read by every rank that can; in a job of several ranks
+ * the lowest rank that could read it broadcasts it (the plan file may be
+ * visible on the submit node only, hexiscale-env(7)). */
+static hexi_rc plan_text(hexi_rt *rt, const char *path, char **text,
+			 size_t *len)
+{
+	hexi_rc rc = hexi_read_file(path, RT_MAX_PLAN_BYTES, text, len);
+
+	if (rt->world_size == 1 || !rt->mpi_started)
+		return rc;
+#ifdef HAVE_MPI
+	{
+		int mine = rc == HEXI_OK ? rt->launch_rank : rt->world_size;
+		int root = rt->world_size;
+		long n = (long)*len;
+		MPI_Allreduce(&mine, &root, 1, MPI_INT, MPI_MIN,
+			      MPI_COMM_WORLD);
+		if (root == rt->world_size)
+			return rc; /* nobody can read it */
+		MPI_Bcast(&n, 1, MPI_LONG, root, MPI_COMM_WORLD);
+		if (rc != HEXI_OK) {
+			*text = malloc((size_t)n + 1);
+			if (*text == NULL)
+				return hexi_error(HEXI_ERR_NOMEM,
+						  "plan of %ld bytes", n);
+			(*text)[n] = '\0';
+			*len = (size_t)n;
+			hexi_error_clear();
+		}
+		MPI_Bcast(*text, (int)n, MPI_CHAR, root, MPI_COMM_WORLD);
+	}
+#endif
+	return HEXI_OK;
+}
+
+static hexi_rc load_plan(hexi_rt *rt, const char *path)
+{
+	char *text = NULL;
+	size_t len = 0;
+	hexi_rc rc = plan_text(rt, path, &text, &len);
+
+	if (rc == HEXI_OK)
+		rc = hexi_plan_parse(text, len, NULL, &rt->plan);
+	if (rc == HEXI_OK)
+		rc = hexi_plan_validate(rt->plan);
+	free(text);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "rank %d: plan %s", rt->rank,
+					 path);
+	return HEXI_OK;
+}
+
+/* Collective in a job of several ranks (the plan text travels). */
+static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
+{
+	const char *path = o->plan_path;
+	hexi_model m;
+	hexi_rc rc;
+
+	if (path == NULL || *path == '\0')
+		path = getenv("HEXISCALE_PLAN");
+	if (path != NULL && *path != '\0') {
+		if ((rc = load_plan(rt, path)) != HEXI_OK)
+			return rc;
+	} else {
+		if (rt->world_size != 1)
+			return hexi_error(HEXI_ERR_USAGE,
+					  "rank %d: a job of %d ranks needs a "
+					  "plan (--plan FILE or "
+					  "HEXISCALE_PLAN)",
+					  rt->rank, rt->world_size);
+		rc = hexi_model_load(o->model ? o->model : "tiny-4l", &m);
+		if (rc != HEXI_OK)
+			return rc;
+		rc = rt_plan_single(&m, o->global_batch, o->micro_batches,
+				    &rt->plan);
+		if (rc != HEXI_OK)
+			return rc;
+	}
+	if (rt->plan->world_size != rt->world_size)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d: the plan (hash %s) is for %d ranks "
+				  "but the job has %d",
+				  rt->rank, rt->plan->hash,
+				  rt->plan->world_size, rt->world_size);
+	rc = hexi_plan_role(rt->plan, rt->rank, &rt->role);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "rank %d: role", rt->rank);
+	return check_env_role(rt);
+}
+
+/* ---- watchdog ---------------------------------------------------------- */
+
+static void *watchdog_main(void *arg)
+{
+	hexi_rt *rt = arg;
+
+	pthread_mutex_lock(&rt->wd_lock);
+	while (!rt->wd_stop) {
+		struct timespec ts;
+		double now = hexi_now_s();
+		if (rt->wd_deadline > 0 && now > rt->wd_deadline) {
+			fprintf(stderr,
+				"hexiscale: rank %d: no progress for %.0f s "
+				"(a peer failed or hangs); bringing the job "
+				"down\n",
+				rt->rank, rt->timeout_s);
+			fflush(stderr);
+			_exit(HEXI_ERR_TIMEOUT);
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 200000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&rt->wd_cond, &rt->wd_lock, &ts);
+	}
+	pthread_mutex_unlock(&rt->wd_lock);
+	return NULL;
+}
+
+void rt_watchdog_arm(hexi_rt *rt, int on)
+{
+	if (!rt->wd_running)
+		return;
+	pthread_mutex_lock(&rt->wd_lock);
+	rt->wd_deadline = on ? hexi_now_s() + rt->timeout_s : 0;
+	pthread_mutex_unlock(&rt->wd_lock);
+}
+
+static hexi_rc watchdog_start(hexi_rt *rt)
+{
+	if (rt->timeout_s <= 0)
+		return HEXI_OK;
+	if (pthread_create(&rt->wd_thread, NULL, watchdog_main, rt) != 0)
+		return hexi_error(HEXI_ERR_INTERNAL,
+				  "rank %d: watchdog thread: %s", rt->rank,
+				  strerror(errno));
+	rt->wd_running = 1;
+	return HEXI_OK;
+}
+
+/* ---- init / destroy ------------------------------------------------------ */
+
+/* Start MPI when a launcher started us; check it agrees with the
+ * launcher. */
+static hexi_rc boot_mpi(hexi_rt *rt, int *argc, char ***argv)
+{
+	if (rt->launcher == HEXI_LAUNCH_SINGLE)
+		return HEXI_OK;
+#ifdef HAVE_MPI
+	int provided = 0, r = -1, s = -1;
+
+	if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) !=
+	    MPI_SUCCESS)
+		return hexi_error(HEXI_ERR_MPI, "task %d: MPI_Init",
+				  rt->launch_rank);
+	rt->mpi_started = 1;
+	MPI_Comm_rank(MPI_COMM_WORLD, &r);
+	MPI_Comm_size(MPI_COMM_WORLD, &s);
+	if (r != rt->launch_rank || s != rt->world_size)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "%s says task %d of %d, MPI says %d of %d",
+				  hexi_rt_launcher_name(rt->launcher),
+				  rt->launch_rank, rt->world_size, r, s);
+	return HEXI_OK;
+#else
+	(void)argc;
+	(void)argv;
+	return hexi_error(HEXI_ERR_UNSUPPORTED,
+			  "task %d of %d: started by %s but built without MPI",
+			  rt->launch_rank, rt->world_size,
+			  hexi_rt_launcher_name(rt->launcher));
+#endif
+}
+
+static hexi_rc boot_comm(hexi_rt *rt)
+{
+	if (!rt->mpi_started)
+		return rt_comm_self_create(&rt->comm);
+	return rt_comm_mpi_create(rt->rank, &rt->comm);
+}
+
+/* Every rank ran a phase: fail together when any rank failed. */
+static hexi_rc together(hexi_rt *rt, hexi_rc rc, const char *phase)
+{
+	int ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
+
+	if (rc != HEXI_OK)
+		return rc;
+	if (!ok)
+		return hexi_error(HEXI_ERR_PEER,
+				  "rank %d: another rank failed during %s (see "
+				  "its message)",
+				  rt->rank, phase);
+	return HEXI_OK;
+}
+
+hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
+		     hexi_rt **out)
+{
+	hexi_rt_opts defaults;
+	hexi_rt *rt = calloc(1, sizeof(*rt));
+	hexi_rc rc = HEXI_ERR_NOMEM;
+
+	*out = NULL;
+	if (o == NULL) {
+		hexi_rt_opts_defaults(&defaults);
+		o = &defaults;
+	}
+	if (rt == NULL)
+		return hexi_error(rc, "hexi_rt_init");
+	pthread_mutex_init(&rt->wd_lock, NULL);
+	pthread_cond_init(&rt->wd_cond, NULL);
+	rt->timeout_s = o->timeout_s;
+	if (o->backend != NULL && strcmp(o->backend, "mpi") != 0) {
+		rc = hexi_error(HEXI_ERR_UNSUPPORTED,
+				"backend '%.32s': this build has 'mpi' only",
+				o->backend);
+		goto fail;
+	}
+	if ((rc = boot_identity(rt)) != HEXI_OK ||
+	    (rc = boot_mpi(rt, argc, argv)) != HEXI_OK)
+		goto fail;
+	/* From here every rank can talk: fail together, never alone. */
+	rc = together(rt, env_identity(rt), "bootstrap");
+	if (rc == HEXI_OK)
+		rc = together(rt, boot_comm(rt), "communicator setup");
+	if (rc == HEXI_OK)
+		rc = together(rt, boot_plan(rt, o), "plan loading");
+	if (rc == HEXI_OK) {
+		rc = hexi_layout_create(rt->plan, &rt->layout);
+		if (rc != HEXI_OK)
+			hexi_error_prefix(rc, "rank %d: layout", rt->rank);
+		rc = together(rt, rc, "layout");
+	}
+	if (rc != HEXI_OK || (rc = rt_groups_build(rt)) != HEXI_OK ||
+	    (rc = watchdog_start(rt)) != HEXI_OK)
+		goto fail;
+	*out = rt;
+	return HEXI_OK;
+fail:
+	hexi_rt_destroy(rt);
+	return rc;
+}
+
+int hexi_rt_all_ok(hexi_rt *rt, int ok)
+{
+	double v = ok ? 0.0 : 1.0;
+
+	if (!rt->mpi_started || rt->world_size == 1)
+		return ok;
+#ifdef HAVE_MPI
+	if (MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM,
+			  MPI_COMM_WORLD) != MPI_SUCCESS)
+		return 0;
+#endif
+	return v == 0.0;
+}
+
+void hexi_rt_abort(hexi_rt *rt, hexi_rc rc)
+{
+	fflush(NULL);
+	if (rt != NULL && rt->comm != NULL)
+		rt->comm->ops->abort_all(rt->comm, (int)rc);
+	_exit((int)rc);
+}
+
+void hexi_rt_destroy(hexi_rt *rt)
+{
+	if (rt == NULL)
+		return;
+	if (rt->wd_running) {
+		pthread_mutex_lock(&rt->wd_lock);
+		rt->wd_stop = 1;
+		pthread_cond_signal(&rt->wd_cond);
+		pthread_mutex_unlock(&rt->wd_lock);
+		pthread_join(rt->wd_thread, NULL);
+	}
+	rt_comm_destroy(rt->comm);
+	hexi_layout_destroy(rt->layout);
+	hexi_plan_destroy(rt->plan);
+#ifdef HAVE_MPI
+	if (rt->mpi_started) {
+		int fin = 0;
+		MPI_Finalized(&fin);
+		if (!fin)
+			MPI_Finalize();
+	}
+#endif
+#ifdef HAVE_PMIX
+	if (rt->pmix_started)
+		PMIx_Finalize(NULL, 0);
+#endif
+	pthread_cond_destroy(&rt->wd_cond);
+	pthread_mutex_destroy(&rt->wd_lock);
+	free(rt);
+}
+
+int hexi_rt_rank(const hexi_rt *rt)
+{
+	return rt->rank;
+}
+
+int hexi_rt_world_size(const hexi_rt *rt)
+{
+	return rt->world_size;
+}
+
+hexi_rt_launcher hexi_rt_launcher_kind(const hexi_rt *rt)
+{
+	return rt->launcher;
+}
+
+const hexi_plan *hexi_rt_plan(const hexi_rt *rt)
+{
+	return rt->plan;
+}
+
+const hexi_role *hexi_rt_role(const hexi_rt *rt)
+{
+	return &rt->role;
+}
+
+const hexi_layout *hexi_rt_layout(const hexi_rt *rt)
+{
+	return rt->layout;
+}

@@ -1,0 +1,564 @@
+/*
+ * comm_nccl.c - the NCCL backend of rt_comm.h (GPU runs).
+ *
+ * Communicators: one per group the runtime creates (TP groups, pipeline
+ * neighbours, every chunk group of the gradient sync, the world), each made
+ * from one ncclUniqueId that the group's first member draws and broadcasts
+ * over the bootstrap (MPI) backend's group of the same ranks.  Point-to-
+ * point messages use a world communicator of their own on a stream of
+ * their own, so a queued send never sits in front of a collective.
+ *
+ * Failure policy: every communicator is non-blocking (config.blocking = 0).
+ * Each call waits for its stream while polling ncclCommGetAsyncError; a
+ * peer that died or an NCCL error aborts that communicator (ncclCommAbort,
+ * which also releases the kernels stuck on it) and returns HEXI_ERR_PEER or
+ * HEXI_ERR_NCCL naming the group or peer; no answer within
+ * HEXISCALE_NCCL_TIMEOUT_S seconds (default 600) aborts the same way with
+ * HEXI_ERR_TIMEOUT.  NCCL never aborts the process itself; the runtime
+ * decides, normally through abort_all(), which aborts every communicator
+ * and then ends the job through the bootstrap backend (MPI_Abort), so no
+ * rank hangs on a dead peer.
+ *
+ * Sends: send() copies the message into a stream-ordered device buffer and
+ * queues it; queued sends go out in one ncclGroup together with the next
+ * recv() (so two neighbours sending to each other cannot deadlock) or at
+ * flush().  NCCL has no tags: messages between two ranks match in the order
+ * they are issued, which the runtime's fixed schedule guarantees; the tag
+ * is only checked for range.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "rt_comm.h"
+
+#define TAG_MAX		  (1 << 20)
+#define TIMEOUT_DEFAULT_S 600.0
+
+typedef struct nccl_pending {
+	void *data; /* device copy, freed stream-ordered after the send */
+	size_t bytes;
+	int peer;
+} nccl_pending;
+
+typedef struct rt_comm_nccl {
+	rt_comm base;
+	rt_comm *boot; /* bootstrap (MPI) backend, not owned */
+	int device;
+	cudaStream_t coll; /* collectives */
+	cudaStream_t p2p;  /* sends and receives */
+	ncclComm_t world;  /* point-to-point communicator, all ranks */
+	float *scratch;	   /* one float for barriers */
+	nccl_pending *pend;
+	int npend, cap_pend;
+	double timeout_s;
+	int broken; /* a communicator was aborted: refuse further work */
+	struct rt_group_nccl *live; /* every live group, for abort_all */
+} rt_comm_nccl;
+
+typedef struct rt_group_nccl {
+	rt_group base;
+	ncclComm_t comm;
+	struct rt_group_nccl *next; /* in rt_comm_nccl.live */
+} rt_group_nccl;
+
+static rt_comm_nccl *NC(rt_comm *c)
+{
+	return (rt_comm_nccl *)c;
+}
+
+/* ---- errors and waiting ---------------------------------------------------
+ */
+
+static hexi_rc cuda_fail(cudaError_t e, const char *what)
+{
+	return hexi_error(HEXI_ERR_CUDA, "nccl backend: %s: %s (%s)", what,
+			  cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+/* Abort *comm (if any) and mark the backend broken. */
+static void abort_comm(rt_comm_nccl *nc, ncclComm_t *comm)
+{
+	if (comm != NULL && *comm != NULL) {
+		ncclCommAbort(*comm);
+		*comm = NULL;
+	}
+	nc->broken = 1;
+}
+
+static hexi_rc nccl_fail(rt_comm_nccl *nc, ncclComm_t *comm, ncclResult_t r,
+			 const char *what, const char *who)
+{
+	const char *last = comm && *comm ? ncclGetLastError(*comm) : "";
+	hexi_rc rc = r == ncclRemoteError || r == ncclSystemError
+			 ? HEXI_ERR_PEER
+			 : HEXI_ERR_NCCL;
+
+	hexi_error(rc, "NCCL %s (%s): %s%s%s", what, who, ncclGetErrorString(r),
+		   last && *last ? ": " : "", last ? last : "");
+	abort_comm(nc, comm);
+	return rc;
+}
+
+static void nap(void)
+{
+	struct timespec ts = {0, 50 * 1000}; /* 50 us */
+
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Wait until *comm has no operation in progress and stream s (NULL: none)
+ * has drained, polling NCCL's asynchronous error state.  what/who name the
+ * operation and the group or peer in messages.
+ */
+static hexi_rc wait_done(rt_comm_nccl *nc, ncclComm_t *comm, cudaStream_t s,
+			 const char *what, const char *who)
+{
+	double t0 = hexi_now_s();
+
+	for (;;) {
+		ncclResult_t ar = ncclSuccess, r;
+		cudaError_t e = cudaSuccess;
+
+		r = ncclCommGetAsyncError(*comm, &ar);
+		if (r != ncclSuccess)
+			return nccl_fail(nc, comm, r, what, who);
+		if (ar != ncclSuccess && ar != ncclInProgress)
+			return nccl_fail(nc, comm, ar, what, who);
+		if (ar == ncclSuccess && s != NULL) {
+			e = cudaStreamQuery(s);
+			if (e != cudaSuccess && e != cudaErrorNotReady) {
+				abort_comm(nc, comm);
+				return cuda_fail(e, what);
+			}
+		}
+		if (ar == ncclSuccess && e == cudaSuccess)
+			return HEXI_OK;
+		if (hexi_now_s() - t0 > nc->timeout_s) {
+			abort_comm(nc, comm);
+			return hexi_error(HEXI_ERR_TIMEOUT,
+					  "NCCL %s (%s): no progress in %g s "
+					  "(HEXISCALE_NCCL_TIMEOUT_S); "
+					  "communicator aborted",
+					  what, who, nc->timeout_s);
+		}
+		nap();
+	}
+}
+
+/* An enqueue call on a non-blocking communicator: ncclInProgress is fine. */
+static hexi_rc enqueued(rt_comm_nccl *nc, ncclComm_t *comm, ncclResult_t r,
+			const char *what, const char *who)
+{
+	if (r == ncclSuccess || r == ncclInProgress)
+		return HEXI_OK;
+	return nccl_fail(nc, comm, r, what, who);
+}
+
+static hexi_rc usable(rt_comm_nccl *nc, const char *what)
+{
+	if (nc->broken)
+		return hexi_error(HEXI_ERR_PEER,
+				  "NCCL %s: a communicator of rank %d was "
+				  "aborted after an earlier failure",
+				  what, nc->base.rank);
+	return HEXI_OK;
+}
+
+static void group_name(const rt_group *g, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	n += (size_t)snprintf(buf, cap, "group of %d {", g->n);
+	for (int i = 0; i < g->n && n + 16 < cap; i++)
+		n += (size_t)snprintf(buf + n, cap - n, "%s%d", i ? "," : "",
+				      g->ranks[i]);
+	if (n + 2 < cap)
+		snprintf(buf + n, cap - n, "}");
+}
+
+/* ---- communicator creation ---------------------------------------------- */
+
+/* A non-blocking communicator of ranks[0..n-1] (ascending, caller is
+ * member me): the first member draws the id, the bootstrap broadcasts it. */
+static hexi_rc make_comm(rt_comm_nccl *nc, const int *ranks, int n, int me,
+			 ncclComm_t *out, const char *who)
+{
+	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+	ncclUniqueId id;
+	rt_group *bg = NULL;
+	hexi_rc rc;
+
+	memset(&id, 0, sizeof(id));
+	*out = NULL;
+	if (me == 0 && (rc = enqueued(nc, NULL, ncclGetUniqueId(&id),
+				      "ncclGetUniqueId", who)) != HEXI_OK)
+		return rc;
+	if ((rc = rt_comm_group_get(nc->boot, ranks, n, &bg)) != HEXI_OK)
+		return hexi_error_prefix(rc, "NCCL id exchange (%s)", who);
+	if (bg == NULL)
+		return hexi_error(HEXI_ERR_INTERNAL,
+				  "NCCL id exchange (%s): rank %d not a member",
+				  who, nc->base.rank);
+	if ((rc = bg->comm->ops->bcast(bg, &id, sizeof(id), 0)) != HEXI_OK)
+		return hexi_error_prefix(rc, "NCCL id exchange (%s)", who);
+	cfg.blocking = 0;
+	if ((rc =
+		 enqueued(nc, out, ncclCommInitRankConfig(out, n, id, me, &cfg),
+			  "ncclCommInitRankConfig", who)) != HEXI_OK)
+		return rc;
+	return wait_done(nc, out, NULL, "ncclCommInitRankConfig", who);
+}
+
+static hexi_rc nccl_group_create(rt_comm *c, const int *ranks, int n,
+				 rt_group **out)
+{
+	rt_comm_nccl *nc = NC(c);
+	rt_group_nccl *g = calloc(1, sizeof(*g));
+	char who[128];
+	hexi_rc rc = HEXI_ERR_NOMEM;
+
+	if (g == NULL ||
+	    (g->base.ranks = malloc(sizeof(int) * (size_t)n)) == NULL) {
+		rc = hexi_error(HEXI_ERR_NOMEM, "nccl backend: group of %d", n);
+		goto fail;
+	}
+	if ((rc = usable(nc, "group create")) != HEXI_OK)
+		goto fail;
+	g->base.comm = c;
+	g->base.n = n;
+	g->base.me = -1;
+	memcpy(g->base.ranks, ranks, sizeof(int) * (size_t)n);
+	for (int i = 0; i < n; i++)
+		if (ranks[i] == c->rank)
+			g->base.me = i;
+	group_name(&g->base, who, sizeof(who));
+	if (g->base.me < 0) {
+		rc = hexi_error(HEXI_ERR_INTERNAL, "nccl: rank %d not in %s",
+				c->rank, who);
+		goto fail;
+	}
+	if ((rc = make_comm(nc, ranks, n, g->base.me, &g->comm, who)) !=
+	    HEXI_OK)
+		goto fail;
+	g->next = nc->live;
+	nc->live = g;
+	*out = &g->base;
+	return HEXI_OK;
+fail:
+	if (g != NULL)
+		free(g->base.ranks);
+	free(g);
+	return rc;
+}
+
+static void nccl_group_destroy(rt_group *g)
+{
+	rt_group_nccl *gn = (rt_group_nccl *)g;
+
+	if (g == NULL)
+		return;
+	for (rt_group_nccl **p = &NC(g->comm)->live; *p; p = &(*p)->next)
+		if (*p == gn) {
+			*p = gn->next;
+			break;
+		}
+	if (gn->comm != NULL) {
+		if (NC(g->comm)->broken)
+			ncclCommAbort(gn->comm);
+		else
+			ncclCommDestroy(gn->comm);
+	}
+	free(g->ranks);
+	free(gn);
+}
+
+/* ---- collectives ------------------------------------------------------- */
+
+static ncclDataType_t nccl_type(rt_dtype dt)
+{
+	return dt == RT_F64 ? ncclFloat64 : ncclFloat32;
+}
+
+static hexi_rc nccl_allreduce(rt_group *g, void *buf, size_t count, rt_dtype dt)
+{
+	rt_group_nccl *gn = (rt_group_nccl *)g;
+	rt_comm_nccl *nc = NC(g->comm);
+	char who[128];
+	hexi_rc rc;
+
+	if ((rc = usable(nc, "all-reduce")) != HEXI_OK || count == 0)
+		return rc;
+	group_name(g, who, sizeof(who));
+	rc = enqueued(nc, &gn->comm,
+		      ncclAllReduce(buf, buf, count, nccl_type(dt), ncclSum,
+				    gn->comm, nc->coll),
+		      "all-reduce", who);
+	if (rc != HEXI_OK)
+		return rc;
+	return wait_done(nc, &gn->comm, nc->coll, "all-reduce", who);
+}
+
+static hexi_rc nccl_bcast(rt_group *g, void *buf, size_t bytes, int root)
+{
+	rt_group_nccl *gn = (rt_group_nccl *)g;
+	rt_comm_nccl *nc = NC(g->comm);
+	char who[128];
+	hexi_rc rc;
+
+	if ((rc = usable(nc, "broadcast")) != HEXI_OK || bytes == 0)
+		return rc;
+	group_name(g, who, sizeof(who));
+	if (root < 0 || root >= g->n)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "NCCL broadcast (%s): root %d", who, root);
+	rc = enqueued(
+	    nc, &gn->comm,
+	    ncclBroadcast(buf, buf, bytes, ncclInt8, root, gn->comm, nc->coll),
+	    "broadcast", who);
+	if (rc != HEXI_OK)
+		return rc;
+	return wait_done(nc, &gn->comm, nc->coll, "broadcast", who);
+}
+
+static hexi_rc nccl_barrier(rt_comm *c, rt_group *g)
+{
+	rt_comm_nccl *nc = NC(c);
+	int *all = NULL;
+	hexi_rc rc;
+
+	if (g == NULL) {
+		all = malloc(sizeof(int) * (size_t)c->size);
+		if (all == NULL)
+			return hexi_error(HEXI_ERR_NOMEM, "NCCL barrier");
+		for (int i = 0; i < c->size; i++)
+			all[i] = i;
+		rc = rt_comm_group_get(c, all, c->size, &g);
+		free(all);
+		if (rc != HEXI_OK)
+			return rc;
+	}
+	/* an all-reduce of one float is NCCL's barrier */
+	return nccl_allreduce(g, nc->scratch, 1, RT_F32);
+}
+
+/* ---- point to point ----------------------------------------------------- */
+
+static hexi_rc check_p2p(rt_comm *c, int peer, int tag, const char *what)
+{
+	if (peer < 0 || peer >= c->size || peer == c->rank || tag < 0 ||
+	    tag >= TAG_MAX)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "NCCL %s: rank %d to peer %d tag %d", what,
+				  c->rank, peer, tag);
+	return usable(NC(c), what);
+}
+
+static hexi_rc nccl_send(rt_comm *c, const void *buf, size_t bytes, int peer,
+			 int tag)
+{
+	rt_comm_nccl *nc = NC(c);
+	nccl_pending *s;
+	cudaError_t e;
+	hexi_rc rc;
+
+	if ((rc = check_p2p(c, peer, tag, "send")) != HEXI_OK)
+		return rc;
+	if (nc->npend == nc->cap_pend) {
+		int cap = nc->cap_pend ? 2 * nc->cap_pend : 8;
+		void *p = realloc(nc->pend, sizeof(*nc->pend) * (size_t)cap);
+
+		if (p == NULL)
+			return hexi_error(HEXI_ERR_NOMEM, "NCCL send queue");
+		nc->pend = p;
+		nc->cap_pend = cap;
+	}
+	s = &nc->pend[nc->npend];
+	s->bytes = bytes;
+	s->peer = peer;
+	s->data = NULL;
+	/* copy now: the caller may reuse buf as soon as send() returns */
+	if (bytes > 0) {
+		e = cudaMallocAsync(&s->data, bytes, nc->p2p);
+		if (e == cudaSuccess)
+			e = cudaMemcpyAsync(s->data, buf, bytes,
+					    cudaMemcpyDeviceToDevice, nc->p2p);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(nc->p2p);
+		if (e != cudaSuccess)
+			return cuda_fail(e, "send staging copy");
+	}
+	nc->npend++;
+	return HEXI_OK;
+}
+
+/* Issue the queued sends and, if rbuf != NULL, one receive, as one group on
+ * the point-to-point stream; wait for all of it. */
+static hexi_rc p2p_group(rt_comm_nccl *nc, void *rbuf, size_t rbytes, int rpeer)
+{
+	char who[64];
+	hexi_rc rc = HEXI_OK;
+	ncclResult_t r;
+
+	snprintf(who, sizeof(who), "rank %d, %d send%s%s%d", nc->base.rank,
+		 nc->npend, nc->npend == 1 ? "" : "s",
+		 rbuf ? ", receive from " : "", rbuf ? rpeer : 0);
+	r = ncclGroupStart();
+	for (int i = 0; i < nc->npend && r == ncclSuccess; i++)
+		r = ncclSend(nc->pend[i].data, nc->pend[i].bytes, ncclInt8,
+			     nc->pend[i].peer, nc->world, nc->p2p);
+	if (rbuf != NULL && (r == ncclSuccess || r == ncclInProgress))
+		r = ncclRecv(rbuf, rbytes, ncclInt8, rpeer, nc->world, nc->p2p);
+	if (r == ncclSuccess || r == ncclInProgress)
+		r = ncclGroupEnd();
+	else
+		ncclGroupEnd();
+	rc = enqueued(nc, &nc->world, r, "send/recv", who);
+	if (rc == HEXI_OK)
+		rc = wait_done(nc, &nc->world, nc->p2p, "send/recv", who);
+	for (int i = 0; i < nc->npend; i++)
+		if (nc->pend[i].data != NULL)
+			cudaFreeAsync(nc->pend[i].data, nc->p2p);
+	nc->npend = 0;
+	return rc;
+}
+
+static hexi_rc nccl_recv(rt_comm *c, void *buf, size_t bytes, int peer, int tag)
+{
+	hexi_rc rc = check_p2p(c, peer, tag, "recv");
+
+	if (rc != HEXI_OK)
+		return rc;
+	return p2p_group(NC(c), buf, bytes, peer);
+}
+
+static hexi_rc nccl_flush(rt_comm *c)
+{
+	hexi_rc rc = usable(NC(c), "flush");
+
+	if (rc != HEXI_OK || NC(c)->npend == 0)
+		return rc;
+	return p2p_group(NC(c), NULL, 0, -1);
+}
+
+/* ---- teardown ----------------------------------------------------------- */
+
+static void nccl_abort_all(rt_comm *c, int code)
+{
+	rt_comm_nccl *nc = NC(c);
+
+	/* release every kernel that may wait on a dead peer, then end the
+	 * job through the bootstrap (MPI_Abort) */
+	for (rt_group_nccl *g = nc->live; g != NULL; g = g->next)
+		abort_comm(nc, &g->comm);
+	abort_comm(nc, &nc->world);
+	nc->boot->ops->abort_all(nc->boot, code);
+}
+
+static void nccl_destroy(rt_comm *c)
+{
+	rt_comm_nccl *nc = NC(c);
+
+	if (nc == NULL)
+		return;
+	for (int i = 0; i < nc->npend; i++)
+		cudaFree(nc->pend[i].data);
+	free(nc->pend);
+	if (nc->world != NULL) {
+		if (nc->broken)
+			ncclCommAbort(nc->world);
+		else
+			ncclCommDestroy(nc->world);
+	}
+	cudaFree(nc->scratch);
+	if (nc->p2p != NULL)
+		cudaStreamDestroy(nc->p2p);
+	if (nc->coll != NULL)
+		cudaStreamDestroy(nc->coll);
+	free(nc);
+}
+
+static const rt_comm_ops nccl_ops = {
+    .name = "nccl",
+    .group_create = nccl_group_create,
+    .group_destroy = nccl_group_destroy,
+    .allreduce_sum = nccl_allreduce,
+    .bcast = nccl_bcast,
+    .send = nccl_send,
+    .recv = nccl_recv,
+    .flush = nccl_flush,
+    .barrier = nccl_barrier,
+    .abort_all = nccl_abort_all,
+    .destroy = nccl_destroy,
+};
+
+static hexi_rc timeout_from_env(double *out)
+{
+	const char *s = getenv("HEXISCALE_NCCL_TIMEOUT_S");
+
+	*out = TIMEOUT_DEFAULT_S;
+	if (s == NULL)
+		return HEXI_OK;
+	if (hexi_parse_double(s, 1.0, 86400.0, out) != HEXI_OK)
+		return hexi_error(HEXI_ERR_PARSE,
+				  "HEXISCALE_NCCL_TIMEOUT_S='%.32s': want "
+				  "seconds in 1..86400",
+				  s);
+	return HEXI_OK;
+}
+
+hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out)
+{
+	rt_comm_nccl *nc = NULL;
+	int *all = NULL;
+	cudaError_t e;
+	hexi_rc rc;
+
+	if (bootstrap == NULL || out == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "nccl backend: no bootstrap");
+	nc = calloc(1, sizeof(*nc));
+	all = malloc(sizeof(int) * (size_t)bootstrap->size);
+	if (nc == NULL || all == NULL) {
+		rc = hexi_error(HEXI_ERR_NOMEM, "nccl backend");
+		goto fail;
+	}
+	nc->base.ops = &nccl_ops;
+	nc->base.rank = bootstrap->rank;
+	nc->base.size = bootstrap->size;
+	nc->boot = bootstrap;
+	nc->device = device;
+	if ((rc = timeout_from_env(&nc->timeout_s)) != HEXI_OK)
+		goto fail;
+	if ((e = cudaSetDevice(device)) != cudaSuccess ||
+	    (e = cudaStreamCreateWithFlags(&nc->coll, cudaStreamNonBlocking)) !=
+		cudaSuccess ||
+	    (e = cudaStreamCreateWithFlags(&nc->p2p, cudaStreamNonBlocking)) !=
+		cudaSuccess ||
+	    (e = cudaMalloc((void **)&nc->scratch, sizeof(float))) !=
+		cudaSuccess) {
+		rc = cuda_fail(e, "setup on the device");
+		hexi_error_prefix(rc, "rank %d, device %d", nc->base.rank,
+				  device);
+		goto fail;
+	}
+	for (int i = 0; i < nc->base.size; i++)
+		all[i] = i;
+	if ((rc = make_comm(nc, all, nc->base.size, nc->base.rank, &nc->world,
+			    "world (point-to-point)")) != HEXI_OK)
+		goto fail;
+	free(all);
+	*out = &nc->base;
+	return HEXI_OK;
+fail:
+	free(all);
+	nccl_destroy(nc ? &nc->base : NULL);
+	return rc;
+}

@@ -1,0 +1,192 @@
+/*
+ * rt_cuda.h - the runtime's GPU path (internal to libhexirt): device
+ * selection, streams, cuBLAS GEMMs and the CUDA kernels of the Llama-style
+ * model.  Plain C; no CUDA header is needed to include it.
+ *
+ * Every kernel has the same contract as its CPU reference in rt_ops.h
+ * (llm.c style): *_forward OVERWRITES its outputs, *_backward ACCUMULATES
+ * (+=) into every d* output.  Shapes are given as in rt_ops.h: (B,T,C),
+ * BT = B*T, row-major, densely packed.  Pointers are device memory.
+ *
+ * Precision: activations and weights are RT_CUDA_F32 or RT_CUDA_BF16 (the
+ * "dt" argument); arithmetic is fp32 inside every kernel; parameter
+ * gradients (dw) and optimizer state are always fp32, and AdamW keeps fp32
+ * master weights and writes the bf16 copy the kernels read.
+ *
+ * Launch calls are asynchronous on the given stream and return HEXI_OK or
+ * HEXI_ERR_INVAL (bad sizes) / HEXI_ERR_CUDA (launch error) with a message
+ * naming the kernel.  Errors that happen while a kernel runs surface at the
+ * next rt_cuda_sync().
+ */
+#ifndef HEXI_RT_CUDA_H
+#define HEXI_RT_CUDA_H
+
+#include <stddef.h>
+
+#include "hexi_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Same type as cudaStream_t, without including the CUDA headers. */
+typedef struct CUstream_st *rt_cuda_stream;
+
+typedef enum rt_cuda_dtype {
+	RT_CUDA_F32 = 0,  /* float */
+	RT_CUDA_BF16 = 1, /* __nv_bfloat16 */
+} rt_cuda_dtype;
+
+/* Bytes of one element. */
+size_t rt_cuda_dtype_size(rt_cuda_dtype dt);
+const char *rt_cuda_dtype_name(rt_cuda_dtype dt);
+
+/* ---- device selection (no CUDA call: testable without a GPU) ------------- */
+
+/*
+ * The CUDA ordinal a task uses.  visible is $CUDA_VISIBLE_DEVICES (NULL if
+ * unset): CUDA renumbers the visible devices 0..n-1, so the choice is
+ * local_rank modulo the number visible (Slurm's --gpus-per-task=1 leaves
+ * one, giving 0).  visible must be a comma list of non-negative integers
+ * or GPU UUIDs ("GPU-..."/"MIG-..."), at most 64 entries, no empty entries;
+ * "" or "-1" or "NoDevFiles" hide every device (HEXI_ERR_NODEV).  ndevices
+ * is what cudaGetDeviceCount returned.  One visible device is taken as
+ * Slurm's per-task binding (ordinal 0 for every rank); several visible
+ * devices but more ranks on the node than devices is refused
+ * (HEXI_ERR_NODEV) unless allow_share.
+ */
+hexi_rc rt_cuda_pick_device(const char *visible, int local_rank, int local_size,
+			    int ndevices, int allow_share, int *ordinal);
+
+/* ---- context: device, streams, cuBLAS ------------------------------------ */
+
+typedef struct rt_cuda rt_cuda;
+
+/* Number of devices; HEXI_ERR_NODEV with "no CUDA device: cudaGetDeviceCount
+ * returned N (text)" when the driver or device is missing. */
+hexi_rc rt_cuda_device_count(int *n);
+
+/* Pick the device (rt_cuda_pick_device with $CUDA_VISIBLE_DEVICES), make it
+ * current, create a compute stream and a communication stream (non-blocking,
+ * the compute stream at the higher priority) and a cuBLAS handle bound to
+ * the compute stream.  Freed with rt_cuda_destroy. */
+hexi_rc rt_cuda_create(int local_rank, int local_size, rt_cuda **out);
+void rt_cuda_destroy(rt_cuda *c);
+int rt_cuda_device(const rt_cuda *c);
+const char *rt_cuda_device_name(const rt_cuda *c);
+/* Compute capability as major*10+minor (80 = A100, 89 = RTX 4090, 90 = H100).
+ */
+int rt_cuda_cc(const rt_cuda *c);
+rt_cuda_stream rt_cuda_compute_stream(const rt_cuda *c);
+rt_cuda_stream rt_cuda_comm_stream(const rt_cuda *c);
+/* Wait for a stream (NULL: whole device); reports asynchronous errors. */
+hexi_rc rt_cuda_sync(rt_cuda_stream s);
+/* Make stream `waiter` wait for all work queued so far on `on`. */
+hexi_rc rt_cuda_stream_wait(rt_cuda_stream waiter, rt_cuda_stream on);
+
+/* Device memory (zeroed), host<->device copies (synchronous). */
+hexi_rc rt_cuda_alloc(void **p, size_t bytes);
+void rt_cuda_free(void *p);
+hexi_rc rt_cuda_upload(void *dst, const void *src, size_t bytes);
+hexi_rc rt_cuda_download(void *dst, const void *src, size_t bytes);
+
+/* ---- GEMM (cuBLAS, fp32 accumulation) ------------------------------------ */
+
+/*
+ * Row-major C (M,N) = alpha op(A) op(B) + beta C, the same arguments as
+ * rt_sgemm (ta, tb nonzero: transposed; lda, ldb, ldc row strides).  A and
+ * B are of type dt; C is of type ct (ct may be RT_CUDA_F32 with dt bf16:
+ * weight gradients accumulate in fp32).  On the context's compute stream.
+ */
+hexi_rc rt_cuda_gemm(rt_cuda *c, rt_cuda_dtype dt, rt_cuda_dtype ct, int ta,
+		     int tb, int M, int N, int K, float alpha, const void *A,
+		     int lda, const void *B, int ldb, float beta, void *C,
+		     int ldc);
+
+/* rt_matmul_forward/backward (weight (OC,C)): out (BT,OC) = inp . w^T;
+ * dinp (BT,C) += dout . w (NULL skips); dw (OC,C) fp32 += dout^T . inp. */
+hexi_rc rt_cuda_matmul_forward(rt_cuda *c, rt_cuda_dtype dt, void *out,
+			       const void *inp, const void *w, int BT, int C,
+			       int OC);
+hexi_rc rt_cuda_matmul_backward(rt_cuda *c, rt_cuda_dtype dt, void *dinp,
+				float *dw, const void *dout, const void *inp,
+				const void *w, int BT, int C, int OC);
+
+/* ---- kernels (rt_kernels.cu, rt_attention.cu) -----------------------------
+ */
+
+/* Element type conversion: out (n) of type to = in (n) of type from. */
+hexi_rc rt_cuda_cast(rt_cuda_stream s, void *out, rt_cuda_dtype to,
+		     const void *in, rt_cuda_dtype from, size_t n);
+
+/* RMSNorm: out (BT,C) = inp * rstd * w; rstd (BT) fp32 saved. */
+hexi_rc rt_cuda_rmsnorm_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
+				float *rstd, const void *inp, const void *w,
+				int BT, int C, float eps);
+/* dinp (BT,C) +=, dw (C) fp32 += from dout, inp, w, rstd. */
+hexi_rc rt_cuda_rmsnorm_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dinp,
+				 float *dw, const void *dout, const void *inp,
+				 const void *w, const float *rstd, int BT,
+				 int C);
+
+/* RoPE in place on x (B,T,NH,hs), hs even; backward is the inverse. */
+hexi_rc rt_cuda_rope_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B,
+			     int T, int NH, int hs, float theta);
+hexi_rc rt_cuda_rope_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dx,
+			      int B, int T, int NH, int hs, float theta);
+
+/*
+ * Causal attention, flash style: q (B,T,NH,hs), k, v (B,T,NKV,hs), NH a
+ * multiple of NKV, hs <= 128.  K/V (forward) and Q/dO (backward) tiles go
+ * through shared memory and the softmax is computed online, so memory is
+ * O(T) per head: no (T,T) matrix exists.  lse (B,NH,T) fp32 keeps the
+ * log-sum-exp of every row for the backward pass.
+ */
+hexi_rc rt_cuda_attention_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
+				  float *lse, const void *q, const void *k,
+				  const void *v, int B, int T, int NH, int NKV,
+				  int hs);
+/* dq +=, dk +=, dv += from dout; delta (B,NH,T) fp32 is scratch. */
+hexi_rc rt_cuda_attention_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dq,
+				   void *dk, void *dv, const void *dout,
+				   const void *out, const void *q,
+				   const void *k, const void *v,
+				   const float *lse, float *delta, int B, int T,
+				   int NH, int NKV, int hs);
+
+/* SwiGLU: out (N) = silu(gate) * up; backward accumulates dgate, dup. */
+hexi_rc rt_cuda_swiglu_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
+			       const void *gate, const void *up, size_t N);
+hexi_rc rt_cuda_swiglu_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dgate,
+				void *dup, const void *dout, const void *gate,
+				const void *up, size_t N);
+
+/*
+ * Softmax cross-entropy: logits (BT,V), targets (BT) int in [0,V):
+ * losses (BT) fp32 = logsumexp - logit[target]; lse (BT) fp32 saved.
+ * Backward: dlogits (BT,V) += dloss * (softmax - onehot), recomputed from
+ * logits and lse (no (BT,V) probability array is kept).
+ */
+hexi_rc rt_cuda_crossentropy_forward(rt_cuda_stream s, rt_cuda_dtype dt,
+				     float *losses, float *lse,
+				     const void *logits, const int *targets,
+				     int BT, int V);
+hexi_rc rt_cuda_crossentropy_backward(rt_cuda_stream s, rt_cuda_dtype dt,
+				      void *dlogits, const void *logits,
+				      const float *lse, const int *targets,
+				      float dloss, int BT, int V);
+
+/*
+ * AdamW step (rt_param_adamw's formula; step 1-based, bias-corrected):
+ * master (n) fp32 weights, g, m, v fp32; w (n) of type dt receives the
+ * updated weights (NULL for fp32 training where w is master).
+ */
+hexi_rc rt_cuda_adamw(rt_cuda_stream s, rt_cuda_dtype dt, float *master,
+		      void *w, const float *g, float *m, float *v, size_t n,
+		      float lr, float beta1, float beta2, float eps,
+		      float weight_decay, int step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HEXI_RT_CUDA_H */

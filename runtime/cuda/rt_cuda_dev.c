@@ -1,0 +1,261 @@
+/*
+ * rt_cuda_dev.c - GPU context of a task: device choice, streams, memory,
+ * and the cuBLAS GEMMs (row-major interface over column-major cuBLAS).
+ * Plain C against the CUDA runtime and cuBLAS APIs.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "rt_cuda.h"
+
+struct rt_cuda {
+	int device;
+	int cc;
+	char name[256];
+	cudaStream_t compute, comm;
+	cublasHandle_t blas;
+};
+
+static hexi_rc cuda_err(cudaError_t e, const char *what)
+{
+	if (e == cudaSuccess)
+		return HEXI_OK;
+	return hexi_error(HEXI_ERR_CUDA, "%s: %s (%d: %s)", what,
+			  cudaGetErrorName(e), (int)e, cudaGetErrorString(e));
+}
+
+static hexi_rc blas_err(cublasStatus_t st, const char *what)
+{
+	if (st == CUBLAS_STATUS_SUCCESS)
+		return HEXI_OK;
+	return hexi_error(HEXI_ERR_CUDA, "%s: cuBLAS status %d", what, (int)st);
+}
+
+size_t rt_cuda_dtype_size(rt_cuda_dtype dt)
+{
+	return dt == RT_CUDA_BF16 ? 2 : 4;
+}
+
+const char *rt_cuda_dtype_name(rt_cuda_dtype dt)
+{
+	return dt == RT_CUDA_BF16 ? "bf16" : "fp32";
+}
+
+hexi_rc rt_cuda_device_count(int *n)
+{
+	int c = 0;
+	cudaError_t e = cudaGetDeviceCount(&c);
+
+	*n = 0;
+	if (e != cudaSuccess)
+		return hexi_error(HEXI_ERR_NODEV,
+				  "no CUDA device: cudaGetDeviceCount returned "
+				  "%d (%s)",
+				  (int)e, cudaGetErrorString(e));
+	if (c < 1)
+		return hexi_error(HEXI_ERR_NODEV,
+				  "no CUDA device: cudaGetDeviceCount found 0");
+	*n = c;
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_create(int local_rank, int local_size, rt_cuda **out)
+{
+	rt_cuda *c = NULL;
+	struct cudaDeviceProp prop;
+	int n = 0, lo = 0, hi = 0;
+	hexi_rc rv;
+
+	if ((rv = rt_cuda_device_count(&n)) != HEXI_OK)
+		return rv;
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "GPU context");
+	if ((rv =
+		 rt_cuda_pick_device(getenv("CUDA_VISIBLE_DEVICES"), local_rank,
+				     local_size, n, 0, &c->device)) != HEXI_OK)
+		goto fail;
+	if ((rv = cuda_err(cudaSetDevice(c->device), "cudaSetDevice")) ||
+	    (rv = cuda_err(cudaGetDeviceProperties(&prop, c->device),
+			   "cudaGetDeviceProperties")) ||
+	    (rv = cuda_err(cudaDeviceGetStreamPriorityRange(&lo, &hi),
+			   "cudaDeviceGetStreamPriorityRange")))
+		goto fail;
+	snprintf(c->name, sizeof(c->name), "%s", prop.name);
+	c->cc = prop.major * 10 + prop.minor;
+	/* hi is the numerically smaller, i.e. higher, priority */
+	if ((rv = cuda_err(cudaStreamCreateWithPriority(
+			       &c->compute, cudaStreamNonBlocking, hi),
+			   "compute stream")) ||
+	    (rv = cuda_err(cudaStreamCreateWithPriority(
+			       &c->comm, cudaStreamNonBlocking, lo),
+			   "communication stream")) ||
+	    (rv = blas_err(cublasCreate(&c->blas), "cublasCreate")) ||
+	    (rv = blas_err(cublasSetStream(c->blas, c->compute),
+			   "cublasSetStream")))
+		goto fail;
+	*out = c;
+	return HEXI_OK;
+fail:
+	hexi_error_prefix(rv, "local rank %d", local_rank);
+	rt_cuda_destroy(c);
+	return rv;
+}
+
+void rt_cuda_destroy(rt_cuda *c)
+{
+	if (c == NULL)
+		return;
+	if (c->blas != NULL)
+		cublasDestroy(c->blas);
+	if (c->comm != NULL)
+		cudaStreamDestroy(c->comm);
+	if (c->compute != NULL)
+		cudaStreamDestroy(c->compute);
+	free(c);
+}
+
+int rt_cuda_device(const rt_cuda *c)
+{
+	return c->device;
+}
+
+const char *rt_cuda_device_name(const rt_cuda *c)
+{
+	return c->name;
+}
+
+int rt_cuda_cc(const rt_cuda *c)
+{
+	return c->cc;
+}
+
+rt_cuda_stream rt_cuda_compute_stream(const rt_cuda *c)
+{
+	return c->compute;
+}
+
+rt_cuda_stream rt_cuda_comm_stream(const rt_cuda *c)
+{
+	return c->comm;
+}
+
+hexi_rc rt_cuda_sync(rt_cuda_stream s)
+{
+	if (s == NULL)
+		return cuda_err(cudaDeviceSynchronize(), "device sync");
+	return cuda_err(cudaStreamSynchronize(s), "stream sync");
+}
+
+hexi_rc rt_cuda_stream_wait(rt_cuda_stream waiter, rt_cuda_stream on)
+{
+	cudaEvent_t ev = NULL;
+	hexi_rc rv;
+
+	if ((rv =
+		 cuda_err(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
+			  "cudaEventCreate")) ||
+	    (rv = cuda_err(cudaEventRecord(ev, on), "cudaEventRecord")) ||
+	    (rv = cuda_err(cudaStreamWaitEvent(waiter, ev, 0),
+			   "cudaStreamWaitEvent")))
+		goto out;
+out:
+	if (ev != NULL)
+		cudaEventDestroy(ev); /* released once the wait is done */
+	return rv;
+}
+
+hexi_rc rt_cuda_alloc(void **p, size_t bytes)
+{
+	hexi_rc rv;
+
+	*p = NULL;
+	if (bytes == 0)
+		return HEXI_OK;
+	if ((rv = cuda_err(cudaMalloc(p, bytes), "cudaMalloc")) != HEXI_OK) {
+		*p = NULL;
+		return hexi_error_prefix(rv, "%zu bytes", bytes);
+	}
+	return cuda_err(cudaMemset(*p, 0, bytes), "cudaMemset");
+}
+
+void rt_cuda_free(void *p)
+{
+	if (p != NULL)
+		cudaFree(p);
+}
+
+hexi_rc rt_cuda_upload(void *dst, const void *src, size_t bytes)
+{
+	return cuda_err(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice),
+			"upload");
+}
+
+hexi_rc rt_cuda_download(void *dst, const void *src, size_t bytes)
+{
+	return cuda_err(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
+			"download");
+}
+
+static cudaDataType_t cuda_type(rt_cuda_dtype dt)
+{
+	return dt == RT_CUDA_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+hexi_rc rt_cuda_gemm(rt_cuda *c, rt_cuda_dtype dt, rt_cuda_dtype ct, int ta,
+		     int tb, int M, int N, int K, float alpha, const void *A,
+		     int lda, const void *B, int ldb, float beta, void *C,
+		     int ldc)
+{
+	cublasStatus_t st;
+
+	if (M < 0 || N < 0 || K < 0 || lda < 1 || ldb < 1 || ldc < 1)
+		return hexi_error(HEXI_ERR_INVAL, "gemm: M %d N %d K %d", M, N,
+				  K);
+	if (M == 0 || N == 0)
+		return HEXI_OK;
+	/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T,
+	 * and a row-major matrix read column-major is its transpose. */
+	st = cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+			  ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B,
+			  cuda_type(dt), ldb, A, cuda_type(dt), lda, &beta, C,
+			  cuda_type(ct), ldc, CUBLAS_COMPUTE_32F,
+			  CUBLAS_GEMM_DEFAULT);
+	if (st != CUBLAS_STATUS_SUCCESS)
+		return hexi_error(HEXI_ERR_CUDA,
+				  "gemm %dx%dx%d (%s -> %s): cuBLAS status %d",
+				  M, N, K, rt_cuda_dtype_name(dt),
+				  rt_cuda_dtype_name(ct), (int)st);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_matmul_forward(rt_cuda *c, rt_cuda_dtype dt, void *out,
+			       const void *inp, const void *w, int BT, int C,
+			       int OC)
+{
+	/* out (BT,OC) = inp (BT,C) . w^T, w (OC,C) */
+	return rt_cuda_gemm(c, dt, dt, 0, 1, BT, OC, C, 1.0f, inp, C, w, C,
+			    0.0f, out, OC);
+}
+
+hexi_rc rt_cuda_matmul_backward(rt_cuda *c, rt_cuda_dtype dt, void *dinp,
+				float *dw, const void *dout, const void *inp,
+				const void *w, int BT, int C, int OC)
+{
+	hexi_rc rv;
+
+	/* dinp (BT,C) += dout (BT,OC) . w (OC,C) */
+	if (dinp != NULL &&
+	    (rv = rt_cuda_gemm(c, dt, dt, 0, 0, BT, C, OC, 1.0f, dout, OC, w, C,
+			       1.0f, dinp, C)) != HEXI_OK)
+		return rv;
+	/* dw (OC,C) += dout^T (OC,BT) . inp (BT,C), in fp32 */
+	return rt_cuda_gemm(c, dt, RT_CUDA_F32, 1, 0, OC, C, BT, 1.0f, dout, OC,
+			    inp, C, 1.0f, dw, C);
+}

@@ -1,0 +1,363 @@
+/*
+ * hexitrain - reference trainer: runs the Llama-style model on a HexiScale
+ * plan (hexitrain(1)).  Exit status: the hexi_rc code (usage errors 2).
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hexi_rt.h"
+
+typedef struct cli {
+	hexi_rt_opts rt;
+	hexi_train_opts tr;
+	const char *resume;
+	const char *dump;
+	int json, verbose;
+} cli;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: hexitrain [OPTIONS]\n"
+		"Train the reference Llama-style model on a HexiScale plan.\n"
+		"\n"
+		"  --plan FILE         plan (default: $HEXISCALE_PLAN; none: "
+		"one process)\n"
+		"  --model NAME|FILE   model of a plan-less run (default "
+		"tiny-4l)\n"
+		"  --batch N           global batch of a plan-less run "
+		"(default 8)\n"
+		"  --micro-batches N   micro-batches of a plan-less run "
+		"(default 1)\n"
+		"  --steps N           total steps (default 10)\n"
+		"  --lr X              learning rate (default 1e-3)\n"
+		"  --seed N            init and data seed (default 1234)\n"
+		"  --optimizer NAME    adamw (default) or sgd\n"
+		"  --eps X             AdamW epsilon (default 1e-8)\n"
+		"  --weight-decay X    AdamW weight decay (default 0)\n"
+		"  --clip X            global-norm clip, 0 = off (default 1)\n"
+		"  --data FILE         text file, byte tokens (default: "
+		"synthetic)\n"
+		"  --save-every N      checkpoint every N steps\n"
+		"  --ckpt-dir DIR      checkpoint directory\n"
+		"  --resume DIR        resume from the latest checkpoint in "
+		"DIR\n"
+		"  --timeout S         abort the job if a step stalls S s "
+		"(default 300, 0 = off)\n"
+		"  --dump PREFIX       write parameters to PREFIX.rankN at "
+		"the end\n"
+		"  --json              one JSON object per step on stdout\n"
+		"  --verbose           per-stage times every step\n"
+		"  --help, --version\n");
+}
+
+enum {
+	OPT_PLAN = 256,
+	OPT_MODEL,
+	OPT_BATCH,
+	OPT_MB,
+	OPT_STEPS,
+	OPT_LR,
+	OPT_SEED,
+	OPT_OPTIM,
+	OPT_EPS,
+	OPT_WD,
+	OPT_CLIP,
+	OPT_DATA,
+	OPT_SAVE,
+	OPT_CKPT,
+	OPT_RESUME,
+	OPT_TIMEOUT,
+	OPT_DUMP,
+	OPT_JSON,
+	OPT_VERBOSE,
+	OPT_HELP,
+	OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+    {"plan", required_argument, NULL, OPT_PLAN},
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"micro-batches", required_argument, NULL, OPT_MB},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"optimizer", required_argument, NULL, OPT_OPTIM},
+    {"eps", required_argument, NULL, OPT_EPS},
+    {"weight-decay", required_argument, NULL, OPT_WD},
+    {"clip", required_argument, NULL, OPT_CLIP},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"save-every", required_argument, NULL, OPT_SAVE},
+    {"ckpt-dir", required_argument, NULL, OPT_CKPT},
+    {"resume", required_argument, NULL, OPT_RESUME},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"dump", required_argument, NULL, OPT_DUMP},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static hexi_rc opt_long(const char *name, const char *s, long min, long max,
+			long *v)
+{
+	hexi_rc rc = hexi_parse_long(s, min, max, v);
+
+	if (rc != HEXI_OK)
+		return hexi_error(HEXI_ERR_USAGE,
+				  "--%s '%.40s': expected an integer in "
+				  "%ld..%ld",
+				  name, s, min, max);
+	return HEXI_OK;
+}
+
+static hexi_rc opt_double(const char *name, const char *s, double min,
+			  double max, double *v)
+{
+	hexi_rc rc = hexi_parse_double(s, min, max, v);
+
+	if (rc != HEXI_OK)
+		return hexi_error(HEXI_ERR_USAGE,
+				  "--%s '%.40s': expected a number in "
+				  "[%g, %g]",
+				  name, s, min, max);
+	return HEXI_OK;
+}
+
+static hexi_rc parse_one(cli *c, int opt, const char *a)
+{
+	long v = 0;
+	hexi_rc rc = HEXI_OK;
+
+	switch (opt) {
+	case OPT_PLAN:
+		c->rt.plan_path = a;
+		break;
+	case OPT_MODEL:
+		c->rt.model = a;
+		break;
+	case OPT_BATCH:
+		rc = opt_long("batch", a, 1, 1 << 20, &v);
+		c->rt.global_batch = (int)v;
+		break;
+	case OPT_MB:
+		rc = opt_long("micro-batches", a, 1, 1 << 20, &v);
+		c->rt.micro_batches = (int)v;
+		break;
+	case OPT_STEPS:
+		rc = opt_long("steps", a, 0, 100000000, &v);
+		c->tr.steps = (int)v;
+		break;
+	case OPT_LR:
+		rc = opt_double("lr", a, 1e-12, 100, &c->tr.lr);
+		break;
+	case OPT_SEED:
+		rc = opt_long("seed", a, 0, 0x7fffffffL, &v);
+		c->tr.seed = (uint64_t)v;
+		break;
+	case OPT_OPTIM:
+		if (strcmp(a, "adamw") == 0)
+			c->tr.optimizer = HEXI_OPT_ADAMW;
+		else if (strcmp(a, "sgd") == 0)
+			c->tr.optimizer = HEXI_OPT_SGD;
+		else
+			rc = hexi_error(HEXI_ERR_USAGE,
+					"--optimizer '%.40s': adamw or sgd", a);
+		break;
+	case OPT_EPS:
+		rc = opt_double("eps", a, 1e-30, 1e6, &c->tr.eps);
+		break;
+	case OPT_WD:
+		rc = opt_double("weight-decay", a, 0, 10, &c->tr.weight_decay);
+		break;
+	case OPT_CLIP:
+		rc = opt_double("clip", a, 0, 1e12, &c->tr.clip);
+		break;
+	case OPT_DATA:
+		c->tr.data_path = a;
+		break;
+	case OPT_SAVE:
+		rc = opt_long("save-every", a, 0, 100000000, &v);
+		c->tr.save_every = (int)v;
+		break;
+	case OPT_CKPT:
+		c->tr.ckpt_dir = a;
+		break;
+	case OPT_RESUME:
+		c->resume = a;
+		break;
+	case OPT_TIMEOUT:
+		rc = opt_double("timeout", a, 0, 1e7, &c->rt.timeout_s);
+		break;
+	case OPT_DUMP:
+		c->dump = a;
+		break;
+	case OPT_JSON:
+		c->json = 1;
+		break;
+	case OPT_VERBOSE:
+		c->verbose = c->tr.verbose = 1;
+		break;
+	default:
+		rc = hexi_error(HEXI_ERR_USAGE, "unknown option (see --help)");
+	}
+	return rc;
+}
+
+/* 0: go on; 1: --help/--version done; <0 never; >1: exit code. */
+static int parse_args(cli *c, int argc, char **argv)
+{
+	int opt;
+
+	hexi_rt_opts_defaults(&c->rt);
+	hexi_train_opts_defaults(&c->tr);
+	c->rt.timeout_s = 300;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+		hexi_rc rc;
+		if (opt == OPT_HELP) {
+			usage(stdout);
+			return 1;
+		}
+		if (opt == OPT_VERSION) {
+			printf("hexitrain (%s) %s\n", PACKAGE_NAME,
+			       PACKAGE_VERSION);
+			return 1;
+		}
+		if (opt == '?' || opt == ':') {
+			fprintf(stderr,
+				"hexitrain: invalid option '%s' (see "
+				"--help)\n",
+				argv[optind - 1]);
+			return HEXI_ERR_USAGE;
+		}
+		rc = parse_one(c, opt, optarg);
+		if (rc != HEXI_OK) {
+			fprintf(stderr, "hexitrain: %s\n", hexi_errmsg(rc));
+			return HEXI_ERR_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "hexitrain: unexpected argument '%s'\n",
+			argv[optind]);
+		return HEXI_ERR_USAGE;
+	}
+	return 0;
+}
+
+static void print_step(const cli *c, const hexi_step_stats *s)
+{
+	if (c->json)
+		printf("{\"step\":%d,\"loss\":%.9g,\"grad_norm\":%.9g,"
+		       "\"time_s\":%.6f,\"tokens_per_s\":%.3f,"
+		       "\"compute_s\":%.6f,\"tp_s\":%.6f,\"pp_wait_s\":%.6f,"
+		       "\"dp_sync_s\":%.6f}\n",
+		       s->step, s->loss, s->grad_norm, s->time_s,
+		       s->tokens_per_s, s->compute_s, s->tp_s, s->pp_wait_s,
+		       s->dp_sync_s);
+	else
+		printf("step %4d  loss %.6f  gnorm %.4f  %8.1f tok/s  "
+		       "%.3fs = compute %.3f + tp %.3f + pp-wait %.3f + "
+		       "dp-sync %.3f\n",
+		       s->step, s->loss, s->grad_norm, s->tokens_per_s,
+		       s->time_s, s->compute_s, s->tp_s, s->pp_wait_s,
+		       s->dp_sync_s);
+	fflush(stdout);
+}
+
+static void print_stages(const cli *c, const hexi_rt *rt,
+			 const hexi_step_stats *all)
+{
+	const hexi_plan *p = hexi_rt_plan(rt);
+
+	for (int pi = 0; pi < p->npipelines; pi++)
+		for (int si = 0; si < p->pipelines[pi].nstages; si++) {
+			int r = p->pipelines[pi].stages[si].devices[0].rank;
+			const hexi_step_stats *s = &all[r];
+			if (c->json)
+				printf("{\"step\":%d,\"pipeline\":%d,"
+				       "\"stage\":%d,\"rank\":%d,"
+				       "\"compute_s\":%.6f,\"tp_s\":%.6f,"
+				       "\"pp_wait_s\":%.6f,\"dp_sync_s\":%.6f}"
+				       "\n",
+				       s->step, pi, si, r, s->compute_s,
+				       s->tp_s, s->pp_wait_s, s->dp_sync_s);
+			else
+				printf("  pipeline %d stage %d (rank %d): "
+				       "compute %.3f tp %.3f pp-wait %.3f "
+				       "dp-sync %.3f\n",
+				       pi, si, r, s->compute_s, s->tp_s,
+				       s->pp_wait_s, s->dp_sync_s);
+		}
+}
+
+static hexi_rc train(cli *c, hexi_rt *rt)
+{
+	hexi_trainer *t = NULL;
+	hexi_step_stats st, *all = NULL;
+	hexi_rc rc = hexi_trainer_create(rt, &c->tr, &t);
+
+	if (rc == HEXI_OK && c->resume != NULL)
+		rc = hexi_trainer_resume(t, c->resume);
+	if (rc == HEXI_OK && c->verbose) {
+		all = calloc((size_t)hexi_rt_world_size(rt), sizeof(*all));
+		if (all == NULL)
+			rc = hexi_error(HEXI_ERR_NOMEM, "stats");
+	}
+	while (rc == HEXI_OK && hexi_trainer_steps_done(t) < c->tr.steps) {
+		rc = hexi_trainer_step(t, &st);
+		if (rc != HEXI_OK)
+			break;
+		if (hexi_rt_rank(rt) == 0)
+			print_step(c, &st);
+		if (c->verbose) {
+			rc = hexi_trainer_gather_stats(t, &st, all);
+			if (rc == HEXI_OK && hexi_rt_rank(rt) == 0)
+				print_stages(c, rt, all);
+		}
+	}
+	if (rc == HEXI_OK && c->dump != NULL)
+		rc = hexi_trainer_dump(t, c->dump);
+	free(all);
+	hexi_trainer_destroy(t);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	cli c;
+	hexi_rt *rt = NULL;
+	hexi_rc rc;
+	int r = parse_args(&c, argc, argv);
+
+	if (r == 1)
+		return 0;
+	if (r != 0)
+		return r;
+	rc = hexi_rt_init(&argc, &argv, &c.rt, &rt);
+	if (rc != HEXI_OK) {
+		fprintf(stderr, "hexitrain: %s\n", hexi_errmsg(rc));
+		return (int)rc;
+	}
+	if (hexi_rt_rank(rt) == 0 && !c.json) {
+		const hexi_plan *p = hexi_rt_plan(rt);
+		printf("hexitrain: %s, %d ranks (%s), %d pipelines, plan %s\n",
+		       p->model.name, hexi_rt_world_size(rt),
+		       hexi_rt_launcher_name(hexi_rt_launcher_kind(rt)),
+		       p->npipelines, p->hash);
+	}
+	rc = train(&c, rt);
+	if (rc != HEXI_OK) {
+		fprintf(stderr, "hexitrain: %s\n", hexi_errmsg(rc));
+		/* A failed rank must not leave the others waiting. */
+		hexi_rt_abort(rt, rc);
+	}
+	hexi_rt_destroy(rt);
+	return 0;
+}

@@ -1,0 +1,82 @@
+/*
+ * rt_dist.h - internal: the bootstrapped runtime object, process groups,
+ * pipeline schedule and chunked gradient sync (boot.c, groups.c,
+ * pipeline.c, sync.c).  Not installed.
+ */
+#ifndef HEXI_RT_DIST_H
+#define HEXI_RT_DIST_H
+
+#include <pthread.h>
+
+#include "hexi_rt.h"
+#include "rt_comm.h"
+
+/* Process groups of one rank, built from the plan (groups.c). */
+typedef struct rt_groups {
+	rt_group *world; /* every rank */
+	rt_group *tp;	 /* ranks of my stage, TP rank order */
+	int leader;	 /* my stage's TP rank 0 (global rank) */
+	int prev_leader; /* previous stage's leader, -1 on the first stage */
+	int next_leader; /* next stage's leader, -1 on the last stage */
+} rt_groups;
+
+struct hexi_rt {
+	int rank, world_size; /* plan rank (HEXISCALE_RANK) and size */
+	int launch_rank;      /* rank given by the launcher */
+	hexi_rt_launcher launcher;
+	int local_rank, local_size, node;
+	int mpi_started;  /* 1 if we called MPI_Init */
+	int pmix_started; /* 1 if we called PMIx_Init */
+	hexi_plan *plan;
+	hexi_role role;
+	hexi_layout *layout;
+	rt_comm *comm;
+	rt_groups groups;
+	/* watchdog (boot.c): exits the job if a step stalls */
+	double timeout_s;
+	pthread_t wd_thread;
+	int wd_running;
+	pthread_mutex_t wd_lock;
+	pthread_cond_t wd_cond;
+	double wd_deadline; /* hexi_now_s() value, 0 = idle */
+	int wd_stop;
+};
+
+/* Arm (timeout from now) or disarm (0) the watchdog; no-op when off. */
+void rt_watchdog_arm(hexi_rt *rt, int on);
+
+/* Build a one-pipeline, one-stage, TP-1 plan for a single process. */
+hexi_rc rt_plan_single(const hexi_model *m, int global_batch, int micro_batches,
+		       hexi_plan **out);
+
+/* groups.c: collective; creates TP, world and neighbour info. */
+hexi_rc rt_groups_build(hexi_rt *rt);
+
+/* ---- chunked gradient sync (sync.c) -------------------------------------
+ * The model describes its local parameter shards; the sync plan packs every
+ * chunk this rank holds into one buffer per distinct rank set, so a plan
+ * whose pipelines agree needs one all-reduce, and an asymmetric plan a few.
+ */
+typedef struct rt_param_ref {
+	const char *name;	/* layout tensor name */
+	int row_begin, row_end; /* rows of the global tensor held here */
+	int64_t cols;		/* elements per row (1 for vectors) */
+	float *grad;		/* [(row_end-row_begin)*cols] */
+} rt_param_ref;
+
+typedef struct rt_sync rt_sync;
+
+/* Collective: match params[] against the layout (every local shard must be
+ * exactly this rank's shard of the plan) and create the chunk groups. */
+hexi_rc rt_sync_create(hexi_rt *rt, const rt_param_ref *params, int nparams,
+		       rt_sync **out);
+/* Sum every chunk over its holders (replicated tensors weighted 1/t so each
+ * pipeline counts once).  Gradients must already be scaled by 1/global
+ * batch.  Then *sumsq = squared global L2 norm, each element once. */
+hexi_rc rt_sync_run(rt_sync *s, double *sumsq);
+/* Bytes this rank all-reduces per step, and the number of groups used. */
+size_t rt_sync_bytes(const rt_sync *s);
+int rt_sync_ngroups(const rt_sync *s);
+void rt_sync_destroy(rt_sync *s);
+
+#endif /* HEXI_RT_DIST_H */

@@ -1,0 +1,355 @@
+/*
+ * sync.c - chunked asymmetric gradient synchronisation (doc/LAYOUT.md).
+ *
+ * hexi_layout_create() cuts every tensor at the union of all shard
+ * boundaries of all pipelines; each chunk lists the ranks holding it.  A
+ * rank packs the chunks it holds into one buffer per distinct rank set
+ * (a "bucket", in layout chunk order, which every member sees alike), and
+ * all-reduces each bucket once.
+ *
+ * Weighting: each pipeline computes the gradient of (sum of its sample
+ * losses) / global_batch, so the plain sum over pipelines is the gradient of
+ * the global mean loss, exactly, whatever the batch split.  A replicated
+ * tensor is held by every TP rank of a stage with identical gradients; only
+ * the lowest holder of each pipeline contributes (the others add zeros), so
+ * every pipeline counts once without a rounding 1/t factor.
+ *
+ * Norm: after the sum every holder has the same chunk; the lowest rank of the
+ * chunk counts its squares, so each global element is counted once.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_dist.h"
+
+typedef struct sync_piece {
+	float *grad;	/* first element of the chunk in the local shard */
+	size_t count;	/* elements */
+	int contribute; /* 1: add my values, 0: add zeros */
+	int count_norm; /* 1: this rank counts the chunk in the norm */
+} sync_piece;
+
+typedef struct sync_bucket {
+	rt_group *g;
+	int npieces, cap;
+	sync_piece *pieces;
+	size_t total; /* elements */
+} sync_bucket;
+
+struct rt_sync {
+	hexi_rt *rt;
+	int nb;
+	sync_bucket *b;	  /* buckets with more than one member */
+	sync_bucket solo; /* chunks held by this rank alone (norm only) */
+	float *buf;	  /* [max bucket total] */
+	size_t bufcap;
+};
+
+static hexi_rc bucket_add(sync_bucket *b, const sync_piece *p)
+{
+	if (b->npieces == b->cap) {
+		int cap = b->cap ? 2 * b->cap : 16;
+		void *q = realloc(b->pieces, sizeof(*b->pieces) * cap);
+		if (q == NULL)
+			return hexi_error(HEXI_ERR_NOMEM, "sync: chunk list");
+		b->pieces = q;
+		b->cap = cap;
+	}
+	b->pieces[b->npieces++] = *p;
+	b->total += p->count;
+	return HEXI_OK;
+}
+
+/* The bucket of group g (created on first use). */
+static hexi_rc bucket_of(rt_sync *s, rt_group *g, sync_bucket **out)
+{
+	void *q;
+
+	for (int i = 0; i < s->nb; i++)
+		if (s->b[i].g == g) {
+			*out = &s->b[i];
+			return HEXI_OK;
+		}
+	q = realloc(s->b, sizeof(*s->b) * (size_t)(s->nb + 1));
+	if (q == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "sync: buckets");
+	s->b = q;
+	memset(&s->b[s->nb], 0, sizeof(s->b[0]));
+	s->b[s->nb].g = g;
+	*out = &s->b[s->nb++];
+	return HEXI_OK;
+}
+
+static int find_param(const rt_param_ref *params, int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(params[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+/* Check that params[] is exactly this rank's share of the layout; map
+ * layout tensor index -> param index in pidx[] (-1: not held here). */
+static hexi_rc match_params(const hexi_rt *rt, const rt_param_ref *params,
+			    int nparams, int *pidx)
+{
+	const hexi_layout *l = rt->layout;
+	int held = 0;
+
+	for (int t = 0; t < l->ntensors; t++) {
+		const hexi_tensor_layout *tl = &l->tensors[t];
+		const hexi_shard *mine = NULL;
+		int i;
+		for (int k = 0; k < tl->nshards; k++)
+			if (tl->shards[k].rank == rt->rank)
+				mine = &tl->shards[k];
+		i = find_param(params, nparams, tl->name);
+		pidx[t] = i;
+		if (mine == NULL && i < 0)
+			continue;
+		if (mine == NULL || i < 0)
+			return hexi_error(HEXI_ERR_MISMATCH,
+					  "rank %d: tensor %s is %s by the "
+					  "model but %s by the plan layout",
+					  rt->rank, tl->name,
+					  i < 0 ? "not held" : "held",
+					  i < 0 ? "held" : "not held");
+		if (params[i].row_begin != mine->row_begin ||
+		    params[i].row_end != mine->row_end)
+			return hexi_error(
+			    HEXI_ERR_MISMATCH,
+			    "rank %d: tensor %s: model holds rows "
+			    "[%d,%d), layout says [%d,%d)",
+			    rt->rank, tl->name, params[i].row_begin,
+			    params[i].row_end, mine->row_begin, mine->row_end);
+		held++;
+	}
+	if (held != nparams)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d: the model has %d tensors, the "
+				  "layout gives this rank %d",
+				  rt->rank, nparams, held);
+	return HEXI_OK;
+}
+
+/* 1 if rank r is the lowest rank of its pipeline among ranks[]. */
+static int lowest_of_pipeline(const hexi_rt *rt, const int *pipe_of,
+			      const hexi_chunk *c)
+{
+	int p = pipe_of[rt->rank];
+
+	for (int i = 0; i < c->nranks; i++)
+		if (pipe_of[c->ranks[i]] == p)
+			return c->ranks[i] == rt->rank;
+	return 0;
+}
+
+static hexi_rc add_chunk(rt_sync *s, const rt_param_ref *pr,
+			 const hexi_chunk *c, const int *pipe_of,
+			 size_t *covered)
+{
+	sync_piece pc;
+	sync_bucket *b = &s->solo;
+	hexi_rc rc;
+
+	pc.grad = pr->grad + (size_t)(c->row_begin - pr->row_begin) * pr->cols;
+	pc.count = (size_t)(c->row_end - c->row_begin) * pr->cols;
+	pc.contribute = lowest_of_pipeline(s->rt, pipe_of, c);
+	pc.count_norm = c->ranks[0] == s->rt->rank;
+	if (c->row_begin < pr->row_begin || c->row_end > pr->row_end)
+		return hexi_error(HEXI_ERR_INTERNAL,
+				  "rank %d: chunk rows [%d,%d) of %s outside "
+				  "the local shard",
+				  s->rt->rank, c->row_begin, c->row_end,
+				  pr->name);
+	if (c->nranks > 1) {
+		rt_group *g = NULL;
+		rc = rt_comm_group_get(s->rt->comm, c->ranks, c->nranks, &g);
+		if (rc != HEXI_OK)
+			return rc;
+		if ((rc = bucket_of(s, g, &b)) != HEXI_OK)
+			return rc;
+	}
+	*covered += pc.count;
+	return bucket_add(b, &pc);
+}
+
+static hexi_rc pipeline_map(const hexi_rt *rt, int **out)
+{
+	const hexi_plan *p = rt->plan;
+	int *m = malloc(sizeof(*m) * (size_t)rt->world_size);
+
+	if (m == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "sync: rank map");
+	for (int pi = 0; pi < p->npipelines; pi++)
+		for (int si = 0; si < p->pipelines[pi].nstages; si++)
+			for (int k = 0; k < p->pipelines[pi].stages[si].tp; k++)
+				m[p->pipelines[pi].stages[si].devices[k].rank] =
+				    pi;
+	*out = m;
+	return HEXI_OK;
+}
+
+static hexi_rc check_coverage(const rt_sync *s, const rt_param_ref *params,
+			      int nparams, const size_t *covered)
+{
+	for (int i = 0; i < nparams; i++) {
+		size_t want =
+		    (size_t)(params[i].row_end - params[i].row_begin) *
+		    params[i].cols;
+		if (covered[i] != want)
+			return hexi_error(HEXI_ERR_MISMATCH,
+					  "rank %d: sync chunks of %s cover "
+					  "%zu of its %zu local elements",
+					  s->rt->rank, params[i].name,
+					  covered[i], want);
+	}
+	return HEXI_OK;
+}
+
+hexi_rc rt_sync_create(hexi_rt *rt, const rt_param_ref *params, int nparams,
+		       rt_sync **out)
+{
+	const hexi_layout *l = rt->layout;
+	rt_sync *s = calloc(1, sizeof(*s));
+	int *pidx = NULL, *pipe_of = NULL;
+	size_t *covered = NULL;
+	hexi_rc rc = HEXI_ERR_NOMEM;
+
+	*out = NULL;
+	pidx = malloc(sizeof(*pidx) * (size_t)(l->ntensors + 1));
+	covered = calloc((size_t)nparams + 1, sizeof(*covered));
+	if (s == NULL || pidx == NULL || covered == NULL) {
+		rc = hexi_error(rc, "sync: rank %d", rt->rank);
+		goto out;
+	}
+	s->rt = rt;
+	if ((rc = match_params(rt, params, nparams, pidx)) != HEXI_OK ||
+	    (rc = pipeline_map(rt, &pipe_of)) != HEXI_OK)
+		goto out;
+	for (int k = 0; k < l->nchunks; k++) {
+		const hexi_chunk *c = &l->chunks[k];
+		int me = 0;
+		for (int i = 0; i < c->nranks; i++)
+			me |= c->ranks[i] == rt->rank;
+		if (!me)
+			continue;
+		if (pidx[c->tensor] < 0) {
+			rc =
+			    hexi_error(HEXI_ERR_MISMATCH,
+				       "rank %d: chunk %d of %s lists this "
+				       "rank, which does not hold it",
+				       rt->rank, k, l->tensors[c->tensor].name);
+			goto out;
+		}
+		rc = add_chunk(s, &params[pidx[c->tensor]], c, pipe_of,
+			       &covered[pidx[c->tensor]]);
+		if (rc != HEXI_OK)
+			goto out;
+	}
+	if ((rc = check_coverage(s, params, nparams, covered)) != HEXI_OK)
+		goto out;
+	for (int i = 0; i < s->nb; i++)
+		if (s->b[i].total > s->bufcap)
+			s->bufcap = s->b[i].total;
+	s->buf = malloc(sizeof(float) * (s->bufcap ? s->bufcap : 1));
+	if (s->buf == NULL) {
+		rc = hexi_error(HEXI_ERR_NOMEM, "sync: %zu-element buffer",
+				s->bufcap);
+		goto out;
+	}
+	*out = s;
+	s = NULL;
+	rc = HEXI_OK;
+out:
+	rt_sync_destroy(s);
+	free(pipe_of);
+	free(covered);
+	free(pidx);
+	return rc;
+}
+
+static double piece_sumsq(const sync_piece *p)
+{
+	double acc = 0;
+
+	if (!p->count_norm)
+		return 0;
+	for (size_t i = 0; i < p->count; i++)
+		acc += (double)p->grad[i] * p->grad[i];
+	return acc;
+}
+
+static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
+{
+	float *q = s->buf;
+	hexi_rc rc;
+
+	for (int i = 0; i < b->npieces; i++) {
+		const sync_piece *p = &b->pieces[i];
+		if (p->contribute)
+			memcpy(q, p->grad, sizeof(float) * p->count);
+		else
+			memset(q, 0, sizeof(float) * p->count);
+		q += p->count;
+	}
+	rc = rt_allreduce_f32(b->g, s->buf, b->total);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient sync (%zu elements)",
+					 b->total);
+	q = s->buf;
+	for (int i = 0; i < b->npieces; i++) {
+		memcpy(b->pieces[i].grad, q,
+		       sizeof(float) * b->pieces[i].count);
+		q += b->pieces[i].count;
+		*sumsq += piece_sumsq(&b->pieces[i]);
+	}
+	return HEXI_OK;
+}
+
+hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
+{
+	double acc = 0;
+	hexi_rc rc;
+
+	for (int i = 0; i < s->nb; i++)
+		if ((rc = bucket_run(s, &s->b[i], &acc)) != HEXI_OK)
+			return rc;
+	for (int i = 0; i < s->solo.npieces; i++)
+		acc += piece_sumsq(&s->solo.pieces[i]);
+	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
+					     RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient norm");
+	*sumsq = acc;
+	return HEXI_OK;
+}
+
+size_t rt_sync_bytes(const rt_sync *s)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < s->nb; i++)
+		n += s->b[i].total;
+	return n * sizeof(float);
+}
+
+int rt_sync_ngroups(const rt_sync *s)
+{
+	return s->nb;
+}
+
+void rt_sync_destroy(rt_sync *s)
+{
+	if (s == NULL)
+		return;
+	for (int i = 0; i < s->nb; i++)
+		free(s->b[i].pieces);
+	free(s->b);
+	free(s->solo.pieces);
+	free(s->buf);
+	free(s);
+}

@@ -1,0 +1,445 @@
+/*
+ * train.c - the training step on a plan: data share per pipeline, 1F1B,
+ * chunked gradient sync, global-norm clipping, AdamW or SGD, checkpoints.
+ *
+ * Data: global batch k (0-based step) consists of samples k*G .. k*G+G-1
+ * of the corpus; pipeline p takes the G_p samples starting at the sum of
+ * the batches of pipelines 0..p-1, micro-batch i of it the next mbs.  So
+ * every plan sees the same samples in every step, and a resumed run
+ * continues at the saved step's samples.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_model.h"
+#include "rt_pipe.h"
+#include "rt_train.h"
+
+#define RT_MAX_TEXT_BYTES ((size_t)1 << 30)
+
+void hexi_train_opts_defaults(hexi_train_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->steps = 10;
+	o->lr = 1e-3;
+	o->seed = 1234;
+	o->optimizer = HEXI_OPT_ADAMW;
+	o->beta1 = 0.9;
+	o->beta2 = 0.95;
+	o->eps = 1e-8;
+	o->weight_decay = 0.0;
+	o->clip = 1.0;
+}
+
+/* ---- data ---------------------------------------------------------------- */
+
+/* Sample `sample` as T+1 tokens: synthetic, or T+1 bytes of the text file
+ * from a position that walks through it (bytes >= V wrap modulo V). */
+static void data_sample(const hexi_trainer *t, int64_t sample, int *seq)
+{
+	const int T = t->T;
+
+	if (t->text == NULL) {
+		hexi_rt_data_sample(t->o.seed, t->V, T, sample, seq);
+		return;
+	}
+	size_t span = t->text_len - (size_t)T;
+	size_t pos = (size_t)(((uint64_t)sample * 7919u * (uint64_t)T) % span);
+	for (int i = 0; i <= T; i++)
+		seq[i] = (int)(t->text[pos + (size_t)i] % (unsigned)t->V);
+}
+
+/* Inputs and targets (mbs,T) of micro-batch mb of this pipeline. */
+static void data_micro_batch(hexi_trainer *t, int mb)
+{
+	const int T = t->T;
+	int64_t base = (int64_t)t->step * t->global_batch + t->sample_offset +
+		       (int64_t)mb * t->mbs;
+
+	for (int j = 0; j < t->mbs; j++) {
+		data_sample(t, base + j, t->seq);
+		memcpy(t->tok + (size_t)j * T, t->seq, sizeof(int) * T);
+		memcpy(t->tgt + (size_t)j * T, t->seq + 1, sizeof(int) * T);
+	}
+}
+
+static hexi_rc load_text(hexi_trainer *t, const char *path)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	hexi_rc rc = hexi_read_file(path, RT_MAX_TEXT_BYTES, &buf, &len);
+
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "--data %s", path);
+	if (len < (size_t)t->T + 2) {
+		free(buf);
+		return hexi_error(HEXI_ERR_INVAL,
+				  "--data %s: %zu bytes, need at least %d "
+				  "(sequence length + 2)",
+				  path, len, t->T + 2);
+	}
+	t->text = (unsigned char *)buf;
+	t->text_len = len;
+	return HEXI_OK;
+}
+
+/* ---- stage callbacks ----------------------------------------------------- */
+
+static hexi_rc tp_allreduce(void *ctx, float *buf, size_t n)
+{
+	hexi_trainer *t = ctx;
+	double t0 = hexi_now_s();
+	hexi_rc rc = rt_allreduce_f32(t->rt->groups.tp, buf, n);
+
+	t->tp_s += hexi_now_s() - t0;
+	return rc;
+}
+
+/* Test hook HEXI_RT_TEST_KILL=RANK:STEP: that rank dies by SIGKILL in the
+ * middle of that step (the failure test of hexitrain(1)). */
+static void test_kill_hook(const hexi_trainer *t, int mb)
+{
+	const char *s = getenv("HEXI_RT_TEST_KILL");
+	int r = -1, st = -1;
+
+	if (s == NULL || mb != 0 || sscanf(s, "%d:%d", &r, &st) != 2)
+		return;
+	if (r == t->rt->rank && st == t->step + 1) {
+		fprintf(stderr,
+			"hexitrain: rank %d: HEXI_RT_TEST_KILL: "
+			"killing myself in step %d\n",
+			r, st);
+		fflush(stderr);
+		raise(SIGKILL);
+	}
+}
+
+static hexi_rc stage_forward(void *arg, int mb, int slot, const float *in,
+			     float *out, double *loss_sum)
+{
+	hexi_trainer *t = arg;
+	const hexi_role *r = &t->rt->role;
+	int first = r->stage == 0, last = r->stage == r->nstages - 1;
+
+	test_kill_hook(t, mb);
+
+	if (first || last)
+		data_micro_batch(t, mb);
+	*loss_sum = 0;
+	return rt_model_forward(t->model, slot, t->mbs, first ? t->tok : NULL,
+				in, out, last ? t->tgt : NULL,
+				(float)(1.0 / t->global_batch), loss_sum);
+}
+
+static hexi_rc stage_backward(void *arg, int mb, int slot, const float *dout,
+			      float *din)
+{
+	hexi_trainer *t = arg;
+
+	(void)mb;
+	return rt_model_backward(t->model, slot, dout, din);
+}
+
+/* ---- create -------------------------------------------------------------- */
+
+static hexi_rc make_model(hexi_trainer *t)
+{
+	const hexi_role *r = &t->rt->role;
+	rt_model_config cfg;
+	rt_tp_comm tp = {.allreduce_sum = tp_allreduce, .ctx = t};
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.model = t->rt->plan->model;
+	cfg.layer_begin = r->layer_begin;
+	cfg.layer_end = r->layer_end;
+	cfg.tp_rank = r->tp_rank;
+	cfg.tp_size = r->tp_size;
+	cfg.has_embed = r->stage == 0;
+	cfg.has_head = r->stage == r->nstages - 1;
+	cfg.max_slots = rt_pipe_slots(r->nstages, r->stage, r->micro_batches);
+	cfg.max_batch = t->mbs;
+	cfg.seq = t->T;
+	cfg.seed = t->o.seed;
+	return rt_model_create(&cfg, &tp, &t->model);
+}
+
+static hexi_rc make_sync(hexi_trainer *t)
+{
+	int n = rt_model_nparams(t->model);
+	rt_param_ref *refs = calloc((size_t)n + 1, sizeof(*refs));
+	hexi_rc rc;
+
+	if (refs == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "trainer: %d params", n);
+	for (int i = 0; i < n; i++) {
+		rt_param *p = rt_model_param(t->model, i);
+		refs[i].name = p->name;
+		refs[i].row_begin = p->row_begin;
+		refs[i].row_end = p->row_end;
+		refs[i].cols = p->shape[1] > 0 ? p->shape[1] : 1;
+		refs[i].grad = p->g;
+	}
+	rc = rt_sync_create(t->rt, refs, n, &t->sync);
+	free(refs);
+	return rc;
+}
+
+static hexi_rc check_opts(const hexi_train_opts *o)
+{
+	if (o->steps < 0 || !(o->lr > 0) || !(o->eps > 0) || o->clip < 0 ||
+	    o->save_every < 0 || o->beta1 < 0 || o->beta1 >= 1 ||
+	    o->beta2 < 0 || o->beta2 >= 1 || o->weight_decay < 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "training options: steps >= 0, lr > 0, eps "
+				  "> 0, clip >= 0, betas in [0,1) required");
+	if (o->save_every > 0 && (o->ckpt_dir == NULL || !*o->ckpt_dir))
+		return hexi_error(HEXI_ERR_USAGE,
+				  "--save-every needs --ckpt-dir");
+	return HEXI_OK;
+}
+
+static hexi_rc trainer_fill(hexi_trainer *t)
+{
+	const hexi_plan *p = t->rt->plan;
+	const hexi_role *r = &t->rt->role;
+
+	t->T = p->model.seq_len;
+	t->V = p->model.vocab;
+	t->C = p->model.hidden;
+	t->global_batch = 0;
+	for (int i = 0; i < p->npipelines; i++) {
+		if (i == r->pipeline)
+			t->sample_offset = t->global_batch;
+		t->global_batch += p->pipelines[i].batch;
+	}
+	t->mbs = r->micro_batch_size;
+	if (t->mbs < 1 || t->mbs * r->micro_batches != r->batch)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "rank %d: pipeline %d batch %d is not %d "
+				  "micro-batches of equal size",
+				  t->rt->rank, r->pipeline, r->batch,
+				  r->micro_batches);
+	t->tok = malloc(sizeof(int) * (size_t)t->mbs * t->T);
+	t->tgt = malloc(sizeof(int) * (size_t)t->mbs * t->T);
+	t->seq = malloc(sizeof(int) * (size_t)(t->T + 1));
+	if (t->tok == NULL || t->tgt == NULL || t->seq == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "trainer: token buffers");
+	return HEXI_OK;
+}
+
+hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
+			    hexi_trainer **out)
+{
+	hexi_trainer *t = calloc(1, sizeof(*t));
+	hexi_rc rc;
+	int ok;
+
+	*out = NULL;
+	if (t == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "trainer");
+	t->rt = rt;
+	t->o = *o;
+	t->o.data_path = NULL; /* not kept */
+	t->o.ckpt_dir = NULL;
+	rc = check_opts(o);
+	if (rc == HEXI_OK && o->ckpt_dir != NULL) {
+		t->ckpt_dir = strdup(o->ckpt_dir);
+		if (t->ckpt_dir == NULL)
+			rc = hexi_error(HEXI_ERR_NOMEM, "trainer");
+	}
+	if (rc == HEXI_OK)
+		rc = trainer_fill(t);
+	if (rc == HEXI_OK && o->data_path != NULL)
+		rc = load_text(t, o->data_path);
+	if (rc == HEXI_OK)
+		rc = make_model(t);
+	ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
+	if (rc == HEXI_OK && !ok)
+		rc = hexi_error(HEXI_ERR_PEER,
+				"rank %d: another rank failed to build its "
+				"stage",
+				rt->rank);
+	if (rc == HEXI_OK)
+		rc = make_sync(t);
+	ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
+	if (rc == HEXI_OK && !ok)
+		rc = hexi_error(HEXI_ERR_PEER,
+				"rank %d: another rank failed to set up the "
+				"gradient sync",
+				rt->rank);
+	if (rc != HEXI_OK) {
+		hexi_trainer_destroy(t);
+		return rc;
+	}
+	*out = t;
+	return HEXI_OK;
+}
+
+void hexi_trainer_destroy(hexi_trainer *t)
+{
+	if (t == NULL)
+		return;
+	rt_sync_destroy(t->sync);
+	rt_model_destroy(t->model);
+	free(t->text);
+	free(t->tok);
+	free(t->tgt);
+	free(t->seq);
+	free(t->ckpt_dir);
+	free(t);
+}
+
+int hexi_trainer_steps_done(const hexi_trainer *t)
+{
+	return t->step;
+}
+
+/* ---- step ---------------------------------------------------------------- */
+
+static hexi_rc optimizer_step(hexi_trainer *t)
+{
+	rt_adamw_opts ao;
+
+	if (t->o.optimizer == HEXI_OPT_SGD) {
+		rt_model_sgd(t->model, (float)t->o.lr);
+		return HEXI_OK;
+	}
+	rt_adamw_defaults(&ao);
+	ao.lr = (float)t->o.lr;
+	ao.beta1 = (float)t->o.beta1;
+	ao.beta2 = (float)t->o.beta2;
+	ao.eps = (float)t->o.eps;
+	ao.weight_decay = (float)t->o.weight_decay;
+	t->opt_step++;
+	return rt_model_adamw(t->model, &ao, (int)t->opt_step);
+}
+
+/* Global mean loss: last-stage leaders hold their pipeline's sum. */
+static hexi_rc global_loss(hexi_trainer *t, double loss_sum, double *loss)
+{
+	const hexi_rt *rt = t->rt;
+	double v = (rt->groups.next_leader < 0 && rt->rank == rt->groups.leader)
+		       ? loss_sum
+		       : 0.0;
+	hexi_rc rc =
+	    rt->comm->ops->allreduce_sum(rt->groups.world, &v, 1, RT_F64);
+
+	*loss = v / t->global_batch;
+	return rc;
+}
+
+static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
+{
+	rt_stage_cb cb = {
+	    .arg = t, .forward = stage_forward, .backward = stage_backward};
+	rt_pipe_times pt = {0};
+	double loss_sum = 0, sumsq = 0, t0, t1, t2;
+	size_t act = (size_t)t->mbs * t->T * t->C;
+	hexi_rc rc;
+
+	t0 = hexi_now_s();
+	rt_model_zero_grad(t->model);
+	rc = rt_pipe_run(t->rt, &cb, act, &loss_sum, &pt);
+	if (rc != HEXI_OK)
+		return rc;
+	t1 = hexi_now_s();
+	rc = rt_sync_run(t->sync, &sumsq);
+	if (rc == HEXI_OK)
+		rc = global_loss(t, loss_sum, &st->loss);
+	if (rc != HEXI_OK)
+		return rc;
+	t2 = hexi_now_s();
+	st->grad_norm = sqrt(sumsq);
+	if (t->o.clip > 0 && st->grad_norm > t->o.clip)
+		rt_model_grad_scale(
+		    t->model, (float)(t->o.clip / (st->grad_norm + 1e-6)));
+	if ((rc = optimizer_step(t)) != HEXI_OK)
+		return rc;
+	st->time_s = hexi_now_s() - t0;
+	st->dp_sync_s = t2 - t1;
+	st->pp_wait_s = pt.pp_wait_s;
+	st->tp_s = t->tp_s;
+	st->compute_s = st->time_s - st->dp_sync_s - st->pp_wait_s - st->tp_s;
+	st->tokens_per_s = (double)t->global_batch * t->T / st->time_s;
+	return HEXI_OK;
+}
+
+hexi_rc hexi_trainer_step(hexi_trainer *t, hexi_step_stats *st)
+{
+	hexi_rc rc;
+
+	memset(st, 0, sizeof(*st));
+	t->tp_s = 0;
+	rt_watchdog_arm(t->rt, 1);
+	rc = step_body(t, st);
+	rt_watchdog_arm(t->rt, 0);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "rank %d: step %d", t->rt->rank,
+					 t->step + 1);
+	t->step++;
+	st->step = t->step;
+	if (t->o.save_every > 0 && t->step % t->o.save_every == 0)
+		rc = hexi_trainer_save(t, t->ckpt_dir);
+	return rc;
+}
+
+hexi_rc hexi_trainer_gather_stats(hexi_trainer *t, const hexi_step_stats *mine,
+				  hexi_step_stats *all)
+{
+	const int n = (int)(sizeof(*mine) / sizeof(double));
+	hexi_rt *rt = t->rt;
+	double *buf = calloc((size_t)rt->world_size * n, sizeof(double));
+	hexi_step_stats s = *mine;
+	hexi_rc rc;
+
+	if (buf == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "gather stats");
+	/* step is an int in the first slot: send it as a double. */
+	s.step = 0;
+	memcpy(buf + (size_t)rt->rank * n, &s, sizeof(s));
+	((double *)(buf + (size_t)rt->rank * n))[0] = (double)mine->step;
+	rc = rt->comm->ops->allreduce_sum(rt->groups.world, buf,
+					  (size_t)rt->world_size * n, RT_F64);
+	if (rc == HEXI_OK && all != NULL && rt->rank == 0)
+		for (int i = 0; i < rt->world_size; i++) {
+			memcpy(&all[i], buf + (size_t)i * n, sizeof(all[i]));
+			all[i].step = (int)buf[(size_t)i * n];
+		}
+	free(buf);
+	return rc;
+}
+
+/* ---- dump (tests) -------------------------------------------------------- */
+
+hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)
+{
+	char path[4096];
+	FILE *f;
+	hexi_rc rc = HEXI_OK;
+
+	if (snprintf(path, sizeof(path), "%s.rank%d", prefix, t->rt->rank) >=
+	    (int)sizeof(path))
+		return hexi_error(HEXI_ERR_RANGE, "--dump %s: path too long",
+				  prefix);
+	f = fopen(path, "wb");
+	if (f == NULL)
+		return hexi_error(HEXI_ERR_IO, "%s: cannot create", path);
+	fprintf(f, "hexitrain-dump 1 rank %d pipeline %d nparams %d\n",
+		t->rt->rank, t->rt->role.pipeline, rt_model_nparams(t->model));
+	for (int i = 0; i < rt_model_nparams(t->model); i++) {
+		const rt_param *p = rt_model_param(t->model, i);
+		fprintf(f, "%s %lld %lld %d %d %zu\n", p->name,
+			(long long)p->shape[0], (long long)p->shape[1],
+			p->row_begin, p->row_end, p->n);
+		if (fwrite(p->w, sizeof(float), p->n, f) != p->n)
+			rc = hexi_error(HEXI_ERR_IO, "%s: write failed", path);
+	}
+	if (fclose(f) != 0 && rc == HEXI_OK)
+		rc = hexi_error(HEXI_ERR_IO, "%s: close failed", path);
+	return rc;
+}

@@ -1,0 +1,215 @@
+/*
+ * train_ckpt.c - checkpoint save and resume of the trainer through
+ * libhexickpt (hexiscale-ckpt(5)).
+ *
+ * Save: every rank opens its rank file; a rank writes a parameter slice
+ * (and its AdamW moments "opt.m.NAME", "opt.v.NAME", same rows) only when
+ * hexi_ckpt_shard_is_writer() picks its shard, so one replica of each slice
+ * is stored.  All ranks agree the files are complete, then rank 0 commits.
+ * Resume: each rank reads exactly the rows of its own shards, whatever plan
+ * wrote the checkpoint; the step and the AdamW step come from the metadata.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_train.h"
+
+#if defined(HAVE_HDF5) && defined(HAVE_XXHASH)
+#include "hexi_ckpt.h"
+
+static int my_shard(const hexi_rt *rt, const char *name,
+		    const hexi_tensor_layout **tl)
+{
+	const hexi_layout *l = rt->layout;
+
+	for (int t = 0; t < l->ntensors; t++) {
+		if (strcmp(l->tensors[t].name, name) != 0)
+			continue;
+		*tl = &l->tensors[t];
+		for (int k = 0; k < l->tensors[t].nshards; k++)
+			if (l->tensors[t].shards[k].rank == rt->rank)
+				return k;
+	}
+	return -1;
+}
+
+static hexi_rc write_param(hexi_trainer *t, hexi_ckpt_writer *w,
+			   const rt_param *p)
+{
+	const hexi_tensor_layout *tl = NULL;
+	int k = my_shard(t->rt, p->name, &tl);
+	char name[HEXI_CKPT_NAME_MAX];
+	hexi_rc rc;
+
+	if (k < 0)
+		return hexi_error(HEXI_ERR_INTERNAL,
+				  "rank %d: %s not in the layout", t->rt->rank,
+				  p->name);
+	if (!hexi_ckpt_shard_is_writer(tl, k))
+		return HEXI_OK;
+	rc = hexi_ckpt_write_slice(w, p->name, p->ndim, p->shape, p->row_begin,
+				   p->row_end, p->w);
+	if (rc != HEXI_OK || t->o.optimizer != HEXI_OPT_ADAMW)
+		return rc;
+	snprintf(name, sizeof(name), "opt.m.%s", p->name);
+	rc = hexi_ckpt_write_slice(w, name, p->ndim, p->shape, p->row_begin,
+				   p->row_end, p->m);
+	if (rc != HEXI_OK)
+		return rc;
+	snprintf(name, sizeof(name), "opt.v.%s", p->name);
+	return hexi_ckpt_write_slice(w, name, p->ndim, p->shape, p->row_begin,
+				     p->row_end, p->v);
+}
+
+static void fill_meta(const hexi_trainer *t, hexi_ckpt_meta *m)
+{
+	memset(m, 0, sizeof(*m));
+	hexi_strlcpy(m->model, t->rt->plan->model.name, sizeof(m->model));
+	hexi_strlcpy(m->plan_hash, t->rt->plan->hash, sizeof(m->plan_hash));
+	m->step = t->step;
+	m->data_position = (int64_t)t->step * t->global_batch;
+	m->tokens_seen = m->data_position * t->T;
+	m->opt_step = t->opt_step;
+	m->world_size = t->rt->world_size;
+}
+
+static hexi_rc commit(hexi_trainer *t, const char *dir,
+		      const hexi_ckpt_meta *meta)
+{
+	char *json = NULL;
+	hexi_rc rc = hexi_plan_to_json(t->rt->plan, &json);
+
+	if (rc == HEXI_OK)
+		rc = hexi_ckpt_commit(dir, meta, json);
+	free(json);
+	return rc;
+}
+
+hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
+{
+	hexi_ckpt_writer *w = NULL;
+	hexi_ckpt_meta meta;
+	hexi_rc rc;
+	int ok;
+
+	if (dir == NULL || *dir == '\0')
+		return hexi_error(HEXI_ERR_USAGE, "save: no checkpoint "
+						  "directory");
+	fill_meta(t, &meta);
+	rc = hexi_ckpt_save_begin(dir, &meta, t->rt->rank, &w);
+	for (int i = 0; rc == HEXI_OK && i < rt_model_nparams(t->model); i++)
+		rc = write_param(t, w, rt_model_param(t->model, i));
+	if (w != NULL) {
+		if (rc == HEXI_OK)
+			rc = hexi_ckpt_save_end(w);
+		else
+			hexi_ckpt_save_abort(w);
+	}
+	ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "rank %d: save step %d",
+					 t->rt->rank, t->step);
+	if (!ok)
+		return hexi_error(HEXI_ERR_PEER,
+				  "rank %d: save of step %d failed on another "
+				  "rank; not committed",
+				  t->rt->rank, t->step);
+	if (t->rt->rank == 0)
+		rc = commit(t, dir, &meta);
+	ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "commit of step %d", t->step);
+	if (!ok)
+		return hexi_error(HEXI_ERR_PEER,
+				  "rank %d: commit of step %d failed on rank 0",
+				  t->rt->rank, t->step);
+	return HEXI_OK;
+}
+
+static hexi_rc read_param(hexi_ckpt_reader *r, rt_param *p, int moments)
+{
+	hexi_ckpt_tensor_info ti;
+	char name[HEXI_CKPT_NAME_MAX];
+	hexi_rc rc = hexi_ckpt_tensor_find(r, p->name, &ti, NULL);
+
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "resume: tensor %s", p->name);
+	if (ti.shape[0] != p->shape[0] || ti.shape[1] != p->shape[1])
+		return hexi_error(
+		    HEXI_ERR_MISMATCH,
+		    "resume: tensor %s is (%lld,%lld) in the "
+		    "checkpoint, (%lld,%lld) in the model",
+		    p->name, (long long)ti.shape[0], (long long)ti.shape[1],
+		    (long long)p->shape[0], (long long)p->shape[1]);
+	rc = hexi_ckpt_read_rows(r, p->name, p->row_begin, p->row_end, p->w);
+	if (rc != HEXI_OK || !moments)
+		return rc;
+	snprintf(name, sizeof(name), "opt.m.%s", p->name);
+	rc = hexi_ckpt_read_rows(r, name, p->row_begin, p->row_end, p->m);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "resume AdamW moments");
+	snprintf(name, sizeof(name), "opt.v.%s", p->name);
+	return hexi_ckpt_read_rows(r, name, p->row_begin, p->row_end, p->v);
+}
+
+static hexi_rc resume_local(hexi_trainer *t, const char *dir)
+{
+	hexi_ckpt_open_opts oo;
+	hexi_ckpt_reader *r = NULL;
+	const hexi_ckpt_meta *m;
+	int moments;
+	hexi_rc rc;
+
+	hexi_ckpt_open_opts_init(&oo);
+	oo.model = t->rt->plan->model.name;
+	rc = hexi_ckpt_open(dir, &oo, &r);
+	if (rc != HEXI_OK)
+		return rc;
+	m = hexi_ckpt_reader_meta(r);
+	moments = t->o.optimizer == HEXI_OPT_ADAMW && m->opt_step > 0;
+	for (int i = 0; rc == HEXI_OK && i < rt_model_nparams(t->model); i++)
+		rc = read_param(r, rt_model_param(t->model, i), moments);
+	if (rc == HEXI_OK) {
+		t->step = (int)m->step;
+		t->opt_step =
+		    t->o.optimizer == HEXI_OPT_ADAMW ? m->opt_step : 0;
+	}
+	hexi_ckpt_close(r);
+	return rc;
+}
+
+hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
+{
+	hexi_rc rc = resume_local(t, dir);
+	int ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
+
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "rank %d: --resume %s",
+					 t->rt->rank, dir);
+	if (!ok)
+		return hexi_error(HEXI_ERR_PEER,
+				  "rank %d: resume failed on another rank",
+				  t->rt->rank);
+	return HEXI_OK;
+}
+
+#else /* no checkpoint library */
+
+hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
+{
+	(void)t;
+	return hexi_error(HEXI_ERR_UNSUPPORTED,
+			  "checkpoint %s: built without HDF5", dir);
+}
+
+hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
+{
+	(void)t;
+	return hexi_error(HEXI_ERR_UNSUPPORTED, "resume %s: built without HDF5",
+			  dir);
+}
+
+#endif

@@ -1,0 +1,3 @@
+#!/bin/bash
+echo "SUMMARY: no usable GPU"
+exit 77

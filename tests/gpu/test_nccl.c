@@ -1,0 +1,194 @@
+/*
+ * test_nccl.c - the NCCL backend of rt_comm.h (runtime/comm_nccl.c) in one
+ * process: error paths that need no GPU (bad timeout variable, no device:
+ * an error value, no abort), and with a GPU a world of one rank: group
+ * creation from a broadcast unique id, all-reduce (f32, f64), broadcast,
+ * barrier, refused self-sends, clean teardown.
+ *
+ * The bootstrap is a test double of the MPI backend for one process, and
+ * rt_comm_group_get is a minimal version of the runtime's (comm_mpi.c):
+ * this keeps the test independent of the MPI launcher.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "rt_comm.h"
+#include "tap.h"
+
+static int bcasts;
+
+static hexi_rc boot_group_create(rt_comm *c, const int *ranks, int n,
+				 rt_group **out)
+{
+	rt_group *g = calloc(1, sizeof(*g));
+
+	if (g == NULL || (g->ranks = malloc(sizeof(int) * (size_t)n)) == NULL) {
+		free(g);
+		return HEXI_ERR_NOMEM;
+	}
+	g->comm = c;
+	g->n = n;
+	g->me = 0;
+	memcpy(g->ranks, ranks, sizeof(int) * (size_t)n);
+	*out = g;
+	return HEXI_OK;
+}
+
+static void boot_group_destroy(rt_group *g)
+{
+	if (g != NULL)
+		free(g->ranks);
+	free(g);
+}
+
+static hexi_rc boot_bcast(rt_group *g, void *buf, size_t bytes, int root)
+{
+	bcasts++;
+	return HEXI_OK;
+}
+
+static void boot_destroy(rt_comm *c)
+{
+	free(c);
+}
+
+static const rt_comm_ops boot_ops = {
+    .name = "test-boot",
+    .group_create = boot_group_create,
+    .group_destroy = boot_group_destroy,
+    .bcast = boot_bcast,
+    .destroy = boot_destroy,
+};
+
+/* Minimal group cache (the runtime's lives in comm_mpi.c): one slot per
+ * communicator object is enough for this test's single rank set. */
+static struct {
+	rt_comm *c;
+	rt_group *g;
+} cache[4];
+
+hexi_rc rt_comm_group_get(rt_comm *c, const int *ranks, int n, rt_group **out)
+{
+	int i;
+
+	for (i = 0; i < 4 && cache[i].c != NULL; i++)
+		if (cache[i].c == c) {
+			*out = cache[i].g;
+			return HEXI_OK;
+		}
+	if (i == 4)
+		return hexi_error(HEXI_ERR_INTERNAL, "test cache full");
+	cache[i].c = c;
+	return c->ops->group_create(c, ranks, n, &cache[i].g) == HEXI_OK
+		   ? (*out = cache[i].g, HEXI_OK)
+		   : HEXI_ERR_NCCL;
+}
+
+static void cache_drop(rt_comm *c)
+{
+	for (int i = 0; i < 4; i++)
+		if (cache[i].c == c) {
+			c->ops->group_destroy(cache[i].g);
+			cache[i].c = NULL;
+			cache[i].g = NULL;
+		}
+}
+
+static rt_comm *boot_create(void)
+{
+	rt_comm *b = calloc(1, sizeof(*b));
+
+	if (b == NULL)
+		tap_bail("out of memory");
+	b->ops = &boot_ops;
+	b->rank = 0;
+	b->size = 1;
+	return b;
+}
+
+static void gpu_part(rt_comm *boot)
+{
+	rt_comm *c = NULL;
+	rt_group *g = NULL;
+	float *df = NULL, hf[3] = {1.5f, -2, 4};
+	double *dd = NULL, hd[2] = {3.25, -1};
+	int r0 = 0;
+
+	is_int(rt_comm_nccl_create(boot, 0, &c), HEXI_OK,
+	       "NCCL backend on "
+	       "device 0");
+	if (c == NULL)
+		return;
+	ok(bcasts >= 1, "unique id went through the bootstrap broadcast");
+	is_str(c->ops->name, "nccl", "backend name");
+	is_int(c->ops->group_create(c, &r0, 1, &g), HEXI_OK, "group {0}");
+	ok(g != NULL && g->n == 1 && g->me == 0, "group head filled");
+	if (cudaMalloc((void **)&df, sizeof(hf)) != cudaSuccess ||
+	    cudaMalloc((void **)&dd, sizeof(hd)) != cudaSuccess)
+		tap_bail("cudaMalloc");
+	cudaMemcpy(df, hf, sizeof(hf), cudaMemcpyHostToDevice);
+	cudaMemcpy(dd, hd, sizeof(hd), cudaMemcpyHostToDevice);
+	is_int(c->ops->allreduce_sum(g, df, 3, RT_F32), HEXI_OK,
+	       "all-reduce f32");
+	is_int(c->ops->allreduce_sum(g, dd, 2, RT_F64), HEXI_OK,
+	       "all-reduce f64");
+	memset(hf, 0, sizeof(hf));
+	memset(hd, 0, sizeof(hd));
+	cudaMemcpy(hf, df, sizeof(hf), cudaMemcpyDeviceToHost);
+	cudaMemcpy(hd, dd, sizeof(hd), cudaMemcpyDeviceToHost);
+	ok(hf[0] == 1.5f && hf[1] == -2 && hf[2] == 4,
+	   "sum over one rank keeps f32 values");
+	ok(hd[0] == 3.25 && hd[1] == -1, "sum over one rank keeps f64 values");
+	is_int(c->ops->bcast(g, df, sizeof(hf), 0), HEXI_OK, "broadcast");
+	is_int(c->ops->bcast(g, df, sizeof(hf), 1), HEXI_ERR_INVAL,
+	       "broadcast from a non-member root refused");
+	is_int(c->ops->barrier(c, g), HEXI_OK, "barrier on a group");
+	is_int(c->ops->send(c, df, 4, 0, 1), HEXI_ERR_INVAL,
+	       "send to self refused");
+	is_int(c->ops->send(c, df, 4, 5, 1), HEXI_ERR_INVAL,
+	       "send outside the world refused");
+	is_int(c->ops->flush(c), HEXI_OK, "flush with nothing queued");
+	c->ops->group_destroy(g);
+	cache_drop(c);
+	c->ops->destroy(c);
+	cudaFree(df);
+	cudaFree(dd);
+}
+
+int main(void)
+{
+	rt_comm *boot = boot_create(), *c = NULL;
+	int n = 0;
+	cudaError_t e;
+
+	setenv("HEXISCALE_NCCL_TIMEOUT_S", "soon", 1);
+	is_int(rt_comm_nccl_create(boot, 0, &c), HEXI_ERR_PARSE,
+	       "bad HEXISCALE_NCCL_TIMEOUT_S: %s", hexi_errmsg(HEXI_ERR_PARSE));
+	setenv("HEXISCALE_NCCL_TIMEOUT_S", "0", 1);
+	is_int(rt_comm_nccl_create(boot, 0, &c), HEXI_ERR_PARSE,
+	       "timeout 0 refused");
+	unsetenv("HEXISCALE_NCCL_TIMEOUT_S");
+	is_int(rt_comm_nccl_create(NULL, 0, &c), HEXI_ERR_INVAL,
+	       "no bootstrap refused");
+	e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess || n < 1) {
+		hexi_rc rv = rt_comm_nccl_create(boot, 0, &c);
+
+		is_int(rv, HEXI_ERR_CUDA,
+		       "no device: an error value, not an abort (%s)",
+		       hexi_errmsg(rv));
+		ok(c == NULL, "nothing returned");
+		tap_diag("no CUDA device: cudaGetDeviceCount returned %d (%s); "
+			 "GPU part skipped",
+			 (int)e, cudaGetErrorString(e));
+	} else {
+		gpu_part(boot);
+	}
+	cache_drop(boot);
+	boot->ops->destroy(boot);
+	return tap_done();
+}

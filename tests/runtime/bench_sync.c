@@ -1,0 +1,141 @@
+/*
+ * bench_sync - chunked asymmetric gradient sync vs one MPI_Allreduce of the
+ * same bytes on the same ranks (issue 5 benchmark; goal ratio <= 1.1).
+ *
+ *   mpirun -np W bench_sync PLAN.json [ITERS] [--json]
+ *
+ * Every rank fills gradient buffers for exactly its shards of the plan's
+ * layout, then times rt_sync_run() (all buckets, the norm included) and an
+ * MPI_Allreduce over all W ranks of max-over-ranks sync bytes, alternating,
+ * after a warm-up; the median of each is reported.
+ */
+#include "config.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_dist.h"
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int make_refs(hexi_rt *rt, rt_param_ref **out, float ***bufs)
+{
+	const hexi_layout *l = hexi_rt_layout(rt);
+	rt_param_ref *r = calloc((size_t)l->ntensors, sizeof(*r));
+	float **b = calloc((size_t)l->ntensors, sizeof(*b));
+	int n = 0;
+
+	for (int t = 0; t < l->ntensors; t++)
+		for (int k = 0; k < l->tensors[t].nshards; k++) {
+			const hexi_shard *s = &l->tensors[t].shards[k];
+			if (s->rank != hexi_rt_rank(rt))
+				continue;
+			int64_t cols = l->tensors[t].ndim == 2
+					   ? l->tensors[t].shape[1]
+					   : 1;
+			size_t cnt = (size_t)(s->row_end - s->row_begin) * cols;
+			b[n] = malloc(sizeof(float) * (cnt ? cnt : 1));
+			for (size_t i = 0; i < cnt; i++)
+				b[n][i] = (float)((i % 17) * 1e-3);
+			r[n].name = l->tensors[t].name;
+			r[n].row_begin = s->row_begin;
+			r[n].row_end = s->row_end;
+			r[n].cols = cols;
+			r[n].grad = b[n];
+			n++;
+		}
+	*out = r;
+	*bufs = b;
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	hexi_rt_opts o;
+	hexi_rt *rt = NULL;
+	rt_sync *s = NULL;
+	rt_param_ref *refs = NULL;
+	float **bufs = NULL, *big = NULL;
+	int iters = argc > 2 && argv[2][0] != '-' ? atoi(argv[2]) : 20;
+	int json = strcmp(argv[argc - 1], "--json") == 0, n;
+	long bytes, maxbytes;
+	double *tc, *ta, sumsq;
+	hexi_rc rc;
+
+	if (argc < 2 || iters < 1) {
+		fprintf(stderr, "usage: bench_sync PLAN [ITERS] [--json]\n");
+		return 2;
+	}
+	hexi_rt_opts_defaults(&o);
+	o.plan_path = argv[1];
+	rc = hexi_rt_init(&argc, &argv, &o, &rt);
+	if (rc != HEXI_OK) {
+		fprintf(stderr, "bench_sync: %s\n", hexi_errmsg(rc));
+		return (int)rc;
+	}
+	n = make_refs(rt, &refs, &bufs);
+	rc = rt_sync_create(rt, refs, n, &s);
+	if (rc != HEXI_OK) {
+		fprintf(stderr, "bench_sync: %s\n", hexi_errmsg(rc));
+		hexi_rt_abort(rt, rc);
+	}
+	bytes = (long)rt_sync_bytes(s);
+	MPI_Allreduce(&bytes, &maxbytes, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+	big = calloc((size_t)maxbytes / sizeof(float) + 1, sizeof(float));
+	tc = calloc((size_t)iters, sizeof(double));
+	ta = calloc((size_t)iters, sizeof(double));
+	for (int i = -3; i < iters; i++) {
+		MPI_Barrier(MPI_COMM_WORLD);
+		double t0 = MPI_Wtime();
+		rt_sync_run(s, &sumsq);
+		double t1 = MPI_Wtime();
+		MPI_Barrier(MPI_COMM_WORLD);
+		double t2 = MPI_Wtime();
+		MPI_Allreduce(MPI_IN_PLACE, big,
+			      (int)(maxbytes / (long)sizeof(float)), MPI_FLOAT,
+			      MPI_SUM, MPI_COMM_WORLD);
+		double t3 = MPI_Wtime();
+		double loc[2] = {t1 - t0, t3 - t2}, mx[2];
+		/* the slowest rank decides */
+		MPI_Allreduce(loc, mx, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+		if (i >= 0) {
+			tc[i] = mx[0];
+			ta[i] = mx[1];
+		}
+	}
+	qsort(tc, (size_t)iters, sizeof(double), cmp_d);
+	qsort(ta, (size_t)iters, sizeof(double), cmp_d);
+	if (hexi_rt_rank(rt) == 0) {
+		double c = tc[iters / 2], a = ta[iters / 2];
+		if (json)
+			printf(
+			    "{\"bench\":\"sync\",\"plan\":\"%s\",\"ranks\":%d,"
+			    "\"bytes\":%ld,\"groups\":%d,\"chunked_s\":%.6g,"
+			    "\"allreduce_s\":%.6g,\"ratio\":%.4f}\n",
+			    argv[1], hexi_rt_world_size(rt), maxbytes,
+			    rt_sync_ngroups(s), c, a, c / a);
+		else
+			printf("sync %s: %d ranks, %ld bytes, %d groups on "
+			       "rank 0: chunked %.3f ms, one MPI_Allreduce "
+			       "%.3f ms, ratio %.3f (goal <= 1.1)\n",
+			       argv[1], hexi_rt_world_size(rt), maxbytes,
+			       rt_sync_ngroups(s), c * 1e3, a * 1e3, c / a);
+	}
+	for (int i = 0; i < n; i++)
+		free(bufs[i]);
+	free(bufs);
+	free(refs);
+	free(big);
+	free(tc);
+	free(ta);
+	rt_sync_destroy(s);
+	hexi_rt_destroy(rt);
+	return 0;
+}

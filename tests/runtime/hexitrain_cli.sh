@@ -1,0 +1,95 @@
+#!/bin/sh
+# hexitrain as one process: options, errors and exit codes, role checks
+# against the environment, learning on the synthetic corpus and on a text
+# file.
+. "$top_srcdir/tests/runtime/rt_env.sh"
+
+"$HT" --help >"$WORK/help" && grep -q -- '--plan FILE' "$WORK/help" &&
+	pass "--help" || fail "--help"
+"$HT" --version | grep -q '^hexitrain (hexiscale) ' && pass "--version" ||
+	fail "--version"
+
+# Bad usage: exit status 2 and a message naming the option.
+while IFS='|' read -r args want; do
+	# shellcheck disable=SC2086
+	"$HT" $args >/dev/null 2>"$WORK/err"
+	st=$?
+	if [ "$st" -eq 2 ] && grep -q -- "$want" "$WORK/err"; then
+		pass "usage error: $args"
+	else
+		fail "usage error: $args (exit $st: $(cat "$WORK/err"))"
+	fi
+done <<'EOT'
+--steps -1|--steps
+--steps 12x|--steps
+--lr 0|--lr
+--lr nan|--lr
+--optimizer adam|--optimizer
+--clip -1|--clip
+--batch 0|--batch
+--frobnicate|invalid option
+--steps|invalid option
+extra-arg|unexpected argument
+--save-every 2 --steps 1|--ckpt-dir
+EOT
+
+# Plan and environment must agree.
+"$HT" --plan "$PLANS/equiv-A.json" --steps 1 >/dev/null 2>"$WORK/err"
+st=$?
+expect_eq "7-rank plan in one process: exit 11" "$st" 11
+grep -q 'is for 7 ranks but the job has 1' "$WORK/err" &&
+	pass "message names both sizes" || fail "message: $(cat "$WORK/err")"
+one="$PLANS/single-tiny4l.json"
+"$HT" --plan "$one" --steps 1 >/dev/null && pass "1-rank plan runs" ||
+	fail "1-rank plan runs"
+HEXISCALE_PLAN="$one" "$HT" --steps 1 >"$WORK/out" &&
+	grep -q 'tiny-4l, 1 ranks' "$WORK/out" && pass "HEXISCALE_PLAN is read" ||
+	fail "HEXISCALE_PLAN is read"
+while IFS='|' read -r var want; do
+	env "$var" HEXISCALE_PLAN="$one" "$HT" --steps 1 >/dev/null 2>"$WORK/err"
+	st=$?
+	if [ "$st" -eq 11 ] && grep -q "$want" "$WORK/err"; then
+		pass "mismatch $var: exit 11"
+	else
+		fail "mismatch $var (exit $st: $(cat "$WORK/err"))"
+	fi
+done <<'EOT'
+HEXISCALE_PLAN_HASH=0123456789abcdef|HEXISCALE_PLAN_HASH
+RANK=3|RANK=3
+WORLD_SIZE=2|WORLD_SIZE=2
+HEXISCALE_STAGE=1|HEXISCALE_STAGE=1
+HEXISCALE_TP_SIZE=2|HEXISCALE_TP_SIZE=2
+EOT
+HEXISCALE_STAGE=x "$HT" --steps 1 >/dev/null 2>&1
+expect_eq "malformed HEXISCALE_STAGE: exit 5 (parse)" "$?" 5
+"$HT" --plan /nonexistent/plan.json --steps 1 >/dev/null 2>"$WORK/err"
+st=$?
+[ "$st" -ne 0 ] && grep -q /nonexistent/plan.json "$WORK/err" &&
+	pass "missing plan file: error names it" || fail "missing plan file"
+
+# Learning: the loss falls on the synthetic corpus and on a text file.
+"$HT" --model tiny-4l --batch 8 --steps 40 --lr 0.01 --json >"$WORK/syn.json" ||
+	fail "synthetic run"
+first=$(sed -n '1s/.*"loss":\([^,]*\),.*/\1/p' "$WORK/syn.json")
+last=$(sed -n '$s/.*"loss":\([^,]*\),.*/\1/p' "$WORK/syn.json")
+echo "# synthetic: loss $first -> $last"
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }' &&
+	pass "synthetic corpus: loss falls by > 0.5" || fail "loss $first -> $last"
+"$HT" --model tiny-4l --batch 8 --steps 30 --lr 0.01 --json \
+	--data "$top_srcdir/man/hexitrain.1.in" >"$WORK/txt.json" ||
+	fail "text run"
+first=$(sed -n '1s/.*"loss":\([^,]*\),.*/\1/p' "$WORK/txt.json")
+last=$(sed -n '$s/.*"loss":\([^,]*\),.*/\1/p' "$WORK/txt.json")
+echo "# text: loss $first -> $last"
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }' &&
+	pass "text data: loss falls by > 0.3" || fail "loss $first -> $last"
+printf 'abc' >"$WORK/short.txt"
+"$HT" --data "$WORK/short.txt" --steps 1 >/dev/null 2>"$WORK/err"
+expect_eq "text shorter than a sample: exit 4" "$?" 4
+"$HT" --model tiny-4l --steps 3 --micro-batches 4 --json >"$WORK/m4.json" &&
+	"$HT" --model tiny-4l --steps 3 --json >"$WORK/m1.json" &&
+	"$CMP" --loss "$WORK/m1.json" "$WORK/m4.json" >/dev/null &&
+	pass "4 micro-batches train like 1" || fail "micro-batching changes results"
+"$HT" --steps 2 --verbose --json | grep -q '"pipeline":0,"stage":0' &&
+	pass "--verbose prints per-stage times" || fail "--verbose"
+done_testing

@@ -1,0 +1,157 @@
+/*
+ * mkplan - write a hand-made asymmetric plan (test helper).
+ *
+ *   mkplan MODEL SPEC OUT.json
+ *
+ * SPEC lists pipelines separated by ';', each BATCH/MICROBATCHES:STAGES with
+ * STAGES a comma list of TPxLAYERS, e.g. "8/4:2x3,1x5;4/1:4x8" (pipeline 0:
+ * 8 samples in 4 micro-batches over a TP-2 stage of 3 layers and a TP-1
+ * stage of 5; pipeline 1: 4 samples in one micro-batch, one TP-4 stage).
+ * Ranks are numbered in order; every stage gets its own node of a800 GPUs.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hexi_sched.h"
+
+#define MAXP 16
+#define MAXS 64
+
+typedef struct spec {
+	int np;
+	int batch[MAXP], mb[MAXP], ns[MAXP];
+	int tp[MAXP][MAXS], layers[MAXP][MAXS];
+} spec;
+
+static int parse_spec(const char *s, spec *sp)
+{
+	memset(sp, 0, sizeof(*sp));
+	while (*s) {
+		int p = sp->np, n = 0;
+		if (p == MAXP ||
+		    sscanf(s, "%d/%d:%n", &sp->batch[p], &sp->mb[p], &n) != 2)
+			return -1;
+		s += n;
+		for (;;) {
+			int k = sp->ns[p];
+			if (k == MAXS || sscanf(s, "%dx%d%n", &sp->tp[p][k],
+						&sp->layers[p][k], &n) != 2)
+				return -1;
+			sp->ns[p]++;
+			s += n;
+			if (*s != ',')
+				break;
+			s++;
+		}
+		sp->np++;
+		if (*s == ';')
+			s++;
+		else if (*s)
+			return -1;
+	}
+	return sp->np > 0 ? 0 : -1;
+}
+
+static hexi_rc make_cluster(const spec *sp, hexi_cluster **out)
+{
+	int nn = 0, k = 0;
+	hexi_rc rc;
+
+	for (int p = 0; p < sp->np; p++)
+		nn += sp->ns[p];
+	rc = hexi_cluster_create(nn, NULL, out);
+	for (int p = 0; rc == HEXI_OK && p < sp->np; p++)
+		for (int s = 0; rc == HEXI_OK && s < sp->ns[p]; s++, k++) {
+			char name[32];
+			snprintf(name, sizeof(name), "n%d", k + 1);
+			rc = hexi_cluster_set_node(*out, k, name, "a800",
+						   sp->tp[p][s], NULL, 0);
+		}
+	if (rc == HEXI_OK) {
+		(*out)->inter_bw_gbps = 10;
+		rc = hexi_cluster_validate(*out);
+	}
+	return rc;
+}
+
+static hexi_rc fill(hexi_plan *pl, const spec *sp)
+{
+	int rank = 0, node = 0;
+
+	for (int p = 0; p < sp->np; p++) {
+		hexi_pipeline *pp = &pl->pipelines[p];
+		int l = 0;
+		pp->nstages = sp->ns[p];
+		pp->batch = sp->batch[p];
+		pp->micro_batches = sp->mb[p];
+		pp->stages = calloc((size_t)pp->nstages, sizeof(hexi_stage));
+		if (pp->stages == NULL)
+			return HEXI_ERR_NOMEM;
+		for (int s = 0; s < pp->nstages; s++, node++) {
+			hexi_stage *st = &pp->stages[s];
+			st->layer_begin = l;
+			l += sp->layers[p][s];
+			st->layer_end = l;
+			st->tp = sp->tp[p][s];
+			st->devices =
+			    calloc((size_t)st->tp, sizeof(hexi_device));
+			if (st->devices == NULL)
+				return HEXI_ERR_NOMEM;
+			for (int d = 0; d < st->tp; d++) {
+				st->devices[d].node = node;
+				st->devices[d].gpu = d;
+				st->devices[d].rank = rank++;
+			}
+		}
+	}
+	pl->world_size = rank;
+	return HEXI_OK;
+}
+
+int main(int argc, char **argv)
+{
+	hexi_cluster *c = NULL;
+	hexi_plan *pl = NULL;
+	hexi_model m;
+	hexi_train tr;
+	spec sp;
+	char *json = NULL;
+	hexi_rc rc;
+
+	if (argc != 4 || parse_spec(argv[2], &sp) != 0) {
+		fprintf(stderr, "usage: mkplan MODEL SPEC OUT.json\n");
+		return 2;
+	}
+	rc = hexi_model_load(argv[1], &m);
+	if (rc == HEXI_OK)
+		rc = make_cluster(&sp, &c);
+	hexi_train_defaults(&tr);
+	tr.global_batch = 0;
+	tr.micro_batch = 1 << 30;
+	for (int p = 0; p < sp.np; p++) {
+		tr.global_batch += sp.batch[p];
+		if (sp.batch[p] / sp.mb[p] < tr.micro_batch)
+			tr.micro_batch = sp.batch[p] / sp.mb[p];
+	}
+	if (rc == HEXI_OK)
+		rc = hexi_plan_new(c, &m, &tr, sp.np, &pl);
+	if (rc == HEXI_OK)
+		rc = fill(pl, &sp);
+	if (rc == HEXI_OK)
+		rc = hexi_plan_hash(pl);
+	if (rc == HEXI_OK)
+		rc = hexi_plan_validate(pl);
+	if (rc == HEXI_OK)
+		rc = hexi_plan_to_json(pl, &json);
+	if (rc == HEXI_OK)
+		rc = hexi_write_file_atomic(argv[3], json, strlen(json), 0644);
+	if (rc != HEXI_OK)
+		fprintf(stderr, "mkplan: %s\n", hexi_errmsg(rc));
+	free(json);
+	hexi_plan_destroy(pl);
+	hexi_cluster_destroy(c);
+	return (int)rc;
+}

@@ -1,0 +1,46 @@
+#!/bin/sh
+# Failure (issue 5): a rank killed in the middle of a step brings the whole
+# job down with a non-zero status within seconds (no hang); a plan that does
+# not match the job size makes every rank exit with a clear error.
+. "$top_srcdir/tests/runtime/rt_env.sh"
+need_mpi
+plan="$PLANS/equiv-A.json"
+np=$(plan_ranks "$plan")
+t0=$(date +%s)
+HEXI_RT_TEST_KILL=3:3 HX_TIMEOUT=60 hx_mpirun "$np" -x HEXI_RT_TEST_KILL \
+	"$HT" --plan "$plan" --steps 1000000 --timeout 30 \
+	>"$WORK/kill.out" 2>&1
+st=$?
+t1=$(date +%s)
+echo "# exit status $st after $((t1 - t0)) s"
+grep -E 'HEXI_RT_TEST_KILL|exited on signal|no progress' "$WORK/kill.out" |
+	sed 's/^/# /'
+[ "$st" -ne 0 ] && pass "killed rank: job exits non-zero ($st)" ||
+	fail "killed rank: job exited 0"
+[ "$st" -ne 124 ] && [ "$st" -ne 137 -o $((t1 - t0)) -lt 60 ] &&
+	pass "killed rank: no hang" || fail "killed rank: hung until timeout"
+[ $((t1 - t0)) -le 30 ] && pass "killed rank: down within 30 s" ||
+	fail "killed rank: took $((t1 - t0)) s"
+grep -q 'killing myself in step 3' "$WORK/kill.out" &&
+	pass "the kill happened in step 3" || fail "kill hook did not fire"
+grep -q '^step *3 ' "$WORK/kill.out" &&
+	fail "step 3 completed despite the kill" || pass "step 3 never completed"
+
+# Wrong job size: a 7-rank plan on 4 ranks.
+HX_TIMEOUT=60 hx_mpirun 4 "$HT" --plan "$plan" --steps 2 >"$WORK/size.out" 2>&1
+st=$?
+expect_eq "plan for $np ranks on 4: exit status 11 (mismatch)" "$st" 11
+grep -q "is for $np ranks but the job has 4" "$WORK/size.out" &&
+	pass "mismatch message names both sizes" ||
+	{ fail "mismatch message"; cat "$WORK/size.out"; }
+# No plan at all with 2 ranks.
+HX_TIMEOUT=60 hx_mpirun 2 "$HT" --steps 1 >"$WORK/noplan.out" 2>&1
+expect_eq "2 ranks without a plan: usage error 2" "$?" 2
+# Two tasks claiming the same plan rank.
+HX_TIMEOUT=60 hx_mpirun 2 -x HEXISCALE_RANK=0 "$HT" --plan "$PLANS/equiv-C.json" \
+	--steps 1 >"$WORK/dup.out" 2>&1
+st=$?
+[ "$st" -ne 0 ] && grep -q 'HEXISCALE_RANK\|plan rank' "$WORK/dup.out" &&
+	pass "duplicate HEXISCALE_RANK: clear error ($st)" ||
+	{ fail "duplicate HEXISCALE_RANK (exit $st)"; cat "$WORK/dup.out"; }
+done_testing

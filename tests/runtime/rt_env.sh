@@ -1,0 +1,29 @@
+# rt_env.sh - sourced by the runtime's shell tests: paths, MPI settings.
+. "$top_srcdir/tests/tap.sh"
+HT="$top_builddir/runtime/hexitrain"
+CMP="$top_builddir/tests/runtime/rt_cmp"
+MKPLAN="$top_builddir/tests/runtime/mkplan"
+PLANS="$top_srcdir/tests/runtime/plans"
+[ -x "$HT" ] || hard "hexitrain not built: $HT"
+# Tiny models on 2 shared cores: one BLAS thread, TCP on loopback (the
+# shared-memory BTL misbehaves with oversubscription, SLURM-FACTS.md).
+export OPENBLAS_NUM_THREADS=1
+export OMPI_MCA_btl=self,tcp
+export OMPI_MCA_btl_tcp_if_include=lo
+export OMPI_MCA_oob_tcp_if_include=lo
+export OMPI_MCA_mpi_yield_when_idle=1
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/hexirt.XXXXXX") || hard "mktemp"
+trap 'rm -rf "$WORK"' EXIT
+need_mpi() {
+	command -v mpirun >/dev/null 2>&1 || skip "mpirun not installed"
+	"$HT" --help >/dev/null || hard "hexitrain --help failed"
+}
+# world_size of a plan file
+plan_ranks() { sed -n 's/^ *"world_size": *\([0-9]*\).*/\1/p' "$1" | head -n 1; }
+# hx_mpirun NP ARGS...: run under mpirun with a hard time limit
+hx_mpirun() {
+	local np=$1
+	shift
+	timeout -k 5 "${HX_TIMEOUT:-120}" mpirun --oversubscribe \
+		--allow-run-as-root -np "$np" "$@"
+}

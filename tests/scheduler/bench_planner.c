@@ -1,0 +1,178 @@
+/*
+ * bench_planner.c - planner benchmarks (make bench): planning time for 8,
+ * 64, 320 and 1024 mixed GPUs, and plan quality: speed-up over the
+ * megatron baseline, MFU of heterogeneous vs same-peak homogeneous
+ * clusters, optimality gap to the exhaustive search.  Prints numbers and
+ * ratios measured in this run; asserts nothing about time.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hexi_sched.h"
+
+#ifndef HEXI_TOP_SRCDIR
+#define HEXI_TOP_SRCDIR "."
+#endif
+
+typedef struct res {
+	hexi_rc rc;
+	double iter_s, mfu, cpu_s, wall_s;
+	int np;
+} res;
+
+static res plan(const hexi_cluster *c, const char *model, int gb,
+		hexi_strategy s)
+{
+	hexi_model m;
+	hexi_train t;
+	hexi_plan_opts o;
+	hexi_plan *p = NULL;
+	res r = {0};
+	clock_t c0 = clock();
+	double w0 = hexi_now_s();
+
+	hexi_model_builtin(model, &m);
+	hexi_train_defaults(&t);
+	t.global_batch = gb;
+	hexi_plan_opts_defaults(&o);
+	o.strategy = s;
+	o.time_budget_s = 60;
+	r.rc = hexi_plan_create(c, &m, &t, &o, &p);
+	r.cpu_s = (double)(clock() - c0) / CLOCKS_PER_SEC;
+	r.wall_s = hexi_now_s() - w0;
+	if (r.rc == HEXI_OK) {
+		r.iter_s = p->pred.iter_s;
+		r.mfu = p->pred.mfu;
+		r.np = p->npipelines;
+	}
+	hexi_plan_destroy(p);
+	return r;
+}
+
+static hexi_cluster *example(const char *name)
+{
+	char path[1024];
+	hexi_cluster *c = NULL;
+
+	snprintf(path, sizeof(path), "%s/examples/clusters/%s.json",
+		 HEXI_TOP_SRCDIR, name);
+	if (hexi_cluster_load(path, NULL, &c) != HEXI_OK) {
+		fprintf(stderr, "bench: %s\n", hexi_errmsg(HEXI_ERR_IO));
+		exit(99);
+	}
+	return c;
+}
+
+static void planning_time(void)
+{
+	static const char *const types[] = {"a100-80g", "rtx4090", "rtx3090",
+					    "l40s"};
+	static const int sizes[] = {8, 64, 320, 1024};
+	double base = 0;
+
+	printf("planning time, llama2-13b, global batch 512, 4 GPU types, "
+	       "8 GPUs a node, 10 GB/s (goal: 320 < 2 s, 1024 < 15 s)\n");
+	for (int i = 0; i < 4; i++) {
+		hexi_cluster *c = NULL;
+		res r;
+		if (hexi_cluster_synthetic(sizes[i], 8, types, 4, 10.0, &c)) {
+			printf("  %d GPUs: %s\n", sizes[i],
+			       hexi_errmsg(HEXI_ERR_INTERNAL));
+			continue;
+		}
+		r = plan(c, "llama2-13b", 512, HEXI_STRATEGY_HEXISCALE);
+		if (i == 0)
+			base = r.cpu_s > 1e-6 ? r.cpu_s : 1e-6;
+		printf("  %5d GPUs: cpu %7.3f s, wall %7.3f s (%6.1fx the "
+		       "8-GPU cpu time), %d pipelines, MFU %.1f%%\n",
+		       sizes[i], r.cpu_s, r.wall_s, r.cpu_s / base, r.np,
+		       100 * r.mfu);
+		hexi_cluster_destroy(c);
+	}
+}
+
+static void speedup(const char *cluster, const char *model, int gb)
+{
+	hexi_cluster *c = example(cluster);
+	res h = plan(c, model, gb, HEXI_STRATEGY_HEXISCALE);
+	res m = plan(c, model, gb, HEXI_STRATEGY_MEGATRON);
+
+	if (m.rc == HEXI_OK && h.rc == HEXI_OK)
+		printf("  %-22s %-11s hexiscale %8.3f s (MFU %5.1f%%), "
+		       "megatron %8.3f s (MFU %5.1f%%): speed-up %.2fx\n",
+		       cluster, model, h.iter_s, 100 * h.mfu, m.iter_s,
+		       100 * m.mfu, m.iter_s / h.iter_s);
+	else
+		printf("  %-22s %-11s hexiscale %8.3f s (MFU %5.1f%%), "
+		       "megatron: %s\n",
+		       cluster, model, h.iter_s, 100 * h.mfu,
+		       hexi_strerror(m.rc));
+	hexi_cluster_destroy(c);
+}
+
+static void hetero_vs_homo(const char *het, const char *hom, const char *model,
+			   int gb)
+{
+	hexi_cluster *a = example(het), *b = example(hom);
+	res x = plan(a, model, gb, HEXI_STRATEGY_HEXISCALE);
+	res y = plan(b, model, gb, HEXI_STRATEGY_HEXISCALE);
+
+	printf("  %-11s %-22s MFU %5.1f%% vs %-14s MFU %5.1f%%: ratio %.3f\n",
+	       model, het, 100 * x.mfu, hom, 100 * y.mfu,
+	       y.mfu > 0 ? x.mfu / y.mfu : 0);
+	hexi_cluster_destroy(a);
+	hexi_cluster_destroy(b);
+}
+
+static void gap(const char *cluster, const char *model, int gb)
+{
+	static const char *const ty[] = {"a100-80g", "rtx4090"};
+	hexi_cluster *c = NULL;
+
+	if (strcmp(cluster, "synthetic-4a100-4x4090"))
+		c = example(cluster);
+	else if (hexi_cluster_synthetic(8, 4, ty, 2, 12.5, &c))
+		exit(99);
+	res h, e;
+
+	h = plan(c, model, gb, HEXI_STRATEGY_HEXISCALE);
+	e = plan(c, model, gb, HEXI_STRATEGY_EXHAUSTIVE);
+
+	if (h.rc == HEXI_OK && e.rc == HEXI_OK)
+		printf("  %-22s %-11s hexiscale %8.3f s, exhaustive %8.3f s "
+		       "(%.2f s to search): gap %.2f%%\n",
+		       cluster, model, h.iter_s, e.iter_s, e.cpu_s,
+		       100 * (h.iter_s / e.iter_s - 1));
+	else
+		printf("  %-22s %-11s %s / %s\n", cluster, model,
+		       hexi_strerror(h.rc), hexi_strerror(e.rc));
+	hexi_cluster_destroy(c);
+}
+
+int main(void)
+{
+	planning_time();
+	printf("speed-up over megatron (global batch 64)\n");
+	speedup("paper", "llama2-13b", 64);
+	speedup("paper", "llama2-7b", 64);
+	speedup("hetero-a100-4090-12", "llama2-13b", 64);
+	speedup("hetero-a100-4090-24", "llama2-13b", 128);
+	printf("heterogeneous vs same-peak homogeneous A100 (MFU ratio)\n");
+	hetero_vs_homo("hetero-a100-4090-12", "homo-a100-8", "llama2-7b", 64);
+	hetero_vs_homo("hetero-a100-4090-24", "homo-a100-16", "llama2-7b", 128);
+	hetero_vs_homo("hetero-a100-4090-24", "homo-a100-16", "llama2-13b",
+		       128);
+	hetero_vs_homo("hetero-a100-4090-24", "homo-a100-16", "llama-30b", 128);
+	printf("optimality gap to exhaustive (<= 8 GPUs, goal <= 2%%)\n");
+	gap("paper", "llama2-7b", 64);
+	gap("paper", "llama2-13b", 64);
+	gap("homo-a100-8", "llama2-13b", 64);
+	gap("mixed-8", "llama2-7b", 32);
+	gap("synthetic-4a100-4x4090", "llama2-7b", 64);
+	gap("synthetic-4a100-4x4090", "llama2-13b", 64);
+	return 0;
+}
