@@ -126,10 +126,19 @@ static int entry_matches(const cat_entry *e, const char *norm)
 
 static cat_entry *find_entry(const hexi_catalog *cat, const char *name)
 {
-	char norm[HEXI_NAME_MAX];
+	char norm[HEXI_NAME_MAX], type[HEXI_NAME_MAX];
 
 	if (cat == NULL || name == NULL)
 		return NULL;
+	/* Slurm GRES "gpu:TYPE" or "gpu:TYPE:COUNT" names TYPE. */
+	if (strncmp(name, "gpu:", 4) == 0) {
+		size_t k = strcspn(name + 4, ":");
+		if (k == 0 || k >= sizeof(type))
+			return NULL;
+		memcpy(type, name + 4, k);
+		type[k] = '\0';
+		name = type;
+	}
 	normalise(name, norm, sizeof(norm));
 	if (norm[0] == '\0')
 		return NULL;

@@ -64,7 +64,9 @@ hexi_rc hexi_catalog_builtin(hexi_catalog **out);
 hexi_rc hexi_catalog_load(const char *path, hexi_catalog **out);
 /* Merge measured profiles (hexiprof JSON) from a file or a directory. */
 hexi_rc hexi_catalog_apply_profiles(hexi_catalog *cat, const char *path);
-/* Find a type by canonical name or alias ("a800", "rtx4090", "4090"...). */
+/* Find a type by canonical name or alias ("a800", "rtx4090", "4090",
+ * "NVIDIA GeForce RTX 4090", Slurm GRES "gpu:a800:3"); case, punctuation
+ * and the words NVIDIA/GeForce/Tesla are ignored.  NULL if unknown. */
 const hexi_gpu_type *hexi_catalog_find(const hexi_catalog *cat,
 				       const char *name);
 size_t hexi_catalog_count(const hexi_catalog *cat);

@@ -129,46 +129,109 @@ int sched_split_layers(int L, int S, const double *a, const double *c,
 
 /* ---- batch split --------------------------------------------------------- */
 
+/* Time of one pipeline for m micro-batches, both models, O(1) once the
+ * anchor is known: 1F1B is sum + (m-1) max; the GPipe slot sum grows by
+ * max per micro-batch from m = S-1 on (every later column spans all
+ * stages). */
+typedef struct pipe_fn {
+	const double *c;
+	int S, ref, anchor;
+	double sum, mx, t_anchor;
+} pipe_fn;
+
+static double pipe_t(const pipe_fn *f, long m)
+{
+	if (!f->ref)
+		return f->sum + (double)(m - 1) * f->mx;
+	if (m >= f->anchor)
+		return f->t_anchor + (double)(m - f->anchor) * f->mx;
+	return sched_ref_pipe_s(f->c, f->S, (int)m);
+}
+
+/* Largest m >= 1 with pipe_t(m) <= T (0 if none). */
+static long pipe_count(const pipe_fn *f, double T, long M)
+{
+	long m;
+
+	if (!f->ref || T >= f->t_anchor) {
+		double base = f->ref ? f->t_anchor : f->sum;
+		long m0 = f->ref ? f->anchor : 1;
+		if (T < base)
+			return f->ref ? 0 : 0;
+		m = m0 + (long)floor((T - base) / f->mx);
+		return m > M ? M : m;
+	}
+	for (m = f->anchor - 1; m >= 1; m--)
+		if (pipe_t(f, m) <= T)
+			return m;
+	return 0;
+}
+
+/* Minimise max_p T_p(m_p) with sum m_p = M, m_p >= 1: bisection on the
+ * bound (each T_p grows with m), then the surplus leaves the pipelines
+ * whose time is largest.  O(np log) instead of O(M np). */
 int sched_split_batches(const sched_ctx *x, int np, int M,
 			const double *const *stage_s, const int *S, int *m)
 {
-	double *sum = NULL, *mx = NULL;
+	pipe_fn *f = calloc((size_t)(np > 0 ? np : 1), sizeof(*f));
+	double lo = 0, hi = 0;
+	long sum = 0;
 	int rc = -1;
 
-	if (np < 1 || M < np)
-		return -1;
-	sum = calloc((size_t)np, sizeof(double));
-	mx = calloc((size_t)np, sizeof(double));
-	if (!sum || !mx)
+	if (!f || np < 1 || M < np)
 		goto out;
 	for (int p = 0; p < np; p++) {
-		m[p] = 1;
+		f[p].c = stage_s[p];
+		f[p].S = S[p];
+		f[p].ref = x->kind == HEXI_COST_REFERENCE;
 		for (int s = 0; s < S[p]; s++) {
-			sum[p] += stage_s[p][s];
-			mx[p] = stage_s[p][s] > mx[p] ? stage_s[p][s] : mx[p];
+			f[p].sum += stage_s[p][s];
+			f[p].mx =
+			    stage_s[p][s] > f[p].mx ? stage_s[p][s] : f[p].mx;
 		}
+		if (!(f[p].mx > 0))
+			goto out;
+		f[p].anchor = S[p] - 1 > 1 ? S[p] - 1 : 1;
+		f[p].t_anchor =
+		    f[p].ref ? sched_ref_pipe_s(f[p].c, S[p], f[p].anchor) : 0;
+		lo = pipe_t(&f[p], 1) > lo ? pipe_t(&f[p], 1) : lo;
+		hi = pipe_t(&f[p], M) > hi ? pipe_t(&f[p], M) : hi;
 	}
-	/* each T_p(m) grows with m: giving the next micro-batch to the
-	 * pipeline whose time after it is smallest minimises the max */
-	for (int k = np; k < M; k++) {
-		int w = 0;
-		double wt = DBL_MAX;
-		for (int p = 0; p < np; p++) {
-			double t =
-			    x->kind == HEXI_COST_REFERENCE
-				? sched_ref_pipe_s(stage_s[p], S[p], m[p] + 1)
-				: sum[p] + m[p] * mx[p];
-			if (t < wt) {
-				wt = t;
+	lo *= 1 - 1e-12;
+	hi = hi * (1 + 1e-9);
+	for (int it = 0; it < 200 && hi - lo > 1e-12 * hi; it++) {
+		double mid = 0.5 * (lo + hi);
+		long got = 0;
+		int ok = 1;
+		for (int p = 0; p < np && ok; p++) {
+			long k = pipe_count(&f[p], mid, M);
+			ok = k >= 1;
+			got += k;
+		}
+		if (ok && got >= M)
+			hi = mid;
+		else
+			lo = mid;
+	}
+	for (int p = 0; p < np; p++) {
+		long k = pipe_count(&f[p], hi, M);
+		m[p] = (int)(k < 1 ? 1 : k);
+		sum += m[p];
+	}
+	while (sum > M) { /* surplus from the slowest pipelines */
+		int w = -1;
+		for (int p = 0; p < np; p++)
+			if (m[p] > 1 && (w < 0 || pipe_t(&f[p], m[p]) >
+						      pipe_t(&f[w], m[w])))
 				w = p;
-			}
-		}
-		m[w]++;
+		if (w < 0)
+			goto out;
+		m[w]--;
+		sum--;
 	}
-	rc = 0;
+	rc = sum == M ? 0 : -1;
 out:
-	free(sum);
-	free(mx);
+	free(f);
 	return rc;
 }
 

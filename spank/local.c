@@ -499,7 +499,7 @@ static void summary(local_ctx *c)
 	if (p->pred.iter_s > 0)
 		fprintf(
 		    stderr,
-		    "hexiscale:   predicted %.3f s/iteration, %.0f tokens/s, "
+		    "hexiscale:   predicted %.3g s/iteration, %.0f tokens/s, "
 		    "MFU %.1f%%\n",
 		    p->pred.iter_s, p->pred.tokens_per_s, 100.0 * p->pred.mfu);
 	fprintf(stderr, "hexiscale:   plan file %s\n", c->plan_path);

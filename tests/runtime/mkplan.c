@@ -8,6 +8,9 @@
  * 8 samples in 4 micro-batches over a TP-2 stage of 3 layers and a TP-1
  * stage of 5; pipeline 1: 4 samples in one micro-batch, one TP-4 stage).
  * Ranks are numbered in order; every stage gets its own node of a800 GPUs.
+ * A stage written TPxLAYERS@N instead goes to node N of the 8-GPU Slurm test
+ * cluster (tests/slurm/cluster.sh: n1 3 x a800, n2 3 x rtx4090, n3 2 x
+ * rtx3090), its GPUs taken in order; then every stage must name a node.
  */
 #include "config.h"
 
@@ -23,7 +26,8 @@
 typedef struct spec {
 	int np;
 	int batch[MAXP], mb[MAXP], ns[MAXP];
-	int tp[MAXP][MAXS], layers[MAXP][MAXS];
+	int tp[MAXP][MAXS], layers[MAXP][MAXS], node[MAXP][MAXS];
+	int test_cluster; /* 1: stages placed with @N */
 } spec;
 
 static int parse_spec(const char *s, spec *sp)
@@ -42,6 +46,15 @@ static int parse_spec(const char *s, spec *sp)
 				return -1;
 			sp->ns[p]++;
 			s += n;
+			sp->node[p][k] = -1;
+			if (*s == '@') {
+				if (sscanf(s, "@%d%n", &sp->node[p][k], &n) !=
+					1 ||
+				    sp->node[p][k] < 0 || sp->node[p][k] > 2)
+					return -1;
+				sp->test_cluster = 1;
+				s += n;
+			}
 			if (*s != ',')
 				break;
 			s++;
@@ -55,11 +68,32 @@ static int parse_spec(const char *s, spec *sp)
 	return sp->np > 0 ? 0 : -1;
 }
 
+static hexi_rc test_cluster(hexi_cluster **out)
+{
+	static const char *const type[3] = {"a800", "rtx4090", "rtx3090"};
+	static const int count[3] = {3, 3, 2};
+	hexi_rc rc = hexi_cluster_create(3, NULL, out);
+
+	for (int i = 0; rc == HEXI_OK && i < 3; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "n%d", i + 1);
+		rc = hexi_cluster_set_node(*out, i, name, type[i], count[i],
+					   NULL, 0);
+	}
+	if (rc == HEXI_OK) {
+		(*out)->inter_bw_gbps = 0.7;
+		rc = hexi_cluster_validate(*out);
+	}
+	return rc;
+}
+
 static hexi_rc make_cluster(const spec *sp, hexi_cluster **out)
 {
 	int nn = 0, k = 0;
 	hexi_rc rc;
 
+	if (sp->test_cluster)
+		return test_cluster(out);
 	for (int p = 0; p < sp->np; p++)
 		nn += sp->ns[p];
 	rc = hexi_cluster_create(nn, NULL, out);
@@ -79,7 +113,7 @@ static hexi_rc make_cluster(const spec *sp, hexi_cluster **out)
 
 static hexi_rc fill(hexi_plan *pl, const spec *sp)
 {
-	int rank = 0, node = 0;
+	int rank = 0, node = 0, used[3] = {0, 0, 0};
 
 	for (int p = 0; p < sp->np; p++) {
 		hexi_pipeline *pp = &pl->pipelines[p];
@@ -101,8 +135,11 @@ static hexi_rc fill(hexi_plan *pl, const spec *sp)
 			if (st->devices == NULL)
 				return HEXI_ERR_NOMEM;
 			for (int d = 0; d < st->tp; d++) {
-				st->devices[d].node = node;
-				st->devices[d].gpu = d;
+				int nd =
+				    sp->test_cluster ? sp->node[p][s] : node;
+				st->devices[d].node = nd;
+				st->devices[d].gpu =
+				    sp->test_cluster ? used[nd]++ : d;
 				st->devices[d].rank = rank++;
 			}
 		}

@@ -46,6 +46,9 @@ static void test_catalog(void)
 	ok(t && strcmp(t->name, "a100-80g") == 0, "nvidia-smi name of A100");
 	ok(hexi_catalog_find(cat, "mi300x") == NULL, "unknown type not found");
 	ok(hexi_catalog_find(cat, "") == NULL, "empty name not found");
+	t = hexi_catalog_find(cat, "gpu:rtx_3080ti");
+	ok(t && strcmp(t->name, "rtx3080ti") == 0, "gres type gpu:rtx_3080ti");
+	ok(hexi_catalog_find(cat, "gpu:") == NULL, "empty gres type");
 	t = hexi_catalog_find(cat, "h100");
 	is_near(t ? hexi_gpu_tflops(t) : 0, 989.4 * 0.7, 1e-9,
 		"achievable = peak * efficiency");
@@ -224,8 +227,11 @@ static void test_cluster_builder(void)
 	is_int(hexi_cluster_validate(c), HEXI_ERR_INVAL, "empty nodes invalid");
 	is_int(hexi_cluster_to_json(c, &js), HEXI_ERR_INVAL,
 	       "invalid cluster not written");
-	is_int(hexi_cluster_set_node(c, 0, "gpu01", "gpu:a800", 3, NULL, 0),
-	       HEXI_ERR_NOTFOUND, "gres string is not a type");
+	is_int(hexi_cluster_set_node(c, 0, "gpu01", "gpu:3", 3, NULL, 0),
+	       HEXI_ERR_NOTFOUND, "gres without a type is not a type");
+	is_int(hexi_cluster_set_node(c, 0, "gpu01", "gpu:a800:3", 3, NULL, 0),
+	       HEXI_OK, "gres gpu:a800:3 names a800");
+	is_str(c->nodes[0].gpu_type, "a800-80g", "gres resolved");
 	is_int(hexi_cluster_set_node(c, 0, "gpu01", "a800", 3, NULL, 0),
 	       HEXI_OK, "node 0");
 	is_int(hexi_cluster_set_node(c, 1, "gpu02", "NVIDIA GeForce RTX 4090",

@@ -79,6 +79,71 @@ static void split_layers(void)
 	       infeas);
 }
 
+/* Batch split against brute force, for both pipeline-time functions. */
+static double pipe_time(hexi_cost_kind k, const double *c, int S, int m)
+{
+	return k == HEXI_COST_REFERENCE ? sched_ref_pipe_s(c, S, m)
+					: sched_hexi_pipe_s(c, S, m);
+}
+
+static void split_batches(void)
+{
+	uint64_t r = 11;
+	int bad = 0;
+
+	for (int it = 0; it < 200; it++) {
+		sched_ctx x;
+		double c[3][4], want = DBL_MAX, got = 0;
+		const double *cs[3] = {c[0], c[1], c[2]};
+		int S[3], m[3], np = 1 + it % 3, M = np + (it / 3) % 9, sum = 0;
+		memset(&x, 0, sizeof(x));
+		x.kind = it % 2 ? HEXI_COST_REFERENCE : HEXI_COST_HEXISCALE;
+		for (int p = 0; p < np; p++) {
+			S[p] = 1 + (int)((r >> 7) % 4);
+			for (int s = 0; s < S[p]; s++) {
+				r = r * 6364136223846793005ull +
+				    1442695040888963407ull;
+				c[p][s] = 0.05 + (double)(r >> 40) / (1 << 24);
+			}
+		}
+		/* brute force over every composition of M */
+		for (int a = 1; a <= M; a++)
+			for (int b = np > 1 ? 1 : 0; b <= (np > 1 ? M : 0);
+			     b++) {
+				int cc = M - a - b;
+				double t;
+				if ((np == 1 && b) || (np == 2 && cc) ||
+				    (np == 3 && cc < 1) || (np == 1 && a != M))
+					continue;
+				t = pipe_time(x.kind, c[0], S[0], a);
+				if (np > 1)
+					t = fmax(t, pipe_time(x.kind, c[1],
+							      S[1], b));
+				if (np > 2)
+					t = fmax(t, pipe_time(x.kind, c[2],
+							      S[2], cc));
+				want = fmin(want, t);
+			}
+		if (sched_split_batches(&x, np, M, cs, S, m)) {
+			bad++;
+			continue;
+		}
+		for (int p = 0; p < np; p++) {
+			sum += m[p];
+			bad += m[p] < 1;
+			got = fmax(got, pipe_time(x.kind, c[p], S[p], m[p]));
+		}
+		if (sum != M || fabs(got - want) > 1e-9 * want) {
+			bad++;
+			tap_diag("np %d M %d kind %d: got %.9g want %.9g", np,
+				 M, x.kind, got, want);
+		}
+	}
+	is_int(bad, 0,
+	       "batch split: optimal max pipeline time (200 cases, "
+	       "GPipe and 1F1B)");
+}
+
 /* ---- structural validity (what hexi_plan_validate checks) -------------- */
 
 static int plan_ok(const sched_ctx *x, const pl_cand *c, int M, int mb, int kv,
@@ -321,6 +386,7 @@ static void bad_inputs(void)
 int main(void)
 {
 	split_layers();
+	split_batches();
 	paper_cluster();
 	public_api();
 	bad_inputs();

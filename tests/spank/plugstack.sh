@@ -1,0 +1,55 @@
+#!/bin/bash
+# plugstack.sh - the admin's side on the real test cluster: plugstack keys
+# default_mode=on, model, global_batch, plan_dir and a topology file take
+# effect in the plans; unknown keys and bad values stop sbatch and srun
+# with a message naming the key, and drain no node.
+. "$top_srcdir/tests/spank/slurm-lib.sh"
+TOPO=$top_srcdir/examples/clusters/pair-matrix.json
+HEXI_PLUGSTACK_ARGS="default_mode=on model=tiny-8l global_batch=16 plan_dir=$HEXI_SLURM_DIR/jobs/plans topology=$TOPO"
+export HEXI_PLUGSTACK_ARGS
+slurm_up
+nm -D "$HEXI_LIBSCHED" 2>/dev/null | grep -q ' T hexi_plan_create' ||
+	skip "libhexisched has no planner (hexi_plan_create) yet"
+mkdir -p "$JOBS/plans"
+field() { python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+latest_plan() { ls -t "$JOBS"/plans/hexiscale-plan.*.json 2>/dev/null | head -1; }
+
+out=$(srun -N3 -n8 --gpus-per-task=1 sh -c 'echo $HEXISCALE_RANK' 2>/dev/null | sort -n | paste -sd' ')
+expect_eq "default_mode=on: planned without the option" "$out" "0 1 2 3 4 5 6 7"
+p=$(latest_plan)
+check "plan_dir= used" test -n "$p"
+expect_eq "model= default" "$(field "$p" "p['model']['name']")" tiny-8l
+expect_eq "global_batch= default" "$(field "$p" "p['train']['global_batch']")" 16
+expect_eq "topology= pair bandwidths" "$(field "$p" "p['cluster']['inter_bw_gbps']")" \
+	"[[0.0, 0.7, 0.7], [0.7, 0.0, 1.25], [0.7, 1.25, 0.0]]"
+expect_eq "topology= latency" "$(field "$p" "p['cluster']['inter_lat_s']")" 0.0001
+srun -N2 -n5 -w n2,n3 --gpus-per-task=1 true 2>/dev/null
+expect_eq "topology= pairs matched by node name" "$(field "$(latest_plan)" "p['cluster']['inter_bw_gbps']")" \
+	"[[0.0, 1.25], [1.25, 0.0]]"
+out=$(srun -N3 -n8 --gpus-per-task=1 --hexiscale=off sh -c 'echo ${HEXISCALE_RANK:-none}' 2>/dev/null | sort -u)
+expect_eq "--hexiscale=off beats default_mode=on" "$out" none
+
+# Bad plugstack lines (srun and sbatch read plugstack.conf each time).
+conf=$HEXI_SLURM_DIR/etc/plugstack.conf
+good=$(cat "$conf")
+while IFS='|' read -r arg want; do
+	echo "required $HEXI_PLUGIN libsched=$HEXI_LIBSCHED $arg" >"$conf"
+	for cmd in srun sbatch; do
+		if [ $cmd = srun ]; then out=$(srun -N1 -n1 true 2>&1); else out=$(sbatch -N1 -n1 --wrap true 2>&1); fi
+		rc=$?
+		[ $rc -ne 0 ] && printf '%s' "$out" | grep -q "hexiscale: plugstack.conf: .*$want" &&
+			pass "$cmd: plugstack '$arg' refused" || fail "$cmd plugstack '$arg': rc $rc: $out"
+	done
+done <<TABLE
+bogus=1|'bogus' is unknown
+inter_bw_gbps=fast|'inter_bw_gbps'
+inter_lat_s=-1|'inter_lat_s'
+catalog=relative.json|'catalog'.*absolute
+default_mode=maybe|'default_mode'
+time_budget_s=0|'time_budget_s'
+global_batch|not key=value
+TABLE
+echo "$good" >"$conf"
+expect_eq "good plugstack line works again" "$(srun -N1 -n1 -w n1 --gpus-per-task=1 sh -c 'echo $WORLD_SIZE' 2>/dev/null)" 1
+no_drain
+done_testing
