@@ -37,7 +37,7 @@ typedef struct run {
 
 static double tol = 1e-5;
 
-static void die(const char *msg, const char *arg)
+static __attribute__((noreturn)) void die(const char *msg, const char *arg)
 {
 	fprintf(stderr, "rt_cmp: %s %s\n", msg, arg ? arg : "");
 	exit(99);
