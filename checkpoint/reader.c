@@ -17,6 +17,8 @@
 #include "ckpt_internal.h"
 #include "reader_internal.h"
 
+static void drop_dset(hexi_ckpt_reader *r);
+
 void hexi_ckpt_open_opts_init(hexi_ckpt_open_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -217,6 +219,7 @@ hexi_rc hexi_ckpt_open(const char *path, const hexi_ckpt_open_opts *o,
 	if (r == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "%s: reader", path);
 	r->verify = o->verify;
+	r->dset = r->dspace = H5I_INVALID_HID;
 	if ((rv = resolve(path, o->step, r->stepdir, sizeof(r->stepdir))))
 		goto out;
 	snprintf(mpath, sizeof(mpath), "%s/%s", r->stepdir, HEXI_CKPT_MANIFEST);
@@ -257,6 +260,7 @@ void hexi_ckpt_close(hexi_ckpt_reader *r)
 
 	if (r == NULL)
 		return;
+	drop_dset(r);
 	for (i = 0; r->fids != NULL && i < r->man.meta.world_size; i++)
 		if (r->fids[i] >= 0)
 			H5Fclose(r->fids[i]);
@@ -359,6 +363,7 @@ hexi_rc ck_reader_file(hexi_ckpt_reader *r, int rank, hid_t *out)
 		return HEXI_OK;
 	}
 	if (r->nopen >= CK_MAX_OPEN_FILES) {
+		drop_dset(r);
 		for (i = 0; i < r->man.meta.world_size; i++)
 			if (r->fids[i] >= 0) {
 				H5Fclose(r->fids[i]);
@@ -381,55 +386,79 @@ hexi_rc ck_reader_file(hexi_ckpt_reader *r, int rank, hid_t *out)
 }
 
 /* Rows [b, e) (relative to the slice) of stored slice S into DST. */
+static void drop_dset(hexi_ckpt_reader *r)
+{
+	if (r->dspace >= 0)
+		H5Sclose(r->dspace);
+	if (r->dset >= 0)
+		H5Dclose(r->dset);
+	r->dspace = r->dset = H5I_INVALID_HID;
+	r->dset_slice = NULL;
+}
+
+/* Open the dataset of slice S (kept open for the next call on S) and check
+ * its shape against the manifest. */
+static hexi_rc open_dset(hexi_ckpt_reader *r, const ck_tensor *t,
+			 const ck_slice *s, const char *p)
+{
+	char dname[HEXI_CKPT_NAME_MAX + 64];
+	hsize_t dims[2] = {0, 0};
+	hid_t f;
+	hexi_rc rv;
+
+	if (r->dset_slice == s)
+		return HEXI_OK;
+	drop_dset(r);
+	if ((rv = ck_reader_file(r, s->rank, &f)) != HEXI_OK)
+		return rv;
+	ck_slice_dset(dname, sizeof(dname), t->name, s->b);
+	r->dset = H5Dopen2(f, dname, H5P_DEFAULT);
+	if (r->dset < 0 || (r->dspace = H5Dget_space(r->dset)) < 0) {
+		rv = ck_h5_error("%s: tensor '%s' rows [%lld,%lld)", p, t->name,
+				 (long long)s->b, (long long)s->e);
+		drop_dset(r);
+		return rv;
+	}
+	if (H5Sget_simple_extent_ndims(r->dspace) != t->ndim ||
+	    H5Sget_simple_extent_dims(r->dspace, dims, NULL) < 0 ||
+	    dims[0] != (hsize_t)(s->e - s->b) ||
+	    (t->ndim == 2 && dims[1] != (hsize_t)t->shape[1])) {
+		drop_dset(r);
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "%s: tensor '%s' rows [%lld,%lld): dataset "
+				  "shape differs from the manifest",
+				  p, t->name, (long long)s->b, (long long)s->e);
+	}
+	r->dset_slice = s;
+	return HEXI_OK;
+}
+
+/* Rows [b, e) (relative to the slice) of stored slice S into DST. */
 static hexi_rc read_part(hexi_ckpt_reader *r, const ck_tensor *t,
 			 const ck_slice *s, int64_t b, int64_t e, float *dst)
 {
-	char dname[HEXI_CKPT_NAME_MAX + 64], p[CK_PATH_MAX];
-	hsize_t dims[2] = {0, 0}, start[2] = {0, 0}, count[2];
-	hid_t f, d = H5I_INVALID_HID, fs = H5I_INVALID_HID,
-		 ms = H5I_INVALID_HID;
+	char p[CK_PATH_MAX];
+	hsize_t start[2] = {0, 0}, count[2];
+	hid_t ms = H5I_INVALID_HID;
 	hexi_rc rv;
 
-	if ((rv = ck_reader_file(r, s->rank, &f)) != HEXI_OK)
-		return rv;
 	ck_rank_path(p, sizeof(p), r->stepdir, s->rank);
-	ck_slice_dset(dname, sizeof(dname), t->name, s->b);
-	rv = HEXI_ERR_HDF5;
-	d = H5Dopen2(f, dname, H5P_DEFAULT);
-	if (d < 0 || (fs = H5Dget_space(d)) < 0)
-		goto out;
-	if (H5Sget_simple_extent_ndims(fs) != t->ndim ||
-	    H5Sget_simple_extent_dims(fs, dims, NULL) < 0 ||
-	    dims[0] != (hsize_t)(s->e - s->b) ||
-	    (t->ndim == 2 && dims[1] != (hsize_t)t->shape[1])) {
-		rv = hexi_error(HEXI_ERR_MISMATCH,
-				"%s: tensor '%s' rows "
-				"[%lld,%lld): dataset shape differs from the "
-				"manifest",
-				p, t->name, (long long)s->b, (long long)s->e);
-		goto out;
-	}
+	if ((rv = open_dset(r, t, s, p)) != HEXI_OK)
+		return rv;
 	start[0] = (hsize_t)b;
 	count[0] = (hsize_t)(e - b);
 	count[1] = (hsize_t)t->shape[1];
 	ms = H5Screate_simple(t->ndim, count, NULL);
 	if (ms < 0 ||
-	    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) <
-		0 ||
-	    H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, dst) < 0)
-		goto out;
-	rv = HEXI_OK;
-out:
-	if (rv == HEXI_ERR_HDF5)
+	    H5Sselect_hyperslab(r->dspace, H5S_SELECT_SET, start, NULL, count,
+				NULL) < 0 ||
+	    H5Dread(r->dset, H5T_NATIVE_FLOAT, ms, r->dspace, H5P_DEFAULT,
+		    dst) < 0)
 		rv = ck_h5_error("%s: reading tensor '%s' rows [%lld,%lld)", p,
 				 t->name, (long long)(s->b + b),
 				 (long long)(s->b + e));
 	if (ms >= 0)
 		H5Sclose(ms);
-	if (fs >= 0)
-		H5Sclose(fs);
-	if (d >= 0)
-		H5Dclose(d);
 	return rv;
 }
 
@@ -447,29 +476,41 @@ static hexi_rc bad_sum(const hexi_ckpt_reader *r, const ck_tensor *t,
 			  got);
 }
 
-/* Read the whole slice in bounded blocks and check its checksum. */
+static hexi_rc grow_buf(hexi_ckpt_reader *r, size_t need, const char *name)
+{
+	if (r->buf != NULL && r->bufcap >= need)
+		return HEXI_OK;
+	free(r->buf);
+	r->cached = NULL;
+	r->buf = malloc(need);
+	r->bufcap = r->buf ? need : 0;
+	if (r->buf == NULL)
+		return hexi_error(HEXI_ERR_NOMEM,
+				  "tensor '%s': %zu-byte read "
+				  "buffer",
+				  name, need);
+	return HEXI_OK;
+}
+
+/* Read the whole slice and check its checksum.  A slice of at most
+ * CK_CACHE_BYTES stays in r->buf (r->cached), so reading its parts
+ * afterwards costs no I/O; a larger one is streamed in blocks. */
 hexi_rc ck_verify_slice(hexi_ckpt_reader *r, const ck_tensor *t, ck_slice *s)
 {
 	size_t row_bytes = (size_t)t->shape[1] * 4;
+	size_t bytes = (size_t)(s->e - s->b) * row_bytes;
 	int64_t blk = (int64_t)(CK_IO_BLOCK_BYTES / row_bytes), b;
 	XXH64_state_t *st = NULL;
 	uint64_t h;
-	hexi_rc rv = HEXI_OK;
+	hexi_rc rv;
 
+	if (bytes <= CK_CACHE_BYTES)
+		blk = s->e - s->b;
 	if (blk < 1)
 		blk = 1;
-	if (r->buf == NULL || r->bufcap < (size_t)blk * row_bytes) {
-		free(r->buf);
-		r->bufcap = (size_t)blk * row_bytes;
-		r->buf = malloc(r->bufcap);
-		if (r->buf == NULL) {
-			r->bufcap = 0;
-			return hexi_error(HEXI_ERR_NOMEM,
-					  "tensor '%s': read "
-					  "buffer",
-					  t->name);
-		}
-	}
+	r->cached = NULL;
+	if ((rv = grow_buf(r, (size_t)blk * row_bytes, t->name)) != HEXI_OK)
+		return rv;
 	st = XXH64_createState();
 	if (st == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "xxh64 state");
@@ -484,6 +525,41 @@ hexi_rc ck_verify_slice(hexi_ckpt_reader *r, const ck_tensor *t, ck_slice *s)
 	XXH64_freeState(st);
 	if (rv != HEXI_OK)
 		return rv;
+	if (h != s->xxh)
+		return bad_sum(r, t, s, h);
+	s->verified = 1;
+	if (blk == s->e - s->b)
+		r->cached = s;
+	return HEXI_OK;
+}
+
+/* Read slice S whole into DST and check it, in cache-sized blocks so each
+ * block is hashed while still in the CPU cache. */
+static hexi_rc read_whole(hexi_ckpt_reader *r, const ck_tensor *t, ck_slice *s,
+			  float *dst)
+{
+	size_t row = (size_t)t->shape[1];
+	int64_t blk = (int64_t)(CK_CPU_BLOCK_BYTES / (row * 4)), b, e;
+	XXH64_state_t *st = XXH64_createState();
+	uint64_t h;
+	hexi_rc rc = HEXI_OK;
+
+	if (st == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "xxh64 state");
+	if (blk < 1)
+		blk = 1;
+	XXH64_reset(st, 0);
+	for (b = 0; b < s->e - s->b && rc == HEXI_OK; b = e) {
+		e = b + blk < s->e - s->b ? b + blk : s->e - s->b;
+		rc = read_part(r, t, s, b, e, dst + (size_t)b * row);
+		if (rc == HEXI_OK)
+			XXH64_update(st, dst + (size_t)b * row,
+				     (size_t)(e - b) * row * 4);
+	}
+	h = XXH64_digest(st);
+	XXH64_freeState(st);
+	if (rc != HEXI_OK)
+		return rc;
 	if (h != s->xxh)
 		return bad_sum(r, t, s, h);
 	s->verified = 1;
@@ -518,14 +594,8 @@ hexi_rc hexi_ckpt_read_rows(hexi_ckpt_reader *r, const char *name,
 			continue;
 		if (r->verify && !s->verified && ob == s->b && oe == s->e) {
 			/* Whole slice wanted: one pass reads and checks it. */
-			size_t n = (size_t)(oe - ob) * (size_t)t->shape[1] * 4;
-			uint64_t h;
-			if ((rc = read_part(r, t, s, 0, oe - ob, d)) != HEXI_OK)
+			if ((rc = read_whole(r, t, s, d)) != HEXI_OK)
 				return rc;
-			h = XXH64(d, n, 0);
-			if (h != s->xxh)
-				return bad_sum(r, t, s, h);
-			s->verified = 1;
 			continue;
 		}
 		if (r->verify && !s->verified &&

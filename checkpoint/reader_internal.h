@@ -13,6 +13,9 @@ struct hexi_ckpt_reader {
 	int nopen;
 	float *buf; /* verification buffer */
 	size_t bufcap;
+	const ck_slice *cached;	    /* slice whose data r->buf holds, or NULL */
+	const ck_slice *dset_slice; /* slice whose dataset is open */
+	hid_t dset, dspace;
 };
 
 hexi_rc ck_reader_file(hexi_ckpt_reader *r, int rank, hid_t *out);

@@ -16,7 +16,7 @@
 #include "ckpt_internal.h"
 #include "reader_internal.h"
 
-#define CK_DEFAULT_BUFFER ((size_t)32 << 20)
+#define CK_DEFAULT_BUFFER CK_CPU_BLOCK_BYTES
 
 static int64_t block_rows(const ck_tensor *t, size_t cap)
 {
@@ -318,7 +318,7 @@ static hexi_rc reshard_rank(hexi_ckpt_reader *r,
 		if (rc != HEXI_OK)
 			goto fail;
 	}
-	return hexi_ckpt_save_end(w);
+	return ck_save_end(w, 0); /* synced together by hexi_ckpt_reshard */
 fail:
 	hexi_ckpt_save_abort(w);
 	return rc;
@@ -329,9 +329,10 @@ hexi_rc hexi_ckpt_reshard(hexi_ckpt_reader *r,
 			  hexi_ckpt_progress_fn progress, void *arg)
 {
 	hexi_ckpt_meta meta;
+	char stepdir[CK_PATH_MAX], path[CK_PATH_MAX];
 	float *buf = NULL;
 	size_t cap = 0;
-	hexi_rc rc;
+	hexi_rc rc = HEXI_OK;
 	int rank;
 
 	if (r == NULL || t == NULL || t->layout == NULL || dir == NULL)
@@ -353,6 +354,17 @@ hexi_rc hexi_ckpt_reshard(hexi_ckpt_reader *r,
 				 (uint64_t)t->world_size, arg);
 	}
 	free(buf);
+	/* fsync every rank file and the directory before the commit: one
+	 * pass after all writes lets the device work on them together. */
+	if (rc == HEXI_OK &&
+	    ck_step_dir(stepdir, sizeof(stepdir), dir, meta.step) < 0)
+		rc = hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", dir);
+	for (rank = 0; rc == HEXI_OK && rank < t->world_size; rank++) {
+		ck_rank_path(path, sizeof(path), stepdir, rank);
+		rc = ck_fsync_path(path, 0);
+	}
+	if (rc == HEXI_OK)
+		rc = ck_fsync_path(stepdir, 1);
 	if (rc != HEXI_OK)
 		return rc;
 	return hexi_ckpt_commit(dir, &meta, t->plan_json);

@@ -250,6 +250,8 @@ hexi_rc hexi_ckpt_slice_rows(hexi_ckpt_writer *w, const float *rows,
 				  (long long)(w->e - w->next));
 	if (nrows == 0)
 		return HEXI_OK;
+	/* Hash first: the write then copies from the CPU cache. */
+	XXH64_update(w->xxh, rows, (size_t)nrows * (size_t)w->shape[1] * 4);
 	start[0] = (hsize_t)(w->next - w->b);
 	count[0] = (hsize_t)nrows;
 	count[1] = (hsize_t)w->shape[1];
@@ -266,7 +268,6 @@ hexi_rc hexi_ckpt_slice_rows(hexi_ckpt_writer *w, const float *rows,
 		H5Sclose(mspace);
 	if (rv != HEXI_OK)
 		return rv;
-	XXH64_update(w->xxh, rows, (size_t)nrows * (size_t)w->shape[1] * 4);
 	w->next += nrows;
 	return HEXI_OK;
 }
@@ -388,7 +389,7 @@ static hexi_rc write_index(hexi_ckpt_writer *w)
 	return rv;
 }
 
-hexi_rc hexi_ckpt_save_end(hexi_ckpt_writer *w)
+hexi_rc ck_save_end(hexi_ckpt_writer *w, int sync)
 {
 	hexi_rc rv;
 	hid_t f;
@@ -414,13 +415,18 @@ hexi_rc hexi_ckpt_save_end(hexi_ckpt_writer *w)
 		rv = ck_h5_error("%s: closing", w->path);
 		goto out;
 	}
-	if ((rv = ck_fsync_path(w->path, 0)) != HEXI_OK ||
-	    (rv = ck_fsync_path(w->stepdir, 1)) != HEXI_OK)
+	if (sync && ((rv = ck_fsync_path(w->path, 0)) != HEXI_OK ||
+		     (rv = ck_fsync_path(w->stepdir, 1)) != HEXI_OK))
 		goto out;
 	rv = HEXI_OK;
 out:
 	writer_free(w, rv != HEXI_OK);
 	return rv;
+}
+
+hexi_rc hexi_ckpt_save_end(hexi_ckpt_writer *w)
+{
+	return ck_save_end(w, 1);
 }
 
 void hexi_ckpt_save_abort(hexi_ckpt_writer *w)

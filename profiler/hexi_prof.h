@@ -40,7 +40,8 @@ typedef struct hexi_prof_stat {
 	double median_s; /* median of the timed runs */
 	double min_s;
 	double max_s;
-	double spread_pct; /* (max - min) / median * 100 */
+	double spread_pct;    /* (max - min) / median * 100 */
+	int calls_per_sample; /* a sample is the mean of this many calls */
 } hexi_prof_stat;
 
 /* One run of the thing to time; returns HEXI_OK or an error (stops timing). */
@@ -49,6 +50,12 @@ typedef hexi_rc (*hexi_prof_fn)(void *arg);
 /* Run fn warmup times untimed, then repeats times timed (1..10000). */
 hexi_rc hexi_prof_time(hexi_prof_fn fn, void *arg, int warmup, int repeats,
 		       hexi_prof_stat *out);
+/* The same, but each sample runs fn back to back enough times (at most
+ * 1000) to last about min_sample_s and records the time per call: short
+ * operations are then measured at their sustained rate, and a time slice
+ * lost to another process weighs less.  min_sample_s 0..10 (0: one call). */
+hexi_rc hexi_prof_time_min(hexi_prof_fn fn, void *arg, int warmup, int repeats,
+			   double min_sample_s, hexi_prof_stat *out);
 /* Statistics of n samples (seconds); sorts samples in place. */
 hexi_rc hexi_prof_stat_of(double *samples_s, int n, hexi_prof_stat *out);
 
@@ -124,12 +131,15 @@ hexi_rc hexi_prof_parse_bytes(const char *s, size_t *out);
 /* ---- benchmarks -------------------------------------------------------- */
 
 typedef struct hexi_prof_opts {
-	int warmup;  /* untimed runs (default 2) */
-	int repeats; /* timed runs (default 10) */
-	int quick;   /* small sizes (tests, CI) */
-	int nshapes; /* extra GEMM shapes */
+	int warmup;	/* untimed runs (default 2) */
+	int repeats;	/* timed runs (default 10) */
+	int quick;	/* small sizes (tests, CI) */
+	int nshapes;	/* extra GEMM shapes */
+	int only_given; /* 1: only the given shapes, no defaults */
+	int rate_mean;	/* profile rate: 0 best median, 1 FLOP-weighted mean */
 	hexi_prof_shape shapes[HEXI_PROF_MAX_SHAPES];
 	size_t max_msg_bytes; /* largest message of the link tests */
+	double min_sample_s;  /* GEMM and copy samples last at least this */
 	char gpu_type[HEXI_PROF_NAME_MAX]; /* "" = guess from the name */
 } hexi_prof_opts;
 

@@ -28,11 +28,16 @@ static void usage(FILE *f)
 		"Usage: hexiprof [OPTIONS]\n"
 		"Measure this machine and write a HexiScale profile.\n\n"
 		"  -m, --mode=MODE      auto (default), cpu or gpu\n"
+		"      --cpu, --gpu     --mode=cpu, --mode=gpu\n"
 		"  -o, --output=FILE    write the profile JSON (%%h: host)\n"
 		"      --json           print the full report as JSON\n"
 		"      --host=NAME      host name in the profile\n"
 		"      --gpu-type=NAME  catalog type of the GPUs\n"
 		"  -g, --gemm=MxNxK     add a GEMM shape (up to %d)\n"
+		"      --only-gemm      time only the --gemm shapes\n"
+		"      --rate=best|mean GEMM rate in the profile: best shape "
+		"(default)\n"
+		"                       or all FLOPs over all time\n"
 		"  -s, --max-msg=SIZE   largest message (default 64M)\n"
 		"  -r, --repeats=N      timed runs (default 10)\n"
 		"  -w, --warmup=N       untimed runs first (default 2)\n"
@@ -60,7 +65,16 @@ static __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt,
 /* 0: go on; -1: exit 0 (help/version); >0: exit with that status. */
 static int parse_args(int argc, char **argv, cli *c)
 {
-	enum { OPT_JSON = 256, OPT_HOST, OPT_GPU_TYPE, OPT_NO_MPI };
+	enum {
+		OPT_JSON = 256,
+		OPT_HOST,
+		OPT_GPU_TYPE,
+		OPT_NO_MPI,
+		OPT_CPU,
+		OPT_GPU,
+		OPT_ONLY_GEMM,
+		OPT_RATE
+	};
 	static const struct option lo[] = {
 	    {"mode", required_argument, NULL, 'm'},
 	    {"output", required_argument, NULL, 'o'},
@@ -73,6 +87,10 @@ static int parse_args(int argc, char **argv, cli *c)
 	    {"warmup", required_argument, NULL, 'w'},
 	    {"quick", no_argument, NULL, 'q'},
 	    {"no-mpi", no_argument, NULL, OPT_NO_MPI},
+	    {"cpu", no_argument, NULL, OPT_CPU},
+	    {"gpu", no_argument, NULL, OPT_GPU},
+	    {"only-gemm", no_argument, NULL, OPT_ONLY_GEMM},
+	    {"rate", required_argument, NULL, OPT_RATE},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -162,6 +180,22 @@ static int parse_args(int argc, char **argv, cli *c)
 		case OPT_NO_MPI:
 			c->no_mpi = 1;
 			break;
+		case OPT_CPU:
+			c->mode = "cpu";
+			break;
+		case OPT_GPU:
+			c->mode = "gpu";
+			break;
+		case OPT_ONLY_GEMM:
+			c->o.only_given = 1;
+			break;
+		case OPT_RATE:
+			if (strcmp(optarg, "best") && strcmp(optarg, "mean"))
+				return usage_error("--rate '%s': want best or "
+						   "mean",
+						   optarg);
+			c->o.rate_mean = strcmp(optarg, "mean") == 0;
+			break;
 		case 'v':
 			c->verbose = 1;
 			break;
@@ -182,6 +216,10 @@ static int parse_args(int argc, char **argv, cli *c)
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (c->o.only_given && c->o.nshapes == 0)
+		return usage_error("--only-gemm needs at least one --gemm");
+	if (c->o.quick)
+		c->o.min_sample_s = 0.002;
 	if (c->o.quick && !max_msg_set)
 		c->o.max_msg_bytes = 1u << 20;
 	return 0;

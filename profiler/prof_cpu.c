@@ -137,7 +137,8 @@ static hexi_rc one_shape(const hexi_prof_opts *o, const hexi_prof_shape *s,
 				m->shape, m->check_err, SGEMM_TOL(s->k));
 		goto out;
 	}
-	rv = hexi_prof_time(run_sgemm, &g, o->warmup, o->repeats, &m->stat);
+	rv = hexi_prof_time_min(run_sgemm, &g, o->warmup, o->repeats,
+				o->min_sample_s, &m->stat);
 	if (rv != HEXI_OK)
 		goto out;
 	m->value = flop / m->stat.median_s / 1e9;
@@ -153,8 +154,10 @@ hexi_rc hexi_prof_cpu(const hexi_prof_opts *o, hexi_profile *p,
 	hexi_prof_shape shapes[2 * HEXI_PROF_MAX_SHAPES];
 	int n = hexi_prof_default_shapes("cpu", o->quick, shapes,
 					 HEXI_PROF_MAX_SHAPES);
-	double best = 0;
+	double best = 0, flop = 0, time_s = 0;
 
+	if (o->only_given)
+		n = 0;
 	for (int i = 0; i < o->nshapes; i++)
 		shapes[n++] = o->shapes[i];
 	for (int i = 0; i < n; i++) {
@@ -165,12 +168,16 @@ hexi_rc hexi_prof_cpu(const hexi_prof_opts *o, hexi_profile *p,
 			return rv;
 		if ((rv = hexi_prof_report_add(r, &m)) != HEXI_OK)
 			return rv;
-		/* The cost model wants what a large GEMM sustains: the best
-		 * median over the shapes. */
+		/* The cost model wants what the model's GEMMs sustain: the
+		 * best median over the shapes, or (rate_mean) all of their
+		 * FLOPs over all of their median times. */
 		if (m.value > best)
 			best = m.value;
+		flop += 2.0 * shapes[i].m * shapes[i].n * shapes[i].k;
+		time_s += m.stat.median_s;
 	}
-	p->cpu_gemm_gflops = best;
+	p->cpu_gemm_gflops =
+	    o->rate_mean && time_s > 0 ? flop / time_s / 1e9 : best;
 	p->cpu_threads = openblas_get_num_threads();
 	return HEXI_OK;
 }

@@ -312,8 +312,8 @@ static hexi_rc gemm_bench(const hexi_prof_opts *o, cublasHandle_t h,
 				dtypes[dt].tol);
 		goto out;
 	}
-	if ((rv = hexi_prof_time(gemm_once, &g, o->warmup, o->repeats,
-				 &m.stat)) != HEXI_OK)
+	if ((rv = hexi_prof_time_min(gemm_once, &g, o->warmup, o->repeats,
+				     o->min_sample_s, &m.stat)) != HEXI_OK)
 		goto out;
 	m.value = flop / m.stat.median_s / 1e12;
 	m.best = flop / m.stat.min_s / 1e12;
@@ -397,8 +397,8 @@ static hexi_rc copy_bench(const hexi_prof_opts *o, copy_arg *c,
 	rv = copy_check(c, host, src_host, dst_host);
 	free(host);
 	if (rv != HEXI_OK ||
-	    (rv = hexi_prof_time(copy_once, c, o->warmup, o->repeats,
-				 &m.stat)) != HEXI_OK)
+	    (rv = hexi_prof_time_min(copy_once, c, o->warmup, o->repeats,
+				     o->min_sample_s, &m.stat)) != HEXI_OK)
 		return rv;
 	m.value = factor * (double)c->bytes / m.stat.median_s / 1e9;
 	m.best = factor * (double)c->bytes / m.stat.min_s / 1e9;
@@ -499,6 +499,8 @@ static hexi_rc one_device(const hexi_prof_opts *o, int dev, hexi_prof_gpu *g,
 	cudaStream_t s = NULL;
 	hexi_rc rv;
 
+	if (o->only_given)
+		n = 0;
 	for (int i = 0; i < o->nshapes; i++)
 		shapes[n++] = o->shapes[i];
 	hexi_prof_gpu_init(g, dev);
@@ -515,16 +517,22 @@ static hexi_rc one_device(const hexi_prof_opts *o, int dev, hexi_prof_gpu *g,
 	    (rv = cublas_err(cublasSetStream(h, s), "cublasSetStream")))
 		goto out;
 	for (int d = DT_BF16; d <= DT_FP32 && rv == HEXI_OK; d++) {
+		double flop = 0, time_s = 0;
+
 		*best[d] = 0;
-		/* fp32 is slow: the large square shapes only in full runs */
 		for (int i = 0; i < n && rv == HEXI_OK; i++) {
-			double t = 0;
+			double t = 0, f = 2.0 * shapes[i].m * shapes[i].n *
+					  shapes[i].k;
 
 			rv = gemm_bench(o, h, s, dev, (dtype)d, &shapes[i], r,
 					&t);
 			if (t > *best[d])
 				*best[d] = t;
+			flop += f;
+			time_s += t > 0 ? f / (t * 1e12) : 0;
 		}
+		if (o->rate_mean && time_s > 0)
+			*best[d] = flop / time_s / 1e12;
 	}
 	if (rv == HEXI_OK)
 		rv = mem_bench(o, dev, s, g, r);

@@ -166,6 +166,12 @@ static json_t *meas_json(const hexi_prof_meas *m)
 	    m->stat.median_s, "min_s", m->stat.min_s, "max_s", m->stat.max_s,
 	    "spread_pct", m->stat.spread_pct, "check_err", m->check_err);
 
+	if (o != NULL &&
+	    json_object_set_new(o, "calls_per_sample",
+				json_integer(m->stat.calls_per_sample))) {
+		json_decref(o);
+		return NULL;
+	}
 	if (o != NULL && m->device >= 0 &&
 	    json_object_set_new(o, "device", json_integer(m->device))) {
 		json_decref(o);

@@ -12,10 +12,11 @@
 
 #include "hexi_prof.h"
 
-#define MAX_REPEATS 10000
-#define MAX_DIM	    65536L
-#define MAX_ELEMS   (1L << 31)
-#define MAX_BYTES   (1ULL << 34)
+#define MAX_REPEATS    10000
+#define MAX_PER_SAMPLE 1000
+#define MAX_DIM	       65536L
+#define MAX_ELEMS      (1L << 31)
+#define MAX_BYTES      (1ULL << 34)
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -31,6 +32,7 @@ hexi_rc hexi_prof_stat_of(double *samples_s, int n, hexi_prof_stat *out)
 				  n);
 	qsort(samples_s, (size_t)n, sizeof(*samples_s), cmp_double);
 	out->repeats = n;
+	out->calls_per_sample = 1;
 	out->min_s = samples_s[0];
 	out->max_s = samples_s[n - 1];
 	if (n % 2)
@@ -46,11 +48,38 @@ hexi_rc hexi_prof_stat_of(double *samples_s, int n, hexi_prof_stat *out)
 hexi_rc hexi_prof_time(hexi_prof_fn fn, void *arg, int warmup, int repeats,
 		       hexi_prof_stat *out)
 {
+	return hexi_prof_time_min(fn, arg, warmup, repeats, 0.0, out);
+}
+
+/* Calls per sample so that a sample lasts about min_s (one timed call). */
+static hexi_rc calibrate(hexi_prof_fn fn, void *arg, double min_s, int *k)
+{
+	double t0, t;
+	hexi_rc rv;
+
+	*k = 1;
+	if (!(min_s > 0))
+		return HEXI_OK;
+	t0 = hexi_now_s();
+	if ((rv = fn(arg)) != HEXI_OK)
+		return rv;
+	t = hexi_now_s() - t0;
+	if (t < min_s)
+		*k = t > min_s / MAX_PER_SAMPLE ? (int)(min_s / t) + 1
+						: MAX_PER_SAMPLE;
+	return HEXI_OK;
+}
+
+hexi_rc hexi_prof_time_min(hexi_prof_fn fn, void *arg, int warmup, int repeats,
+			   double min_sample_s, hexi_prof_stat *out)
+{
 	double *t = NULL;
 	hexi_rc rv = HEXI_ERR_INVAL;
+	int k = 1;
 
 	if (fn == NULL || out == NULL || warmup < 0 || warmup > MAX_REPEATS ||
-	    repeats < 1 || repeats > MAX_REPEATS)
+	    repeats < 1 || repeats > MAX_REPEATS || !(min_sample_s >= 0) ||
+	    min_sample_s > 10)
 		return hexi_error(HEXI_ERR_INVAL,
 				  "timing: warmup %d, repeats %d (1..%d)",
 				  warmup, repeats, MAX_REPEATS);
@@ -62,14 +91,18 @@ hexi_rc hexi_prof_time(hexi_prof_fn fn, void *arg, int warmup, int repeats,
 	for (int i = 0; i < warmup; i++)
 		if ((rv = fn(arg)) != HEXI_OK)
 			goto out;
+	if ((rv = calibrate(fn, arg, min_sample_s, &k)) != HEXI_OK)
+		goto out;
 	for (int i = 0; i < repeats; i++) {
 		double t0 = hexi_now_s();
 
-		if ((rv = fn(arg)) != HEXI_OK)
-			goto out;
-		t[i] = hexi_now_s() - t0;
+		for (int j = 0; j < k; j++)
+			if ((rv = fn(arg)) != HEXI_OK)
+				goto out;
+		t[i] = (hexi_now_s() - t0) / k;
 	}
 	rv = hexi_prof_stat_of(t, repeats, out);
+	out->calls_per_sample = k;
 out:
 	free(t);
 	return rv;
@@ -173,6 +206,7 @@ void hexi_prof_opts_defaults(hexi_prof_opts *o)
 	o->warmup = 2;
 	o->repeats = 10;
 	o->max_msg_bytes = 64u << 20;
+	o->min_sample_s = 0.02;
 }
 
 /* Square shapes plus the GEMMs of a Llama-2-7B layer for 4096 tokens

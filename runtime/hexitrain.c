@@ -215,6 +215,7 @@ static int parse_args(cli *c, int argc, char **argv)
 {
 	int opt;
 
+	memset(c, 0, sizeof(*c));
 	hexi_rt_opts_defaults(&c->rt);
 	hexi_train_opts_defaults(&c->tr);
 	c->rt.timeout_s = 300;

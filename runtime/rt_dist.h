@@ -72,7 +72,8 @@ hexi_rc rt_sync_create(hexi_rt *rt, const rt_param_ref *params, int nparams,
 		       rt_sync **out);
 /* Sum every chunk over its holders (replicated tensors weighted 1/t so each
  * pipeline counts once).  Gradients must already be scaled by 1/global
- * batch.  Then *sumsq = squared global L2 norm, each element once. */
+ * batch.  Then *sumsq = squared global L2 norm, each element once (not
+ * computed when sumsq is NULL). */
 hexi_rc rt_sync_run(rt_sync *s, double *sumsq);
 /* Bytes this rank all-reduces per step, and the number of groups used. */
 size_t rt_sync_bytes(const rt_sync *s);

@@ -14,6 +14,10 @@
  * the lowest holder of each pipeline contributes (the others add zeros), so
  * every pipeline counts once without a rounding 1/t factor.
  *
+ * A bucket whose chunks are contiguous in memory on every member (a plan of
+ * TP-1 stages, where the model's gradients are one array in layout order)
+ * is all-reduced in place without packing.
+ *
  * Norm: after the sum every holder has the same chunk; the lowest rank of the
  * chunk counts its squares, so each global element is counted once.
  */
@@ -37,6 +41,7 @@ typedef struct sync_bucket {
 	int npieces, cap;
 	sync_piece *pieces;
 	size_t total; /* elements */
+	int inplace;  /* pieces contiguous on every member: no packing */
 } sync_bucket;
 
 struct rt_sync {
@@ -210,6 +215,28 @@ static hexi_rc check_coverage(const rt_sync *s, const rt_param_ref *params,
 	return HEXI_OK;
 }
 
+/* A bucket whose chunks lie back to back in memory, in chunk order, on
+ * every member is all-reduced in place (no pack and unpack copies).  Memory
+ * order is local, so the members agree on it collectively (in bucket order,
+ * which every member shares). */
+static hexi_rc agree_inplace(rt_sync *s)
+{
+	for (int i = 0; i < s->nb; i++) {
+		sync_bucket *b = &s->b[i];
+		double broken = 0;
+		hexi_rc rc;
+		for (int k = 0; k + 1 < b->npieces; k++)
+			if (b->pieces[k].grad + b->pieces[k].count !=
+			    b->pieces[k + 1].grad)
+				broken = 1;
+		rc = b->g->comm->ops->allreduce_sum(b->g, &broken, 1, RT_F64);
+		if (rc != HEXI_OK)
+			return hexi_error_prefix(rc, "sync setup");
+		b->inplace = broken == 0;
+	}
+	return HEXI_OK;
+}
+
 hexi_rc rt_sync_create(hexi_rt *rt, const rt_param_ref *params, int nparams,
 		       rt_sync **out)
 {
@@ -250,10 +277,11 @@ hexi_rc rt_sync_create(hexi_rt *rt, const rt_param_ref *params, int nparams,
 		if (rc != HEXI_OK)
 			goto out;
 	}
-	if ((rc = check_coverage(s, params, nparams, covered)) != HEXI_OK)
+	if ((rc = check_coverage(s, params, nparams, covered)) != HEXI_OK ||
+	    (rc = agree_inplace(s)) != HEXI_OK)
 		goto out;
 	for (int i = 0; i < s->nb; i++)
-		if (s->b[i].total > s->bufcap)
+		if (!s->b[i].inplace && s->b[i].total > s->bufcap)
 			s->bufcap = s->b[i].total;
 	s->buf = malloc(sizeof(float) * (s->bufcap ? s->bufcap : 1));
 	if (s->buf == NULL) {
@@ -283,10 +311,30 @@ static double piece_sumsq(const sync_piece *p)
 	return acc;
 }
 
+/* One bucket: pack, all-reduce, unpack; squares into *sumsq unless NULL.
+ * (Packing wins: per-chunk in-place all-reduces of the same bytes measured
+ * 1.5-2.6x slower here.) */
 static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
 {
 	float *q = s->buf;
 	hexi_rc rc;
+
+	if (b->inplace) {
+		for (int i = 0; i < b->npieces; i++)
+			if (!b->pieces[i].contribute)
+				memset(b->pieces[i].grad, 0,
+				       sizeof(float) * b->pieces[i].count);
+		q = b->pieces[0].grad;
+		rc = rt_allreduce_f32(b->g, q, b->total);
+		if (rc != HEXI_OK)
+			return hexi_error_prefix(rc,
+						 "gradient sync (%zu "
+						 "elements)",
+						 b->total);
+		for (int i = 0; sumsq != NULL && i < b->npieces; i++)
+			*sumsq += piece_sumsq(&b->pieces[i]);
+		return HEXI_OK;
+	}
 
 	for (int i = 0; i < b->npieces; i++) {
 		const sync_piece *p = &b->pieces[i];
@@ -305,7 +353,8 @@ static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
 		memcpy(b->pieces[i].grad, q,
 		       sizeof(float) * b->pieces[i].count);
 		q += b->pieces[i].count;
-		*sumsq += piece_sumsq(&b->pieces[i]);
+		if (sumsq != NULL)
+			*sumsq += piece_sumsq(&b->pieces[i]);
 	}
 	return HEXI_OK;
 }
@@ -316,8 +365,11 @@ hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 	hexi_rc rc;
 
 	for (int i = 0; i < s->nb; i++)
-		if ((rc = bucket_run(s, &s->b[i], &acc)) != HEXI_OK)
+		if ((rc = bucket_run(s, &s->b[i], sumsq ? &acc : NULL)) !=
+		    HEXI_OK)
 			return rc;
+	if (sumsq == NULL)
+		return HEXI_OK;
 	for (int i = 0; i < s->solo.npieces; i++)
 		acc += piece_sumsq(&s->solo.pieces[i]);
 	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,

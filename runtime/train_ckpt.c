@@ -88,6 +88,45 @@ static hexi_rc commit(hexi_trainer *t, const char *dir,
 	return rc;
 }
 
+/* The options that decide what a resumed run computes (the synthetic
+ * corpus depends on the seed): blob "hexitrain.train", checked on resume. */
+static int train_text(const hexi_trainer *t, char *buf, size_t cap)
+{
+	return snprintf(buf, cap, "seed=%llu optimizer=%s\n",
+			(unsigned long long)t->o.seed,
+			t->o.optimizer == HEXI_OPT_SGD ? "sgd" : "adamw");
+}
+
+static hexi_rc write_train_blob(const hexi_trainer *t, hexi_ckpt_writer *w)
+{
+	char buf[128];
+	int n = train_text(t, buf, sizeof(buf));
+
+	return hexi_ckpt_write_blob(w, "hexitrain.train", buf, (size_t)n);
+}
+
+/* Warn (rank 0) when the resumed run differs in seed or optimizer. */
+static void check_train_blob(const hexi_trainer *t, hexi_ckpt_reader *r)
+{
+	char want[128];
+	void *got = NULL;
+	size_t len = 0;
+	int n = train_text(t, want, sizeof(want));
+
+	if (t->rt->rank != 0 ||
+	    hexi_ckpt_read_blob(r, "hexitrain.train", &got, &len) != HEXI_OK) {
+		hexi_error_clear();
+		return;
+	}
+	if (len != (size_t)n || memcmp(got, want, len) != 0)
+		hexi_log(HEXI_LOG_WARN,
+			 "resume: the checkpoint was written with '%.*s', "
+			 "this run uses '%.*s'",
+			 (int)(len < 100 ? len - (len > 0) : 100), (char *)got,
+			 n - 1, want);
+	free(got);
+}
+
 hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 {
 	hexi_ckpt_writer *w = NULL;
@@ -102,6 +141,8 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 	rc = hexi_ckpt_save_begin(dir, &meta, t->rt->rank, &w);
 	for (int i = 0; rc == HEXI_OK && i < rt_model_nparams(t->model); i++)
 		rc = write_param(t, w, rt_model_param(t->model, i));
+	if (rc == HEXI_OK && t->rt->rank == 0)
+		rc = write_train_blob(t, w);
 	if (w != NULL) {
 		if (rc == HEXI_OK)
 			rc = hexi_ckpt_save_end(w);
@@ -170,6 +211,7 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 		return rc;
 	m = hexi_ckpt_reader_meta(r);
 	moments = t->o.optimizer == HEXI_OPT_ADAMW && m->opt_step > 0;
+	check_train_blob(t, r);
 	for (int i = 0; rc == HEXI_OK && i < rt_model_nparams(t->model); i++)
 		rc = read_param(r, rt_model_param(t->model, i), moments);
 	if (rc == HEXI_OK) {
@@ -197,6 +239,45 @@ hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 }
 
 #else /* no checkpoint library */
+
+/* The options that decide what a resumed run computes (the synthetic
+ * corpus depends on the seed): blob "hexitrain.train", checked on resume. */
+static int train_text(const hexi_trainer *t, char *buf, size_t cap)
+{
+	return snprintf(buf, cap, "seed=%llu optimizer=%s\n",
+			(unsigned long long)t->o.seed,
+			t->o.optimizer == HEXI_OPT_SGD ? "sgd" : "adamw");
+}
+
+static hexi_rc write_train_blob(const hexi_trainer *t, hexi_ckpt_writer *w)
+{
+	char buf[128];
+	int n = train_text(t, buf, sizeof(buf));
+
+	return hexi_ckpt_write_blob(w, "hexitrain.train", buf, (size_t)n);
+}
+
+/* Warn (rank 0) when the resumed run differs in seed or optimizer. */
+static void check_train_blob(const hexi_trainer *t, hexi_ckpt_reader *r)
+{
+	char want[128];
+	void *got = NULL;
+	size_t len = 0;
+	int n = train_text(t, want, sizeof(want));
+
+	if (t->rt->rank != 0 ||
+	    hexi_ckpt_read_blob(r, "hexitrain.train", &got, &len) != HEXI_OK) {
+		hexi_error_clear();
+		return;
+	}
+	if (len != (size_t)n || memcmp(got, want, len) != 0)
+		hexi_log(HEXI_LOG_WARN,
+			 "resume: the checkpoint was written with '%.*s', "
+			 "this run uses '%.*s'",
+			 (int)(len < 100 ? len - (len > 0) : 100), (char *)got,
+			 n - 1, want);
+	free(got);
+}
 
 hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 {

@@ -397,6 +397,57 @@ static int cmp_node_mem(const void *a, const void *b, void *arg)
 
 /* Groups g[ng] of one pipeline: try node orders (memory descending and
  * ascending, each along a max-bandwidth path) and keep the better. */
+/* Build the pipeline with nodes in the order nd[k]; keep it in *pl if it
+ * beats *best (min-max stage time; a negative value is a deficit). */
+static void try_order(pl_state *st, pl_grp *g, int ng, const int *nd, int k,
+		      pl_grp **ord, hexi_pipeline *pl, double *best, int *have)
+{
+	hexi_pipeline tmp = {0};
+	int q = 0;
+	double r;
+
+	for (int i = 0; i < k; i++)
+		for (int j = 0; j < ng; j++)
+			if (g[j].node == nd[i])
+				ord[q++] = &g[j];
+	r = build_pipe(st, ord, ng, &tmp);
+	if (r >= 0 && (!*have || r < *best)) {
+		free_stages(pl);
+		*pl = tmp;
+		*best = r;
+		*have = 1;
+		return;
+	}
+	if (!*have && r > *best)
+		*best = r; /* smallest deficit so far */
+	free_stages(&tmp);
+}
+
+static int next_perm(int *a, int k)
+{
+	int i = k - 2, j = k - 1, t;
+
+	while (i >= 0 && a[i] >= a[i + 1])
+		i--;
+	if (i < 0)
+		return 0;
+	while (a[j] <= a[i])
+		j--;
+	t = a[i];
+	a[i] = a[j];
+	a[j] = t;
+	for (int l = i + 1, r = k - 1; l < r; l++, r--) {
+		t = a[l];
+		a[l] = a[r];
+		a[r] = t;
+	}
+	return 1;
+}
+
+/* Groups g[ng] of one pipeline: node orders memory descending and
+ * ascending, each along a max-bandwidth path; every order when the
+ * pipeline spans at most 3 nodes (5 for the exhaustive search).  Keep the
+ * best. */
 static double order_and_split(pl_state *st, pl_grp *g, int ng,
 			      hexi_pipeline *pl)
 {
@@ -409,28 +460,17 @@ static double order_and_split(pl_state *st, pl_grp *g, int ng,
 	for (int i = 0; i < ng; i++)
 		if (k == 0 || nd[k - 1] != g[i].node)
 			nd[k++] = g[i].node;
+	if (k <= (st->all_orders ? 5 : 3)) {
+		do
+			try_order(st, g, ng, nd, k, ord, pl, &best, &have);
+		while (next_perm(nd, k));
+		goto out;
+	}
 	for (int dir = 1; dir >= -1; dir -= 2) {
-		hexi_pipeline tmp = {0};
-		int q = 0;
-		double r;
 		node_key nk = {&st->x, dir};
 		qsort_r(nd, (size_t)k, sizeof(int), cmp_node_mem, &nk);
 		order_nodes(&st->x, nd, k);
-		for (int i = 0; i < k; i++)
-			for (int j = 0; j < ng; j++)
-				if (g[j].node == nd[i])
-					ord[q++] = &g[j];
-		r = build_pipe(st, ord, ng, &tmp);
-		if (r >= 0 && (!have || r < best)) {
-			free_stages(pl);
-			*pl = tmp;
-			best = r;
-			have = 1;
-			continue;
-		}
-		if (!have && r > best)
-			best = r; /* smallest deficit so far */
-		free_stages(&tmp);
+		try_order(st, g, ng, nd, k, ord, pl, &best, &have);
 	}
 out:
 	free(ord);

@@ -173,6 +173,7 @@ hexi_rc pl_search_exhaustive(pl_state *st, pl_cand *best)
 				  "strategy exhaustive: %d GPUs (at most 8)",
 				  n);
 	memset(part, 0, sizeof(part));
+	st->all_orders = 1;
 	for (;;) {
 		int P = 0, i;
 		for (i = 0; i < n; i++)

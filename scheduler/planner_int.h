@@ -22,6 +22,7 @@ typedef struct pl_state {
 	uint64_t rng;	 /* splitmix64 state (from --seed) */
 	long evals;	 /* candidates evaluated */
 	int *type_max;	 /* [ntypes] most GPUs of that type on one node */
+	int all_orders;	 /* phase 2 tries every node order (exhaustive) */
 } pl_state;
 
 /* A complete candidate plan: pipelines (owned) and its evaluation. */

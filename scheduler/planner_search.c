@@ -214,6 +214,57 @@ out:
 	free(part);
 }
 
+/* Local search on the best plan: move one TP group to another pipeline
+ * (phase 2 redone) while that helps; finds uneven pipeline sizes that a
+ * balanced phase-1 partition cannot.  Only for plans of <= 64 groups. */
+static void local_moves(pl_state *st, pl_cand *best)
+{
+	int n = st->x.ndev, *part = calloc((size_t)n * 2, sizeof(int));
+	int *grp = part + n, G = 0, moved = 1;
+
+	if (!part || !best->pp || best->np < 2 || best->score >= PL_INFEASIBLE)
+		goto out;
+	for (int p = 0; p < best->np; p++)
+		G += best->pp[p].nstages;
+	if (G > 64)
+		goto out;
+	for (int round = 0; moved && round < 8 && !pl_out_of_time(st);
+	     round++) {
+		moved = 0;
+		cand_groups(st, best, part, grp);
+		for (int g = 0; g < G && !moved; g++) {
+			int from = -1, left = 0;
+			for (int i = 0; i < n; i++)
+				if (grp[i] == g)
+					from = part[i];
+			for (int i = 0; i < n; i++)
+				left += part[i] == from && grp[i] != g;
+			for (int to = 0; to < best->np && !moved && left;
+			     to++) {
+				pl_cand c = {0};
+				if (to == from)
+					continue;
+				for (int i = 0; i < n; i++)
+					if (grp[i] == g)
+						part[i] = to;
+				if (pl_phase2_groups(st, part, best->np, grp,
+						     &c) == 0) {
+					trace(st, "move", best->np, 0, NULL,
+					      &c);
+					moved = pl_cand_take(best, &c);
+				} else {
+					pl_cand_free(&c);
+				}
+				for (int i = 0; i < n && !moved; i++)
+					if (grp[i] == g)
+						part[i] = from;
+			}
+		}
+	}
+out:
+	free(part);
+}
+
 /* Fewest pipelines that can use every GPU: a pipeline has at most L
  * stages of at most min(KV, GPUs of a node) GPUs each. */
 static int min_pipelines(const pl_state *st)
@@ -263,6 +314,7 @@ hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best)
 		    pl_out_of_time(st))
 			break;
 	}
+	local_moves(st, best);
 	pl_search_mb(st, best);
 out:
 	free(part);

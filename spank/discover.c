@@ -81,14 +81,16 @@ static hexi_rc fill_nodes(const slurm_job_info_t *job,
 			rc =
 			    hexi_error(HEXI_ERR_SLURM, "step node list '%.64s'",
 				       lay->node_list);
-		} else if (k < 0 || (uint32_t)k >= job->gres_detail_cnt) {
+		} else if (k < 0) {
 			rc =
-			    hexi_error(HEXI_ERR_NODEV,
-				       "node %s: the job has no GPUs there "
-				       "(ask for GPUs, e.g. --gpus-per-task=1)",
-				       h);
-		} else if (hx_gres_parse(job->gres_detail_str[k], &n->gres) !=
-			   HEXI_OK) {
+			    hexi_error(HEXI_ERR_SLURM,
+				       "node %s of the step is not in job %u's "
+				       "node list",
+				       h, a->job_id);
+		} else if ((uint32_t)k < job->gres_detail_cnt &&
+			   job->gres_detail_str[k] != NULL &&
+			   hx_gres_parse(job->gres_detail_str[k], &n->gres) !=
+			       HEXI_OK) {
 			rc = hexi_error_prefix(HEXI_ERR_SLURM, "node %s", h);
 		} else {
 			n->ntasks = lay->tasks[i];

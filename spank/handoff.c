@@ -299,6 +299,8 @@ hexi_rc hx_handoff_decode(const char *s, hx_handoff *h)
 	if (c == NULL || strlen(c + 3) != 16)
 		return hexi_error(HEXI_ERR_PARSE, "hand-off: no checksum");
 	blen = (size_t)(c - s);
+	if (blen < 4)
+		return hexi_error(HEXI_ERR_PARSE, "hand-off: empty");
 	hx_fnv1a_hex(s, blen, sum);
 	if (strcmp(sum, c + 3) != 0)
 		return hexi_error(HEXI_ERR_CHECKSUM,

@@ -88,6 +88,7 @@ extern const hx_opt_desc hx_opt_table[HX_OPT_COUNT];
 /* Resolved settings of one step (command line > env twin > plugstack). */
 typedef struct hx_settings {
 	hx_mode mode;
+	int mode_from_default;	     /* 1: mode is plugstack default_mode */
 	char plan_file[HX_PATH_MAX]; /* HX_MODE_FILE */
 	char model[HX_VALUE_MAX];
 	int global_batch, micro_batch, seq_len;

@@ -601,6 +601,15 @@ static hexi_rc make_plan(local_ctx *c)
 					  "planner returned %d nodes for %d",
 					  c->plan->cluster->nnodes,
 					  c->alloc.nnodes);
+		for (int i = 0; i < c->alloc.nnodes; i++)
+			if (strcmp(c->plan->cluster->nodes[i].name,
+				   c->alloc.nodes[i].name) != 0)
+				return hexi_error(
+				    HEXI_ERR_INTERNAL,
+				    "planner reordered the nodes "
+				    "(%s for %s)",
+				    c->plan->cluster->nodes[i].name,
+				    c->alloc.nodes[i].name);
 		return HEXI_OK;
 	}
 	return file_plan(c);
@@ -618,6 +627,19 @@ static void local_fini(local_ctx *c)
 	hx_handoff_fini(&c->ho);
 	hx_alloc_fini(&c->alloc);
 	hx_sched_close(&c->lib);
+}
+
+/* Every node of the step must have GPUs of the job. */
+static hexi_rc check_gpus(local_ctx *c)
+{
+	for (int i = 0; i < c->alloc.nnodes; i++)
+		if (c->alloc.nodes[i].gres.ngpus == 0)
+			return hexi_error(HEXI_ERR_NODEV,
+					  "node %s: the job has no GPUs there "
+					  "(ask for GPUs, e.g. "
+					  "--gpus-per-task=1)",
+					  c->alloc.nodes[i].name);
+	return HEXI_OK;
 }
 
 int hx_local_post_opt(spank_t sp)
@@ -666,6 +688,14 @@ int hx_local_user_init(spank_t sp)
 	t[0] = hexi_now_s();
 	rv = hx_discover(job, step, &c.alloc);
 	t[1] = hexi_now_s();
+	if (rv == HEXI_OK && (rv = check_gpus(&c)) == HEXI_ERR_NODEV &&
+	    c.set.mode_from_default) {
+		/* default_mode=on must not break steps without GPUs */
+		slurm_verbose("hexiscale: step %u.%u not planned: %s", job,
+			      step, hexi_errmsg(rv));
+		local_fini(&c);
+		return 0;
+	}
 	if (rv == HEXI_OK)
 		rv = make_plan(&c);
 	t[2] = hexi_now_s();

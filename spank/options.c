@@ -97,6 +97,7 @@ static hexi_rc apply(hx_settings *s, hx_opt_id id, const char *v)
 	switch (id) {
 	case HX_OPT_MODE:
 		set_mode(s, v);
+		s->mode_from_default = 0;
 		return HEXI_OK;
 	case HX_OPT_MODEL:
 		return hexi_strlcpy(s->model, v, sizeof(s->model));
@@ -120,6 +121,7 @@ hexi_rc hx_settings_resolve(hx_settings *s, const hx_conf *c,
 {
 	memset(s, 0, sizeof(*s));
 	s->mode = c->default_on ? HX_MODE_AUTO : HX_MODE_OFF;
+	s->mode_from_default = 1;
 	hexi_strlcpy(s->model, c->model, sizeof(s->model));
 	hexi_strlcpy(s->plan_dir, c->plan_dir, sizeof(s->plan_dir));
 	s->global_batch = c->global_batch;

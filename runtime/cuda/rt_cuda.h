@@ -22,6 +22,7 @@
 #define HEXI_RT_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hexi_common.h"
 
@@ -112,8 +113,28 @@ hexi_rc rt_cuda_matmul_backward(rt_cuda *c, rt_cuda_dtype dt, void *dinp,
 				float *dw, const void *dout, const void *inp,
 				const void *w, int BT, int C, int OC);
 
-/* ---- kernels (rt_kernels.cu, rt_attention.cu) -----------------------------
- */
+/* Row-parallel layout, weight stored transposed (C,OC) (rt_matmul_tw_*):
+ * out (BT,OC) = inp . w; dinp (BT,C) += dout . w^T; dw (C,OC) += inp^T dout. */
+hexi_rc rt_cuda_matmul_tw_forward(rt_cuda *c, rt_cuda_dtype dt, void *out,
+				  const void *inp, const void *w, int BT, int C,
+				  int OC);
+hexi_rc rt_cuda_matmul_tw_backward(rt_cuda *c, rt_cuda_dtype dt, void *dinp,
+				   float *dw, const void *dout, const void *inp,
+				   const void *w, int BT, int C, int OC);
+
+/* ---- kernels (rt_kernels.cu, rt_attention.cu) ---------------------------- */
+
+/* Embedding: out (BT,C) = wte[tokens], wte (V,C), tokens (BT) device ints;
+ * backward dwte (V,C) fp32 += scatter of dout. */
+hexi_rc rt_cuda_embed_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
+			      const int *tokens, const void *wte, int BT, int C,
+			      int V);
+hexi_rc rt_cuda_embed_backward(rt_cuda_stream s, rt_cuda_dtype dt, float *dwte,
+			       const void *dout, const int *tokens, int BT,
+			       int C, int V);
+/* out (n) = a + b (out may alias a or b): the residual connection. */
+hexi_rc rt_cuda_add(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
+		    const void *a, const void *b, size_t n);
 
 /* Element type conversion: out (n) of type to = in (n) of type from. */
 hexi_rc rt_cuda_cast(rt_cuda_stream s, void *out, rt_cuda_dtype to,
@@ -185,6 +206,43 @@ hexi_rc rt_cuda_adamw(rt_cuda_stream s, rt_cuda_dtype dt, float *master,
 		      void *w, const float *g, float *m, float *v, size_t n,
 		      float lr, float beta1, float beta2, float eps,
 		      float weight_decay, int step);
+
+/* ---- whole model on one GPU (rt_cuda_model.c) ------------------------------
+ */
+
+/*
+ * The reference Llama-style model (rt_model.h's layers, names and
+ * initialisation) trained on one GPU with these kernels: all layers, the
+ * embedding and the head on the device, activations and weights in dt,
+ * fp32 gradients, fp32 master weights and AdamW state.  No tensor or
+ * pipeline parallelism: the single-GPU training path (throughput and MFU
+ * runs, and the check that a GPU step equals the CPU model's).
+ */
+struct hexi_model;
+typedef struct rt_cuda_model rt_cuda_model;
+
+/* B samples of the model's seq_len per step; weights from
+ * rt_init_tensor(seed) exactly as the CPU model's. */
+hexi_rc rt_cuda_model_create(rt_cuda *c, const struct hexi_model *md,
+			     rt_cuda_dtype dt, int B, uint64_t seed,
+			     rt_cuda_model **out);
+void rt_cuda_model_destroy(rt_cuda_model *m);
+/* Zero the gradients, forward and backward one batch: tokens, targets
+ * (B,T) host ints in [0,V).  *loss = mean token cross-entropy; the
+ * gradients are those of that mean. */
+hexi_rc rt_cuda_model_fwd_bwd(rt_cuda_model *m, const int *tokens,
+			      const int *targets, double *loss);
+/* AdamW on every parameter (decay on 2-D tensors only), step >= 1. */
+hexi_rc rt_cuda_model_adamw(rt_cuda_model *m, float lr, float beta1,
+			    float beta2, float eps, float weight_decay,
+			    int step);
+/* Copy a parameter (what 0: fp32 master weights, 1: fp32 gradient) of
+ * LAYOUT name to host out (n = its element count). */
+hexi_rc rt_cuda_model_read(rt_cuda_model *m, const char *name, int what,
+			   float *out, size_t n);
+size_t rt_cuda_model_numel(const rt_cuda_model *m);
+/* FLOPs of one fwd+bwd of a batch (the formula of rt_model_flops). */
+double rt_cuda_model_flops(const rt_cuda_model *m);
 
 #ifdef __cplusplus
 }

@@ -94,7 +94,7 @@ extern "C" hexi_rc rt_cuda_rmsnorm_forward(rt_cuda_stream s, rt_cuda_dtype dt,
 					   const void *inp, const void *w,
 					   int BT, int C, float eps)
 {
-	if (BT < 0 || C < 1 || BT > 2147483647 / 1)
+	if (BT < 0 || C < 1)
 		return hexi_error(HEXI_ERR_INVAL, "rmsnorm: BT %d C %d", BT, C);
 	if (BT == 0)
 		return HEXI_OK;
@@ -390,4 +390,102 @@ extern "C" hexi_rc rt_cuda_adamw(rt_cuda_stream s, rt_cuda_dtype dt,
 		    master, (float *)w, g, m, v, n, lr, beta1, beta2, eps,
 		    weight_decay, c1, c2);
 	return launch_check("adamw");
+}
+
+/* ---- embedding and residual ------------------------------------------------
+ */
+
+/* out (BT,C) = wte[tokens] (wte (V,C)); out-of-range ids give zero rows
+ * (the caller validates ids; this keeps a bad id from reading outside). */
+template <typename T>
+__global__ void embed_fwd(T *out, const int *tokens, const T *wte, int BT,
+			  int C, int V)
+{
+	size_t n = (size_t)BT * C;
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		int tok = tokens[i / C];
+		st(out, i,
+		   tok >= 0 && tok < V ? ld(wte, (size_t)tok * C + i % C)
+				       : 0.0f);
+	}
+}
+
+/* dwte (V,C) fp32 += scatter of dout (BT,C); atomics (tokens repeat). */
+template <typename T>
+__global__ void embed_bwd(float *dwte, const T *dout, const int *tokens, int BT,
+			  int C, int V)
+{
+	size_t n = (size_t)BT * C;
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		int tok = tokens[i / C];
+		if (tok >= 0 && tok < V)
+			atomicAdd(&dwte[(size_t)tok * C + i % C], ld(dout, i));
+	}
+}
+
+template <typename T>
+__global__ void add_kernel(T *out, const T *a, const T *b, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		st(out, i, ld(a, i) + ld(b, i));
+}
+
+extern "C" hexi_rc rt_cuda_embed_forward(rt_cuda_stream s, rt_cuda_dtype dt,
+					 void *out, const int *tokens,
+					 const void *wte, int BT, int C, int V)
+{
+	size_t n = (size_t)BT * C;
+
+	if (BT < 0 || C < 1 || V < 1)
+		return hexi_error(HEXI_ERR_INVAL, "embed: BT %d C %d V %d", BT,
+				  C, V);
+	if (n == 0)
+		return HEXI_OK;
+	if (dt == RT_CUDA_BF16)
+		embed_fwd<<<grid_for(n, 256), 256, 0, s>>>(
+		    (bf16 *)out, tokens, (const bf16 *)wte, BT, C, V);
+	else
+		embed_fwd<<<grid_for(n, 256), 256, 0, s>>>(
+		    (float *)out, tokens, (const float *)wte, BT, C, V);
+	return launch_check("embed_forward");
+}
+
+extern "C" hexi_rc rt_cuda_embed_backward(rt_cuda_stream s, rt_cuda_dtype dt,
+					  float *dwte, const void *dout,
+					  const int *tokens, int BT, int C,
+					  int V)
+{
+	size_t n = (size_t)BT * C;
+
+	if (BT < 0 || C < 1 || V < 1)
+		return hexi_error(HEXI_ERR_INVAL, "embed: BT %d C %d V %d", BT,
+				  C, V);
+	if (n == 0)
+		return HEXI_OK;
+	if (dt == RT_CUDA_BF16)
+		embed_bwd<<<grid_for(n, 256), 256, 0, s>>>(
+		    dwte, (const bf16 *)dout, tokens, BT, C, V);
+	else
+		embed_bwd<<<grid_for(n, 256), 256, 0, s>>>(
+		    dwte, (const float *)dout, tokens, BT, C, V);
+	return launch_check("embed_backward");
+}
+
+extern "C" hexi_rc rt_cuda_add(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
+			       const void *a, const void *b, size_t n)
+{
+	if (n == 0)
+		return HEXI_OK;
+	if (dt == RT_CUDA_BF16)
+		add_kernel<<<grid_for(n, 256), 256, 0, s>>>(
+		    (bf16 *)out, (const bf16 *)a, (const bf16 *)b, n);
+	else
+		add_kernel<<<grid_for(n, 256), 256, 0, s>>>(
+		    (float *)out, (const float *)a, (const float *)b, n);
+	return launch_check("add");
 }

@@ -146,6 +146,8 @@ int main(int argc, char **argv)
 	} else if (strcmp(argv[1], "reshard") == 0) {
 		hexi_ckpt_reshard_target t = {l, fx_world(g.np, g.tp), g.hash,
 					      "{\"fixture\":\"resharded\"}", 0};
+		const char *mb = getenv("CKPT_GEN_BUFFER_MIB");
+		t.max_buffer_bytes = mb ? (size_t)atol(mb) << 20 : 0;
 		rc = hexi_ckpt_open(argv[2], NULL, &r);
 		if (rc == HEXI_OK)
 			rc = hexi_ckpt_reshard(r, &t, argv[3], NULL, NULL);

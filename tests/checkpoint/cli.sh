@@ -64,6 +64,15 @@ expect_eq "diff --json: not identical" "$(json "d['identical']" <"$T/out")" Fals
 expect_eq "diff --json: max_abs > 0 for embed.weight" \
 	"$(json "[t['max_abs'] > 0 for t in d['tensors'] if t['name'] == 'embed.weight']" <"$T/out")" "[True]"
 
+"$CK" diff --tolerance 1 "$T/a" "$T/c" >/dev/null; expect_eq "diff --tolerance 1: equal within it (exit 0)" $? 0
+"$CK" diff --tolerance x "$T/a" "$T/c" >/dev/null 2>&1; expect_eq "diff --tolerance x: exit 2" $? 2
+expect_eq "info --step 7" "$("$CK" info --json --step 7 "$T/a" | json "d['step']")" 7
+"$CK" info --step 99 "$T/a" >/dev/null 2>&1; expect_eq "info --step 99: exit 7" $? 7
+if command -v script >/dev/null; then
+	script -qec "'$CK' verify '$T/a'" /dev/null >"$T/tty" 2>&1
+	check "progress bar on a terminal" grep -q '100%' "$T/tty"
+fi
+
 # export: one HDF5 file of full tensors; A and B export the same tensors
 check "export A" "$CK" export -q "$T/a" -o "$T/a.h5"
 check "export B" "$CK" export -q "$T/b" -o "$T/b.h5"

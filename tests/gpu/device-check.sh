@@ -1,3 +1,219 @@
 #!/bin/bash
-echo "SUMMARY: no usable GPU"
-exit 77
+# device-check.sh - everything that needs an NVIDIA GPU, in one run of at
+# most 8 minutes on a machine with one GPU, ending with one SUMMARY block:
+#
+#   1. build the GPU path (configure --with-cuda, only this GPU's arch)
+#   2. the CUDA kernels against their CPU references (test_kernels) and the
+#      NCCL backend on one rank (test_nccl.t)
+#   3. hexiprof in GPU mode: GEMM TFLOPS (bf16/fp16/fp32), memory and
+#      host<->device bandwidth, written as a profile
+#   4. one training step of the whole model on the GPU against the CPU model,
+#      then training throughput (tokens/s, MFU against the catalog peak) of a
+#      ~1B-parameter model in bf16 on one GPU (bench_gpu_train)
+#   5. the cost-model fidelity comparison (tests/bench/fidelity.sh)
+#
+# Usage: tests/gpu/device-check.sh      (from anywhere; run as root or with
+#        write access to the tree).  Environment:
+#   HEXI_BUILD   build directory (default: $HEXI_SRC/build-gpu)
+#   HEXI_DEVICE_CHECK_NO_BUILD=1   use HEXI_BUILD as it is (no build step)
+#   HEXI_JOBS    make -j (default: number of CPUs)
+#   OUT          if set, SUMMARY and the files measured are copied there
+# Exit: 0 every step that ran passed; 1 a step failed; 77 no usable GPU here
+# (the reason is in the summary); the summary is printed in every case.
+set -u
+start=$(date +%s)
+BUDGET_S=${HEXI_DEVICE_CHECK_BUDGET_S:-480}
+HEXI_SRC=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${HEXI_BUILD:-$HEXI_SRC/build-gpu}
+work=$(mktemp -d /tmp/hexi-device-check.XXXXXX) || exit 99
+trap 'rm -rf "$work"' EXIT
+summary=()
+failed=0
+
+note() { summary+=("$(printf '%-14s %s' "$1" "$2")"); }
+left() { echo $((BUDGET_S - ($(date +%s) - start))); }
+finish() {
+	local st=$1
+	{
+		echo "==================== SUMMARY (device-check) ===================="
+		printf '%s\n' "${summary[@]}"
+		echo "elapsed        $(($(date +%s) - start)) s of ${BUDGET_S} s"
+		echo "result         $([ "$st" -eq 0 ] && echo PASS || { [ "$st" -eq 77 ] && echo "SKIP (no usable GPU)" || echo FAIL; })"
+	} | tee "$work/SUMMARY.txt"
+	if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+		cp "$work"/*.txt "$work"/*.json "$OUT"/ 2>/dev/null
+	fi
+	exit "$st"
+}
+# run NAME TIMEOUT CMD...: run with a time limit inside the budget; output
+# to $work/NAME.txt; returns the command's status (124: timed out).
+run() {
+	local name=$1 limit=$2 rem
+	shift 2
+	rem=$(left)
+	[ "$rem" -gt 5 ] || { echo "budget exhausted before $name" >"$work/$name.txt"; return 124; }
+	[ "$limit" -le "$rem" ] || limit=$rem
+	timeout "$limit" "$@" >"$work/$name.txt" 2>&1
+}
+
+# ---- 0. the GPU -----------------------------------------------------------
+gpu_name="" cc=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+	gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+	cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
+fi
+note "gpu" "${gpu_name:-unknown (nvidia-smi absent or failed)}${cc:+, compute capability $cc}"
+
+# ---- 1. build ---------------------------------------------------------------
+if [ "${HEXI_DEVICE_CHECK_NO_BUILD:-0}" = 1 ]; then
+	note "build" "skipped (HEXI_DEVICE_CHECK_NO_BUILD=1), using $BUILD"
+else
+	archs=${CUDA_ARCHS:-${cc:-80 89 90}}
+	export HEXI_SRC HEXI_JOBS=${HEXI_JOBS:-$(nproc)}
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	if run build 300 bash -c '. "$HEXI_SRC/tests/deps.sh" &&
+		hexi_build "$1" --enable-werror --with-cuda "CUDA_ARCHS=$2"' \
+		build "$BUILD" "$archs"; then
+		note "build" "ok (--with-cuda, CUDA_ARCHS=$archs) in $(($(date +%s) - start)) s"
+	else
+		tail -n 30 "$work/build.txt"
+		note "build" "FAILED (see above)"
+		failed=1
+		finish 1
+	fi
+fi
+
+# ---- 2. kernels and NCCL ---------------------------------------------------
+TK=$BUILD/tests/gpu/test_kernels
+if [ ! -x "$TK" ] || [ ! -x "$BUILD/tests/gpu/bench_gpu_train" ]; then
+	make -C "$BUILD/tests/gpu" test_kernels test_nccl.t test_gpu_model \
+		bench_gpu_train >"$work/make-tests.txt" 2>&1
+fi
+if [ ! -x "$TK" ]; then
+	note "kernels" "not built: this build has no CUDA (configure --with-cuda)"
+	note "reason" "no usable GPU path in $BUILD"
+	finish 77
+fi
+run kernels 120 "$TK"
+st=$?
+if [ $st -eq 77 ]; then
+	note "kernels" "SKIP: $(grep -m1 'SKIP' "$work/kernels.txt" | sed 's/^1..0 # SKIP //')"
+	note "reason" "no usable GPU: $(grep -m1 'SKIP' "$work/kernels.txt" | sed 's/^1..0 # SKIP //')"
+	finish 77
+fi
+k_pass=$(grep -c '^ok ' "$work/kernels.txt")
+k_fail=$(grep -c '^not ok ' "$work/kernels.txt")
+if [ $st -eq 0 ]; then
+	note "kernels" "ok: $k_pass checks vs CPU reference passed (fp32 + bf16)"
+else
+	grep '^not ok' "$work/kernels.txt" | head -10
+	note "kernels" "FAILED: $k_fail of $((k_pass + k_fail)) checks (exit $st)"
+	failed=1
+fi
+if [ -x "$BUILD/tests/gpu/test_nccl.t" ]; then
+	run nccl 120 "$BUILD/tests/gpu/test_nccl.t"
+	st=$?
+	n_fail=$(grep -c '^not ok ' "$work/nccl.txt")
+	if [ $st -eq 0 ]; then
+		note "nccl" "ok: $(grep -c '^ok ' "$work/nccl.txt") checks (one rank)"
+	else
+		note "nccl" "FAILED: $n_fail checks (exit $st)"
+		failed=1
+	fi
+fi
+
+# ---- 3. hexiprof -------------------------------------------------------------
+mkdir -p "$work/profiles"
+if run hexiprof 150 "$BUILD/profiler/hexiprof" --gpu -r 5 -w 2 --host=localhost \
+	-o "$work/profiles/localhost.json"; then
+	cp "$work/profiles/localhost.json" "$work/profile.json"
+	note "hexiprof" "$(python3 - "$work/profile.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+g = p["gpus"][0]
+t = g.get("gemm_tflops", {})
+print(f'{g.get("type")}: GEMM bf16 {t.get("bf16", 0):.1f} fp16 {t.get("fp16", 0):.1f} '
+      f'fp32 {t.get("fp32", 0):.1f} TFLOP/s; mem {g.get("mem_bw_gbps", 0):.0f} GB/s; '
+      f'h2d {g.get("h2d_gbps", 0):.1f} d2h {g.get("d2h_gbps", 0):.1f} GB/s')
+PY
+)"
+else
+	st=$?
+	tail -n 15 "$work/hexiprof.txt"
+	note "hexiprof" "FAILED (exit $st)"
+	failed=1
+fi
+
+# ---- 4. GPU training throughput (~1B parameters, bf16) ----------------------
+# hexitrain itself trains on CPU ranks only; the single-GPU training path is
+# rt_cuda_model (runtime/cuda), measured by bench_gpu_train after
+# test_gpu_model checked one step of it against the CPU model.
+if [ -x "$BUILD/tests/gpu/test_gpu_model" ]; then
+	run gpu-model 120 "$BUILD/tests/gpu/test_gpu_model"
+	st=$?
+	if [ $st -eq 0 ]; then
+		note "gpu model" "ok: a training step on the GPU equals the CPU model's ($(grep -c '^ok ' "$work/gpu-model.txt") checks)"
+	else
+		grep '^not ok' "$work/gpu-model.txt" | head -5
+		note "gpu model" "FAILED: $(grep -c '^not ok ' "$work/gpu-model.txt") checks (exit $st)"
+		failed=1
+	fi
+fi
+BENCH=$BUILD/tests/gpu/bench_gpu_train
+mem_gib=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+	mem_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1 | awk '{print int($1 / 1024)}')
+fi
+# ~1.1B parameters (16 layers, hidden 2048, Llama shape) need ~20 GiB of
+# weights + fp32 Adam state; smaller GPUs get the ~0.45B variant.
+if [ "${mem_gib:-0}" -ge 40 ]; then
+	layers=16 hidden=2048 heads=16 ffn=5632 batch=4 seq=2048
+else
+	layers=12 hidden=1536 heads=12 ffn=4096 batch=2 seq=1024
+fi
+cat >"$work/model-bench.json" <<EOF
+{"format":"hexiscale-model","version":1,"name":"llama-${layers}l-${hidden}","layers":$layers,
+ "hidden":$hidden,"heads":$heads,"kv_heads":$heads,"ffn":$ffn,"vocab":32000,"seq_len":$seq}
+EOF
+if [ -x "$BENCH" ]; then
+	if run train 200 "$BENCH" --model "$work/model-bench.json" --dtype bf16 \
+		--batch "$batch" --steps 6 --json; then
+		note "train" "$(python3 - "$work/train.txt" <<'PY'
+import json, sys
+s = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
+print(f"{s['model']} ({s['params'] / 1e9:.2f}B params) {s['dtype']}, batch {s['batch']}x{s['seq']}: "
+      f"{s['tokens_per_s']:.0f} tokens/s, {s['tflops']:.1f} TFLOP/s, "
+      f"MFU {100 * s['mfu']:.1f} % of {s['peak_tflops']:.1f} ({s['gpu_type']} catalog peak)")
+PY
+)"
+	else
+		st=$?
+		tail -n 15 "$work/train.txt"
+		note "train" "FAILED (exit $st)"
+		failed=1
+	fi
+else
+	note "train" "not run: no bench_gpu_train in $BUILD/tests/gpu"
+fi
+
+# ---- 5. cost-model fidelity ----------------------------------------------------
+if run fidelity-gpu 120 env HEXI_BUILD="$BUILD" bash "$HEXI_SRC/tests/bench/fidelity.sh" --gpu; then
+	note "fidelity gpu" "$(tail -n 1 "$work/fidelity-gpu.txt")"
+else
+	st=$?
+	if [ $st -eq 77 ]; then
+		note "fidelity gpu" "$(grep -m1 '^SKIP' "$work/fidelity-gpu.txt")"
+	else
+		note "fidelity gpu" "FAILED (exit $st)"
+		failed=1
+	fi
+fi
+if run fidelity-cpu 120 env HEXI_BUILD="$BUILD" bash "$HEXI_SRC/tests/bench/fidelity.sh"; then
+	note "fidelity cpu" "$(tail -n 1 "$work/fidelity-cpu.txt")"
+else
+	st=$?
+	note "fidelity cpu" "$([ $st -eq 77 ] && grep -m1 '^SKIP' "$work/fidelity-cpu.txt" || echo "FAILED (exit $st)")"
+	[ $st -eq 77 ] || failed=1
+fi
+
+finish $failed

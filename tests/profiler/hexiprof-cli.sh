@@ -42,6 +42,8 @@ done <<'TABLE'
 --bogus|unknown option
 -Z|unknown option
 stray|unexpected argument
+--only-gemm|--only-gemm needs
+--rate=max|--rate
 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1|too many
 TABLE
 

@@ -33,6 +33,20 @@ best = max(x["value"] for x in m)
 assert abs(best - p["cpu"]["gemm_gflops"]) <= 1e-5 * best, (best, p)
 assert r["profile"] == p, "report embeds the written profile"
 PY
+n=$("$P" --cpu --only-gemm --gemm=64x32x16 -r 2 -w 0 --json | python3 -c 'import json,sys; m=json.load(sys.stdin)["measurements"]; print(len(m), m[0]["shape"])')
+expect_eq "--cpu --only-gemm: just the given shape" "$n" "1 64x32x16"
+check "--rate=mean is all FLOPs over all median time" python3 - "$P" <<'PY'
+import json, subprocess, sys
+r = json.loads(subprocess.run([sys.argv[1], "--cpu", "--only-gemm", "--gemm=64x32x16",
+    "--gemm=96x80x64", "-r", "3", "-w", "0", "--rate=mean", "--json"],
+    check=True, capture_output=True, text=True).stdout)
+m = r["measurements"]
+flop = sum(2 * x * y * z for x, y, z in ((64, 32, 16), (96, 80, 64)))
+want = flop / sum(x["median_s"] for x in m) / 1e9
+got = r["profile"]["cpu"]["gemm_gflops"]
+assert abs(got - want) <= 1e-4 * want, (got, want)
+assert got <= max(x["value"] for x in m) * (1 + 1e-6), (got, m)
+PY
 out=$("$P" --mode=cpu --quick -r 2 -w 0 --no-mpi 2>&1) || fail "table mode"
 case $out in *"cpu.sgemm"*"GFLOP/s"*) pass "table lists cpu.sgemm in GFLOP/s" ;; *) fail "table: $out" ;; esac
 "$P" --mode=cpu --quick -r 1 -o /nonexistent-dir/x.json >/dev/null 2>"$d/err"

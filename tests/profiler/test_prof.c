@@ -60,6 +60,14 @@ static void test_time(void)
 	is_int(hexi_prof_time(fail_third, NULL, 1, 5, &st), HEXI_ERR_IO,
 	       "error of the timed function stops the loop");
 	is_int(calls, 3, "no call after the failure");
+	calls = 0;
+	is_int(hexi_prof_time_min(count_fn, NULL, 1, 3, 0.01, &st), HEXI_OK,
+	       "batched timing");
+	is_int(st.calls_per_sample, 1000,
+	       "a call of nanoseconds is batched to the cap of 1000");
+	is_int(calls, 1 + 1 + 3 * 1000, "warm-up + calibration + samples");
+	is_int(hexi_prof_time_min(count_fn, NULL, 1, 3, -1, &st),
+	       HEXI_ERR_INVAL, "negative minimum sample time rejected");
 	is_int(hexi_prof_time(count_fn, NULL, 0, 0, &st), HEXI_ERR_INVAL,
 	       "0 repeats rejected");
 	is_int(hexi_prof_time(count_fn, NULL, -1, 1, &st), HEXI_ERR_INVAL,

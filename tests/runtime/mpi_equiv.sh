@@ -11,6 +11,7 @@
 #   C: three pipelines, batches 2, 4, 6                             (5 ranks)
 #   D: [TP1 x 1, TP2 x 4, TP1 x 3] 9 in 3 + [TP3 x 5, TP1 x 3] 3 in 3
 #                                                                    (8 ranks)
+#   gqa: tiny-gqa, [TP3 x 2, TP1 x 2] 4 in 2 + [TP2 x 4] 4 in 1      (6 ranks)
 . "$top_srcdir/tests/runtime/rt_env.sh"
 need_mpi
 STEPS=6
@@ -43,6 +44,21 @@ for opt in "sgd --lr 0.5" "adamw --lr 0.01 --eps 1e-4"; do
 		expect_eq "$tag plan $p: same parameters" "$st" 0
 	done
 done
+# Grouped KV heads (tiny-gqa, 3 KV heads for 6 query heads): TP 3 and 2
+# split the KV heads unevenly (1+1+1 and 1+2), plan of 6 ranks.
+plan="$PLANS/equiv-gqa.json"
+"$HT" --model tiny-gqa --batch 8 --steps $STEPS --optimizer sgd --lr 0.5 \
+	--json --dump "$WORK/ref-gqa" >"$WORK/ref-gqa.json" || hard "gqa reference"
+hx_mpirun "$(plan_ranks "$plan")" "$HT" --plan "$plan" --steps $STEPS \
+	--optimizer sgd --lr 0.5 --json --dump "$WORK/gqa" >"$WORK/gqa.json" ||
+	fail "gqa plan ran"
+"$CMP" --loss "$WORK/ref-gqa.json" "$WORK/gqa.json" | tail -n 1 | sed 's/^/# /'
+"$CMP" --loss "$WORK/ref-gqa.json" "$WORK/gqa.json" >/dev/null
+expect_eq "gqa plan (TP 3, 1, 2): same loss each step" "$?" 0
+"$CMP" --params "$WORK/ref-gqa" "$WORK/gqa" | tail -n 1 | sed 's/^/# /'
+"$CMP" --params "$WORK/ref-gqa" "$WORK/gqa" >/dev/null
+expect_eq "gqa plan (TP 3, 1, 2): same parameters" "$?" 0
+
 # Plan ranks need not be launcher ranks (hexiscale-env(7)): reverse them
 # with HEXISCALE_RANK; the result must not change.
 np=$(plan_ranks "$PLANS/equiv-A.json")

@@ -55,6 +55,13 @@ expect_eq "A(3) + one process(3): same parameters" "$?" 0
 st=$?
 [ "$st" -ne 0 ] && pass "resume into another model fails ($st)" ||
 	fail "resume into another model succeeded"
+# Another seed means another synthetic corpus: the resume says so.
+# shellcheck disable=SC2086
+"$HT" --model tiny-8l --batch 12 --steps 4 $OPT --seed 99 --resume "$WORK/ck" \
+	>/dev/null 2>"$WORK/err"
+grep -q "written with 'seed=1234 optimizer=adamw', this run uses 'seed=99" \
+	"$WORK/err" && pass "resume with another seed warns" ||
+	fail "no seed warning: $(cat "$WORK/err")"
 mkdir -p "$WORK/empty"
 "$HT" --model tiny-8l --steps 1 --resume "$WORK/empty" >/dev/null 2>"$WORK/err"
 st=$?

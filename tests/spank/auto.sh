@@ -44,6 +44,13 @@ srun -N2 -n6 -w n1,n2 --gpus-per-task=1 --hexiscale=auto --hexiscale-model=tiny-
 check "2-node step: roles match a 6-GPU plan" $CHECK "$(latest_plan)" two.out
 expect_eq "2-node plan has 6 ranks" "$(field "$(latest_plan)" "p['world_size']")" 6
 
+# Without per-task binding every task sees the node's 3 GPUs: the plugin
+# narrows CUDA_VISIBLE_DEVICES to the plan's GPU of each task.
+srun -N1 -n3 -w n1 --gres=gpu:3 --hexiscale=auto --hexiscale-model=tiny-8l "$EX/print-role.sh" >narrow.out 2>/dev/null
+check "3 tasks sharing 3 GPUs: roles match, CUDA_VISIBLE_DEVICES = plan GPU" $CHECK "$(latest_plan)" narrow.out
+expect_eq "tasks saw the whole step's GPUs before narrowing" "$(grep -c 'step_gpus=0,1,2 ' narrow.out)" 3
+expect_eq "narrowed to distinct GPUs" "$(grep -o 'cvd=[0-9]*' narrow.out | sort -u | wc -l)" 3
+
 # Env twins, and the command line beats them.
 HEXISCALE_MODE=auto HEXISCALE_MODEL=tiny-8l HEXISCALE_GLOBAL_BATCH=24 srun $GPUS true 2>/dev/null
 p=$(latest_plan)
@@ -54,6 +61,19 @@ HEXISCALE_MODE=auto HEXISCALE_MODEL=tiny-8l HEXISCALE_GLOBAL_BATCH=24 srun $GPUS
 p=$(latest_plan)
 expect_eq "command line model beats the twin" "$(field "$p" "p['model']['name']")" tiny-4l
 expect_eq "command line batch beats the twin" "$(field "$p" "p['train']['global_batch']")" 32
+
+# A model file instead of a name; as an unprivileged user a root-only model
+# file is refused (read with the user's own privileges).
+srun $GPUS --hexiscale=auto --hexiscale-model="$top_srcdir/examples/models/tiny-4l.json" true 2>/dev/null
+expect_eq "--hexiscale-model=FILE" "$(field "$(latest_plan)" "p['model']['name']")" tiny-4l
+install -m 600 "$top_srcdir/examples/models/tiny-4l.json" "$JOBS/rootonly-model.json"
+out=$(as_user srun $GPUS --hexiscale=auto --hexiscale-model="$JOBS/rootonly-model.json" sh -c 'echo LAUNCHED' 2>&1)
+[ $? -ne 0 ] && printf '%s' "$out" | grep -q "hexiscale: .*model.*rootonly-model.json" &&
+	! printf '%s' "$out" | grep -q LAUNCHED && pass "as nobody: root-only model file refused" ||
+	fail "root-only model: $out"
+out=$(as_user srun $GPUS --hexiscale=auto --hexiscale-model=tiny-8l "$EX/print-role.sh" 2>/dev/null)
+printf '%s\n' "$out" >user.out
+check "as nobody: planned step works" $CHECK "$(latest_plan)" user.out
 
 # Planning errors stop the step before launch, with a message.
 while IFS='|' read -r args want; do

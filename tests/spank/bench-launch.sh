@@ -12,25 +12,34 @@ export top_srcdir top_builddir
 N=${HEXI_BENCH_STEPS:-20}
 slurm_up
 "$top_builddir/tests/spank/mkplan" good "$JOBS/good.json" || hard "mkplan"
-# One allocation for all steps, so only step launch is timed.
-median_ms() {
-	local i t0 t1
-	for i in $(seq "$N"); do
-		t0=$(date +%s%N)
-		srun -N3 -n8 --gpus-per-task=1 "$@" true >/dev/null 2>&1 || { echo fail; return; }
-		t1=$(date +%s%N)
-		echo $(((t1 - t0) / 1000))
-	done | sort -n | awk '{a[NR]=$1} END {if (a[1]=="fail") print "fail"; else printf "%.1f\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)/1000}'
+# One allocation for all steps, so only step launch is timed; the three
+# variants alternate, so load changes on the machine hit them alike.
+cat >"$JOBS/bench-steps.sh" <<'SCRIPT'
+#!/bin/bash
+# Runs inside the allocation: N rounds of off / user plan / auto.
+N=$1 PLAN=$2 OUT=$3
+step_ms() {
+	local t0 t1
+	t0=$(date +%s%N)
+	srun -N3 -n8 --gpus-per-task=1 "$@" true >/dev/null 2>&1 || { echo fail; return; }
+	t1=$(date +%s%N)
+	echo "$(((t1 - t0) / 1000))"
 }
-export -f median_ms
-export N
-salloc -N3 -n8 --gpus-per-task=1 bash -c '
-base=$(median_ms --hexiscale=off)
-user=$(median_ms --hexiscale='"$JOBS"'/good.json)
-auto=$(median_ms --hexiscale=auto --hexiscale-model=tiny-8l --hexiscale-global-batch=16)
-echo "launch median over $N steps of 8 tasks: off ${base} ms, user plan ${user} ms, auto ${auto} ms"
-awk -v b="$base" -v u="$user" -v a="$auto" "BEGIN {
-  printf \"added: user plan %+.1f ms (ratio %.3f)\", u-b, u/b;
-  if (a != \"fail\") printf \", auto %+.1f ms (ratio %.3f)\", a-b, a/b; else printf \", auto: planner not available\";
-  printf \"\n\" }"
-' 2>&1 | grep -v "^salloc:"
+for i in $(seq "$N"); do
+	step_ms --hexiscale=off >>"$OUT.off"
+	step_ms --hexiscale="$PLAN" >>"$OUT.user"
+	step_ms --hexiscale=auto --hexiscale-model=tiny-8l --hexiscale-global-batch=16 >>"$OUT.auto"
+done
+SCRIPT
+salloc -N3 -n8 --gpus-per-task=1 bash "$JOBS/bench-steps.sh" "$N" "$JOBS/good.json" "$JOBS/t" >/dev/null 2>&1
+median() {
+	grep -q fail "$1" && { echo fail; return; }
+	sort -n "$1" | awk '{a[NR]=$1} END {printf "%.1f\n", (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)/1000}'
+}
+base=$(median "$JOBS/t.off") user=$(median "$JOBS/t.user") auto=$(median "$JOBS/t.auto")
+echo "launch median over $N steps of 8 tasks: off $base ms, user plan $user ms, auto $auto ms"
+awk -v b="$base" -v u="$user" -v a="$auto" 'BEGIN {
+	printf "added: user plan %+.1f ms (ratio %.3f)", u - b, u / b
+	if (a != "fail") printf ", auto %+.1f ms (ratio %.3f)", a - b, a / b
+	else printf ", auto: planner not available"
+	printf "\n" }'

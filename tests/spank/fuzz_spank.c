@@ -22,6 +22,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s[size] = '\0';
 	if (hx_handoff_decode(s, &h) == HEXI_OK)
 		hx_handoff_fini(&h);
+	/* Again with a valid checksum, so mutations reach the field parser. */
+	{
+		char *c = strstr(s, ";c="), *fixed;
+		size_t blen = c != NULL ? (size_t)(c - s) : size;
+
+		fixed = malloc(blen + 21);
+		if (fixed != NULL) {
+			memcpy(fixed, s, blen);
+			memcpy(fixed + blen, ";c=", 3);
+			hx_fnv1a_hex(fixed, blen, fixed + blen + 3);
+			if (hx_handoff_decode(fixed, &h) == HEXI_OK)
+				hx_handoff_fini(&h);
+			free(fixed);
+		}
+	}
 	hx_gres_parse(s, &g);
 	hx_parse_idx_list(s, idx, 64, &n);
 	free(s);

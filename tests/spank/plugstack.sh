@@ -26,6 +26,10 @@ expect_eq "topology= latency" "$(field "$p" "p['cluster']['inter_lat_s']")" 0.00
 srun -N2 -n5 -w n2,n3 --gpus-per-task=1 true 2>/dev/null
 expect_eq "topology= pairs matched by node name" "$(field "$(latest_plan)" "p['cluster']['inter_bw_gbps']")" \
 	"[[0.0, 1.25], [1.25, 0.0]]"
+out=$(srun -N1 -n1 -w n1 sh -c 'echo ${HEXISCALE_RANK:-none}' 2>&1)
+expect_eq "default_mode=on leaves a step without GPUs alone" "$out" none
+out=$(srun -N1 -n1 -w n1 --hexiscale=auto true 2>&1)
+printf '%s' "$out" | grep -q "node n1: the job has no GPUs there" && pass "explicit auto without GPUs refused" || fail "$out"
 out=$(srun -N3 -n8 --gpus-per-task=1 --hexiscale=off sh -c 'echo ${HEXISCALE_RANK:-none}' 2>/dev/null | sort -u)
 expect_eq "--hexiscale=off beats default_mode=on" "$out" none
 

@@ -104,10 +104,12 @@ static void test_options(void)
 	unsetenv("HEXISCALE_MODEL");
 	is_int(hx_settings_resolve(&s, &c, cmd), HEXI_OK, "defaults resolve");
 	is_int(s.mode, HX_MODE_OFF, "opt-in: off by default");
+	is_int(s.mode_from_default, 1, "mode from the plugstack default");
 	setenv("HEXISCALE_MODE", "auto", 1);
 	setenv("HEXISCALE_MODEL", "llama2-13b", 1);
 	hx_settings_resolve(&s, &c, cmd);
 	is_int(s.mode, HX_MODE_AUTO, "env twin turns it on");
+	is_int(s.mode_from_default, 0, "mode from the env twin");
 	is_str(s.model, "llama2-13b", "env twin sets the model");
 	cmd[HX_OPT_MODE] = "/tmp/p.json";
 	hx_settings_resolve(&s, &c, cmd);
@@ -212,6 +214,13 @@ static void test_handoff(void)
 	       "altered checksum refused");
 	ok(hx_handoff_decode("hx2;j=1", &d) != HEXI_OK, "wrong version");
 	ok(hx_handoff_decode("", &d) != HEXI_OK, "empty");
+	{
+		char shortbody[32] = "hx1;c=";
+
+		hx_fnv1a_hex("hx1", 3, shortbody + 6);
+		ok(hx_handoff_decode(shortbody, &d) != HEXI_OK,
+		   "checksummed but empty body (fuzz find)");
+	}
 	ok(hx_handoff_decode("hx1;j=1;c=0000000000000000", &d) != HEXI_OK,
 	   "truncated");
 	free(bad);

@@ -43,6 +43,12 @@ timeout 60 salloc $GPUS --hexiscale="$JOBS/good.json" srun "$EX/print-role.sh" >
 expect_eq "salloc + srun runs" "$?" 0
 check "roles match the plan file (salloc)" $CHECK "$(latest_plan)" salloc.out
 
+# srun's own option beats the one the allocation was made with.
+out=$(timeout 60 salloc $GPUS --hexiscale="$JOBS/good.json" srun --hexiscale=off sh -c 'echo ${RANK:-none}' 2>/dev/null | sort -u)
+expect_eq "srun --hexiscale=off inside salloc --hexiscale=PLAN" "$out" none
+out=$(timeout 60 salloc $GPUS --hexiscale=off srun --hexiscale="$JOBS/good.json" sh -c 'echo ${RANK:-none}' 2>/dev/null | sort -n | paste -sd' ')
+expect_eq "srun --hexiscale=PLAN inside salloc --hexiscale=off" "$out" "0 1 2 3 4 5 6 7"
+
 # Command line beats env, both ways; --hexiscale-plan-dir.
 mkdir -p "$JOBS/pd"
 HEXISCALE_MODE=off srun $GPUS --hexiscale="$JOBS/good.json" --hexiscale-plan-dir="$JOBS/pd" "$EX/print-role.sh" >cl.out 2>&1
