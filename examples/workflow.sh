@@ -73,7 +73,17 @@ die() {
 field() { python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
 stop_cluster() {
+	local ids i
 	cd / || true
+	# Jobs first: slurmstepd and the tasks would outlive slurmd.
+	ids=$(squeue -h -o %i 2>/dev/null)
+	if [ -n "$ids" ]; then
+		scancel $ids 2>/dev/null
+		for i in $(seq 50); do
+			[ -z "$(squeue -h -o %i 2>/dev/null)" ] && break
+			sleep 0.2
+		done
+	fi
 	hexi_cluster_stop >/dev/null 2>&1
 	if hexi_cluster_status >/dev/null 2>&1; then
 		say "demo: some daemons are still running (see $HEXI_SLURM_DIR/run)"

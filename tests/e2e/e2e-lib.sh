@@ -71,11 +71,27 @@ need_trainer() {
 	[ -x "$HEXICKPT" ] || skip "hexickpt not built (needs HDF5, xxhash): $HEXICKPT"
 }
 
+# cancel_jobs: cancel every job still queued or running and wait (10 s at
+# most) until they are gone: slurmstepd and the tasks outlive slurmd, so a
+# cluster stopped under a running job would leave them behind.
+cancel_jobs() {
+	local ids i
+	ids=$(squeue -h -o %i 2>/dev/null)
+	[ -n "$ids" ] || return 0
+	scancel $ids 2>/dev/null
+	for i in $(seq 50); do
+		[ -z "$(squeue -h -o %i 2>/dev/null)" ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
 # slurm_down: stop the daemons, free the port block; keep the scratch dir
 # (logs, job outputs) only when the test failed.
 slurm_down() {
 	local rc=$?
 	cd / || true
+	cancel_jobs
 	hexi_cluster_stop >/dev/null 2>&1
 	case $rc in 0 | 77) rm -rf "$HEXI_SLURM_DIR" ;; *) echo "# logs and job outputs kept in $HEXI_SLURM_DIR" ;; esac
 	rm -rf "$HEXI_PORT_LOCK"

@@ -6,6 +6,7 @@
 #include "tap.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -243,9 +244,42 @@ static void test_handoff(void)
 	hx_handoff_fini(&h);
 }
 
+/* The shipped example plugstack line must parse. */
+static void test_example_conf(void)
+{
+	const char *top = getenv("top_srcdir");
+	char path[4096], line[4096], *av[32], *save = NULL, *tok;
+	int ac = 0, found = 0;
+	hx_conf c;
+	FILE *f;
+
+	snprintf(path, sizeof(path),
+		 "%s/examples/plugstack.conf.d/hexiscale.conf",
+		 top != NULL ? top : "../../..");
+	f = fopen(path, "r");
+	ok(f != NULL, "example plugstack file %s", path);
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		if (line[0] == '#' || line[0] == '\n')
+			continue;
+		found = 1;
+		for (tok = strtok_r(line, " \t\n", &save);
+		     tok != NULL && ac < 32;
+		     tok = strtok_r(NULL, " \t\n", &save))
+			av[ac++] = tok;
+		break;
+	}
+	if (f != NULL)
+		fclose(f);
+	ok(found && ac >= 2 && !strcmp(av[0], "required"),
+	   "example has a 'required PATH ...' line");
+	is_int(ac >= 2 ? hx_conf_parse(&c, ac - 2, av + 2) : HEXI_ERR_PARSE,
+	       HEXI_OK, "example plugstack arguments parse");
+}
+
 int main(void)
 {
 	test_conf();
+	test_example_conf();
 	test_options();
 	test_gres();
 	test_handoff();
