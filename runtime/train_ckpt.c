@@ -134,6 +134,11 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 	hexi_rc rc;
 	int ok;
 
+	if (t->gpu != NULL)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "not supported yet: checkpoints on the nccl "
+				  "backend (%s)",
+				  dir ? dir : "");
 	if (dir == NULL || *dir == '\0')
 		return hexi_error(HEXI_ERR_USAGE, "save: no checkpoint "
 						  "directory");
@@ -225,7 +230,11 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 
 hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 {
-	hexi_rc rc = resume_local(t, dir);
+	hexi_rc rc = t->gpu != NULL
+			 ? hexi_error(HEXI_ERR_UNSUPPORTED,
+				      "not supported yet: resuming on the "
+				      "nccl backend")
+			 : resume_local(t, dir);
 	int ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
 
 	if (rc != HEXI_OK)
