@@ -285,7 +285,8 @@ hexi_rc ck_manifest_validate(ck_manifest *m, const char *where)
 	free(m->raw);
 	m->raw = NULL;
 	m->nraw = m->rawcap = 0;
-	qsort(m->blobs, (size_t)m->nblobs, sizeof(*m->blobs), blob_cmp);
+	if (m->nblobs > 1) /* qsort(NULL, 0) is undefined behaviour */
+		qsort(m->blobs, (size_t)m->nblobs, sizeof(*m->blobs), blob_cmp);
 	for (i = 0; i < m->nblobs; i++) {
 		if (i > 0 &&
 		    strcmp(m->blobs[i].name, m->blobs[i - 1].name) == 0)

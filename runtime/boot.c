@@ -20,6 +20,12 @@
 #endif
 
 #include "rt_dist.h"
+#ifdef HAVE_CUDA
+#include "rt_cuda.h"
+#define BUILT_CUDA 1
+#else
+#define BUILT_CUDA 0
+#endif
 
 #define RT_MAX_PLAN_BYTES (64u << 20)
 
@@ -29,7 +35,7 @@ void hexi_rt_opts_defaults(hexi_rt_opts *o)
 	o->model = "tiny-4l";
 	o->global_batch = 8;
 	o->micro_batches = 1;
-	o->backend = "mpi";
+	o->backend = NULL; /* $HEXISCALE_BACKEND, else mpi */
 }
 
 const char *hexi_rt_launcher_name(hexi_rt_launcher l)
@@ -426,13 +432,6 @@ static hexi_rc boot_mpi(hexi_rt *rt, int *argc, char ***argv)
 #endif
 }
 
-static hexi_rc boot_comm(hexi_rt *rt)
-{
-	if (!rt->mpi_started)
-		return rt_comm_self_create(&rt->comm);
-	return rt_comm_mpi_create(rt->rank, &rt->comm);
-}
-
 /* Every rank ran a phase: fail together when any rank failed. */
 static hexi_rc together(hexi_rt *rt, hexi_rc rc, const char *phase)
 {
@@ -446,6 +445,71 @@ static hexi_rc together(hexi_rt *rt, hexi_rc rc, const char *phase)
 				  "its message)",
 				  rt->rank, phase);
 	return HEXI_OK;
+}
+
+#ifdef HAVE_CUDA
+/* rt_device_probe over the CUDA runtime. */
+static int cuda_probe(void *ctx, char *why, size_t cap)
+{
+	int n = 0;
+	hexi_rc rc = rt_cuda_device_count(&n);
+
+	(void)ctx;
+	if (rc != HEXI_OK) {
+		snprintf(why, cap, "no usable CUDA device (%s)",
+			 hexi_errmsg(rc));
+		hexi_error_clear();
+		return 0;
+	}
+	if (n <= 0)
+		snprintf(why, cap,
+			 "no usable CUDA device (the CUDA "
+			 "runtime sees none)");
+	return n;
+}
+#endif
+
+/* Collective: every rank chose the same backend; with nccl, this rank's
+ * device (CUDA_VISIBLE_DEVICES and the local rank, rt_cuda_pick_device)
+ * and the NCCL communicator over the host one. */
+static hexi_rc boot_gpu(hexi_rt *rt)
+{
+	int all_gpu = hexi_rt_all_ok(rt, rt->backend == RT_BACKEND_NCCL);
+	int no_gpu = hexi_rt_all_ok(rt, rt->backend != RT_BACKEND_NCCL);
+	hexi_rc rc = HEXI_OK;
+
+	if (!all_gpu && !no_gpu)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d chose backend %s but other ranks "
+				  "chose another (--backend auto on nodes "
+				  "with and without a GPU?)",
+				  rt->rank, rt_backend_name(rt->backend));
+	if (rt->backend != RT_BACKEND_NCCL)
+		return HEXI_OK;
+#ifdef HAVE_CUDA
+	rc = rt_cuda_create(rt->local_rank, rt->local_size, &rt->cuda);
+	if (rc != HEXI_OK)
+		hexi_error_prefix(rc, "rank %d (local rank %d of %d): GPU",
+				  rt->rank, rt->local_rank, rt->local_size);
+	rc = together(rt, rc, "GPU setup");
+	if (rc != HEXI_OK)
+		return rc;
+	rc =
+	    rt_comm_nccl_create(rt->comm, rt_cuda_device(rt->cuda), &rt->gcomm);
+	if (rc != HEXI_OK)
+		hexi_error_prefix(rc, "rank %d: NCCL communicator", rt->rank);
+#else
+	rc = hexi_error(HEXI_ERR_UNSUPPORTED,
+			"rank %d: backend nccl: built without CUDA", rt->rank);
+#endif
+	return rc;
+}
+
+static hexi_rc boot_comm(hexi_rt *rt)
+{
+	if (!rt->mpi_started)
+		return rt_comm_self_create(&rt->comm);
+	return rt_comm_mpi_create(rt->rank, &rt->comm);
 }
 
 hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
@@ -465,12 +529,15 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 	pthread_mutex_init(&rt->wd_lock, NULL);
 	pthread_cond_init(&rt->wd_cond, NULL);
 	rt->timeout_s = o->timeout_s;
-	if (o->backend != NULL && strcmp(o->backend, "mpi") != 0) {
-		rc = hexi_error(HEXI_ERR_UNSUPPORTED,
-				"backend '%.32s': this build has 'mpi' only",
-				o->backend);
+#ifdef HAVE_CUDA
+	rc = rt_backend_choose(o->backend, getenv("HEXISCALE_BACKEND"),
+			       BUILT_CUDA, cuda_probe, NULL, &rt->backend);
+#else
+	rc = rt_backend_choose(o->backend, getenv("HEXISCALE_BACKEND"),
+			       BUILT_CUDA, NULL, NULL, &rt->backend);
+#endif
+	if (rc != HEXI_OK)
 		goto fail;
-	}
 	if ((rc = boot_identity(rt)) != HEXI_OK ||
 	    (rc = boot_mpi(rt, argc, argv)) != HEXI_OK)
 		goto fail;
@@ -478,6 +545,8 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 	rc = together(rt, env_identity(rt), "bootstrap");
 	if (rc == HEXI_OK)
 		rc = together(rt, boot_comm(rt), "communicator setup");
+	if (rc == HEXI_OK)
+		rc = together(rt, boot_gpu(rt), "NCCL setup");
 	if (rc == HEXI_OK)
 		rc = together(rt, boot_plan(rt, o), "plan loading");
 	if (rc == HEXI_OK) {
@@ -529,6 +598,10 @@ void hexi_rt_destroy(hexi_rt *rt)
 		pthread_mutex_unlock(&rt->wd_lock);
 		pthread_join(rt->wd_thread, NULL);
 	}
+	rt_comm_destroy(rt->gcomm);
+#ifdef HAVE_CUDA
+	rt_cuda_destroy(rt->cuda);
+#endif
 	rt_comm_destroy(rt->comm);
 	hexi_layout_destroy(rt->layout);
 	hexi_plan_destroy(rt->plan);
@@ -572,6 +645,11 @@ const hexi_plan *hexi_rt_plan(const hexi_rt *rt)
 const hexi_role *hexi_rt_role(const hexi_rt *rt)
 {
 	return &rt->role;
+}
+
+const char *hexi_rt_backend(const hexi_rt *rt)
+{
+	return rt_backend_name(rt->backend);
 }
 
 const hexi_layout *hexi_rt_layout(const hexi_rt *rt)

@@ -46,11 +46,14 @@ typedef enum hexi_rt_launcher {
 typedef struct hexi_rt_opts {
 	const char *plan_path; /* NULL: $HEXISCALE_PLAN, else one process */
 	/* Only for a run without a plan (one pipeline, one stage, TP 1): */
-	const char *model;   /* built-in name or model JSON path */
-	int global_batch;    /* samples per step (default 8) */
-	int micro_batches;   /* default 1 */
-	double timeout_s;    /* watchdog per step, 0 = off (default 0) */
-	const char *backend; /* "mpi" (default), "nccl" when built */
+	const char *model; /* built-in name or model JSON path */
+	int global_batch;  /* samples per step (default 8) */
+	int micro_batches; /* default 1 */
+	double timeout_s;  /* watchdog per step, 0 = off (default 0) */
+	/* "mpi", "nccl" (one GPU per rank; needs a CUDA build) or "auto"
+	 * (nccl when built with CUDA and a device is visible, else mpi);
+	 * NULL: $HEXISCALE_BACKEND, else "mpi". */
+	const char *backend;
 } hexi_rt_opts;
 
 void hexi_rt_opts_defaults(hexi_rt_opts *o);
@@ -68,6 +71,8 @@ const char *hexi_rt_launcher_name(hexi_rt_launcher l);
 const hexi_plan *hexi_rt_plan(const hexi_rt *rt);     /* owned by rt */
 const hexi_role *hexi_rt_role(const hexi_rt *rt);     /* owned by rt */
 const hexi_layout *hexi_rt_layout(const hexi_rt *rt); /* owned by rt */
+/* The backend in use: "mpi" or "nccl". */
+const char *hexi_rt_backend(const hexi_rt *rt);
 /* Bring the whole job down with exit status rc (never returns). */
 void hexi_rt_abort(hexi_rt *rt, hexi_rc rc) __attribute__((noreturn));
 /* Collective: 1 if every rank passed ok != 0, else 0 (keeps error exits
@@ -92,6 +97,9 @@ typedef struct hexi_train_opts {
 	int save_every;	       /* steps between checkpoints, 0 = never */
 	const char *ckpt_dir;  /* where to save */
 	int verbose;
+	/* "fp32" (default, NULL) or "bf16" (bf16 weights and activations,
+	 * fp32 master weights; the nccl backend only). */
+	const char *dtype;
 } hexi_train_opts;
 
 void hexi_train_opts_defaults(hexi_train_opts *o);

@@ -46,6 +46,12 @@ static void usage(FILE *f)
 		"  --ckpt-dir DIR      checkpoint directory\n"
 		"  --resume DIR        resume from the latest checkpoint in "
 		"DIR\n"
+		"  --backend NAME      mpi (CPU ranks), nccl (one CUDA GPU per "
+		"rank)\n"
+		"                      or auto (default: $HEXISCALE_BACKEND, "
+		"else mpi)\n"
+		"  --dtype NAME        fp32 (default) or bf16 (nccl backend "
+		"only)\n"
 		"  --timeout S         abort the job if a step stalls S s "
 		"(default 300, 0 = off)\n"
 		"  --dump PREFIX       write parameters to PREFIX.rankN at "
@@ -77,6 +83,8 @@ enum {
 	OPT_VERBOSE,
 	OPT_HELP,
 	OPT_VERSION,
+	OPT_BACKEND,
+	OPT_DTYPE,
 };
 
 static const struct option long_opts[] = {
@@ -99,6 +107,8 @@ static const struct option long_opts[] = {
     {"dump", required_argument, NULL, OPT_DUMP},
     {"json", no_argument, NULL, OPT_JSON},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -200,6 +210,20 @@ static hexi_rc parse_one(cli *c, int opt, const char *a)
 		break;
 	case OPT_JSON:
 		c->json = 1;
+		break;
+	case OPT_BACKEND:
+		if (strcmp(a, "mpi") != 0 && strcmp(a, "nccl") != 0 &&
+		    strcmp(a, "auto") != 0)
+			rc = hexi_error(HEXI_ERR_USAGE,
+					"--backend '%.40s': mpi, nccl or auto",
+					a);
+		c->rt.backend = a;
+		break;
+	case OPT_DTYPE:
+		if (strcmp(a, "fp32") != 0 && strcmp(a, "bf16") != 0)
+			rc = hexi_error(HEXI_ERR_USAGE,
+					"--dtype '%.40s': fp32 or bf16", a);
+		c->tr.dtype = a;
 		break;
 	case OPT_VERBOSE:
 		c->verbose = c->tr.verbose = 1;
@@ -348,10 +372,12 @@ int main(int argc, char **argv)
 	}
 	if (hexi_rt_rank(rt) == 0 && !c.json) {
 		const hexi_plan *p = hexi_rt_plan(rt);
-		printf("hexitrain: %s, %d ranks (%s), %d pipelines, plan %s\n",
+		printf("hexitrain: %s, %d ranks (%s), %d pipelines, plan %s, "
+		       "backend %s, %s\n",
 		       p->model.name, hexi_rt_world_size(rt),
 		       hexi_rt_launcher_name(hexi_rt_launcher_kind(rt)),
-		       p->npipelines, p->hash);
+		       p->npipelines, p->hash, hexi_rt_backend(rt),
+		       c.tr.dtype ? c.tr.dtype : "fp32");
 	}
 	rc = train(&c, rt);
 	if (rc != HEXI_OK) {

@@ -20,6 +20,27 @@ typedef struct rt_groups {
 	int next_leader; /* next stage's leader, -1 on the last stage */
 } rt_groups;
 
+/* ---- backend choice (backend.c) ---------------------------------------- */
+
+typedef enum rt_backend {
+	RT_BACKEND_MPI = 0,  /* host buffers over MPI (or one process) */
+	RT_BACKEND_NCCL = 1, /* one GPU per rank, device buffers over NCCL */
+} rt_backend;
+
+/* Number of usable CUDA devices (0: none, why says what the driver said). */
+typedef int (*rt_device_probe)(void *ctx, char *why, size_t cap);
+
+const char *rt_backend_name(rt_backend b);
+/* opt: --backend (NULL/"": not given), env: $HEXISCALE_BACKEND.  The first
+ * one given wins, else "mpi".  "nccl" fails with HEXI_ERR_UNSUPPORTED when
+ * built_cuda is 0 and HEXI_ERR_NODEV when probe finds no device; "auto"
+ * falls back to mpi in both cases.  An unknown name is HEXI_ERR_USAGE
+ * (option) or HEXI_ERR_INVAL (environment).  probe is called only when a
+ * GPU backend is asked for and built. */
+hexi_rc rt_backend_choose(const char *opt, const char *env, int built_cuda,
+			  rt_device_probe probe, void *probe_ctx,
+			  rt_backend *out);
+
 struct hexi_rt {
 	int rank, world_size; /* plan rank (HEXISCALE_RANK) and size */
 	int launch_rank;      /* rank given by the launcher */
@@ -32,6 +53,11 @@ struct hexi_rt {
 	hexi_layout *layout;
 	rt_comm *comm;
 	rt_groups groups;
+	/* GPU backend: rt->comm stays the host (MPI/self) communicator for
+	 * control values (loss, stats, flags); gcomm carries device buffers. */
+	rt_backend backend;
+	struct rt_cuda *cuda; /* this rank's device context (nccl only) */
+	rt_comm *gcomm;	      /* NCCL communicator (nccl only) */
 	/* watchdog (boot.c): exits the job if a step stalls */
 	double timeout_s;
 	pthread_t wd_thread;

@@ -7,6 +7,10 @@
 #include "rt_dist.h"
 #include "rt_model.h"
 
+#include <stdio.h>
+
+typedef struct rt_gtrain rt_gtrain; /* GPU model and state (train_gpu.c) */
+
 struct hexi_trainer {
 	hexi_rt *rt;
 	hexi_train_opts o; /* data_path and ckpt_dir not kept */
@@ -23,7 +27,23 @@ struct hexi_trainer {
 	int *seq;	     /* (T+1) one sample */
 	unsigned char *text; /* --data file, or NULL: synthetic corpus */
 	size_t text_len;
-	double tp_s; /* TP all-reduce time of the current step */
+	double tp_s;	/* TP all-reduce time of the current step */
+	rt_gtrain *gpu; /* nccl backend: the model on this rank's GPU; model
+			   and sync are then NULL */
 };
+
+/* train.c: inputs and targets of micro-batch mb into t->tok, t->tgt; the
+ * global mean loss from this pipeline's sum over its samples. */
+void rt_train_micro_batch(hexi_trainer *t, int mb);
+hexi_rc rt_train_global_loss(hexi_trainer *t, double loss_sum, double *loss);
+
+#ifdef HAVE_CUDA
+/* train_gpu.c (built with CUDA only). */
+hexi_rc rt_gtrain_check(const hexi_rt *rt, const hexi_train_opts *o);
+hexi_rc rt_gtrain_create(hexi_trainer *t);
+hexi_rc rt_gtrain_step(hexi_trainer *t, hexi_step_stats *st);
+hexi_rc rt_gtrain_dump(hexi_trainer *t, FILE *f, const char *path);
+void rt_gtrain_destroy(rt_gtrain *g);
+#endif
 
 #endif /* HEXI_RT_TRAIN_H */

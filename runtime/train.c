@@ -55,7 +55,7 @@ static void data_sample(const hexi_trainer *t, int64_t sample, int *seq)
 }
 
 /* Inputs and targets (mbs,T) of micro-batch mb of this pipeline. */
-static void data_micro_batch(hexi_trainer *t, int mb)
+void rt_train_micro_batch(hexi_trainer *t, int mb)
 {
 	const int T = t->T;
 	int64_t base = (int64_t)t->step * t->global_batch + t->sample_offset +
@@ -129,7 +129,7 @@ static hexi_rc stage_forward(void *arg, int mb, int slot, const float *in,
 	test_kill_hook(t, mb);
 
 	if (first || last)
-		data_micro_batch(t, mb);
+		rt_train_micro_batch(t, mb);
 	*loss_sum = 0;
 	return rt_model_forward(t->model, slot, t->mbs, first ? t->tok : NULL,
 				in, out, last ? t->tgt : NULL,
@@ -189,8 +189,24 @@ static hexi_rc make_sync(hexi_trainer *t)
 	return rc;
 }
 
-static hexi_rc check_opts(const hexi_train_opts *o)
+static hexi_rc check_opts(const hexi_rt *rt, const hexi_train_opts *o)
 {
+	if (o->dtype != NULL && strcmp(o->dtype, "fp32") != 0 &&
+	    strcmp(o->dtype, "bf16") != 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "dtype '%.32s': want fp32 or bf16", o->dtype);
+	if (rt->backend != RT_BACKEND_NCCL && o->dtype != NULL &&
+	    strcmp(o->dtype, "bf16") == 0)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "dtype bf16 needs the nccl backend (the CPU "
+				  "path trains in fp32)");
+#ifdef HAVE_CUDA
+	if (rt->backend == RT_BACKEND_NCCL) {
+		hexi_rc rc = rt_gtrain_check(rt, o);
+		if (rc != HEXI_OK)
+			return rc;
+	}
+#endif
 	if (o->steps < 0 || !(o->lr > 0) || !(o->eps > 0) || o->clip < 0 ||
 	    o->save_every < 0 || o->beta1 < 0 || o->beta1 >= 1 ||
 	    o->beta2 < 0 || o->beta2 >= 1 || o->weight_decay < 0)
@@ -246,7 +262,7 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 	t->o = *o;
 	t->o.data_path = NULL; /* not kept */
 	t->o.ckpt_dir = NULL;
-	rc = check_opts(o);
+	rc = check_opts(rt, o);
 	if (rc == HEXI_OK && o->ckpt_dir != NULL) {
 		t->ckpt_dir = strdup(o->ckpt_dir);
 		if (t->ckpt_dir == NULL)
@@ -256,6 +272,23 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 		rc = trainer_fill(t);
 	if (rc == HEXI_OK && o->data_path != NULL)
 		rc = load_text(t, o->data_path);
+#ifdef HAVE_CUDA
+	if (rc == HEXI_OK && rt->backend == RT_BACKEND_NCCL) {
+		rc = rt_gtrain_create(t);
+		ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
+		if (rc == HEXI_OK && !ok)
+			rc = hexi_error(HEXI_ERR_PEER,
+					"rank %d: another rank failed to build "
+					"its GPU model",
+					rt->rank);
+		if (rc != HEXI_OK) {
+			hexi_trainer_destroy(t);
+			return rc;
+		}
+		*out = t;
+		return HEXI_OK;
+	}
+#endif
 	if (rc == HEXI_OK)
 		rc = make_model(t);
 	ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
@@ -284,6 +317,9 @@ void hexi_trainer_destroy(hexi_trainer *t)
 {
 	if (t == NULL)
 		return;
+#ifdef HAVE_CUDA
+	rt_gtrain_destroy(t->gpu);
+#endif
 	rt_sync_destroy(t->sync);
 	rt_model_destroy(t->model);
 	free(t->text);
@@ -320,7 +356,7 @@ static hexi_rc optimizer_step(hexi_trainer *t)
 }
 
 /* Global mean loss: last-stage leaders hold their pipeline's sum. */
-static hexi_rc global_loss(hexi_trainer *t, double loss_sum, double *loss)
+hexi_rc rt_train_global_loss(hexi_trainer *t, double loss_sum, double *loss)
 {
 	const hexi_rt *rt = t->rt;
 	double v = (rt->groups.next_leader < 0 && rt->rank == rt->groups.leader)
@@ -350,7 +386,7 @@ static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 	t1 = hexi_now_s();
 	rc = rt_sync_run(t->sync, &sumsq);
 	if (rc == HEXI_OK)
-		rc = global_loss(t, loss_sum, &st->loss);
+		rc = rt_train_global_loss(t, loss_sum, &st->loss);
 	if (rc != HEXI_OK)
 		return rc;
 	t2 = hexi_now_s();
@@ -376,7 +412,12 @@ hexi_rc hexi_trainer_step(hexi_trainer *t, hexi_step_stats *st)
 	memset(st, 0, sizeof(*st));
 	t->tp_s = 0;
 	rt_watchdog_arm(t->rt, 1);
-	rc = step_body(t, st);
+#ifdef HAVE_CUDA
+	if (t->gpu != NULL)
+		rc = rt_gtrain_step(t, st);
+	else
+#endif
+		rc = step_body(t, st);
 	rt_watchdog_arm(t->rt, 0);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: step %d", t->rt->rank,
@@ -429,6 +470,14 @@ hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)
 	f = fopen(path, "wb");
 	if (f == NULL)
 		return hexi_error(HEXI_ERR_IO, "%s: cannot create", path);
+#ifdef HAVE_CUDA
+	if (t->gpu != NULL) {
+		rc = rt_gtrain_dump(t, f, path);
+		if (fclose(f) != 0 && rc == HEXI_OK)
+			rc = hexi_error(HEXI_ERR_IO, "%s: close failed", path);
+		return rc;
+	}
+#endif
 	fprintf(f, "hexitrain-dump 1 rank %d pipeline %d nparams %d\n",
 		t->rt->rank, t->rt->role.pipeline, rt_model_nparams(t->model));
 	for (int i = 0; i < rt_model_nparams(t->model); i++) {

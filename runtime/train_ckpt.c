@@ -134,6 +134,11 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 	hexi_rc rc;
 	int ok;
 
+	if (t->gpu != NULL)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "not supported yet: checkpoints on the nccl "
+				  "backend (%s)",
+				  dir ? dir : "");
 	if (dir == NULL || *dir == '\0')
 		return hexi_error(HEXI_ERR_USAGE, "save: no checkpoint "
 						  "directory");
@@ -225,7 +230,11 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 
 hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 {
-	hexi_rc rc = resume_local(t, dir);
+	hexi_rc rc = t->gpu != NULL
+			 ? hexi_error(HEXI_ERR_UNSUPPORTED,
+				      "not supported yet: resuming on the "
+				      "nccl backend")
+			 : resume_local(t, dir);
 	int ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
 
 	if (rc != HEXI_OK)
@@ -239,45 +248,6 @@ hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 }
 
 #else /* no checkpoint library */
-
-/* The options that decide what a resumed run computes (the synthetic
- * corpus depends on the seed): blob "hexitrain.train", checked on resume. */
-static int train_text(const hexi_trainer *t, char *buf, size_t cap)
-{
-	return snprintf(buf, cap, "seed=%llu optimizer=%s\n",
-			(unsigned long long)t->o.seed,
-			t->o.optimizer == HEXI_OPT_SGD ? "sgd" : "adamw");
-}
-
-static hexi_rc write_train_blob(const hexi_trainer *t, hexi_ckpt_writer *w)
-{
-	char buf[128];
-	int n = train_text(t, buf, sizeof(buf));
-
-	return hexi_ckpt_write_blob(w, "hexitrain.train", buf, (size_t)n);
-}
-
-/* Warn (rank 0) when the resumed run differs in seed or optimizer. */
-static void check_train_blob(const hexi_trainer *t, hexi_ckpt_reader *r)
-{
-	char want[128];
-	void *got = NULL;
-	size_t len = 0;
-	int n = train_text(t, want, sizeof(want));
-
-	if (t->rt->rank != 0 ||
-	    hexi_ckpt_read_blob(r, "hexitrain.train", &got, &len) != HEXI_OK) {
-		hexi_error_clear();
-		return;
-	}
-	if (len != (size_t)n || memcmp(got, want, len) != 0)
-		hexi_log(HEXI_LOG_WARN,
-			 "resume: the checkpoint was written with '%.*s', "
-			 "this run uses '%.*s'",
-			 (int)(len < 100 ? len - (len > 0) : 100), (char *)got,
-			 n - 1, want);
-	free(got);
-}
 
 hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 {

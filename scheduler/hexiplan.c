@@ -17,13 +17,6 @@
 
 #define PROG "hexiplan"
 
-/* The renderer (render.c, sched-formats) may land after this CLI: weak
- * references let show fall back to the summary until it does. */
-hexi_rc hexi_plan_render_text(const hexi_plan *p, FILE *out)
-    __attribute__((weak));
-hexi_rc hexi_plan_render_svg(const hexi_plan *p, const char *path)
-    __attribute__((weak));
-
 typedef struct cli {
 	const char *cmd;
 	const char *input; /* CLUSTER or PLAN */
@@ -521,18 +514,11 @@ static int cmd_show(cli *a)
 		if (rc == HEXI_OK)
 			printf("%s\n", js);
 		free(js);
-	} else if (rc == HEXI_OK && hexi_plan_render_text) {
-		rc = hexi_plan_render_text(p, stdout);
 	} else if (rc == HEXI_OK) {
-		print_summary(p);
+		rc = hexi_plan_render_text(p, stdout);
 	}
 	if (rc == HEXI_OK && a->svg)
-		rc = hexi_plan_render_svg
-			 ? hexi_plan_render_svg(p, a->svg)
-			 : hexi_error(HEXI_ERR_UNSUPPORTED,
-				      "--svg %s: this build has no SVG "
-				      "renderer",
-				      a->svg);
+		rc = hexi_plan_render_svg(p, a->svg);
 	hexi_plan_destroy(p);
 	return rc == HEXI_OK ? 0 : fail(rc);
 }

@@ -749,12 +749,40 @@ static hexi_rc state_init(pl_state *st, const hexi_cluster *c,
 	return HEXI_OK;
 }
 
+/*
+ * Symmetric plans are asymmetric plans too: the uniform grid is part of the
+ * search space, so the planner is never worse than the megatron baseline
+ * under the same cost model.  The grid is searched from the caller's
+ * micro-batch settings (mb0, M0); whichever candidate wins keeps its own.
+ */
+static hexi_rc also_uniform(pl_state *st, pl_cand *best, int mb0, int M0)
+{
+	pl_cand alt = {0};
+	int mb_h = st->mb, M_h = st->M;
+	hexi_rc rc;
+
+	alt.score = DBL_MAX;
+	st->mb = mb0;
+	st->M = M0;
+	rc = pl_search_megatron(st, &alt);
+	if (rc == HEXI_OK && alt.pp && alt.score < best->score) {
+		pl_cand_free(best);
+		*best = alt;
+		return HEXI_OK;
+	}
+	pl_cand_free(&alt);
+	st->mb = mb_h;
+	st->M = M_h;
+	return rc;
+}
+
 hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 			 const hexi_train *t, const hexi_plan_opts *o,
 			 hexi_plan **out)
 {
 	pl_state st;
 	pl_cand best = {0};
+	int mb0, M0;
 	hexi_rc rc;
 
 	best.score = DBL_MAX;
@@ -764,6 +792,8 @@ hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 	rc = state_init(&st, c, m, t, o);
 	if (rc != HEXI_OK)
 		goto out;
+	mb0 = st.mb;
+	M0 = st.M;
 	switch (o->strategy) {
 	case HEXI_STRATEGY_MEGATRON:
 		rc = pl_search_megatron(&st, &best);
@@ -776,6 +806,8 @@ hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 		break;
 	default:
 		rc = pl_search_hexiscale(&st, &best);
+		if (rc == HEXI_OK && !o->no_asymmetric_tp && !o->uniform_batch)
+			rc = also_uniform(&st, &best, mb0, M0);
 		break;
 	}
 	if (rc != HEXI_OK)

@@ -244,6 +244,21 @@ size_t rt_cuda_model_numel(const rt_cuda_model *m);
 /* FLOPs of one fwd+bwd of a batch (the formula of rt_model_flops). */
 double rt_cuda_model_flops(const rt_cuda_model *m);
 
+/* ---- trainer helpers (gpuwire: hexitrain's GPU path, train_gpu.c) -------- */
+
+/* Parameters of the model in a fixed order (embed, layers, final norm,
+ * head): LAYOUT name, stored shape (cols 1 for vectors), element count,
+ * and the device fp32 gradient buffer. */
+int rt_cuda_model_nparams(const rt_cuda_model *m);
+hexi_rc rt_cuda_model_param(rt_cuda_model *m, int i, const char **name,
+			    int64_t *rows, int64_t *cols, size_t *n,
+			    float **grad);
+/* x (n) fp32 *= f; *acc (one device double) += sum of x^2 (rt_train_ops.cu).
+ */
+hexi_rc rt_cuda_scale_f32(rt_cuda_stream s, float *x, float f, size_t n);
+hexi_rc rt_cuda_sumsq_f32(rt_cuda_stream s, const float *x, size_t n,
+			  double *acc);
+
 #ifdef __cplusplus
 }
 #endif

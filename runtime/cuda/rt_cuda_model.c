@@ -491,3 +491,26 @@ hexi_rc rt_cuda_model_read(rt_cuda_model *m, const char *name, int what,
 	}
 	return hexi_error(HEXI_ERR_NOTFOUND, "GPU model: no tensor %s", name);
 }
+
+/* ---- trainer access (hexitrain's GPU path) -------------------------------
+ */
+
+int rt_cuda_model_nparams(const rt_cuda_model *m)
+{
+	return m->np;
+}
+
+hexi_rc rt_cuda_model_param(rt_cuda_model *m, int i, const char **name,
+			    int64_t *rows, int64_t *cols, size_t *n,
+			    float **grad)
+{
+	if (i < 0 || i >= m->np)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "GPU model: parameter %d of %d", i, m->np);
+	*name = m->p[i].name;
+	*rows = m->p[i].rows;
+	*cols = m->p[i].cols;
+	*n = m->p[i].n;
+	*grad = m->p[i].g;
+	return HEXI_OK;
+}

@@ -9,7 +9,10 @@
 #      host<->device bandwidth, written as a profile
 #   4. one training step of the whole model on the GPU against the CPU model,
 #      then training throughput (tokens/s, MFU against the catalog peak) of a
-#      ~1B-parameter model in bf16 on one GPU (bench_gpu_train)
+#      ~1B-parameter model in bf16 on one GPU: the model alone
+#      (bench_gpu_train) and through hexitrain --backend nccl --dtype bf16
+#      (the trainer's GPU path; its MFU from the same FLOPs per token);
+#      and hexitrain's GPU path against its CPU path (backend_cli.sh)
 #   5. the cost-model fidelity comparison (tests/bench/fidelity.sh)
 #
 # Usage: tests/gpu/device-check.sh      (from anywhere; run as root or with
@@ -145,9 +148,9 @@ else
 fi
 
 # ---- 4. GPU training throughput (~1B parameters, bf16) ----------------------
-# hexitrain itself trains on CPU ranks only; the single-GPU training path is
-# rt_cuda_model (runtime/cuda), measured by bench_gpu_train after
-# test_gpu_model checked one step of it against the CPU model.
+# The single-GPU model (rt_cuda_model) is checked against the CPU model by
+# test_gpu_model and measured alone by bench_gpu_train; hexitrain trains it
+# through --backend nccl (one-stage TP-1 pipelines, data parallel over NCCL).
 if [ -x "$BUILD/tests/gpu/test_gpu_model" ]; then
 	run gpu-model 120 "$BUILD/tests/gpu/test_gpu_model"
 	st=$?
@@ -194,6 +197,44 @@ PY
 	fi
 else
 	note "train" "not run: no bench_gpu_train in $BUILD/tests/gpu"
+fi
+HT=$BUILD/runtime/hexitrain
+if [ -x "$HT" ] && "$HT" --help 2>&1 | grep -q -- '--backend'; then
+	# hexitrain's GPU path against its CPU path on a tiny model (fp32
+	# losses equal, bf16 learns, unsupported options refused).
+	if run hexitrain-gpu 120 env top_srcdir="$HEXI_SRC" top_builddir="$BUILD" \
+		sh "$HEXI_SRC/tests/runtime/backend_cli.sh"; then
+		note "hexitrain gpu" "ok: $(grep -c '^ok ' "$work/hexitrain-gpu.txt") checks ($(grep -m1 'GPU fp32 step-5' "$work/hexitrain-gpu.txt" | sed 's/^ok [0-9]* - //'))"
+	else
+		grep '^not ok' "$work/hexitrain-gpu.txt" | head -5
+		note "hexitrain gpu" "FAILED: $(grep -c '^not ok ' "$work/hexitrain-gpu.txt") checks"
+		failed=1
+	fi
+	# The same ~1B bf16 configuration through the trainer: step 1 is warm-up.
+	if run train-hexitrain 200 "$HT" --backend nccl --dtype bf16 \
+		--model "$work/model-bench.json" --batch "$batch" --steps 4 \
+		--json --timeout 0; then
+		note "train (hexitrain)" "$(python3 - "$work/train-hexitrain.txt" "$work/train.txt" <<'PY'
+import json, statistics, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+tps = statistics.median(s["tokens_per_s"] for s in steps[1:]) if len(steps) > 1 else steps[-1]["tokens_per_s"]
+out = f"hexitrain --backend nccl --dtype bf16: {tps:.0f} tokens/s (median of steps 2..{len(steps)}), loss {steps[0]['loss']:.3f} -> {steps[-1]['loss']:.3f}"
+try:
+    b = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")][-1]
+    out += f", MFU {100 * b['mfu'] * tps / b['tokens_per_s']:.1f} % ({100 * tps / b['tokens_per_s']:.0f} % of bench_gpu_train's rate)"
+except Exception:
+    pass
+print(out)
+PY
+)"
+	else
+		st=$?
+		tail -n 15 "$work/train-hexitrain.txt"
+		note "train (hexitrain)" "FAILED (exit $st)"
+		failed=1
+	fi
+else
+	note "train (hexitrain)" "not run: no hexitrain with --backend in $BUILD/runtime"
 fi
 
 # ---- 5. cost-model fidelity ----------------------------------------------------
