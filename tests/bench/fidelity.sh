@@ -41,8 +41,14 @@ command -v python3 >/dev/null || skip "python3 is needed to read JSON"
 MPIRUN=${MPIRUN:-$(command -v mpirun || true)}
 [ "$ranks" -eq 1 ] || [ -n "$MPIRUN" ] || skip "no mpirun for $ranks ranks"
 if [ "$mode" = gpu ]; then
-	"$TRAIN" --help 2>&1 | grep -qi -- "--device\|cuda\|gpu" ||
+	"$TRAIN" --help 2>&1 | grep -q -- "--backend NAME" ||
 		skip "hexitrain has no GPU path yet (CPU ranks only): the GPU comparison cannot run"
+	# One GPU, one rank: hexitrain's GPU path trains one-stage TP-1
+	# pipelines only (hexitrain(1)), which is what one GPU gets planned.
+	ranks=1
+	if ! why=$("$TRAIN" --backend nccl --steps 0 2>&1 >/dev/null); then
+		skip "hexitrain --backend nccl cannot run here: $(echo "$why" | head -n 1)"
+	fi
 fi
 
 d=$(mktemp -d /tmp/hexi-fidelity.XXXXXX) || die "mktemp"
@@ -52,10 +58,12 @@ export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo \
 	OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_plm_rsh_agent=false \
 	OPENBLAS_NUM_THREADS=1
 
-# A model small enough for 2 cores whose step is mostly GEMMs.
+# A model small enough for 2 cores whose step is mostly GEMMs; on a GPU,
+# one of ~0.5B parameters in bf16 whose step is mostly GEMMs too.
 L=4 C=256 H=8 F=688 V=512 T=128 GB=8 MB=2
+[ "$mode" = gpu ] && L=8 C=2048 H=16 F=5632 V=32000 T=1024 GB=8 MB=4
 cat >"$d/model.json" <<EOF
-{"format":"hexiscale-model","version":1,"name":"fidelity-cpu","layers":$L,
+{"format":"hexiscale-model","version":1,"name":"fidelity-$mode","layers":$L,
  "hidden":$C,"heads":$H,"kv_heads":$H,"ffn":$F,"vocab":$V,"seq_len":$T}
 EOF
 
@@ -77,25 +85,29 @@ launch() { # launch N CMD...: N ranks of CMD (mpirun when N > 1)
 #    Measured now, under the same load as the run.
 BT=$((MB * T))
 echo "== profile ($ranks rank(s), GEMMs of the model, $BT tokens per micro-batch)"
-launch "$ranks" "$PROF" --cpu --only-gemm --rate=mean --host=localhost -r 7 -w 2 \
+launch "$ranks" "$PROF" --"$mode" --only-gemm --rate=mean --host=localhost -r 7 -w 2 \
 	--max-msg=4M --gemm="${BT}x${C}x${C}" --gemm="${BT}x${F}x${C}" \
 	--gemm="${BT}x${C}x${F}" --gemm="${F}x${C}x${BT}" --gemm="${BT}x${V}x${C}" \
 	--gemm="${BT}x${C}x${V}" --gemm="${V}x${C}x${BT}" \
 	-o "$d/profiles/localhost.json" >"$d/prof.txt" 2>&1 ||
 	{ cat "$d/prof.txt"; die "hexiprof failed"; }
 cat "$d/prof.txt"
-read -r gflops intra_bw intra_lat < <(python3 - "$d/profiles/localhost.json" <<'PY'
+read -r gflops intra_bw intra_lat gtype < <(python3 - "$d/profiles/localhost.json" "$mode" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 l = p.get("links", {})
-print(p["cpu"]["gemm_gflops"], l.get("intra_bw_gbps", 10), l.get("intra_lat_s", 1e-5))
+if sys.argv[2] == "gpu":
+    g = p["gpus"][0]
+    print(1000 * g["gemm_tflops"]["bf16"], l.get("intra_bw_gbps", 100), l.get("intra_lat_s", 1e-5), g["type"])
+else:
+    print(p["cpu"]["gemm_gflops"], l.get("intra_bw_gbps", 10), l.get("intra_lat_s", 1e-5), "cpu")
 PY
 ) || die "cannot read the profile"
 
 # 2. The machine as a cluster of the measured "cpu" type.
 cat >"$d/cluster.json" <<EOF
 {"format":"hexiscale-cluster","version":1,
- "nodes":[{"name":"localhost","gpu":"cpu","count":$ranks,"intra_bw_gbps":$intra_bw}],
+ "nodes":[{"name":"localhost","gpu":"$gtype","count":$ranks,"intra_bw_gbps":$intra_bw}],
  "intra_lat_s":$intra_lat}
 EOF
 
@@ -111,7 +123,13 @@ predicted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ite
 
 # 4. Measure: median step time after the first (warm-up) step.
 echo "== hexitrain, $steps steps"
-launch "$ranks" "$TRAIN" --plan "$d/plan.json" --steps "$steps" --json \
+if [ "$mode" = gpu ]; then
+	backend="--backend nccl --dtype bf16"
+else
+	backend="--backend mpi"
+fi
+# shellcheck disable=SC2086 # two words each
+launch "$ranks" "$TRAIN" $backend --plan "$d/plan.json" --steps "$steps" --json \
 	>"$d/train.json" 2>"$d/train.err" || { cat "$d/train.err"; die "hexitrain failed"; }
 measured=$(python3 - "$d/train.json" <<'PY'
 import json, statistics, sys
