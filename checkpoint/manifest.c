@@ -286,8 +286,7 @@ hexi_rc ck_manifest_validate(ck_manifest *m, const char *where)
 	m->raw = NULL;
 	m->nraw = m->rawcap = 0;
 	if (m->nblobs > 1) /* qsort(NULL, 0) is undefined behaviour */
-		qsort(m->blobs, (size_t)m->nblobs, sizeof(*m->blobs),
-		      blob_cmp);
+		qsort(m->blobs, (size_t)m->nblobs, sizeof(*m->blobs), blob_cmp);
 	for (i = 0; i < m->nblobs; i++) {
 		if (i > 0 &&
 		    strcmp(m->blobs[i].name, m->blobs[i - 1].name) == 0)

@@ -17,8 +17,8 @@ static _Thread_local char errmsg[HEXI_MSG_CAP];
 const char *hexi_strerror(hexi_rc rc)
 {
 	switch (rc) {
-#define HEXI_X_STR(name, code, text)                                          \
-	case name:                                                            \
+#define HEXI_X_STR(name, code, text)                                           \
+	case name:                                                             \
 		return text;
 		HEXI_ERROR_TABLE(HEXI_X_STR)
 #undef HEXI_X_STR
@@ -29,8 +29,8 @@ const char *hexi_strerror(hexi_rc rc)
 const char *hexi_errname(hexi_rc rc)
 {
 	switch (rc) {
-#define HEXI_X_NAME(name, code, text)                                         \
-	case name:                                                            \
+#define HEXI_X_NAME(name, code, text)                                          \
+	case name:                                                             \
 		return #name;
 		HEXI_ERROR_TABLE(HEXI_X_NAME)
 #undef HEXI_X_NAME
@@ -88,13 +88,16 @@ hexi_rc hexi_parse_long(const char *s, long min, long max, long *out)
 	long v;
 
 	if (s == NULL || *s == '\0')
-		return hexi_error(HEXI_ERR_PARSE, "empty value, expected an integer");
+		return hexi_error(HEXI_ERR_PARSE,
+				  "empty value, expected an integer");
 	if (*s == ' ' || *s == '\t' || *s == '+')
-		return hexi_error(HEXI_ERR_PARSE, "'%.64s' is not an integer", s);
+		return hexi_error(HEXI_ERR_PARSE, "'%.64s' is not an integer",
+				  s);
 	errno = 0;
 	v = strtol(s, &end, 10);
 	if (*end != '\0')
-		return hexi_error(HEXI_ERR_PARSE, "'%.64s' is not an integer", s);
+		return hexi_error(HEXI_ERR_PARSE, "'%.64s' is not an integer",
+				  s);
 	if (errno == ERANGE || v < min || v > max)
 		return hexi_error(HEXI_ERR_RANGE,
 				  "%.64s is out of range [%ld, %ld]", s, min,
@@ -109,7 +112,8 @@ hexi_rc hexi_parse_double(const char *s, double min, double max, double *out)
 	double v;
 
 	if (s == NULL || *s == '\0')
-		return hexi_error(HEXI_ERR_PARSE, "empty value, expected a number");
+		return hexi_error(HEXI_ERR_PARSE,
+				  "empty value, expected a number");
 	if (*s == ' ' || *s == '\t')
 		return hexi_error(HEXI_ERR_PARSE, "'%.64s' is not a number", s);
 	errno = 0;
@@ -117,8 +121,9 @@ hexi_rc hexi_parse_double(const char *s, double min, double max, double *out)
 	if (*end != '\0' || end == s)
 		return hexi_error(HEXI_ERR_PARSE, "'%.64s' is not a number", s);
 	if (errno == ERANGE || !isfinite(v) || v < min || v > max)
-		return hexi_error(HEXI_ERR_RANGE, "%.64s is out of range [%g, %g]",
-				  s, min, max);
+		return hexi_error(HEXI_ERR_RANGE,
+				  "%.64s is out of range [%g, %g]", s, min,
+				  max);
 	*out = v;
 	return HEXI_OK;
 }
@@ -131,9 +136,9 @@ hexi_rc hexi_strlcpy(char *dst, const char *src, size_t cap)
 		return hexi_error(HEXI_ERR_RANGE, "no room to copy a string");
 	n = strlen(src);
 	if (n >= cap)
-		return hexi_error(HEXI_ERR_RANGE,
-				  "string of %zu bytes exceeds the limit of %zu",
-				  n, cap - 1);
+		return hexi_error(
+		    HEXI_ERR_RANGE,
+		    "string of %zu bytes exceeds the limit of %zu", n, cap - 1);
 	memcpy(dst, src, n + 1);
 	return HEXI_OK;
 }

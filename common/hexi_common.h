@@ -19,32 +19,32 @@ extern "C" {
 #endif
 
 /* X(name, code, text): one table makes the enum and the strings. */
-#define HEXI_ERROR_TABLE(X)                                                   \
-	X(HEXI_OK, 0, "success")                                              \
-	X(HEXI_ERR_USAGE, 2, "invalid usage")                                 \
-	X(HEXI_ERR_NOMEM, 3, "out of memory")                                 \
-	X(HEXI_ERR_INVAL, 4, "invalid argument")                              \
-	X(HEXI_ERR_PARSE, 5, "malformed input")                               \
-	X(HEXI_ERR_RANGE, 6, "value out of range")                            \
-	X(HEXI_ERR_NOTFOUND, 7, "not found")                                  \
-	X(HEXI_ERR_IO, 8, "input/output error")                               \
-	X(HEXI_ERR_UNSUPPORTED, 9, "not supported")                           \
-	X(HEXI_ERR_NOFIT, 10, "does not fit in memory")                       \
-	X(HEXI_ERR_MISMATCH, 11, "does not match")                            \
-	X(HEXI_ERR_VERSION, 12, "unknown format version")                     \
-	X(HEXI_ERR_CHECKSUM, 13, "checksum mismatch")                         \
-	X(HEXI_ERR_PERM, 14, "permission denied")                             \
-	X(HEXI_ERR_NOSPACE, 15, "no space left")                              \
-	X(HEXI_ERR_TIMEOUT, 16, "timed out")                                  \
-	X(HEXI_ERR_PEER, 17, "a peer process failed")                         \
-	X(HEXI_ERR_MPI, 20, "MPI error")                                      \
-	X(HEXI_ERR_PMIX, 21, "PMIx error")                                    \
-	X(HEXI_ERR_HDF5, 22, "HDF5 error")                                    \
-	X(HEXI_ERR_CUDA, 23, "CUDA error")                                    \
-	X(HEXI_ERR_NCCL, 24, "NCCL error")                                    \
-	X(HEXI_ERR_SLURM, 25, "Slurm error")                                  \
-	X(HEXI_ERR_METIS, 26, "METIS error")                                  \
-	X(HEXI_ERR_NODEV, 27, "no such device")                               \
+#define HEXI_ERROR_TABLE(X)                                                    \
+	X(HEXI_OK, 0, "success")                                               \
+	X(HEXI_ERR_USAGE, 2, "invalid usage")                                  \
+	X(HEXI_ERR_NOMEM, 3, "out of memory")                                  \
+	X(HEXI_ERR_INVAL, 4, "invalid argument")                               \
+	X(HEXI_ERR_PARSE, 5, "malformed input")                                \
+	X(HEXI_ERR_RANGE, 6, "value out of range")                             \
+	X(HEXI_ERR_NOTFOUND, 7, "not found")                                   \
+	X(HEXI_ERR_IO, 8, "input/output error")                                \
+	X(HEXI_ERR_UNSUPPORTED, 9, "not supported")                            \
+	X(HEXI_ERR_NOFIT, 10, "does not fit in memory")                        \
+	X(HEXI_ERR_MISMATCH, 11, "does not match")                             \
+	X(HEXI_ERR_VERSION, 12, "unknown format version")                      \
+	X(HEXI_ERR_CHECKSUM, 13, "checksum mismatch")                          \
+	X(HEXI_ERR_PERM, 14, "permission denied")                              \
+	X(HEXI_ERR_NOSPACE, 15, "no space left")                               \
+	X(HEXI_ERR_TIMEOUT, 16, "timed out")                                   \
+	X(HEXI_ERR_PEER, 17, "a peer process failed")                          \
+	X(HEXI_ERR_MPI, 20, "MPI error")                                       \
+	X(HEXI_ERR_PMIX, 21, "PMIx error")                                     \
+	X(HEXI_ERR_HDF5, 22, "HDF5 error")                                     \
+	X(HEXI_ERR_CUDA, 23, "CUDA error")                                     \
+	X(HEXI_ERR_NCCL, 24, "NCCL error")                                     \
+	X(HEXI_ERR_SLURM, 25, "Slurm error")                                   \
+	X(HEXI_ERR_METIS, 26, "METIS error")                                   \
+	X(HEXI_ERR_NODEV, 27, "no such device")                                \
 	X(HEXI_ERR_INTERNAL, 99, "internal error")
 
 typedef enum hexi_rc {
@@ -62,16 +62,17 @@ const char *hexi_errname(hexi_rc rc);
 /*
  * Record the details of a failure and return rc, so a call site reads
  *   return hexi_error(HEXI_ERR_PARSE, "%s: field 'nodes[2].gpus': ...", path);
- * The message is kept per thread until the next hexi_error()/hexi_error_clear().
+ * The message is kept per thread until the next
+ * hexi_error()/hexi_error_clear().
  */
 hexi_rc hexi_error(hexi_rc rc, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 hexi_rc hexi_verror(hexi_rc rc, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
+    __attribute__((format(printf, 2, 0)));
 
 /* Prefix the current message with "PREFIX: " (adds context on the way up). */
 hexi_rc hexi_error_prefix(hexi_rc rc, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /* The last message of this thread, or the code's text if none was set. */
 const char *hexi_errmsg(hexi_rc rc);
@@ -94,7 +95,7 @@ void hexi_log_set_sink(hexi_log_sink sink, void *arg);
 void hexi_log_set_level(hexi_log_level level);
 hexi_log_level hexi_log_get_level(void);
 void hexi_log(hexi_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /* ---- strict parsing (outside input) ------------------------------------- */
 
@@ -115,8 +116,8 @@ double hexi_now_s(void);
 hexi_rc hexi_read_file(const char *path, size_t max_bytes, char **out,
 		       size_t *len);
 /* Write a whole file atomically: PATH.tmp.PID, fsync, rename, fsync dir. */
-hexi_rc hexi_write_file_atomic(const char *path, const void *data,
-			       size_t len, int mode);
+hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,
+			       int mode);
 
 #ifdef __cplusplus
 }

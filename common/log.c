@@ -11,8 +11,8 @@ static hexi_log_sink log_sink = default_sink;
 static void *log_arg;
 static hexi_log_level log_level = HEXI_LOG_INFO;
 
-static const char *const level_names[] = {"error", "warning", "info",
-					  "verbose", "debug"};
+static const char *const level_names[] = {"error", "warning", "info", "verbose",
+					  "debug"};
 
 static void default_sink(hexi_log_level level, const char *msg, void *arg)
 {

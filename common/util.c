@@ -102,8 +102,9 @@ static hexi_rc write_all(int fd, const char *path, const void *data, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return hexi_error(errno_rc(errno), "%s: write failed: %s",
-					  path, strerror(errno));
+			return hexi_error(errno_rc(errno),
+					  "%s: write failed: %s", path,
+					  strerror(errno));
 		p += n;
 		len -= (size_t)n;
 	}
@@ -125,8 +126,8 @@ static void fsync_parent(const char *path)
 	free(copy);
 }
 
-hexi_rc hexi_write_file_atomic(const char *path, const void *data,
-			       size_t len, int mode)
+hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,
+			       int mode)
 {
 	hexi_rc rv = HEXI_ERR_IO;
 	char tmp[4096];
@@ -134,7 +135,8 @@ hexi_rc hexi_write_file_atomic(const char *path, const void *data,
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
 	    (int)sizeof(tmp))
-		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", path);
+		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long",
+				  path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
 		  mode);
 	if (fd < 0) {

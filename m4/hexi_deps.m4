@@ -21,7 +21,9 @@ AC_DEFUN([HEXI_METIS], [
 AC_DEFUN([HEXI_SLURM], [
   HEXI_OPTIONAL([slurm], [build the SPANK plugin against slurm/spank.h], [
     hexi_slurm_inc=""
-    AS_IF([test -d "$hexi_want_slurm"], [hexi_slurm_inc="-I$hexi_want_slurm/include"])
+    AS_IF([test -d "$hexi_want_slurm"], [hexi_slurm_inc="-I$hexi_want_slurm/include"],
+      [test "x$hexi_want_slurm" != xyes && test "x$hexi_want_slurm" != xcheck],
+      [AC_MSG_ERROR([--with-slurm=$hexi_want_slurm: no such directory])])
     hexi_save_CPPFLAGS=$CPPFLAGS
     CPPFLAGS="$CPPFLAGS $hexi_slurm_inc"
     AC_CHECK_HEADER([slurm/spank.h], [hexi_have_slurm=yes], [hexi_have_slurm=no])
@@ -87,7 +89,9 @@ AC_DEFUN([HEXI_CHECK], [
 AC_DEFUN([HEXI_CUDA], [
   HEXI_OPTIONAL([cuda], [CUDA GPU path (nvcc, cudart, cuBLAS, NCCL); DIR defaults to /usr/local/cuda], [
     hexi_cuda_dir=/usr/local/cuda
-    AS_IF([test -d "$hexi_want_cuda"], [hexi_cuda_dir=$hexi_want_cuda])
+    AS_IF([test -d "$hexi_want_cuda"], [hexi_cuda_dir=$hexi_want_cuda],
+      [test "x$hexi_want_cuda" != xyes && test "x$hexi_want_cuda" != xcheck],
+      [AC_MSG_ERROR([--with-cuda=$hexi_want_cuda: no such directory])])
     AC_PATH_PROG([NVCC], [nvcc], [], [$hexi_cuda_dir/bin])
     hexi_cuda_lib=$hexi_cuda_dir/lib64
     AS_IF([test -d "$hexi_cuda_dir/targets/x86_64-linux/lib"],

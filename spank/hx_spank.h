@@ -24,6 +24,10 @@ int hx_allocator_post_opt(spank_t sp);
 /* Resolve and check the settings from hx_g_cmdline, env and plugstack;
  * logs and returns -1 on error. */
 int hx_check_settings(hx_settings *s);
+/* Where setting id came from, for messages: "option --hexiscale-model",
+ * "environment variable HEXISCALE_MODEL" or "plugstack.conf KEY=". */
+void hx_setting_origin(const hx_settings *s, hx_opt_id id, const char *key,
+		       char *buf, size_t cap);
 /* local.c: srun. */
 int hx_local_post_opt(spank_t sp);
 int hx_local_user_init(spank_t sp);
@@ -60,7 +64,7 @@ void hx_node_addr(const char *node, char *addr, size_t cap);
 hexi_rc hx_nvml_check(const char *lib, int gpu, const char *want_type,
 		      char *found, size_t cap);
 
-/* ---- libhexisched, loaded with dlopen in srun only (sched_dl.c) -------- */
+/* ---- libhexisched, loaded with dlopen in srun, sbatch, salloc ---------- */
 
 #include "hexi_sched.h"
 
@@ -79,6 +83,7 @@ hexi_rc hx_nvml_check(const char *lib, int gpu, const char *want_type,
 	X(hexi_cluster_apply_profiles)                                         \
 	X(hexi_cluster_destroy)                                                \
 	X(hexi_model_load)                                                     \
+	X(hexi_model_validate)                                                 \
 	X(hexi_train_defaults)                                                 \
 	X(hexi_plan_parse)                                                     \
 	X(hexi_plan_validate)                                                  \
@@ -103,5 +108,10 @@ typedef struct hx_sched {
  * and the missing symbol. */
 hexi_rc hx_sched_open(const char *path, hx_sched *s);
 void hx_sched_close(hx_sched *s);
+/* A library error rc as our own message "what: <library's message>". */
+hexi_rc hx_sched_err(const hx_sched *s, hexi_rc rc, const char *what);
+/* The catalog of plugstack catalog= (or the built-in one) with profiles=
+ * applied; on error *out may be set and is the caller's to destroy. */
+hexi_rc hx_sched_catalog(const hx_sched *s, hexi_catalog **out);
 
 #endif /* HX_SPANK_H */

@@ -32,43 +32,15 @@ typedef struct local_ctx {
 	char *handoff;
 } local_ctx;
 
-/* Copy a library error into our own message (the library has its own
- * copy of the common module and thus its own message). */
+/* Copy a library error into our own message (see hx_sched_err). */
 static hexi_rc from_lib(local_ctx *c, hexi_rc rc, const char *what)
 {
-	if (rc == HEXI_OK)
-		return rc;
-	return hexi_error(rc, "%s: %s", what, c->lib.hexi_errmsg(rc));
-}
-
-static void lib_log_sink(hexi_log_level level, const char *msg, void *arg)
-{
-	(void)arg;
-	if (level == HEXI_LOG_ERROR)
-		slurm_error("hexiscale: %s", msg);
-	else if (level <= HEXI_LOG_INFO)
-		slurm_verbose("hexiscale: %s", msg);
-	else
-		slurm_debug("hexiscale: %s", msg);
+	return hx_sched_err(&c->lib, rc, what);
 }
 
 static hexi_rc load_catalog(local_ctx *c)
 {
-	hexi_rc rc;
-
-	if (hx_g_conf.catalog[0] != '\0')
-		rc = from_lib(
-		    c, c->lib.hexi_catalog_load(hx_g_conf.catalog, &c->cat),
-		    "catalog");
-	else
-		rc = from_lib(c, c->lib.hexi_catalog_builtin(&c->cat),
-			      "built-in catalog");
-	if (rc == HEXI_OK && hx_g_conf.profiles[0] != '\0')
-		rc = from_lib(c,
-			      c->lib.hexi_catalog_apply_profiles(
-				  c->cat, hx_g_conf.profiles),
-			      "profiles");
-	return rc;
+	return hx_sched_catalog(&c->lib, &c->cat);
 }
 
 /* Canonical catalog name of a node's GRES type. */
@@ -202,6 +174,15 @@ static hexi_rc auto_plan(local_ctx *c)
 	rv = from_lib(c, c->lib.hexi_model_load(c->set.model, &m), "model");
 	if (rv == HEXI_OK && c->set.seq_len > 0)
 		m.seq_len = c->set.seq_len;
+	if (rv == HEXI_OK)
+		rv = from_lib(c, c->lib.hexi_model_validate(&m), "model");
+	if (rv != HEXI_OK) {
+		char origin[96];
+
+		hx_setting_origin(&c->set, HX_OPT_MODEL, "model", origin,
+				  sizeof(origin));
+		hexi_error_prefix(rv, "%s=%s", origin, c->set.model);
+	}
 	if (rv == HEXI_OK) {
 		c->lib.hexi_train_defaults(&t);
 		t.global_batch = c->set.global_batch;
@@ -293,6 +274,13 @@ static hexi_rc file_plan(local_ctx *c)
 		rv = map_nodes(c);
 	if (rv == HEXI_OK)
 		rv = check_plan_fits(c);
+	if (rv != HEXI_OK) {
+		char origin[96];
+
+		hx_setting_origin(&c->set, HX_OPT_MODE, "default_mode", origin,
+				  sizeof(origin));
+		hexi_error_prefix(rv, "%s", origin);
+	}
 	return rv;
 }
 
@@ -585,7 +573,6 @@ static hexi_rc make_plan(local_ctx *c)
 	rv = hx_sched_open(hx_g_conf.libsched, &c->lib);
 	if (rv != HEXI_OK)
 		return rv;
-	c->lib.hexi_log_set_sink(lib_log_sink, NULL);
 	if ((rv = load_catalog(c)) != HEXI_OK)
 		return rv;
 	if (c->set.mode == HX_MODE_AUTO) {

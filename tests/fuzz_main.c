@@ -22,7 +22,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FUZZ_MAX_INPUT (1u << 20)
-#define MAX_SEEDS 256
+#define MAX_SEEDS      256
 
 static uint8_t *seeds[MAX_SEEDS];
 static size_t seed_len[MAX_SEEDS];

@@ -55,34 +55,36 @@ tap_diag(const char *fmt, ...)
 
 #define ok(cond, ...) tap_ok(!!(cond), __VA_ARGS__)
 
-#define is_int(got, want, ...)                                                \
-	do {                                                                  \
-		long long tap_g_ = (long long)(got), tap_w_ = (long long)(want); \
-		if (!tap_ok(tap_g_ == tap_w_, __VA_ARGS__))                   \
-			tap_diag("  got %lld, want %lld (%s:%d)", tap_g_,       \
-				 tap_w_, __FILE__, __LINE__);                 \
+#define is_int(got, want, ...)                                                 \
+	do {                                                                   \
+		long long tap_g_ = (long long)(got),                           \
+			  tap_w_ = (long long)(want);                          \
+		if (!tap_ok(tap_g_ == tap_w_, __VA_ARGS__))                    \
+			tap_diag("  got %lld, want %lld (%s:%d)", tap_g_,      \
+				 tap_w_, __FILE__, __LINE__);                  \
 	} while (0)
 
-#define is_str(got, want, ...)                                                \
-	do {                                                                  \
-		const char *tap_g_ = (got), *tap_w_ = (want);                 \
-		int tap_p_ = tap_g_ != NULL && tap_w_ != NULL &&              \
-			     strcmp(tap_g_, tap_w_) == 0;                     \
-		if (!tap_ok(tap_p_, __VA_ARGS__))                             \
-			tap_diag("  got '%s', want '%s' (%s:%d)",             \
-				 tap_g_ ? tap_g_ : "(null)",                  \
-				 tap_w_ ? tap_w_ : "(null)", __FILE__, __LINE__); \
+#define is_str(got, want, ...)                                                 \
+	do {                                                                   \
+		const char *tap_g_ = (got), *tap_w_ = (want);                  \
+		int tap_p_ = tap_g_ != NULL && tap_w_ != NULL &&               \
+			     strcmp(tap_g_, tap_w_) == 0;                      \
+		if (!tap_ok(tap_p_, __VA_ARGS__))                              \
+			tap_diag("  got '%s', want '%s' (%s:%d)",              \
+				 tap_g_ ? tap_g_ : "(null)",                   \
+				 tap_w_ ? tap_w_ : "(null)", __FILE__,         \
+				 __LINE__);                                    \
 	} while (0)
 
 /* |got - want| <= tol * max(1, |want|) */
-#define is_near(got, want, tol, ...)                                          \
-	do {                                                                  \
-		double tap_g_ = (got), tap_w_ = (want), tap_t_ = (tol);       \
-		double tap_s_ = fabs(tap_w_) > 1.0 ? fabs(tap_w_) : 1.0;      \
-		if (!tap_ok(fabs(tap_g_ - tap_w_) <= tap_t_ * tap_s_,         \
-			    __VA_ARGS__))                                     \
+#define is_near(got, want, tol, ...)                                           \
+	do {                                                                   \
+		double tap_g_ = (got), tap_w_ = (want), tap_t_ = (tol);        \
+		double tap_s_ = fabs(tap_w_) > 1.0 ? fabs(tap_w_) : 1.0;       \
+		if (!tap_ok(fabs(tap_g_ - tap_w_) <= tap_t_ * tap_s_,          \
+			    __VA_ARGS__))                                      \
 			tap_diag("  got %.10g, want %.10g, tol %g (%s:%d)",    \
-				 tap_g_, tap_w_, tap_t_, __FILE__, __LINE__); \
+				 tap_g_, tap_w_, tap_t_, __FILE__, __LINE__);  \
 	} while (0)
 
 static __attribute__((noreturn, unused)) void tap_skip_all(const char *why)

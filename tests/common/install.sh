@@ -27,9 +27,14 @@ if [ -f "$top_builddir/spank/.libs/hexiscale.so" ]; then
 	check "no libtool archive of the plugin" sh -c "! find '$dest' -name hexiscale.la | grep -q ."
 	check "plugin man page" test -f "$root/share/man/man8/hexiscale.8"
 fi
-if [ -f "$top_srcdir/examples/plugstack.conf.d/hexiscale.conf" ]; then
+if [ -f "$top_srcdir/examples/plugstack.conf.d/hexiscale.conf.in" ]; then
 	check "example plugstack config installed" \
 		test -f "$dest$sysconfdir/slurm/plugstack.conf.d/hexiscale.conf"
+	plugdir=$(make -s --no-print-directory -C "$top_builddir" print-slurmplugindir 2>/dev/null)
+	check "example plugstack config names the installed plugin ($plugdir)" \
+		grep -q "^required $plugdir/hexiscale.so " "$dest$sysconfdir/slurm/plugstack.conf.d/hexiscale.conf"
+	[ -f "$top_builddir/spank/.libs/hexiscale.so" ] &&
+		check "the plugin is installed at that path" test -f "$dest$plugdir/hexiscale.so"
 fi
 check "workflow man page" test -f "$root/share/man/man7/hexiscale.7"
 PKG_CONFIG_PATH=$root/lib/pkgconfig pkg-config --define-variable=prefix="$root" --libs hexiscale >/dev/null 2>&1 &&

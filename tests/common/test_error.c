@@ -37,11 +37,15 @@ static void test_parse_long(void)
 		const char *in;
 		hexi_rc rc;
 	} bad[] = {
-		{"", HEXI_ERR_PARSE},	 {" 1", HEXI_ERR_PARSE},
-		{"1 ", HEXI_ERR_PARSE},	 {"+1", HEXI_ERR_PARSE},
-		{"0x10", HEXI_ERR_PARSE}, {"12a", HEXI_ERR_PARSE},
-		{"101", HEXI_ERR_RANGE}, {"-1", HEXI_ERR_RANGE},
-		{"99999999999999999999999", HEXI_ERR_RANGE},
+	    {"", HEXI_ERR_PARSE},
+	    {" 1", HEXI_ERR_PARSE},
+	    {"1 ", HEXI_ERR_PARSE},
+	    {"+1", HEXI_ERR_PARSE},
+	    {"0x10", HEXI_ERR_PARSE},
+	    {"12a", HEXI_ERR_PARSE},
+	    {"101", HEXI_ERR_RANGE},
+	    {"-1", HEXI_ERR_RANGE},
+	    {"99999999999999999999999", HEXI_ERR_RANGE},
 	};
 	long v = 0;
 
@@ -58,7 +62,8 @@ static void test_parse_double(void)
 
 	is_int(hexi_parse_double("0.7", 0, 1e6, &d), HEXI_OK, "parse 0.7");
 	is_near(d, 0.7, 1e-15, "value 0.7");
-	is_int(hexi_parse_double("nan", 0, 1, &d), HEXI_ERR_RANGE, "reject nan");
+	is_int(hexi_parse_double("nan", 0, 1, &d), HEXI_ERR_RANGE,
+	       "reject nan");
 	is_int(hexi_parse_double("inf", 0, 1e300, &d), HEXI_ERR_RANGE,
 	       "reject inf");
 	is_int(hexi_parse_double("1e", 0, 1, &d), HEXI_ERR_PARSE, "reject 1e");

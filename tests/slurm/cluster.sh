@@ -11,7 +11,9 @@
 #   n1 3 x a800, n2 3 x rtx4090, n3 2 x rtx3090.
 # The plugstack line loads the build tree's hexiscale.so (HEXI_BUILD, default
 # ../../build relative to this file) with HEXI_PLUGSTACK_ARGS appended.
-# Daemons are stopped by PID (pid files in the scratch dir).  Needs root.
+# Daemons are stopped by PID (pid files in the scratch dir), after every job
+# is cancelled; slurmstepd/srun processes of this cluster left after that
+# (matched by its SLURM_CONF or scratch dir) are killed.  Needs root.
 #
 # Exit status of start: 0 up and idle, 77 cannot run here (reason printed),
 # 1 failed to start (logs printed).
@@ -117,6 +119,14 @@ hexi_cluster_pid_alive() {
 	[ -n "$1" ] && kill -0 "$1" 2>/dev/null
 }
 
+# Alive and not a zombie waiting to be reaped (slurmstepd's parent is init).
+hexi_cluster_pid_running() {
+	local st
+	hexi_cluster_pid_alive "$1" || return 1
+	st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null)
+	[ -n "$st" ] && [ "$st" != Z ]
+}
+
 hexi_cluster_status() {
 	hexi_cluster_vars
 	local f up=0 down=0
@@ -164,10 +174,59 @@ hexi_cluster_start() {
 	return 1
 }
 
-# Stop every daemon we started, by PID; wait for them to go.
+# Cancel every job of this cluster (while slurmctld runs) and wait up to
+# 5 s for them to be gone.
+hexi_cluster_cancel_all() {
+	local ids i
+	hexi_cluster_pid_alive "$(cat "$HEXI_SLURM_DIR/run/slurmctld.pid" 2>/dev/null)" || return 0
+	ids=$(timeout 5 squeue -h -o %i -t PD,R,CG,CF,S,RQ,RS 2>/dev/null | sort -u)
+	[ -z "$ids" ] && return 0
+	# shellcheck disable=SC2086
+	timeout 5 scancel $ids 2>/dev/null
+	for i in $(seq 50); do
+		[ -z "$(timeout 5 squeue -h -o %i 2>/dev/null)" ] && return 0
+		sleep 0.1
+	done
+	return 0
+}
+
+# PIDs of the slurmstepd and srun processes of this cluster (SLURM_CONF in
+# their environment is this cluster's, or their command line or current
+# directory is in its scratch directory), then every process below such a
+# slurmstepd (batch scripts, tasks).  Never another cluster's: the match is
+# on this cluster's own paths.
+hexi_cluster_leftovers() {
+	local d=$HEXI_SLURM_DIR conf=$SLURM_CONF p comm cwd mine="" all
+	for p in /proc/[0-9]*; do
+		p=${p#/proc/}
+		read -r comm 2>/dev/null <"/proc/$p/comm" || continue
+		case $comm in slurmstepd | srun) ;; *) continue ;; esac
+		cwd=$(readlink "/proc/$p/cwd" 2>/dev/null)
+		if tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qxF "SLURM_CONF=$conf" ||
+			tr '\0' '\n' 2>/dev/null <"/proc/$p/cmdline" | grep -qF "$d/" ||
+			[ "$cwd" = "$d" ] || [ "${cwd#"$d"/}" != "$cwd" ]; then
+			mine="$mine $p"
+		fi
+	done
+	[ -z "$mine" ] && return 0
+	# add descendants (a few rounds cover batch script -> srun -> task)
+	all=$mine
+	for _ in 1 2 3 4 5 6; do
+		all=$(ps -e -o pid=,ppid= | awk -v set="$all" '
+			BEGIN { n = split(set, a, " "); for (i = 1; i <= n; i++) in_set[a[i]] = 1 }
+			{ if (($2 in in_set) || ($1 in in_set)) in_set[$1] = 1 }
+			END { for (p in in_set) printf "%s ", p }')
+	done
+	echo "$all"
+}
+
+# Stop the cluster: cancel every job, stop every daemon we started by PID
+# and wait for them to go, then kill what jobs left behind (slurmstepd, srun
+# and their processes, which outlive slurmd).
 hexi_cluster_stop() {
 	hexi_cluster_vars
-	local f pid i left
+	local f pid i left procs
+	hexi_cluster_cancel_all
 	for f in "$HEXI_SLURM_DIR"/run/slurmd-n*.pid "$HEXI_SLURM_DIR"/run/slurmctld.pid \
 		"$HEXI_SLURM_DIR"/run/munged.pid; do
 		[ -f "$f" ] || continue
@@ -188,6 +247,19 @@ hexi_cluster_stop() {
 		hexi_cluster_pid_alive "$pid" && kill -KILL "$pid" 2>/dev/null
 		rm -f "$f"
 	done
+	procs=$(hexi_cluster_leftovers)
+	if [ -n "$procs" ]; then
+		# shellcheck disable=SC2086
+		kill -TERM $procs 2>/dev/null
+		for i in $(seq 20); do
+			left=0
+			for pid in $procs; do hexi_cluster_pid_running "$pid" && left=1; done
+			[ $left -eq 0 ] && break
+			sleep 0.1
+		done
+		# shellcheck disable=SC2086
+		kill -KILL $procs 2>/dev/null
+	fi
 	return 0
 }
 

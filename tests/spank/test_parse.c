@@ -244,34 +244,47 @@ static void test_handoff(void)
 	hx_handoff_fini(&h);
 }
 
-/* The shipped example plugstack line must parse. */
+/* The shipped example plugstack line (made by make from its template with
+ * the configured plugin directory) must parse and name the plugin by an
+ * absolute path, with no template variable left. */
 static void test_example_conf(void)
 {
-	const char *top = getenv("top_srcdir");
-	char path[4096], line[4096], *av[32], *save = NULL, *tok;
+	const char *top = getenv("top_builddir");
+	char path[4096], line[4096], whole[16384], *av[32], *save = NULL, *tok;
+	size_t used = 0;
 	int ac = 0, found = 0;
 	hx_conf c;
 	FILE *f;
 
 	snprintf(path, sizeof(path),
 		 "%s/examples/plugstack.conf.d/hexiscale.conf",
-		 top != NULL ? top : "../../..");
+		 top != NULL ? top : "../..");
 	f = fopen(path, "r");
 	ok(f != NULL, "example plugstack file %s", path);
+	whole[0] = '\0';
 	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		if (line[0] == '#' || line[0] == '\n')
+		if (used + strlen(line) < sizeof(whole)) {
+			memcpy(whole + used, line, strlen(line) + 1);
+			used += strlen(line);
+		}
+		if (found || line[0] == '#' || line[0] == '\n')
 			continue;
 		found = 1;
 		for (tok = strtok_r(line, " \t\n", &save);
 		     tok != NULL && ac < 32;
 		     tok = strtok_r(NULL, " \t\n", &save))
 			av[ac++] = tok;
-		break;
 	}
 	if (f != NULL)
 		fclose(f);
 	ok(found && ac >= 2 && !strcmp(av[0], "required"),
 	   "example has a 'required PATH ...' line");
+	ok(ac >= 2 && av[1][0] == '/' && strlen(av[1]) > 13 &&
+	       !strcmp(av[1] + strlen(av[1]) - 13, "/hexiscale.so"),
+	   "example names the plugin by an absolute path: %s",
+	   ac >= 2 ? av[1] : "(none)");
+	ok(strchr(whole, '@') == NULL && strstr(whole, "${") == NULL,
+	   "example has no template variable left");
 	is_int(ac >= 2 ? hx_conf_parse(&c, ac - 2, av + 2) : HEXI_ERR_PARSE,
 	       HEXI_OK, "example plugstack arguments parse");
 }
