@@ -41,8 +41,11 @@ command -v python3 >/dev/null || skip "python3 is needed to read JSON"
 MPIRUN=${MPIRUN:-$(command -v mpirun || true)}
 [ "$ranks" -eq 1 ] || [ -n "$MPIRUN" ] || skip "no mpirun for $ranks ranks"
 if [ "$mode" = gpu ]; then
-	"$TRAIN" --help 2>&1 | grep -qi -- "--device\|cuda\|gpu" ||
+	"$TRAIN" --help 2>&1 | grep -q -- "--backend NAME" ||
 		skip "hexitrain has no GPU path yet (CPU ranks only): the GPU comparison cannot run"
+	if ! why=$("$TRAIN" --backend nccl --steps 0 2>&1 >/dev/null); then
+		skip "hexitrain --backend nccl cannot run here: $(echo "$why" | head -n 1)"
+	fi
 fi
 
 d=$(mktemp -d /tmp/hexi-fidelity.XXXXXX) || die "mktemp"
@@ -51,6 +54,61 @@ mkdir -p "$d/profiles"
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo \
 	OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_plm_rsh_agent=false \
 	OPENBLAS_NUM_THREADS=1
+
+# ---- GPU mode (gpuwire): one GPU, one rank; hexitrain's GPU path trains
+# one-stage TP-1 pipelines (hexitrain(1)), which is what one GPU is planned.
+# A ~0.5B model in bf16 whose step is mostly GEMMs; the profile's bf16 GEMM
+# rate over the model's shapes.  Untested where no GPU was available.
+if [ "$mode" = gpu ]; then
+	L=8 C=2048 H=16 F=5632 V=32000 T=1024 GB=8 MB=4 BT=$((4 * 1024))
+	cat >"$d/model.json" <<EOF
+{"format":"hexiscale-model","version":1,"name":"fidelity-gpu","layers":$L,
+ "hidden":$C,"heads":$H,"kv_heads":$H,"ffn":$F,"vocab":$V,"seq_len":$T}
+EOF
+	echo "== profile (one GPU, GEMMs of the model, $BT tokens per micro-batch)"
+	timeout 300 "$PROF" --gpu --only-gemm --rate=mean --host=localhost -r 5 -w 2 \
+		--gemm="${BT}x${C}x${C}" --gemm="${BT}x${F}x${C}" --gemm="${BT}x${C}x${F}" \
+		--gemm="${F}x${C}x${BT}" --gemm="${BT}x${V}x${C}" --gemm="${BT}x${C}x${V}" \
+		--gemm="${V}x${C}x${BT}" -o "$d/profiles/localhost.json" >"$d/prof.txt" 2>&1 ||
+		{ cat "$d/prof.txt"; die "hexiprof --gpu failed"; }
+	read -r tflops gtype < <(python3 - "$d/profiles/localhost.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["gpus"][0]
+print(g["gemm_tflops"]["bf16"], g["type"])
+PY
+) || die "cannot read the GPU profile"
+	cat >"$d/cluster.json" <<EOF
+{"format":"hexiscale-cluster","version":1,
+ "nodes":[{"name":"localhost","gpu":"$gtype","count":1}]}
+EOF
+	echo "== plan and simulate ($gtype, bf16 GEMM $tflops TFLOP/s)"
+	"$PLAN" plan "$d/cluster.json" --model "$d/model.json" --global-batch $GB \
+		--micro-batch $MB --no-recompute --profiles "$d/profiles" -o "$d/plan.json" ||
+		die "hexiplan plan failed"
+	"$PLAN" simulate "$d/plan.json" --profiles "$d/profiles" --json >"$d/sim.json" ||
+		die "hexiplan simulate failed"
+	predicted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iteration_s"])' "$d/sim.json") ||
+		die "no iteration_s in the simulation"
+	echo "== hexitrain --backend nccl --dtype bf16, $steps steps"
+	timeout 600 "$TRAIN" --backend nccl --dtype bf16 --plan "$d/plan.json" \
+		--steps "$steps" --json >"$d/train.json" 2>"$d/train.err" ||
+		{ cat "$d/train.err"; die "hexitrain failed"; }
+	python3 - "$d/train.json" "$predicted" "$tflops" "$strict" <<'PY'
+import json, statistics, sys
+t = [json.loads(l)["time_s"] for l in open(sys.argv[1]) if l.startswith("{")]
+if len(t) < 3:
+    sys.exit("fewer than 3 steps reported")
+meas, pred, tflops, strict = statistics.median(t[1:]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+dev = (pred - meas) / meas * 100.0
+print(f"measured GEMM rate      {tflops:10.2f} TFLOP/s bf16 (model's shapes)")
+print(f"predicted iteration     {pred:10.4f} s  (hexiplan simulate)")
+print(f"measured iteration      {meas:10.4f} s  (hexitrain --backend nccl, median)")
+print(f"deviation               {dev:+10.1f} %  (goal within 5 %: {'met' if abs(dev) <= 5 else 'MISSED'})")
+print(f"FIDELITY mode=gpu ranks=1 predicted_s={pred:.6g} measured_s={meas:.6g} deviation_pct={dev:.2f}")
+sys.exit(1 if strict and abs(dev) > 5 else 0)
+PY
+	exit $?
+fi
 
 # A model small enough for 2 cores whose step is mostly GEMMs.
 L=4 C=256 H=8 F=688 V=512 T=128 GB=8 MB=2
@@ -138,7 +196,7 @@ predicted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ite
 # (--no-recompute: hexitrain keeps every activation, it never recomputes.)
 # 4. Measure: median step time after the first (warm-up) step.
 echo "== hexitrain, $steps steps"
-launch "$ranks" "$TRAIN" --plan "$d/plan.json" --steps "$steps" --json \
+launch "$ranks" "$TRAIN" --backend mpi --plan "$d/plan.json" --steps "$steps" --json \
 	>"$d/train.json" 2>"$d/train.err" || { cat "$d/train.err"; die "hexitrain failed"; }
 measured=$(python3 - "$d/train.json" <<'PY'
 import json, statistics, sys
