@@ -150,7 +150,7 @@ ACT=$((L * (BT * (5 * C + 4 * H * D + 4 * F) + MB * H * T * T) * 4))
 gargs=$(for s in $(printf '%s\n' $shapes | cut -d: -f1 | sort -u); do printf -- '--gemm=%s ' "$s"; done)
 echo "== profile ($ranks rank(s), GEMMs of the model, $BT tokens per micro-batch)"
 # shellcheck disable=SC2086
-launch "$ranks" "$PROF" --cpu --concurrent --only-gemm --rate=mean --host=localhost -r 7 -w 2 \
+launch "$ranks" "$PROF" --cpu --concurrent --only-gemm --rate=mean --host=localhost -r 11 -w 2 \
 	--max-msg=4M $gargs --membw-size=$ACT --json \
 	-o "$d/profiles/localhost.json" >"$d/prof.txt" 2>"$d/prof.err" ||
 	{ cat "$d/prof.txt" "$d/prof.err"; die "hexiprof failed"; }
