@@ -30,7 +30,7 @@ extern "C" {
 #define HEXI_PROF_MAX_GPUS   64
 #define HEXI_PROF_NAME_MAX   64
 #define HEXI_PROF_MAX_MEAS   128
-#define HEXI_PROF_MAX_SHAPES 8
+#define HEXI_PROF_MAX_SHAPES 16
 
 /* ---- timing statistics ----------------------------------------------------
  */
@@ -96,6 +96,7 @@ typedef struct hexi_profile {
 	int ngpus;
 	hexi_prof_gpu gpus[HEXI_PROF_MAX_GPUS];
 	double cpu_gemm_gflops; /* NAN: no "cpu" object */
+	double cpu_mem_bw_gbps; /* streaming triad, one thread; NAN: none */
 	int cpu_threads;
 	double intra_bw_gbps, intra_lat_s, inter_bw_gbps, inter_lat_s;
 } hexi_profile;
@@ -139,6 +140,7 @@ typedef struct hexi_prof_opts {
 	int rate_mean;	/* profile rate: 0 best median, 1 FLOP-weighted mean */
 	hexi_prof_shape shapes[HEXI_PROF_MAX_SHAPES];
 	size_t max_msg_bytes; /* largest message of the link tests */
+	size_t membw_bytes;   /* CPU triad working set (3 arrays), bytes */
 	double min_sample_s;  /* GEMM and copy samples last at least this */
 	char gpu_type[HEXI_PROF_NAME_MAX]; /* "" = guess from the name */
 } hexi_prof_opts;

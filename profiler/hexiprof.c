@@ -39,6 +39,8 @@ static void usage(FILE *f)
 		"(default)\n"
 		"                       or all FLOPs over all time\n"
 		"  -s, --max-msg=SIZE   largest message (default 64M)\n"
+		"      --membw-size=SIZE  CPU memory-bandwidth working set "
+		"(default 64M)\n"
 		"  -r, --repeats=N      timed runs (default 10)\n"
 		"  -w, --warmup=N       untimed runs first (default 2)\n"
 		"  -q, --quick          small sizes, for tests\n"
@@ -73,7 +75,8 @@ static int parse_args(int argc, char **argv, cli *c)
 		OPT_CPU,
 		OPT_GPU,
 		OPT_ONLY_GEMM,
-		OPT_RATE
+		OPT_RATE,
+		OPT_MEMBW_SIZE
 	};
 	static const struct option lo[] = {
 	    {"mode", required_argument, NULL, 'm'},
@@ -91,6 +94,7 @@ static int parse_args(int argc, char **argv, cli *c)
 	    {"gpu", no_argument, NULL, OPT_GPU},
 	    {"only-gemm", no_argument, NULL, OPT_ONLY_GEMM},
 	    {"rate", required_argument, NULL, OPT_RATE},
+	    {"membw-size", required_argument, NULL, OPT_MEMBW_SIZE},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -196,6 +200,16 @@ static int parse_args(int argc, char **argv, cli *c)
 						   optarg);
 			c->o.rate_mean = strcmp(optarg, "mean") == 0;
 			break;
+		case OPT_MEMBW_SIZE:
+			if (hexi_prof_parse_bytes(optarg, &c->o.membw_bytes) !=
+				HEXI_OK ||
+			    c->o.membw_bytes < 4096 ||
+			    c->o.membw_bytes > (size_t)1 << 32)
+				return usage_error("--membw-size '%s': want "
+						   "4K .. 4G (suffix K, M or "
+						   "G)",
+						   optarg);
+			break;
 		case 'v':
 			c->verbose = 1;
 			break;
@@ -222,6 +236,8 @@ static int parse_args(int argc, char **argv, cli *c)
 		c->o.min_sample_s = 0.002;
 	if (c->o.quick && !max_msg_set)
 		c->o.max_msg_bytes = 1u << 20;
+	if (c->o.quick && c->o.membw_bytes == (size_t)64 << 20)
+		c->o.membw_bytes = (size_t)4 << 20;
 	return 0;
 }
 

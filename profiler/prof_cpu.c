@@ -148,6 +148,107 @@ out:
 	return rv;
 }
 
+typedef struct elt_arg {
+	size_t n;
+	float *a, *b, *c, *m, *v;
+} elt_arg;
+
+/* The element-wise work of a training step as the CPU runtime does it
+ * (scalar loops with expf/sqrtf, not STREAM-like copies): a SwiGLU
+ * forward a = silu(b) * c (12 bytes per element) and an AdamW update of
+ * parameters b with gradients c and moments m, v (28 bytes per element). */
+static hexi_rc run_elt(void *p)
+{
+	elt_arg *t = p;
+
+	for (size_t i = 0; i < t->n; i++)
+		t->a[i] = t->b[i] / (1.0f + expf(-t->b[i])) * t->c[i];
+	for (size_t i = 0; i < t->n; i++) {
+		float g = t->c[i];
+		t->m[i] = 0.9f * t->m[i] + 0.1f * g;
+		t->v[i] = 0.999f * t->v[i] + 0.001f * g * g;
+		t->b[i] -= 1e-3f * (t->m[i] / (sqrtf(t->v[i]) + 1e-8f) +
+				    0.01f * t->b[i]);
+	}
+	return HEXI_OK;
+}
+
+/* Largest relative error of one run from fresh inputs, on a sample. */
+static double elt_error(elt_arg *t)
+{
+	double worst = 0;
+
+	fill(t->b, t->n, 7);
+	fill(t->c, t->n, 8);
+	memset(t->m, 0, t->n * sizeof(float));
+	memset(t->v, 0, t->n * sizeof(float));
+	run_elt(t);
+	fill(t->b, t->n, 7);
+	for (size_t i = 0; i < t->n; i += 1 + t->n / SAMPLES) {
+		double x = t->b[i], g = t->c[i];
+		double want = x / (1.0 + exp(-x)) * g, m = 0.1 * g;
+		double e = fabs(t->a[i] - want) / (fabs(want) + 1e-6) +
+			   fabs(t->m[i] - m) / (fabs(m) + 1e-6);
+		worst = e > worst ? e : worst;
+	}
+	return worst;
+}
+
+/* Effective memory bandwidth of the runtime's element-wise kernels on one
+ * thread (bytes they move over their time), working set o->membw_bytes:
+ * what the cost model's memory-bound terms divide by on this CPU. */
+static hexi_rc mem_bw(const hexi_prof_opts *o, hexi_profile *p,
+		      hexi_prof_report *r)
+{
+	elt_arg t = {0};
+	hexi_prof_meas m;
+	hexi_rc rv = HEXI_OK;
+	double bytes;
+
+	t.n = o->membw_bytes / (5 * sizeof(float));
+	if (t.n < 1024)
+		t.n = 1024;
+	bytes = 40.0 * (double)t.n;
+	t.a = malloc(t.n * sizeof(float));
+	t.b = malloc(t.n * sizeof(float));
+	t.c = malloc(t.n * sizeof(float));
+	t.m = malloc(t.n * sizeof(float));
+	t.v = malloc(t.n * sizeof(float));
+	if (!t.a || !t.b || !t.c || !t.m || !t.v) {
+		rv = hexi_error(HEXI_ERR_NOMEM, "memory bandwidth: %zu floats",
+				t.n);
+		goto out;
+	}
+	memset(&m, 0, sizeof(m));
+	m.device = -1;
+	snprintf(m.name, sizeof(m.name), "cpu.membw");
+	snprintf(m.shape, sizeof(m.shape), "%.0fB", 5.0 * 4.0 * t.n);
+	snprintf(m.unit, sizeof(m.unit), "GB/s");
+	m.check_err = elt_error(&t);
+	if (!(m.check_err <= 1e-4)) {
+		rv = hexi_error(HEXI_ERR_MISMATCH,
+				"memory bandwidth: element-wise check failed: "
+				"relative error %.3g",
+				m.check_err);
+		goto out;
+	}
+	rv = hexi_prof_time_min(run_elt, &t, o->warmup, o->repeats,
+				o->min_sample_s, &m.stat);
+	if (rv != HEXI_OK)
+		goto out;
+	m.value = bytes / m.stat.median_s / 1e9;
+	m.best = bytes / m.stat.min_s / 1e9;
+	p->cpu_mem_bw_gbps = m.value;
+	rv = hexi_prof_report_add(r, &m);
+out:
+	free(t.a);
+	free(t.b);
+	free(t.c);
+	free(t.m);
+	free(t.v);
+	return rv;
+}
+
 hexi_rc hexi_prof_cpu(const hexi_prof_opts *o, hexi_profile *p,
 		      hexi_prof_report *r)
 {
@@ -179,7 +280,7 @@ hexi_rc hexi_prof_cpu(const hexi_prof_opts *o, hexi_profile *p,
 	p->cpu_gemm_gflops =
 	    o->rate_mean && time_s > 0 ? flop / time_s / 1e9 : best;
 	p->cpu_threads = openblas_get_num_threads();
-	return HEXI_OK;
+	return mem_bw(o, p, r);
 }
 
 #else /* !HAVE_OPENBLAS */

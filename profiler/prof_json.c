@@ -16,6 +16,7 @@ hexi_rc hexi_profile_init(hexi_profile *p, const char *host)
 {
 	memset(p, 0, sizeof(*p));
 	p->cpu_gemm_gflops = NAN;
+	p->cpu_mem_bw_gbps = NAN;
 	p->intra_bw_gbps = p->intra_lat_s = NAN;
 	p->inter_bw_gbps = p->inter_lat_s = NAN;
 	if (host == NULL || host[0] == '\0' || !hexi_is_printable(host))
@@ -110,6 +111,9 @@ static json_t *profile_json(const hexi_profile *p)
 		}
 		if (isfinite(p->cpu_gemm_gflops) && !e) {
 			e |= set_num(cpu, "gemm_gflops", p->cpu_gemm_gflops);
+			if (isfinite(p->cpu_mem_bw_gbps))
+				e |= set_num(cpu, "mem_bw_gbps",
+					     p->cpu_mem_bw_gbps);
 			if (p->cpu_threads > 0)
 				e |= json_object_set_new(
 				    cpu, "threads",

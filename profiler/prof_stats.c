@@ -206,6 +206,7 @@ void hexi_prof_opts_defaults(hexi_prof_opts *o)
 	o->warmup = 2;
 	o->repeats = 10;
 	o->max_msg_bytes = 64u << 20;
+	o->membw_bytes = 64u << 20;
 	o->min_sample_s = 0.02;
 }
 

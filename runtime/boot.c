@@ -582,6 +582,10 @@ int hexi_rt_all_ok(hexi_rt *rt, int ok)
 void hexi_rt_abort(hexi_rt *rt, hexi_rc rc)
 {
 	fflush(NULL);
+	/* NCCL first: aborting its communicators releases kernels stuck on a
+	 * dead peer; it then ends the job through the host communicator. */
+	if (rt != NULL && rt->gcomm != NULL)
+		rt->gcomm->ops->abort_all(rt->gcomm, (int)rc);
 	if (rt != NULL && rt->comm != NULL)
 		rt->comm->ops->abort_all(rt->comm, (int)rc);
 	_exit((int)rc);

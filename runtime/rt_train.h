@@ -41,6 +41,7 @@ hexi_rc rt_train_global_loss(hexi_trainer *t, double loss_sum, double *loss);
 /* train_gpu.c (built with CUDA only). */
 hexi_rc rt_gtrain_check(const hexi_rt *rt, const hexi_train_opts *o);
 hexi_rc rt_gtrain_create(hexi_trainer *t);
+hexi_rc rt_gtrain_connect(hexi_trainer *t);
 hexi_rc rt_gtrain_step(hexi_trainer *t, hexi_step_stats *st);
 hexi_rc rt_gtrain_dump(hexi_trainer *t, FILE *f, const char *path);
 void rt_gtrain_destroy(rt_gtrain *g);

@@ -281,6 +281,16 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 					"rank %d: another rank failed to build "
 					"its GPU model",
 					rt->rank);
+		if (rc == HEXI_OK) {
+			rc = rt_gtrain_connect(t);
+			ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
+			if (rc == HEXI_OK && !ok)
+				rc = hexi_error(
+				    HEXI_ERR_PEER,
+				    "rank %d: another rank failed to "
+				    "join the NCCL gradient group",
+				    rt->rank);
+		}
 		if (rc != HEXI_OK) {
 			hexi_trainer_destroy(t);
 			return rc;

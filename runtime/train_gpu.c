@@ -83,7 +83,6 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 	int64_t rows, cols;
 	size_t n, total = 0;
 	float *grad;
-	int *ranks = NULL;
 	hexi_rc rc;
 
 	if (g == NULL)
@@ -114,9 +113,18 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 		HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: gradient accumulator",
 					 rt->rank);
-	if ((rc = rt_cuda_alloc((void **)&g->dsumsq, sizeof(double))) !=
-	    HEXI_OK)
-		return rc;
+	return rt_cuda_alloc((void **)&g->dsumsq, sizeof(double));
+}
+
+/* Collective, after every rank built its model: the NCCL group of the
+ * gradient sum. */
+hexi_rc rt_gtrain_connect(hexi_trainer *t)
+{
+	hexi_rt *rt = t->rt;
+	rt_gtrain *g = t->gpu;
+	int *ranks = NULL;
+	hexi_rc rc = HEXI_OK;
+
 	if (rt->world_size > 1) {
 		ranks = malloc(sizeof(int) * (size_t)rt->world_size);
 		if (ranks == NULL)

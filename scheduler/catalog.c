@@ -529,7 +529,8 @@ static const char *const prof_gpu_keys[] = {
     "type",	"index",    "gemm_tflops", "mem_bw_gbps",
     "h2d_gbps", "d2h_gbps", "name",	   NULL};
 static const char *const prof_gemm_keys[] = {"bf16", "fp16", "fp32", NULL};
-static const char *const prof_cpu_keys[] = {"gemm_gflops", "threads", NULL};
+static const char *const prof_cpu_keys[] = {"gemm_gflops", "mem_bw_gbps",
+					    "threads", NULL};
 static const char *const prof_link_keys[] = {
     "intra_bw_gbps", "intra_lat_s", "inter_bw_gbps", "inter_lat_s", NULL};
 
@@ -601,7 +602,7 @@ static hexi_rc prof_gpu(hexi_catalog *cat, prof_acc *acc, const json_t *g,
 static hexi_rc prof_cpu(hexi_catalog *cat, prof_acc *acc, const json_t *cpu,
 			const char *w)
 {
-	double gflops = -1;
+	double gflops = -1, membw = -1;
 	long threads = 1;
 	cat_entry *e = find_entry(cat, "cpu");
 	hexi_rc rv;
@@ -610,12 +611,19 @@ static hexi_rc prof_cpu(hexi_catalog *cat, prof_acc *acc, const json_t *cpu,
 	if (rv == HEXI_OK)
 		rv = hsj_get_num(cpu, w, "gemm_gflops", 0, 0, 1, 1e9, &gflops);
 	if (rv == HEXI_OK)
+		rv = hsj_get_num(cpu, w, "mem_bw_gbps", HSJ_OPTIONAL, 0, 1, 1e6,
+				 &membw);
+	if (rv == HEXI_OK)
 		rv = hsj_get_int(cpu, w, "threads", 0, 1, 1 << 20, &threads);
 	if (rv != HEXI_OK || gflops <= 0 || e == NULL)
 		return rv;
 	acc += e - cat->e;
 	acc->tflops += gflops / 1000.0;
 	acc->ntflops++;
+	if (membw > 0) {
+		acc->membw += membw;
+		acc->nmembw++;
+	}
 	return HEXI_OK;
 }
 

@@ -104,6 +104,48 @@ static double group_min(const sched_ctx *x, const int *dev, int t, int what_mem)
 	return v;
 }
 
+/* Seconds per byte of memory-bound work on g; 0 when the type has no
+ * bandwidth (then memory-bound work is not modelled). */
+static double sec_per_byte(const sched_dev *g)
+{
+	return g->mem_bw_gbps > 0 ? 1.0 / (g->mem_bw_gbps * GB) : 0;
+}
+
+/* Element bytes of the runtime on a device: fp32 on CPU, act_bytes on GPU. */
+static double elem_bytes(const sched_ctx *x, const sched_dev *g)
+{
+	return g->cpu ? 4.0 : x->t.act_bytes;
+}
+
+/* Memory-bound (non-GEMM) traffic of one layer, per token, in elements,
+ * fwd + bwd (+ the forward again with recompute), for a rank holding the
+ * fractions fa (KV heads) and ff (FFN rows): two RMSNorms (fwd 2C, bwd 3C
+ * each), two residual adds (3C + 3C each), RoPE on q and k (2 fwd + 2 bwd
+ * passes), SwiGLU (fwd 3F, bwd 5F) and, where the T x T scores are
+ * materialised (the CPU runtime), softmax over them (2 fwd + 2 bwd passes
+ * of T per head and token).  doc/COSTMODEL.md "Memory-bound work". */
+static double layer_elems(const sched_ctx *x, const sched_dev *g, double fa,
+			  double ff)
+{
+	const hexi_model *m = &x->m;
+	double C = m->hidden, d = C / m->heads, T = m->seq_len;
+	double hk = (m->heads + m->kv_heads) * d * fa;
+	double sc = g->cpu ? m->heads * fa * T : 0;
+	double fwd = 10.0 * C + 2.0 * hk + 3.0 * m->ffn * ff + 2.0 * sc;
+	double bwd = 12.0 * C + 2.0 * hk + 5.0 * m->ffn * ff + 2.0 * sc;
+
+	return fwd * (x->t.recompute ? 2.0 : 1.0) + bwd;
+}
+
+/* Parameters of one layer held by a rank with fractions fa, ff. */
+static double layer_params(const hexi_model *m, double fa, double ff)
+{
+	double C = m->hidden, dh = C / m->heads;
+
+	return (2.0 * m->heads * dh * C + 2.0 * m->kv_heads * dh * C) * fa +
+	       3.0 * C * m->ffn * ff + 2.0 * C;
+}
+
 static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 			    sched_scost *out)
 {
@@ -116,13 +158,29 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 	    d->tp > HEXI_MAX_GPUS_PER_NODE ? HEXI_MAX_GPUS_PER_NODE : d->tp;
 
 	layer_fwd_flop(m, &attn, &ffn);
+	out->opt_layer_s = out->opt_fixed_s = 0;
 	for (int r = 0; r < d->tp; r++) {
 		const sched_dev *g = &x->dev[d->dev[r]];
-		double f = passes * d->mb *
-			   (attn * frac(m->kv_heads, d->tp, r) +
-			    ffn * frac(m->ffn, d->tp, r));
-		double s = f / (g->peak_tflops * TF * g->eff);
+		double fa = frac(m->kv_heads, d->tp, r);
+		double ff = frac(m->ffn, d->tp, r);
+		double f = passes * d->mb * (attn * fa + ffn * ff);
+		double spb = sec_per_byte(g), eb = elem_bytes(x, g);
+		double tok = (double)d->mb * m->seq_len,
+		       vc = (double)m->vocab * m->hidden;
+		double s = f / (g->peak_tflops * TF * g->eff) +
+			   tok * layer_elems(x, g, fa, ff) * eb * spb;
+		/* optimizer: every byte of weights, grads and state read and
+		 * written once per iteration (2 x bytes_per_param) */
+		double o = 2.0 * x->t.bytes_per_param * spb;
+		double ol = layer_params(m, fa, ff) * o;
+		double of =
+		    (d->first ? vc : 0) + (d->last ? vc + m->hidden : 0);
 		worst = s > worst ? s : worst;
+		out->opt_layer_s =
+		    ol > out->opt_layer_s ? ol : out->opt_layer_s;
+		of *= o;
+		out->opt_fixed_s =
+		    of > out->opt_fixed_s ? of : out->opt_fixed_s;
 	}
 	out->comp_layer_s = worst;
 	ring_link(x, d->dev, tp, nodes, &bw, &lat);
@@ -132,6 +190,20 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 	out->fixed_s = d->last ? 6.0 * d->mb * m->seq_len * (double)m->hidden *
 				     m->vocab / group_min(x, d->dev, d->tp, 0)
 			       : 0;
+	/* memory-bound: embedding gather/scatter (2C per token), final norm
+	 * (5C) and softmax cross-entropy (4V) per token, slowest member */
+	{
+		double worst_e = 0, tok = (double)d->mb * m->seq_len;
+		for (int r = 0; r < d->tp; r++) {
+			const sched_dev *g = &x->dev[d->dev[r]];
+			double e =
+			    ((d->first ? 2.0 * m->hidden : 0) +
+			     (d->last ? 5.0 * m->hidden + 4.0 * m->vocab : 0)) *
+			    tok * elem_bytes(x, g) * sec_per_byte(g);
+			worst_e = e > worst_e ? e : worst_e;
+		}
+		out->fixed_s += worst_e;
+	}
 	out->pp_s = 0;
 	if (d->next) {
 		int a = x->dev[d->dev[0]].node, b = x->dev[d->next[0]].node;

@@ -27,6 +27,8 @@ typedef struct sched_dev {
 	double peak_tflops; /* catalog dense BF16 TFLOPS, as written */
 	double eff;	    /* achievable fraction of peak, 0..1 */
 	double mem_gib;	    /* capacity, GiB */
+	double mem_bw_gbps; /* memory bandwidth, GB/s (catalog or measured) */
+	int cpu;	    /* the "cpu" type: fp32 runtime, T x T scores */
 } sched_dev;
 
 /* Everything the cost models need, resolved once (types, capacities). */
@@ -62,6 +64,8 @@ typedef struct sched_scost {
 	double tp_layer_s;   /* TP all-reduces per layer */
 	double fixed_s;	     /* embedding / LM head compute */
 	double pp_s;	     /* activation send + gradient return, next stage */
+	double opt_layer_s;  /* optimizer step per layer held, per iteration */
+	double opt_fixed_s;  /* optimizer step of embedding/head, per iter. */
 	double mem_layer_b;  /* bytes per GPU per layer held */
 	double mem_fixed_b;  /* bytes per GPU independent of layers */
 	double cap_b;	     /* smallest capacity in the TP group, bytes */
@@ -99,6 +103,7 @@ double sched_model_flops(const hexi_model *m);
 typedef struct sched_eval {
 	double iter_s, dp_sync_s, tokens_per_s, mfu;
 	double max_pipe_s;
+	double opt_s;		/* slowest stage's optimizer step (hexiscale) */
 	double worst_mem_ratio; /* max over GPUs of need / capacity */
 	int fits;		/* 1 if worst_mem_ratio <= 1 */
 } sched_eval;

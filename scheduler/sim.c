@@ -57,6 +57,8 @@ hexi_rc sched_ctx_init(sched_ctx *x, const hexi_cluster *c, const hexi_model *m,
 			x->dev[k].peak_tflops = g->peak_tflops;
 			x->dev[k].eff = g->efficiency > 0 ? g->efficiency : 1.0;
 			x->dev[k].mem_gib = g->mem_gib;
+			x->dev[k].mem_bw_gbps = g->mem_bw_gbps;
+			x->dev[k].cpu = strcmp(g->name, "cpu") == 0;
 			x->peak_sum_tflops += g->peak_tflops;
 		}
 	}
@@ -108,6 +110,7 @@ double sched_lat_s(const sched_ctx *x, int a, int b)
 void sched_stage_cost(const sched_ctx *x, const sched_sdesc *d,
 		      sched_scost *out)
 {
+	memset(out, 0, sizeof(*out));
 	if (x->kind == HEXI_COST_REFERENCE)
 		sched_ref_stage(x, d, out);
 	else
@@ -206,7 +209,8 @@ static hexi_rc check_pipes(const sched_ctx *x, const hexi_pipeline *pp, int np)
 
 /* Stage times and memory of pipeline p; c[] gets time per micro-batch. */
 static void eval_pipe(const sched_ctx *x, hexi_pipeline *pl, int *const *dev,
-		      double *c, hexi_stage_report *rep, double *worst)
+		      double *c, hexi_stage_report *rep, double *worst,
+		      double *opt)
 {
 	int S = pl->nstages, m = pl->micro_batches;
 
@@ -226,6 +230,8 @@ static void eval_pipe(const sched_ctx *x, hexi_pipeline *pl, int *const *dev,
 		sched_stage_cost(x, &d, &k);
 		c[s] = n * (k.comp_layer_s + k.tp_layer_s) + k.fixed_s + k.pp_s;
 		mem = n * k.mem_layer_b + k.mem_fixed_b;
+		if (n * k.opt_layer_s + k.opt_fixed_s > *opt)
+			*opt = n * k.opt_layer_s + k.opt_fixed_s;
 		st->time_s = c[s];
 		st->mem_gib = mem / SCHED_GIB;
 		if (mem / k.cap_b > *worst)
@@ -263,7 +269,7 @@ static void finish_eval(const sched_ctx *x, const hexi_pipeline *pp, int np,
 		    flop / ev->iter_s / (x->peak_sum_tflops * SCHED_TWO40);
 	} else {
 		ev->dp_sync_s = dp_total;
-		ev->iter_s = dp_end;
+		ev->iter_s = dp_end + ev->opt_s;
 		ev->tokens_per_s = G * x->m.seq_len / ev->iter_s;
 		ev->mfu = G * sched_model_flops(&x->m) / ev->iter_s /
 			  (x->peak_sum_tflops * 1e12);
@@ -293,7 +299,7 @@ hexi_rc sched_evaluate(const sched_ctx *x, hexi_pipeline *pp, int np,
 	}
 	for (int p = 0; p < np; p++) {
 		eval_pipe(x, &pp[p], map.dev + k, c + k, rep ? rep + k : NULL,
-			  &ev->worst_mem_ratio);
+			  &ev->worst_mem_ratio, &ev->opt_s);
 		if (pp[p].time_s > ev->max_pipe_s)
 			ev->max_pipe_s = pp[p].time_s;
 		k += pp[p].nstages;

@@ -41,16 +41,74 @@ command -v python3 >/dev/null || skip "python3 is needed to read JSON"
 MPIRUN=${MPIRUN:-$(command -v mpirun || true)}
 [ "$ranks" -eq 1 ] || [ -n "$MPIRUN" ] || skip "no mpirun for $ranks ranks"
 if [ "$mode" = gpu ]; then
-	"$TRAIN" --help 2>&1 | grep -qi -- "--device\|cuda\|gpu" ||
+	"$TRAIN" --help 2>&1 | grep -q -- "--backend NAME" ||
 		skip "hexitrain has no GPU path yet (CPU ranks only): the GPU comparison cannot run"
+	if ! why=$("$TRAIN" --backend nccl --steps 0 2>&1 >/dev/null); then
+		skip "hexitrain --backend nccl cannot run here: $(echo "$why" | head -n 1)"
+	fi
 fi
 
 d=$(mktemp -d /tmp/hexi-fidelity.XXXXXX) || die "mktemp"
-trap 'rm -rf "$d"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$d"' EXIT
 mkdir -p "$d/profiles"
 export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo \
 	OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_plm_rsh_agent=false \
 	OPENBLAS_NUM_THREADS=1
+
+# ---- GPU mode (gpuwire): one GPU, one rank; hexitrain's GPU path trains
+# one-stage TP-1 pipelines (hexitrain(1)), which is what one GPU is planned.
+# A ~0.5B model in bf16 whose step is mostly GEMMs; the profile's bf16 GEMM
+# rate over the model's shapes.  Untested where no GPU was available.
+if [ "$mode" = gpu ]; then
+	L=8 C=2048 H=16 F=5632 V=32000 T=1024 GB=8 MB=4 BT=$((4 * 1024))
+	cat >"$d/model.json" <<EOF
+{"format":"hexiscale-model","version":1,"name":"fidelity-gpu","layers":$L,
+ "hidden":$C,"heads":$H,"kv_heads":$H,"ffn":$F,"vocab":$V,"seq_len":$T}
+EOF
+	echo "== profile (one GPU, GEMMs of the model, $BT tokens per micro-batch)"
+	timeout 300 "$PROF" --gpu --only-gemm --rate=mean --host=localhost -r 5 -w 2 \
+		--gemm="${BT}x${C}x${C}" --gemm="${BT}x${F}x${C}" --gemm="${BT}x${C}x${F}" \
+		--gemm="${F}x${C}x${BT}" --gemm="${BT}x${V}x${C}" --gemm="${BT}x${C}x${V}" \
+		--gemm="${V}x${C}x${BT}" -o "$d/profiles/localhost.json" >"$d/prof.txt" 2>&1 ||
+		{ cat "$d/prof.txt"; die "hexiprof --gpu failed"; }
+	read -r tflops gtype < <(python3 - "$d/profiles/localhost.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["gpus"][0]
+print(g["gemm_tflops"]["bf16"], g["type"])
+PY
+) || die "cannot read the GPU profile"
+	cat >"$d/cluster.json" <<EOF
+{"format":"hexiscale-cluster","version":1,
+ "nodes":[{"name":"localhost","gpu":"$gtype","count":1}]}
+EOF
+	echo "== plan and simulate ($gtype, bf16 GEMM $tflops TFLOP/s)"
+	"$PLAN" plan "$d/cluster.json" --model "$d/model.json" --global-batch $GB \
+		--micro-batch $MB --no-recompute --profiles "$d/profiles" -o "$d/plan.json" ||
+		die "hexiplan plan failed"
+	"$PLAN" simulate "$d/plan.json" --profiles "$d/profiles" --json >"$d/sim.json" ||
+		die "hexiplan simulate failed"
+	predicted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iteration_s"])' "$d/sim.json") ||
+		die "no iteration_s in the simulation"
+	echo "== hexitrain --backend nccl --dtype bf16, $steps steps"
+	timeout 600 "$TRAIN" --backend nccl --dtype bf16 --plan "$d/plan.json" \
+		--steps "$steps" --json >"$d/train.json" 2>"$d/train.err" ||
+		{ cat "$d/train.err"; die "hexitrain failed"; }
+	python3 - "$d/train.json" "$predicted" "$tflops" "$strict" <<'PY'
+import json, statistics, sys
+t = [json.loads(l)["time_s"] for l in open(sys.argv[1]) if l.startswith("{")]
+if len(t) < 3:
+    sys.exit("fewer than 3 steps reported")
+meas, pred, tflops, strict = statistics.median(t[1:]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+dev = (pred - meas) / meas * 100.0
+print(f"measured GEMM rate      {tflops:10.2f} TFLOP/s bf16 (model's shapes)")
+print(f"predicted iteration     {pred:10.4f} s  (hexiplan simulate)")
+print(f"measured iteration      {meas:10.4f} s  (hexitrain --backend nccl, median)")
+print(f"deviation               {dev:+10.1f} %  (goal within 5 %: {'met' if abs(dev) <= 5 else 'MISSED'})")
+print(f"FIDELITY mode=gpu ranks=1 predicted_s={pred:.6g} measured_s={meas:.6g} deviation_pct={dev:.2f}")
+sys.exit(1 if strict and abs(dev) > 5 else 0)
+PY
+	exit $?
+fi
 
 # A model small enough for 2 cores whose step is mostly GEMMs.
 L=4 C=256 H=8 F=688 V=512 T=128 GB=8 MB=2
@@ -70,27 +128,53 @@ launch() { # launch N CMD...: N ranks of CMD (mpirun when N > 1)
 	fi
 }
 
-# 1. Profile: the model's own GEMMs of a micro-batch (BT tokens): forward
-#    (BT,out,in), input gradients (BT,in,out) and weight gradients
-#    (out,in,BT) of the projections, the MLP and the LM head, as one
-#    FLOP-weighted rate (--rate=mean); and the links between the ranks.
-#    Measured now, under the same load as the run.
-BT=$((MB * T))
+# 1. Profile: every GEMM shape the runtime runs for a micro-batch (BT
+#    tokens), forward (BT,out,in), input gradients (BT,in,out) and weight
+#    gradients (out,in,BT) of the projections, the MLP and the LM head,
+#    and the per-head attention GEMMs (T,T,d) and (T,d,T); the profile's
+#    GEMM rate is their FLOP-weighted rate with each shape counted as often
+#    as one step runs it (sum of FLOPs / sum of times).  The memory
+#    bandwidth is a one-thread triad over the size of a layer's largest
+#    activations; and the links between the ranks.  Measured now, under
+#    the same load as the run.
+BT=$((MB * T)) D=$((C / H))
+# shape count_per_layer (per micro-batch) ; head shapes count per layer 0
+shapes="${BT}x${C}x${C}:4 ${BT}x${C}x${C}:4 ${C}x${C}x${BT}:4
+${BT}x${F}x${C}:2 ${BT}x${C}x${F}:2 ${F}x${C}x${BT}:2
+${BT}x${C}x${F}:1 ${BT}x${F}x${C}:1 ${C}x${F}x${BT}:1
+${T}x${T}x${D}:$((2 * MB * H)) ${T}x${D}x${T}:$((4 * MB * H))
+${BT}x${V}x${C}:h ${BT}x${C}x${V}:h ${V}x${C}x${BT}:h"
+gargs=$(for s in $(printf '%s\n' $shapes | cut -d: -f1 | sort -u); do printf -- '--gemm=%s ' "$s"; done)
 echo "== profile ($ranks rank(s), GEMMs of the model, $BT tokens per micro-batch)"
+# shellcheck disable=SC2086
 launch "$ranks" "$PROF" --cpu --only-gemm --rate=mean --host=localhost -r 7 -w 2 \
-	--max-msg=4M --gemm="${BT}x${C}x${C}" --gemm="${BT}x${F}x${C}" \
-	--gemm="${BT}x${C}x${F}" --gemm="${F}x${C}x${BT}" --gemm="${BT}x${V}x${C}" \
-	--gemm="${BT}x${C}x${V}" --gemm="${V}x${C}x${BT}" \
-	-o "$d/profiles/localhost.json" >"$d/prof.txt" 2>&1 ||
-	{ cat "$d/prof.txt"; die "hexiprof failed"; }
-cat "$d/prof.txt"
-read -r gflops intra_bw intra_lat < <(python3 - "$d/profiles/localhost.json" <<'PY'
+	--max-msg=4M $gargs --membw-size=$((3 * BT * F * 4)) --json \
+	-o "$d/profiles/localhost.json" >"$d/prof.txt" 2>"$d/prof.err" ||
+	{ cat "$d/prof.txt" "$d/prof.err"; die "hexiprof failed"; }
+read -r gflops membw intra_bw intra_lat < <(python3 - "$d/profiles/localhost.json" "$d/prof.txt" "$L" "$shapes" <<'PY'
 import json, sys
-p = json.load(open(sys.argv[1]))
+path, rep, L, shapes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
+p = json.load(open(path))
+txt = open(rep).read()
+r = json.loads(txt[txt.index("{"):])
+rate = {m["shape"]: m["value"] for m in r["measurements"] if m["name"] == "cpu.sgemm"}
+flop = time = 0.0
+for s in shapes:
+    shape, n = s.split(":")
+    n = 1 if n == "h" else int(n) * L
+    m_, n_, k_ = map(int, shape.split("x"))
+    f = 2.0 * m_ * n_ * k_ * n
+    flop += f
+    time += f / (rate[shape] * 1e9)
+    print(f"  sgemm {shape:>14} x{n:<4} {rate[shape]:8.2f} GFLOP/s", file=sys.stderr)
+p["cpu"]["gemm_gflops"] = round(flop / time / 1e9, 4)
+json.dump(p, open(path, "w"))
 l = p.get("links", {})
-print(p["cpu"]["gemm_gflops"], l.get("intra_bw_gbps", 10), l.get("intra_lat_s", 1e-5))
+print(p["cpu"]["gemm_gflops"], p["cpu"].get("mem_bw_gbps", 0),
+      l.get("intra_bw_gbps", 10), l.get("intra_lat_s", 1e-5))
 PY
 ) || die "cannot read the profile"
+echo "  step-weighted sgemm rate $gflops GFLOP/s, triad bandwidth $membw GB/s"
 
 # 2. The machine as a cluster of the measured "cpu" type.
 cat >"$d/cluster.json" <<EOF
@@ -102,16 +186,17 @@ EOF
 # 3. Plan and predict.
 echo "== plan and simulate"
 "$PLAN" plan "$d/cluster.json" --model "$d/model.json" --global-batch $GB \
-	--micro-batch $MB --profiles "$d/profiles" -o "$d/plan.json" ||
+	--micro-batch $MB --no-recompute --profiles "$d/profiles" -o "$d/plan.json" ||
 	die "hexiplan plan failed"
 "$PLAN" simulate "$d/plan.json" --profiles "$d/profiles" --json >"$d/sim.json" ||
 	die "hexiplan simulate failed"
 predicted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iteration_s"])' "$d/sim.json") ||
 	die "no iteration_s in the simulation"
 
+# (--no-recompute: hexitrain keeps every activation, it never recomputes.)
 # 4. Measure: median step time after the first (warm-up) step.
 echo "== hexitrain, $steps steps"
-launch "$ranks" "$TRAIN" --plan "$d/plan.json" --steps "$steps" --json \
+launch "$ranks" "$TRAIN" --backend mpi --plan "$d/plan.json" --steps "$steps" --json \
 	>"$d/train.json" 2>"$d/train.err" || { cat "$d/train.err"; die "hexitrain failed"; }
 measured=$(python3 - "$d/train.json" <<'PY'
 import json, statistics, sys
@@ -123,18 +208,22 @@ PY
 ) || die "cannot read hexitrain's step times"
 
 # 5. Report.
-python3 - "$predicted" "$measured" "$gflops" "$ranks" "$mode" "$strict" <<'PY'
-import sys
+python3 - "$predicted" "$measured" "$gflops" "$ranks" "$mode" "$strict" "$membw" <<'PY'
+import os, sys
 pred, meas, gflops = map(float, sys.argv[1:4])
 ranks, mode, strict = int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+membw = float(sys.argv[7])
 goal = 10.0 if mode == "cpu" else 5.0
 dev = (pred - meas) / meas * 100.0
-print(f"measured GEMM rate      {gflops:10.2f} GFLOP/s per rank")
+print(f"measured GEMM rate      {gflops:10.2f} GFLOP/s per rank (model's shapes)")
+print(f"measured memory bw      {membw:10.2f} GB/s per rank (triad)")
+print(f"load average            {os.getloadavg()[0]:10.2f}")
 print(f"predicted iteration     {pred:10.4f} s  (hexiplan simulate)")
 print(f"measured iteration      {meas:10.4f} s  (hexitrain, median)")
 print(f"deviation               {dev:+10.1f} %  (goal within {goal:.0f} %: "
       f"{'met' if abs(dev) <= goal else 'MISSED'})")
 print(f"FIDELITY mode={mode} ranks={ranks} predicted_s={pred:.6g} "
-      f"measured_s={meas:.6g} deviation_pct={dev:.2f}")
+      f"measured_s={meas:.6g} deviation_pct={dev:.2f} "
+      f"load={os.getloadavg()[0]:.2f}")
 sys.exit(1 if strict and abs(dev) > goal else 0)
 PY

@@ -9,7 +9,7 @@ import sys
 TOP = {"format", "version", "host", "gpus", "cpu", "links"}
 GPU = {"type", "index", "name", "gemm_tflops", "mem_bw_gbps", "h2d_gbps", "d2h_gbps"}
 GEMM = {"bf16", "fp16", "fp32"}
-CPU = {"gemm_gflops", "threads"}
+CPU = {"gemm_gflops", "mem_bw_gbps", "threads"}
 LINKS = {"intra_bw_gbps", "intra_lat_s", "inter_bw_gbps", "inter_lat_s"}
 
 

@@ -44,7 +44,7 @@ done <<'TABLE'
 stray|unexpected argument
 --only-gemm|--only-gemm needs
 --rate=max|--rate
---gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1|too many
+--gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1|too many
 TABLE
 
 # GPU mode on a machine without a usable GPU (or a build without CUDA):

@@ -14,7 +14,7 @@ timeout 120 "$P" --mode=cpu --quick -r 3 -w 1 --host=n1 \
 expect_eq "CPU mode runs" "$?" 0
 check "profile file named by host" test -f "$d/prof-n1.json"
 check "profile is strict hexiscale-profile with cpu fields" \
-	python3 "$top_srcdir/tests/profiler/check_profile.py" "$d/prof-n1.json" cpu.gemm_gflops cpu.threads host
+	python3 "$top_srcdir/tests/profiler/check_profile.py" "$d/prof-n1.json" cpu.gemm_gflops cpu.mem_bw_gbps cpu.threads host
 expect_eq "host in profile" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["host"])' "$d/prof-n1.json")" n1
 expect_eq "single process: no links" "$(python3 -c 'import json,sys; print("links" in json.load(open(sys.argv[1])))' "$d/prof-n1.json")" False
 expect_eq "threads from OPENBLAS_NUM_THREADS" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cpu"]["threads"])' "$d/prof-n1.json")" 1
@@ -33,14 +33,22 @@ best = max(x["value"] for x in m)
 assert abs(best - p["cpu"]["gemm_gflops"]) <= 1e-5 * best, (best, p)
 assert r["profile"] == p, "report embeds the written profile"
 PY
-n=$("$P" --cpu --only-gemm --gemm=64x32x16 -r 2 -w 0 --json | python3 -c 'import json,sys; m=json.load(sys.stdin)["measurements"]; print(len(m), m[0]["shape"])')
+n=$("$P" --cpu --only-gemm --gemm=64x32x16 -r 2 -w 0 --json | python3 -c 'import json,sys; m=[x for x in json.load(sys.stdin)["measurements"] if x["name"] == "cpu.sgemm"]; print(len(m), m[0]["shape"])')
 expect_eq "--cpu --only-gemm: just the given shape" "$n" "1 64x32x16"
+check "memory bandwidth measured and in the profile" python3 - "$d/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = [x for x in r["measurements"] if x["name"] == "cpu.membw"]
+assert len(m) == 1 and m[0]["unit"] == "GB/s" and m[0]["value"] > 0, m
+assert m[0]["check_err"] < 1e-4, m
+assert abs(m[0]["value"] - r["profile"]["cpu"]["mem_bw_gbps"]) <= 1e-4 * m[0]["value"], r
+PY
 check "--rate=mean is all FLOPs over all median time" python3 - "$P" <<'PY'
 import json, subprocess, sys
 r = json.loads(subprocess.run([sys.argv[1], "--cpu", "--only-gemm", "--gemm=64x32x16",
     "--gemm=96x80x64", "-r", "3", "-w", "0", "--rate=mean", "--json"],
     check=True, capture_output=True, text=True).stdout)
-m = r["measurements"]
+m = [x for x in r["measurements"] if x["name"] == "cpu.sgemm"]
 flop = sum(2 * x * y * z for x, y, z in ((64, 32, 16), (96, 80, 64)))
 want = flop / sum(x["median_s"] for x in m) / 1e9
 got = r["profile"]["cpu"]["gemm_gflops"]

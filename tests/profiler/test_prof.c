@@ -261,11 +261,14 @@ static void test_cpu(void)
 	o.shapes[0] = (hexi_prof_shape){33, 17, 65};
 	hexi_profile_init(&p, "h");
 	is_int(hexi_prof_cpu(&o, &p, &r), HEXI_OK, "CPU mode");
-	is_int(r.nmeas, 3, "two default quick shapes + one extra");
+	is_int(r.nmeas, 4, "two default quick shapes + one extra + membw");
 	is_str(r.meas[2].shape, "33x17x65", "extra shape measured last");
 	ok(p.cpu_gemm_gflops > 0 && isfinite(p.cpu_gemm_gflops),
 	   "GFLOP/s positive (%g)", p.cpu_gemm_gflops);
 	ok(p.cpu_threads >= 1, "threads %d", p.cpu_threads);
+	is_str(r.meas[3].name, "cpu.membw", "memory bandwidth measured last");
+	ok(p.cpu_mem_bw_gbps > 0 && isfinite(p.cpu_mem_bw_gbps),
+	   "memory bandwidth positive (%g GB/s)", p.cpu_mem_bw_gbps);
 	for (int i = 0; i < r.nmeas; i++)
 		ok(r.meas[i].value <= r.meas[i].best + 1e-9 &&
 		       r.meas[i].stat.repeats == 2,
