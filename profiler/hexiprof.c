@@ -19,7 +19,7 @@ typedef struct cli {
 	const char *mode;   /* "auto", "cpu", "gpu" */
 	const char *output; /* -o FILE or NULL */
 	const char *host;   /* --host or NULL */
-	int json, no_mpi, verbose;
+	int json, no_mpi, verbose, concurrent;
 } cli;
 
 static void usage(FILE *f)
@@ -41,6 +41,8 @@ static void usage(FILE *f)
 		"  -s, --max-msg=SIZE   largest message (default 64M)\n"
 		"      --membw-size=SIZE  CPU memory-bandwidth working set "
 		"(default 64M)\n"
+		"      --concurrent     CPU: every rank of a node measures at "
+		"once\n"
 		"  -r, --repeats=N      timed runs (default 10)\n"
 		"  -w, --warmup=N       untimed runs first (default 2)\n"
 		"  -q, --quick          small sizes, for tests\n"
@@ -76,7 +78,8 @@ static int parse_args(int argc, char **argv, cli *c)
 		OPT_GPU,
 		OPT_ONLY_GEMM,
 		OPT_RATE,
-		OPT_MEMBW_SIZE
+		OPT_MEMBW_SIZE,
+		OPT_CONCURRENT
 	};
 	static const struct option lo[] = {
 	    {"mode", required_argument, NULL, 'm'},
@@ -95,6 +98,7 @@ static int parse_args(int argc, char **argv, cli *c)
 	    {"only-gemm", no_argument, NULL, OPT_ONLY_GEMM},
 	    {"rate", required_argument, NULL, OPT_RATE},
 	    {"membw-size", required_argument, NULL, OPT_MEMBW_SIZE},
+	    {"concurrent", no_argument, NULL, OPT_CONCURRENT},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -199,6 +203,9 @@ static int parse_args(int argc, char **argv, cli *c)
 						   "mean",
 						   optarg);
 			c->o.rate_mean = strcmp(optarg, "mean") == 0;
+			break;
+		case OPT_CONCURRENT:
+			c->concurrent = 1;
 			break;
 		case OPT_MEMBW_SIZE:
 			if (hexi_prof_parse_bytes(optarg, &c->o.membw_bytes) !=
@@ -370,8 +377,13 @@ static hexi_rc run_cpu(const cli *c, hexi_prof_mpi *m, hexi_profile *p,
 {
 	hexi_rc rv = HEXI_OK;
 
-	/* One GEMM run per node at a time: ranks on a node share its cores. */
-	if (hexi_prof_mpi_local_rank(m) == 0)
+	/* One GEMM run per node at a time: ranks on a node share its cores;
+	 * or (--concurrent) every rank at once, as they run when they all
+	 * train: then each rank's figures are what one rank sustains while
+	 * the others load the node. */
+	if (c->concurrent && (rv = hexi_prof_mpi_barrier(m)) != HEXI_OK)
+		return rv;
+	if (c->concurrent || hexi_prof_mpi_local_rank(m) == 0)
 		rv = hexi_prof_cpu(&c->o, p, r);
 	if (rv != HEXI_OK)
 		return rv;

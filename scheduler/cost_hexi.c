@@ -3,7 +3,8 @@
  * model shape, achievable FLOPS per GPU, uneven TP shards bounded by their
  * slowest member, ring all-reduces with per-link bandwidth and latency, PP
  * leader send + broadcast, 1F1B, chunked DP sync over the real chunk groups,
- * and memory per GPU.  SI units: 1 TFLOPS = 1e12 FLOP/s, 1 GB/s = 1e9 B/s.
+ * memory-bound element-wise work and the optimizer step at the memory
+ * bandwidth, and memory per GPU.  SI units: 1 TFLOPS = 1e12 FLOP/s, 1 GB/s = 1e9 B/s.
  * doc/COSTMODEL.md lists every formula with units.
  */
 #include "config.h"
@@ -151,7 +152,9 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 {
 	const hexi_model *m = &x->m;
 	double attn, ffn, passes = 3.0 + (x->t.recompute ? 1.0 : 0.0);
-	double act = (double)d->mb * m->seq_len * m->hidden * x->t.act_bytes;
+	/* activations travel in the runtime's element type (fp32 on CPU) */
+	double act = (double)d->mb * m->seq_len * m->hidden *
+		     elem_bytes(x, &x->dev[d->dev[0]]);
 	double bw, lat, worst = 0;
 	int nodes[HEXI_MAX_GPUS_PER_NODE];
 	int tp =
@@ -322,7 +325,9 @@ double sched_hexi_layer_sync_s(const sched_ctx *x, int np,
 			       double *load)
 {
 	const hexi_model *m = &x->m;
-	double C = m->hidden, dh = C / m->heads, gb = x->t.act_bytes;
+	double C = m->hidden, dh = C / m->heads;
+	/* gradients travel in the runtime's element type (fp32 on CPU) */
+	double gb = np > 0 ? elem_bytes(x, &x->dev[holders[0][0]]) : 2.0;
 	size_t ncut = 0;
 	int *scratch = NULL, *lead = malloc(sizeof(int) * (size_t)np);
 	double worst = 0, bw, lat;
@@ -378,7 +383,8 @@ static double table_sync_s(const sched_ctx *x, int np,
 			   const int *const *holders, const int *tps,
 			   int *scratch)
 {
-	double bytes = (double)x->m.vocab * x->m.hidden * x->t.act_bytes;
+	double bytes = (double)x->m.vocab * x->m.hidden *
+		       elem_bytes(x, &x->dev[holders[0][0]]);
 	double bw, lat, bc = 0;
 
 	for (int p = 0; p < np; p++) {

@@ -147,7 +147,7 @@ ${BT}x${V}x${C}:h ${BT}x${C}x${V}:h ${V}x${C}x${BT}:h"
 gargs=$(for s in $(printf '%s\n' $shapes | cut -d: -f1 | sort -u); do printf -- '--gemm=%s ' "$s"; done)
 echo "== profile ($ranks rank(s), GEMMs of the model, $BT tokens per micro-batch)"
 # shellcheck disable=SC2086
-launch "$ranks" "$PROF" --cpu --only-gemm --rate=mean --host=localhost -r 7 -w 2 \
+launch "$ranks" "$PROF" --cpu --concurrent --only-gemm --rate=mean --host=localhost -r 7 -w 2 \
 	--max-msg=4M $gargs --membw-size=$((3 * BT * F * 4)) --json \
 	-o "$d/profiles/localhost.json" >"$d/prof.txt" 2>"$d/prof.err" ||
 	{ cat "$d/prof.txt" "$d/prof.err"; die "hexiprof failed"; }
