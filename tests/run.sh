@@ -25,6 +25,11 @@ if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
 			make -C "$HEXI_SRC/build-san/tests/$d" -k check \
 			>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	done
+	# The SPANK plugin's unit tests (option/plugstack/GRES/hand-off parsers
+	# and their fuzz target); its cluster tests need the normal build.
+	ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
+		make -C "$HEXI_SRC/build-san/tests/spank" -k check TESTS="test_parse.t fuzz.sh" \
+		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	grep -E '^(FAIL|ERROR|XPASS):' "$HEXI_SRC/build-san/check.out" || true
 fi
 
