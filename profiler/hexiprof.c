@@ -154,7 +154,8 @@ static int parse_args(int argc, char **argv, cli *c)
 						   optarg);
 			if (hexi_prof_parse_shape(
 				optarg, &c->o.shapes[c->o.nshapes]) != HEXI_OK)
-				return usage_error("--gemm '%s': want MxNxK, "
+				return usage_error("--gemm '%s': want "
+						   "MxNxK[:XY] (XY: n or t), "
 						   "each 1..65536",
 						   optarg);
 			c->o.nshapes++;

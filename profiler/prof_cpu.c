@@ -26,6 +26,7 @@ int openblas_get_num_threads(void);
 
 typedef struct gemm_arg {
 	long m, n, k;
+	int ta, tb;	  /* A stored (k,m), B stored (n,k) */
 	float *a, *b, *c; /* A(m,k) B(k,n) C(m,n), row-major */
 } gemm_arg;
 
@@ -45,9 +46,10 @@ static hexi_rc run_sgemm(void *p)
 {
 	gemm_arg *g = p;
 
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->m,
-		    (int)g->n, (int)g->k, 1.0f, g->a, (int)g->k, g->b,
-		    (int)g->n, 0.0f, g->c, (int)g->n);
+	cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
+		    g->tb ? CblasTrans : CblasNoTrans, (int)g->m, (int)g->n,
+		    (int)g->k, 1.0f, g->a, (int)(g->ta ? g->m : g->k), g->b,
+		    (int)(g->tb ? g->k : g->n), 0.0f, g->c, (int)g->n);
 	return HEXI_OK;
 }
 
@@ -63,8 +65,9 @@ static double sgemm_error(const gemm_arg *g)
 		double ref = 0, mag = 0, e;
 
 		for (long k = 0; k < g->k; k++) {
-			double t = (double)g->a[i * g->k + k] *
-				   (double)g->b[k * g->n + j];
+			double t =
+			    (double)g->a[g->ta ? k * g->m + i : i * g->k + k] *
+			    (double)g->b[g->tb ? j * g->k + k : k * g->n + j];
 			ref += t;
 			mag += fabs(t);
 		}
@@ -124,10 +127,14 @@ static hexi_rc one_shape(const hexi_prof_opts *o, const hexi_prof_shape *s,
 	memset(m, 0, sizeof(*m));
 	m->device = -1;
 	snprintf(m->name, sizeof(m->name), "cpu.sgemm");
-	snprintf(m->shape, sizeof(m->shape), "%ldx%ldx%ld", s->m, s->n, s->k);
+	snprintf(m->shape, sizeof(m->shape), "%ldx%ldx%ld%s", s->m, s->n, s->k,
+		 s->ta || s->tb ? (s->ta ? (s->tb ? ":tt" : ":tn") : ":nt")
+				: "");
 	snprintf(m->unit, sizeof(m->unit), "GFLOP/s");
 	if ((rv = gemm_alloc(&g, s->m, s->n, s->k)) != HEXI_OK)
 		goto out;
+	g.ta = s->ta;
+	g.tb = s->tb;
 	run_sgemm(&g);
 	m->check_err = sgemm_error(&g);
 	if (!(m->check_err <= SGEMM_TOL(s->k))) {

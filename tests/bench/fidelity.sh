@@ -138,16 +138,20 @@ launch() { # launch N CMD...: N ranks of CMD (mpirun when N > 1)
 #    activations of a micro-batch; and the links between the ranks.  Measured now, under
 #    the same load as the run.
 BT=$((MB * T)) D=$((C / H))
-# shape count_per_layer (per micro-batch) ; head shapes count per layer 0
-shapes="${BT}x${C}x${C}:4 ${BT}x${C}x${C}:4 ${C}x${C}x${BT}:4
-${BT}x${F}x${C}:2 ${BT}x${C}x${F}:2 ${F}x${C}x${BT}:2
-${BT}x${C}x${F}:1 ${BT}x${F}x${C}:1 ${C}x${F}x${BT}:1
-${T}x${T}x${D}:$((2 * MB * H)) ${T}x${D}x${T}:$((4 * MB * H))
-${BT}x${V}x${C}:h ${BT}x${C}x${V}:h ${V}x${C}x${BT}:h"
+# shape:flags:count per layer and micro-batch (h: the LM head, once), with
+# the transposes the runtime passes to cblas_sgemm (forward x W^T: nt,
+# input gradient: nn, weight gradient: tn; per head Q K^T: nt, P V and
+# dQ: nn, dK and dV: tn)
+shapes="${BT}x${C}x${C}:nt:4 ${BT}x${C}x${C}:nn:4 ${C}x${C}x${BT}:tn:4
+${BT}x${F}x${C}:nt:2 ${BT}x${C}x${F}:nn:2 ${F}x${C}x${BT}:tn:2
+${BT}x${C}x${F}:nt:1 ${BT}x${F}x${C}:nn:1 ${C}x${F}x${BT}:tn:1
+${T}x${T}x${D}:nt:$((2 * MB * H)) ${T}x${D}x${T}:nn:$((2 * MB * H))
+${T}x${D}x${T}:tn:$((2 * MB * H))
+${BT}x${V}x${C}:nt:h ${BT}x${C}x${V}:nn:h ${V}x${C}x${BT}:tn:h"
 # Working set of the bandwidth figure: the activations one micro-batch
 # keeps over all layers (fp32), which the element-wise ops stream through.
 ACT=$((L * (BT * (5 * C + 4 * H * D + 4 * F) + MB * H * T * T) * 4))
-gargs=$(for s in $(printf '%s\n' $shapes | cut -d: -f1 | sort -u); do printf -- '--gemm=%s ' "$s"; done)
+gargs=$(for s in $(printf '%s\n' $shapes | cut -d: -f1,2 | sort -u); do printf -- '--gemm=%s ' "$s"; done)
 echo "== profile ($ranks rank(s), GEMMs of the model, $BT tokens per micro-batch)"
 # shellcheck disable=SC2086
 launch "$ranks" "$PROF" --cpu --concurrent --only-gemm --rate=mean --host=localhost -r 11 -w 2 \
@@ -163,9 +167,10 @@ r = json.loads(txt[txt.index("{"):])
 rate = {m["shape"]: m["value"] for m in r["measurements"] if m["name"] == "cpu.sgemm"}
 flop = time = 0.0
 for s in shapes:
-    shape, n = s.split(":")
+    dims, fl, n = s.split(":")
+    shape = dims if fl == "nn" else dims + ":" + fl
     n = 1 if n == "h" else int(n) * L
-    m_, n_, k_ = map(int, shape.split("x"))
+    m_, n_, k_ = map(int, dims.split("x"))
     f = 2.0 * m_ * n_ * k_ * n
     flop += f
     time += f / (rate[shape] * 1e9)

@@ -44,6 +44,9 @@ done <<'TABLE'
 stray|unexpected argument
 --only-gemm|--only-gemm needs
 --rate=max|--rate
+--gemm=8x8x8:x|want MxNxK
+--gemm=8x8x8:ntt|want MxNxK
+--gemm=8x8x8:|want MxNxK
 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1 --gemm=1x1x1|too many
 TABLE
 

@@ -35,6 +35,8 @@ assert r["profile"] == p, "report embeds the written profile"
 PY
 n=$("$P" --cpu --only-gemm --gemm=64x32x16 -r 2 -w 0 --json | python3 -c 'import json,sys; m=[x for x in json.load(sys.stdin)["measurements"] if x["name"] == "cpu.sgemm"]; print(len(m), m[0]["shape"])')
 expect_eq "--cpu --only-gemm: just the given shape" "$n" "1 64x32x16"
+n=$("$P" --cpu --only-gemm --gemm=64x32x16:tn --gemm=48x40x24:nt -r 2 -w 0 --json | python3 -c 'import json,sys; m=[x for x in json.load(sys.stdin)["measurements"] if x["name"] == "cpu.sgemm"]; print(" ".join(x["shape"] for x in m), all(x["check_err"] < 1e-4 for x in m))')
+expect_eq "--gemm MxNxK:XY: transposed operands, validated" "$n" "64x32x16:tn 48x40x24:nt True"
 check "memory bandwidth measured and in the profile" python3 - "$d/report.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

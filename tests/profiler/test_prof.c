@@ -258,7 +258,7 @@ static void test_cpu(void)
 	o.repeats = 2;
 	o.warmup = 0;
 	o.nshapes = 1;
-	o.shapes[0] = (hexi_prof_shape){33, 17, 65};
+	o.shapes[0] = (hexi_prof_shape){33, 17, 65, 0, 0};
 	hexi_profile_init(&p, "h");
 	is_int(hexi_prof_cpu(&o, &p, &r), HEXI_OK, "CPU mode");
 	is_int(r.nmeas, 4, "two default quick shapes + one extra + membw");
