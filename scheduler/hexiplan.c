@@ -609,22 +609,28 @@ static int cmd_compare(cli *a)
 		if (a->json) {
 			json_array_append_new(
 			    arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:i, "
-					   "s:f, s:f}",
+					   "s:o, s:f}",
 					   "strategy", rows[i].name, "status",
 					   hexi_errname(rows[i].rc),
 					   "iteration_s", rows[i].iter_s, "mfu",
 					   rows[i].mfu, "tokens_per_s",
 					   rows[i].tokens, "pipelines",
 					   rows[i].np, "speedup_over_megatron",
-					   sp, "planning_s", rows[i].plan_s));
+					   sp > 0 ? json_real(sp) : json_null(),
+					   "planning_s", rows[i].plan_s));
 		} else if (rows[i].rc != HEXI_OK) {
 			printf("%-17s %s (%s)\n", rows[i].name,
 			       hexi_strerror(rows[i].rc),
 			       hexi_errname(rows[i].rc));
-		} else {
+		} else if (sp > 0) {
 			printf("%-17s %9.4f %7.2f %6d %12.1f %8.2fx %10.3f\n",
 			       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
 			       rows[i].np, rows[i].tokens, sp, rows[i].plan_s);
+		} else { /* megatron does not fit: no speed-up to print */
+			printf("%-17s %9.4f %7.2f %6d %12.1f %9s %10.3f\n",
+			       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
+			       rows[i].np, rows[i].tokens, "n/a",
+			       rows[i].plan_s);
 		}
 	}
 	if (a->json)

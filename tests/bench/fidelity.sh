@@ -134,8 +134,8 @@ launch() { # launch N CMD...: N ranks of CMD (mpirun when N > 1)
 #    and the per-head attention GEMMs (T,T,d) and (T,d,T); the profile's
 #    GEMM rate is their FLOP-weighted rate with each shape counted as often
 #    as one step runs it (sum of FLOPs / sum of times).  The memory
-#    bandwidth is a one-thread triad over the size of a layer's largest
-#    activations; and the links between the ranks.  Measured now, under
+#    bandwidth is what the runtime's element-wise kernels sustain over the
+#    activations of a micro-batch; and the links between the ranks.  Measured now, under
 #    the same load as the run.
 BT=$((MB * T)) D=$((C / H))
 # shape count_per_layer (per micro-batch) ; head shapes count per layer 0
@@ -144,11 +144,14 @@ ${BT}x${F}x${C}:2 ${BT}x${C}x${F}:2 ${F}x${C}x${BT}:2
 ${BT}x${C}x${F}:1 ${BT}x${F}x${C}:1 ${C}x${F}x${BT}:1
 ${T}x${T}x${D}:$((2 * MB * H)) ${T}x${D}x${T}:$((4 * MB * H))
 ${BT}x${V}x${C}:h ${BT}x${C}x${V}:h ${V}x${C}x${BT}:h"
+# Working set of the bandwidth figure: the activations one micro-batch
+# keeps over all layers (fp32), which the element-wise ops stream through.
+ACT=$((L * (BT * (5 * C + 4 * H * D + 4 * F) + MB * H * T * T) * 4))
 gargs=$(for s in $(printf '%s\n' $shapes | cut -d: -f1 | sort -u); do printf -- '--gemm=%s ' "$s"; done)
 echo "== profile ($ranks rank(s), GEMMs of the model, $BT tokens per micro-batch)"
 # shellcheck disable=SC2086
-launch "$ranks" "$PROF" --cpu --concurrent --only-gemm --rate=mean --host=localhost -r 7 -w 2 \
-	--max-msg=4M $gargs --membw-size=$((3 * BT * F * 4)) --json \
+launch "$ranks" "$PROF" --cpu --concurrent --only-gemm --rate=mean --host=localhost -r 11 -w 2 \
+	--max-msg=4M $gargs --membw-size=$ACT --json \
 	-o "$d/profiles/localhost.json" >"$d/prof.txt" 2>"$d/prof.err" ||
 	{ cat "$d/prof.txt" "$d/prof.err"; die "hexiprof failed"; }
 read -r gflops membw intra_bw intra_lat < <(python3 - "$d/profiles/localhost.json" "$d/prof.txt" "$L" "$shapes" <<'PY'
@@ -174,7 +177,7 @@ print(p["cpu"]["gemm_gflops"], p["cpu"].get("mem_bw_gbps", 0),
       l.get("intra_bw_gbps", 10), l.get("intra_lat_s", 1e-5))
 PY
 ) || die "cannot read the profile"
-echo "  step-weighted sgemm rate $gflops GFLOP/s, triad bandwidth $membw GB/s"
+echo "  step-weighted sgemm rate $gflops GFLOP/s, element-wise bandwidth $membw GB/s"
 
 # 2. The machine as a cluster of the measured "cpu" type.
 cat >"$d/cluster.json" <<EOF
@@ -216,7 +219,7 @@ membw = float(sys.argv[7])
 goal = 10.0 if mode == "cpu" else 5.0
 dev = (pred - meas) / meas * 100.0
 print(f"measured GEMM rate      {gflops:10.2f} GFLOP/s per rank (model's shapes)")
-print(f"measured memory bw      {membw:10.2f} GB/s per rank (triad)")
+print(f"measured memory bw      {membw:10.2f} GB/s per rank (element-wise kernels)")
 print(f"load average            {os.getloadavg()[0]:10.2f}")
 print(f"predicted iteration     {pred:10.4f} s  (hexiplan simulate)")
 print(f"measured iteration      {meas:10.4f} s  (hexitrain, median)")
