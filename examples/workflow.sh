@@ -22,36 +22,10 @@ SAVE=$(((STEPS + 1) / 2))
 HEXI_BUILD=$B
 HEXI_PORT_LOCK=
 
-# claim_ports PREFERRED: a free block of 4 ports (controller + 3 nodes),
-# locked as tests/spank/slurm-lib.sh and tests/e2e/e2e-lib.sh do (mkdir
-# /tmp/hexi-slurm-lock-BASE with the owner's pid), so a demo never meets a
-# test cluster on the same ports.
-claim_ports() {
-	local i base lock owner first=$((($1 - 17200) / 10))
-	for i in $(seq 0 299); do
-		base=$((17200 + ((first + i) % 300) * 10))
-		lock=/tmp/hexi-slurm-lock-$base
-		if ! mkdir "$lock" 2>/dev/null; then
-			owner=$(cat "$lock/pid" 2>/dev/null)
-			[ -n "$owner" ] && kill -0 "$owner" 2>/dev/null && continue
-			rm -rf "$lock" && mkdir "$lock" 2>/dev/null || continue
-		fi
-		echo $$ >"$lock/pid"
-		if ss -Hltn 2>/dev/null | awk '{print $4}' |
-			grep -qE ":($base|$((base + 1))|$((base + 2))|$((base + 3)))\$"; then
-			rm -rf "$lock"
-			continue
-		fi
-		HEXI_SLURM_PORT_BASE=$base
-		HEXI_PORT_LOCK=$lock
-		return 0
-	done
-	return 1
-}
-claim_ports "${HEXI_DEMO_PORT_BASE:-17500}" || { echo "demo: no free ports" >&2; exit 1; }
+. "$SRC/tests/slurm/cluster.sh"
+hexi_cluster_claim_ports "${HEXI_DEMO_PORT_BASE:-17500}" || { echo "demo: no free ports" >&2; exit 1; }
 HEXI_SLURM_DIR=/tmp/hexi-demo-$HEXI_SLURM_PORT_BASE
 export HEXI_SLURM_PORT_BASE HEXI_SLURM_DIR HEXI_BUILD
-. "$SRC/tests/slurm/cluster.sh"
 hexi_cluster_vars
 HEXIPLAN=$B/scheduler/hexiplan
 HEXICKPT=$B/checkpoint/hexickpt

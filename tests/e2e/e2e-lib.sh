@@ -1,7 +1,7 @@
 # e2e-lib.sh - sourced by the tests/e2e/*.sh end-to-end tests: a private
 # test cluster (tests/slurm/cluster.sh) per test on its own port block
 # (controller + 3 nodes), stopped on exit whatever happens.  A block is
-# claimed with the lock protocol of tests/spank/slurm-lib.sh (an atomic
+# claimed with hexi_cluster_claim_ports of tests/slurm/cluster.sh (an atomic
 # mkdir /tmp/hexi-slurm-lock-BASE holding the owner's pid, taken over only
 # when the owner is gone, ports checked free), so e2e tests, spank tests and
 # demos of any worktree never share a controller.  Preferred blocks:
@@ -18,30 +18,7 @@ load) t_slot=3 ;;
 *) t_slot=9 ;;
 esac
 
-# claim_ports PREFERRED: set HEXI_SLURM_PORT_BASE and HEXI_PORT_LOCK.
-claim_ports() {
-	local i base lock owner first=$(( ($1 - 17200) / 10 ))
-	for i in $(seq 0 299); do
-		base=$((17200 + ((first + i) % 300) * 10))
-		lock=/tmp/hexi-slurm-lock-$base
-		if ! mkdir "$lock" 2>/dev/null; then
-			owner=$(cat "$lock/pid" 2>/dev/null)
-			[ -n "$owner" ] && kill -0 "$owner" 2>/dev/null && continue
-			rm -rf "$lock" && mkdir "$lock" 2>/dev/null || continue
-		fi
-		echo $$ >"$lock/pid"
-		if ss -Hltn 2>/dev/null | awk '{print $4}' |
-			grep -qE ":($base|$((base + 1))|$((base + 2))|$((base + 3)))\$"; then
-			rm -rf "$lock"
-			continue
-		fi
-		HEXI_SLURM_PORT_BASE=$base
-		HEXI_PORT_LOCK=$lock
-		return 0
-	done
-	return 1
-}
-claim_ports $((${HEXI_E2E_PORT_BASE:-17300} + 10 * t_slot)) ||
+hexi_cluster_claim_ports $((${HEXI_E2E_PORT_BASE:-17300} + 10 * t_slot)) ||
 	hard "no free port block for a test cluster"
 trap 'rm -rf "$HEXI_PORT_LOCK"' EXIT
 HEXI_SLURM_DIR=/tmp/hexi-e2e-$t_name-$HEXI_SLURM_PORT_BASE

@@ -18,6 +18,36 @@
 # Exit status of start: 0 up and idle, 77 cannot run here (reason printed),
 # 1 failed to start (logs printed).
 
+# hexi_cluster_claim_ports PREFERRED: claim a block of 4 ports (controller +
+# 3 nodes) for one cluster, starting the search at port PREFERRED (blocks of
+# 10 from 17200 to 20190).  A block is locked by an atomic mkdir of
+# /tmp/hexi-slurm-lock-BASE holding the owner's pid, taken over only when
+# that owner is gone, and used only when its ports are free, so tests,
+# demos and other worktrees never meet.  Sets HEXI_SLURM_PORT_BASE and
+# HEXI_PORT_LOCK (the caller removes the lock when done).
+hexi_cluster_claim_ports() {
+	local i base lock owner first=$((($1 - 17200) / 10))
+	for i in $(seq 0 299); do
+		base=$((17200 + ((first + i) % 300) * 10))
+		lock=/tmp/hexi-slurm-lock-$base
+		if ! mkdir "$lock" 2>/dev/null; then
+			owner=$(cat "$lock/pid" 2>/dev/null)
+			[ -n "$owner" ] && kill -0 "$owner" 2>/dev/null && continue
+			rm -rf "$lock" && mkdir "$lock" 2>/dev/null || continue
+		fi
+		echo $$ >"$lock/pid"
+		if ss -Hltn 2>/dev/null | awk '{print $4}' |
+			grep -qE ":($base|$((base + 1))|$((base + 2))|$((base + 3)))\$"; then
+			rm -rf "$lock"
+			continue
+		fi
+		HEXI_SLURM_PORT_BASE=$base
+		HEXI_PORT_LOCK=$lock
+		return 0
+	done
+	return 1
+}
+
 hexi_cluster_vars() {
 	HEXI_SLURM_PORT_BASE=${HEXI_SLURM_PORT_BASE:-17100}
 	HEXI_SLURM_DIR=${HEXI_SLURM_DIR:-/tmp/hexi-slurm-$HEXI_SLURM_PORT_BASE}

@@ -8,35 +8,10 @@ t_name=$(basename "$0" .sh)
 HEXI_BUILD=$top_builddir
 export HEXI_BUILD
 
-# Claim a port block of 10 (controller + 3 nodes) no other test cluster on
-# this machine uses, whatever worktree or build it comes from: an atomic
-# mkdir lock per block, taken over only when its owner is gone, and the
-# ports must be free.
-claim_ports() {
-	local start i base lock owner
-	start=$(( ($(printf '%s %s' "$t_name" "$top_builddir" | cksum | cut -d' ' -f1) % 300) ))
-	for i in $(seq 0 299); do
-		base=$((17200 + ((start + i) % 300) * 10))
-		lock=/tmp/hexi-slurm-lock-$base
-		if ! mkdir "$lock" 2>/dev/null; then
-			owner=$(cat "$lock/pid" 2>/dev/null)
-			[ -n "$owner" ] && kill -0 "$owner" 2>/dev/null && continue
-			# stale lock: owner gone
-			rm -rf "$lock" && mkdir "$lock" 2>/dev/null || continue
-		fi
-		echo $$ >"$lock/pid"
-		if ss -Hltn 2>/dev/null | awk '{print $4}' | grep -qE ":($base|$((base + 1))|$((base + 2))|$((base + 3)))\$"; then
-			rm -rf "$lock"
-			continue
-		fi
-		HEXI_SLURM_PORT_BASE=$base
-		HEXI_PORT_LOCK=$lock
-		return 0
-	done
-	return 1
-}
 if [ -z "${HEXI_SLURM_PORT_BASE:-}" ]; then
-	claim_ports || hard "no free port block for a test cluster"
+	# start where the test name and build dir point, so parallel runs spread
+	t_start=$((17200 + ($(printf '%s %s' "$t_name" "$top_builddir" | cksum | cut -d' ' -f1) % 300) * 10))
+	hexi_cluster_claim_ports "$t_start" || hard "no free port block for a test cluster"
 fi
 HEXI_SLURM_DIR=/tmp/hexi-slurm-$t_name-$HEXI_SLURM_PORT_BASE
 export HEXI_SLURM_PORT_BASE HEXI_SLURM_DIR
