@@ -4,8 +4,8 @@
  * slowest member, ring all-reduces with per-link bandwidth and latency, PP
  * leader send + broadcast, 1F1B, chunked DP sync over the real chunk groups,
  * memory-bound element-wise work and the optimizer step at the memory
- * bandwidth, and memory per GPU.  SI units: 1 TFLOPS = 1e12 FLOP/s, 1 GB/s = 1e9 B/s.
- * doc/COSTMODEL.md lists every formula with units.
+ * bandwidth, and memory per GPU.  SI units: 1 TFLOPS = 1e12 FLOP/s, 1 GB/s =
+ * 1e9 B/s. doc/COSTMODEL.md lists every formula with units.
  */
 #include "config.h"
 
@@ -173,8 +173,9 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 		double s = f / (g->peak_tflops * TF * g->eff) +
 			   tok * layer_elems(x, g, fa, ff) * eb * spb;
 		/* optimizer: every byte of weights, grads and state read and
-		 * written once per iteration (2 x bytes_per_param) */
-		double o = 2.0 * x->t.bytes_per_param * spb;
+		 * written once per iteration (2 x bytes_per_param), plus the
+		 * gradients zeroed, read for the norm, scaled (4 passes) */
+		double o = (2.0 * x->t.bytes_per_param + 4.0 * eb) * spb;
 		double ol = layer_params(m, fa, ff) * o;
 		double of =
 		    (d->first ? vc : 0) + (d->last ? vc + m->hidden : 0);
