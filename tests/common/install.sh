@@ -2,6 +2,8 @@
 # plugin, libraries, headers, man pages, the pkg-config file and the
 # example plugstack config where an admin expects them; uninstall removes them.
 . "$top_srcdir/tests/tap.sh"
+# A sub-make started from a test must not inherit the test run's jobserver.
+unset MAKEFLAGS MFLAGS MAKELEVEL
 dest=$(mktemp -d /tmp/hexi-install-XXXXXX) || hard "mktemp failed"
 trap 'rm -rf "$dest"' EXIT
 make -s --no-print-directory -C "$top_builddir" install DESTDIR="$dest" >"$dest.log" 2>&1 ||

@@ -1,5 +1,7 @@
 # man-lint.sh: every man page builds and lints without warnings.
 . "$top_srcdir/tests/tap.sh"
+# A sub-make started from a test must not inherit the test run's jobserver.
+unset MAKEFLAGS MFLAGS MAKELEVEL
 command -v mandoc >/dev/null 2>&1 || command -v groff >/dev/null 2>&1 ||
 	skip "neither mandoc nor groff is installed"
 cd "$top_builddir/man" || hard "no man build dir"
