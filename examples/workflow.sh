@@ -134,7 +134,9 @@ say "  Predicted on these 8 GPUs (hexiplan compare, the same cost model):"
 compare tiny-8l --global-batch 64 --micro-batch 4
 compare llama2-7b
 say "  (tiny-8l is the demo's CPU-sized model: latency, not FLOPS, decides its time;"
-say "   llama2-7b is the size the method is for)"
+say "   llama2-7b is the size the method is for. Its plan on this allocation:)"
+"$HEXIPLAN" plan alloc.json --model llama2-7b -o plan-7b.json >/dev/null 2>&1 &&
+	"$HEXIPLAN" show plan-7b.json | sed 's/^/  /'
 
 h "2. sbatch --hexiscale=auto examples/train.sbatch: train under that plan"
 export HEXITRAIN HEXI_EXAMPLES=$EX HEXI_CKPT_DIR=$JOBS/ckpt HEXI_SAVE_EVERY=$SAVE
