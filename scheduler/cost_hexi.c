@@ -120,21 +120,35 @@ static double elem_bytes(const sched_ctx *x, const sched_dev *g)
 
 /* Memory-bound (non-GEMM) traffic of one layer, per token, in elements,
  * fwd + bwd (+ the forward again with recompute), for a rank holding the
- * fractions fa (KV heads) and ff (FFN rows): two RMSNorms (fwd 2C, bwd 3C
- * each), two residual adds (3C + 3C each), RoPE on q and k (2 fwd + 2 bwd
- * passes), SwiGLU (fwd 3F, bwd 5F) and, where the T x T scores are
- * materialised (the CPU runtime), softmax over them (2 fwd + 2 bwd passes
- * of T per head and token).  doc/COSTMODEL.md "Memory-bound work". */
+ * fractions fa (KV heads) and ff (FFN rows).  GPU types: two RMSNorms
+ * (fwd 2C, bwd 3C each), two residual adds (3C + 3C each), RoPE on q and k
+ * (2 fwd + 2 bwd passes), SwiGLU (fwd 3F, bwd 5F).  The CPU type counts
+ * the CPU runtime's loops (runtime/ops.c, model.c) as they touch memory:
+ * RMSNorm fwd 3C (x read twice, y written), bwd 6C (dy, x read twice, dx
+ * read and written); residual fwd 3C, no residual backward (the norms
+ * accumulate into the residual gradient); RoPE 2 per element each way;
+ * SwiGLU fwd 3F, bwd 7F (dout, gate, up read; dgate, dup read and
+ * written); the causal softmax 3T per head and token each way (max, exp,
+ * normalise passes over the used half, zeros over the rest; backward:
+ * dot and scale passes on the T x T workspace); the backward's zeroed
+ * gradient buffers (dh, dgate, dup: 3F; dln twice: 2C; datty, dq, dk, dv:
+ * 2(H+KV)d).  doc/COSTMODEL.md "Memory-bound work". */
 static double layer_elems(const sched_ctx *x, const sched_dev *g, double fa,
 			  double ff)
 {
 	const hexi_model *m = &x->m;
 	double C = m->hidden, d = C / m->heads, T = m->seq_len;
 	double hk = (m->heads + m->kv_heads) * d * fa;
-	double sc = g->cpu ? m->heads * fa * T : 0;
-	double fwd = 10.0 * C + 2.0 * hk + 3.0 * m->ffn * ff + 2.0 * sc;
-	double bwd = 12.0 * C + 2.0 * hk + 5.0 * m->ffn * ff + 2.0 * sc;
+	double F = m->ffn * ff, fwd, bwd;
 
+	if (g->cpu) {
+		double sc = m->heads * fa * T;
+		fwd = 12.0 * C + 2.0 * hk + 3.0 * F + 3.0 * sc;
+		bwd = 14.0 * C + 4.0 * hk + 10.0 * F + 3.0 * sc;
+	} else {
+		fwd = 10.0 * C + 2.0 * hk + 3.0 * F;
+		bwd = 12.0 * C + 2.0 * hk + 5.0 * F;
+	}
 	return fwd * (x->t.recompute ? 2.0 : 1.0) + bwd;
 }
 
@@ -194,15 +208,22 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 	out->fixed_s = d->last ? 6.0 * d->mb * m->seq_len * (double)m->hidden *
 				     m->vocab / group_min(x, d->dev, d->tp, 0)
 			       : 0;
-	/* memory-bound: embedding gather/scatter (2C per token), final norm
-	 * (5C) and softmax cross-entropy (4V) per token, slowest member */
+	/* memory-bound, per token, slowest member.  GPU: embedding gather
+	 * and scatter (2C), final norm (5C), softmax cross-entropy (4V).
+	 * CPU runtime: embedding copy (2C) and gradient accumulation (3C);
+	 * final norm fwd 3C, bwd 6C, its zeroed input gradient C; cross-
+	 * entropy fwd 4V (max, sum, probability passes), zeroed dlogits V,
+	 * bwd 3V (probs read, dlogits read and written). */
 	{
 		double worst_e = 0, tok = (double)d->mb * m->seq_len;
 		for (int r = 0; r < d->tp; r++) {
 			const sched_dev *g = &x->dev[d->dev[r]];
 			double e =
-			    ((d->first ? 2.0 * m->hidden : 0) +
-			     (d->last ? 5.0 * m->hidden + 4.0 * m->vocab : 0)) *
+			    ((d->first ? (g->cpu ? 5.0 : 2.0) * m->hidden : 0) +
+			     (d->last
+				  ? (g->cpu ? 10.0 * m->hidden + 8.0 * m->vocab
+					    : 5.0 * m->hidden + 4.0 * m->vocab)
+				  : 0)) *
 			    tok * elem_bytes(x, g) * sec_per_byte(g);
 			worst_e = e > worst_e ? e : worst_e;
 		}
