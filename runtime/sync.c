@@ -56,7 +56,7 @@ typedef struct sync_bucket {
 
 /* A contiguous run at least this long (elements, 1 MiB) is all-reduced in
  * place rather than packed: saves a copy in and out of the staging buffer
- * at the price of one more all-reduce (doc/DECISIONS.md 56). */
+ * at the price of one more all-reduce (doc/DECISIONS.md 55). */
 #ifndef SYNC_RUN_MIN /* -DSYNC_RUN_MIN=1 tests the run path on tiny models */
 #define SYNC_RUN_MIN ((size_t)1 << 18)
 #endif
