@@ -36,13 +36,30 @@ typedef struct sync_piece {
 	int count_norm; /* 1: this rank counts the chunk in the norm */
 } sync_piece;
 
+/* Pieces [first, first + n) of a bucket, back to back in memory on every
+ * member; all-reduced in place when long enough (or the whole bucket). */
+typedef struct sync_run {
+	int first, n;
+	size_t total;
+} sync_run;
+
 typedef struct sync_bucket {
 	rt_group *g;
 	int npieces, cap;
 	sync_piece *pieces;
 	size_t total; /* elements */
-	int inplace;  /* pieces contiguous on every member: no packing */
+	int nruns;    /* in-place runs */
+	sync_run *runs;
+	size_t packed; /* elements of the pieces outside runs (packed) */
+	char *in_run;  /* [npieces] 1: the piece is in an in-place run */
 } sync_bucket;
+
+/* A contiguous run at least this long (elements, 1 MiB) is all-reduced in
+ * place rather than packed: saves a copy in and out of the staging buffer
+ * at the price of one more all-reduce (doc/DECISIONS.md 55). */
+#ifndef SYNC_RUN_MIN /* -DSYNC_RUN_MIN=1 tests the run path on tiny models */
+#define SYNC_RUN_MIN ((size_t)1 << 18)
+#endif
 
 struct rt_sync {
 	hexi_rt *rt;
@@ -215,26 +232,61 @@ static hexi_rc check_coverage(const rt_sync *s, const rt_param_ref *params,
 	return HEXI_OK;
 }
 
-/* A bucket whose chunks lie back to back in memory, in chunk order, on
- * every member is all-reduced in place (no pack and unpack copies).  Memory
- * order is local, so the members agree on it collectively (in bucket order,
- * which every member shares). */
+/* Runs of pieces that lie back to back in memory, in chunk order, on every
+ * member are all-reduced in place (no pack and unpack copies) when they are
+ * the whole bucket or at least SYNC_RUN_MIN elements; the other pieces are
+ * packed into one all-reduce.  Memory order is local, so the members agree
+ * on the breaks collectively (in bucket order, which every member shares);
+ * piece sizes are global, so every member derives the same runs. */
 static hexi_rc agree_inplace(rt_sync *s)
 {
+	double *brk = NULL;
+	hexi_rc rc = HEXI_OK;
+
 	for (int i = 0; i < s->nb; i++) {
 		sync_bucket *b = &s->b[i];
-		double broken = 0;
-		hexi_rc rc;
+		int k0 = 0;
+		free(brk);
+		brk = calloc((size_t)b->npieces, sizeof(*brk));
+		b->runs = calloc((size_t)b->npieces, sizeof(*b->runs));
+		b->in_run = calloc((size_t)b->npieces, 1);
+		if (brk == NULL || b->runs == NULL || b->in_run == NULL) {
+			rc = hexi_error(HEXI_ERR_NOMEM, "sync: run list");
+			goto out;
+		}
+		/* brk[k]: piece k+1 does not follow piece k in memory */
 		for (int k = 0; k + 1 < b->npieces; k++)
-			if (b->pieces[k].grad + b->pieces[k].count !=
-			    b->pieces[k + 1].grad)
-				broken = 1;
-		rc = b->g->comm->ops->allreduce_sum(b->g, &broken, 1, RT_F64);
-		if (rc != HEXI_OK)
-			return hexi_error_prefix(rc, "sync setup");
-		b->inplace = broken == 0;
+			brk[k] = b->pieces[k].grad + b->pieces[k].count !=
+				 b->pieces[k + 1].grad;
+		rc = b->g->comm->ops->allreduce_sum(b->g, brk,
+						    (size_t)b->npieces, RT_F64);
+		if (rc != HEXI_OK) {
+			rc = hexi_error_prefix(rc, "sync setup");
+			goto out;
+		}
+		b->packed = 0;
+		for (int k = 0; k < b->npieces; k++) {
+			if (k + 1 < b->npieces && brk[k] == 0)
+				continue;
+			/* run [k0, k] */
+			size_t tot = 0;
+			for (int j = k0; j <= k; j++)
+				tot += b->pieces[j].count;
+			if (tot == b->total || tot >= SYNC_RUN_MIN) {
+				sync_run *r = &b->runs[b->nruns++];
+				r->first = k0;
+				r->n = k - k0 + 1;
+				r->total = tot;
+				for (int j = k0; j <= k; j++)
+					b->in_run[j] = 1;
+			} else
+				b->packed += tot;
+			k0 = k + 1;
+		}
 	}
-	return HEXI_OK;
+out:
+	free(brk);
+	return rc;
 }
 
 hexi_rc rt_sync_create(hexi_rt *rt, const rt_param_ref *params, int nparams,
@@ -281,8 +333,8 @@ hexi_rc rt_sync_create(hexi_rt *rt, const rt_param_ref *params, int nparams,
 	    (rc = agree_inplace(s)) != HEXI_OK)
 		goto out;
 	for (int i = 0; i < s->nb; i++)
-		if (!s->b[i].inplace && s->b[i].total > s->bufcap)
-			s->bufcap = s->b[i].total;
+		if (s->b[i].packed > s->bufcap)
+			s->bufcap = s->b[i].packed;
 	s->buf = malloc(sizeof(float) * (s->bufcap ? s->bufcap : 1));
 	if (s->buf == NULL) {
 		rc = hexi_error(HEXI_ERR_NOMEM, "sync: %zu-element buffer",
@@ -311,50 +363,74 @@ static double piece_sumsq(const sync_piece *p)
 	return acc;
 }
 
-/* One bucket: pack, all-reduce, unpack; squares into *sumsq unless NULL.
- * (Packing wins: per-chunk in-place all-reduces of the same bytes measured
- * 1.5-2.6x slower here.) */
+/* Copy n floats from src to dst; the sum of squares of dst when sq. */
+static double copy_sumsq(float *dst, const float *src, size_t n, int sq)
+{
+	double acc = 0;
+
+	if (!sq) {
+		memcpy(dst, src, sizeof(float) * n);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		dst[i] = src[i];
+		acc += (double)src[i] * src[i];
+	}
+	return acc;
+}
+
+/* One bucket: in-place runs, then the other pieces packed into one
+ * all-reduce; squares into *sumsq unless NULL (each run right after its
+ * all-reduce, packed pieces while unpacking: one pass over memory).
+ * (Packing small pieces wins: per-chunk in-place all-reduces of the same
+ * bytes measured 1.5-2.6x slower here.) */
 static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
 {
 	float *q = s->buf;
 	hexi_rc rc;
 
-	if (b->inplace) {
-		for (int i = 0; i < b->npieces; i++)
-			if (!b->pieces[i].contribute)
-				memset(b->pieces[i].grad, 0,
-				       sizeof(float) * b->pieces[i].count);
-		q = b->pieces[0].grad;
-		rc = rt_allreduce_f32(b->g, q, b->total);
+	for (int r = 0; r < b->nruns; r++) {
+		const sync_run *u = &b->runs[r];
+		const sync_piece *p = &b->pieces[u->first];
+		for (int i = 0; i < u->n; i++)
+			if (!p[i].contribute)
+				memset(p[i].grad, 0,
+				       sizeof(float) * p[i].count);
+		rc = rt_allreduce_f32(b->g, p[0].grad, u->total);
 		if (rc != HEXI_OK)
 			return hexi_error_prefix(rc,
 						 "gradient sync (%zu "
 						 "elements)",
-						 b->total);
-		for (int i = 0; sumsq != NULL && i < b->npieces; i++)
-			*sumsq += piece_sumsq(&b->pieces[i]);
-		return HEXI_OK;
+						 u->total);
+		for (int i = 0; sumsq != NULL && i < u->n; i++)
+			*sumsq += piece_sumsq(&p[i]);
 	}
-
+	if (b->packed == 0)
+		return HEXI_OK;
 	for (int i = 0; i < b->npieces; i++) {
 		const sync_piece *p = &b->pieces[i];
+		if (b->in_run[i])
+			continue;
 		if (p->contribute)
 			memcpy(q, p->grad, sizeof(float) * p->count);
 		else
 			memset(q, 0, sizeof(float) * p->count);
 		q += p->count;
 	}
-	rc = rt_allreduce_f32(b->g, s->buf, b->total);
+	rc = rt_allreduce_f32(b->g, s->buf, b->packed);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "gradient sync (%zu elements)",
-					 b->total);
+					 b->packed);
 	q = s->buf;
 	for (int i = 0; i < b->npieces; i++) {
-		memcpy(b->pieces[i].grad, q,
-		       sizeof(float) * b->pieces[i].count);
-		q += b->pieces[i].count;
+		const sync_piece *p = &b->pieces[i];
+		if (b->in_run[i])
+			continue;
+		double a = copy_sumsq(p->grad, q, p->count,
+				      sumsq != NULL && p->count_norm);
 		if (sumsq != NULL)
-			*sumsq += piece_sumsq(&b->pieces[i]);
+			*sumsq += a;
+		q += p->count;
 	}
 	return HEXI_OK;
 }
@@ -398,8 +474,11 @@ void rt_sync_destroy(rt_sync *s)
 {
 	if (s == NULL)
 		return;
-	for (int i = 0; i < s->nb; i++)
+	for (int i = 0; i < s->nb; i++) {
 		free(s->b[i].pieces);
+		free(s->b[i].runs);
+		free(s->b[i].in_run);
+	}
 	free(s->b);
 	free(s->solo.pieces);
 	free(s->buf);

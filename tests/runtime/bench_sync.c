@@ -8,8 +8,9 @@
  * layout, then times rt_sync_run() without the norm (pack, all-reduce per
  * holder set, unpack), rt_sync_run() with the global norm (what a training
  * step does), and an MPI_Allreduce over all W ranks of max-over-ranks sync
- * bytes, in turn, after a warm-up; medians are reported (the slowest rank
- * of each repetition counts).
+ * bytes, in turn (the baseline first and last on alternate repetitions),
+ * after a warm-up; medians are reported (the slowest rank of each
+ * repetition counts).
  */
 #include "config.h"
 
@@ -25,6 +26,20 @@ static int cmp_d(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return (x > y) - (x < y);
+}
+
+/* The baseline: one MPI_Allreduce of BYTES over all ranks after a
+ * barrier; returns the start time, the end time in *end. */
+static double time_allreduce(float *big, long bytes, double *end)
+{
+	double t;
+
+	MPI_Barrier(MPI_COMM_WORLD);
+	t = MPI_Wtime();
+	MPI_Allreduce(MPI_IN_PLACE, big, (int)(bytes / (long)sizeof(float)),
+		      MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+	*end = MPI_Wtime();
+	return t;
 }
 
 /* Elements of rank r's shard k of tensor t. */
@@ -105,22 +120,23 @@ int main(int argc, char **argv)
 	ta = calloc((size_t)iters, sizeof(double));
 	tn = calloc((size_t)iters, sizeof(double));
 	for (int i = -3; i < iters; i++) {
-		/* baseline first, then the chunked sync without and with
-		 * the norm; each after a barrier */
+		/* the baseline and the chunked sync without and with the
+		 * norm, each after a barrier; the baseline goes first on even
+		 * repetitions and last on odd ones, so that neither side
+		 * always runs right after the other */
+		double t0, t1, t2 = 0, t3 = 0, t4, t5;
+		if ((i & 1) == 0)
+			t2 = time_allreduce(big, maxbytes, &t3);
 		MPI_Barrier(MPI_COMM_WORLD);
-		double t2 = MPI_Wtime();
-		MPI_Allreduce(MPI_IN_PLACE, big,
-			      (int)(maxbytes / (long)sizeof(float)), MPI_FLOAT,
-			      MPI_SUM, MPI_COMM_WORLD);
-		double t3 = MPI_Wtime();
-		MPI_Barrier(MPI_COMM_WORLD);
-		double t0 = MPI_Wtime();
+		t0 = MPI_Wtime();
 		rt_sync_run(s, NULL);
-		double t1 = MPI_Wtime();
+		t1 = MPI_Wtime();
 		MPI_Barrier(MPI_COMM_WORLD);
-		double t4 = MPI_Wtime();
+		t4 = MPI_Wtime();
 		rt_sync_run(s, &sumsq);
-		double t5 = MPI_Wtime();
+		t5 = MPI_Wtime();
+		if ((i & 1) != 0)
+			t2 = time_allreduce(big, maxbytes, &t3);
 		double loc[3] = {t1 - t0, t3 - t2, t5 - t4}, mx[3];
 		/* the slowest rank decides */
 		MPI_Allreduce(loc, mx, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
