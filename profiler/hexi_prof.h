@@ -123,10 +123,12 @@ const char *hexi_prof_gpu_type_guess(const char *device_name);
 typedef struct hexi_prof_shape {
 	long m, n, k; /* C(m,n) = A(m,k) B(k,n) */
 	int ta, tb;   /* CPU mode: A, B stored transposed (":tn" etc.) */
+	int acc;      /* CPU mode: C += A B (beta 1, ":nna" etc.) */
 } hexi_prof_shape;
 
-/* "MxNxK[:XY]", each 1..65536 and m*n, n*k, m*k <= 2^31 elements; XY
- * (n or t each) stores A, B transposed (CPU mode, as cblas_sgemm's flags). */
+/* "MxNxK[:XY[a]]", each 1..65536 and m*n, n*k, m*k <= 2^31 elements; XY
+ * (n or t each) stores A, B transposed (CPU mode, as cblas_sgemm's flags);
+ * a trailing a accumulates into C (beta 1, as a gradient GEMM does). */
 hexi_rc hexi_prof_parse_shape(const char *s, hexi_prof_shape *out);
 /* Byte size "N", "NK", "NM", "NG" (binary), 1 .. 2^34. */
 hexi_rc hexi_prof_parse_bytes(const char *s, size_t *out);

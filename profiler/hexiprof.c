@@ -154,10 +154,11 @@ static int parse_args(int argc, char **argv, cli *c)
 						   optarg);
 			if (hexi_prof_parse_shape(
 				optarg, &c->o.shapes[c->o.nshapes]) != HEXI_OK)
-				return usage_error("--gemm '%s': want "
-						   "MxNxK[:XY] (XY: n or t), "
-						   "each 1..65536",
-						   optarg);
+				return usage_error(
+				    "--gemm '%s': want "
+				    "MxNxK[:XY[a]] (XY: n or t), "
+				    "each 1..65536",
+				    optarg);
 			c->o.nshapes++;
 			break;
 		case 's':

@@ -27,6 +27,7 @@ int openblas_get_num_threads(void);
 typedef struct gemm_arg {
 	long m, n, k;
 	int ta, tb;	  /* A stored (k,m), B stored (n,k) */
+	int acc;	  /* beta 1: C += A B */
 	float *a, *b, *c; /* A(m,k) B(k,n) C(m,n), row-major */
 } gemm_arg;
 
@@ -49,7 +50,8 @@ static hexi_rc run_sgemm(void *p)
 	cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
 		    g->tb ? CblasTrans : CblasNoTrans, (int)g->m, (int)g->n,
 		    (int)g->k, 1.0f, g->a, (int)(g->ta ? g->m : g->k), g->b,
-		    (int)(g->tb ? g->k : g->n), 0.0f, g->c, (int)g->n);
+		    (int)(g->tb ? g->k : g->n), g->acc ? 1.0f : 0.0f, g->c,
+		    (int)g->n);
 	return HEXI_OK;
 }
 
@@ -127,14 +129,20 @@ static hexi_rc one_shape(const hexi_prof_opts *o, const hexi_prof_shape *s,
 	memset(m, 0, sizeof(*m));
 	m->device = -1;
 	snprintf(m->name, sizeof(m->name), "cpu.sgemm");
-	snprintf(m->shape, sizeof(m->shape), "%ldx%ldx%ld%s", s->m, s->n, s->k,
-		 s->ta || s->tb ? (s->ta ? (s->tb ? ":tt" : ":tn") : ":nt")
-				: "");
+	snprintf(
+	    m->shape, sizeof(m->shape), "%ldx%ldx%ld%s%s", s->m, s->n, s->k,
+	    s->ta || s->tb || s->acc
+		? (s->ta ? (s->tb ? ":tt" : ":tn") : (s->tb ? ":nt" : ":nn"))
+		: "",
+	    s->acc ? "a" : "");
 	snprintf(m->unit, sizeof(m->unit), "GFLOP/s");
 	if ((rv = gemm_alloc(&g, s->m, s->n, s->k)) != HEXI_OK)
 		goto out;
 	g.ta = s->ta;
 	g.tb = s->tb;
+	g.acc = s->acc;
+	/* with beta 1 the check run accumulates into zeros: C = A B */
+	memset(g.c, 0, (size_t)(s->m * s->n) * sizeof(float));
 	run_sgemm(&g);
 	m->check_err = sgemm_error(&g);
 	if (!(m->check_err <= SGEMM_TOL(s->k))) {

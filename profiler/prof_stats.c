@@ -143,18 +143,21 @@ hexi_rc hexi_prof_parse_shape(const char *s, hexi_prof_shape *out)
 	if (s == NULL || out == NULL)
 		return hexi_error(HEXI_ERR_INVAL, "GEMM shape: none given");
 	const char *colon = strchr(s == NULL ? "" : s, ':');
-	int ta = 0, tb = 0;
+	int ta = 0, tb = 0, acc = 0;
 
 	if (colon != NULL) {
-		if (strlen(colon) != 3 || !strchr("nt", colon[1]) ||
-		    !strchr("nt", colon[2]) || colon[1] == 0 || colon[2] == 0)
+		size_t sl = strlen(colon);
+		if ((sl != 3 && !(sl == 4 && colon[3] == 'a')) ||
+		    !strchr("nt", colon[1]) || !strchr("nt", colon[2]) ||
+		    colon[1] == 0 || colon[2] == 0)
 			return hexi_error(HEXI_ERR_PARSE,
 					  "GEMM shape '%.80s': the suffix "
-					  "after ':' is two of n or t (e.g. "
-					  ":nt)",
+					  "after ':' is two of n or t, then "
+					  "optionally a (e.g. :nt, :tna)",
 					  s);
 		ta = colon[1] == 't';
 		tb = colon[2] == 't';
+		acc = sl == 4;
 	}
 	for (int i = 0; i < 3; i++) {
 		const char *end = strchr(p, 'x');
@@ -180,6 +183,7 @@ hexi_rc hexi_prof_parse_shape(const char *s, hexi_prof_shape *out)
 	out->k = v[2];
 	out->ta = ta;
 	out->tb = tb;
+	out->acc = acc;
 	return HEXI_OK;
 }
 
@@ -232,20 +236,20 @@ void hexi_prof_opts_defaults(hexi_prof_opts *o)
 int hexi_prof_default_shapes(const char *mode, int quick, hexi_prof_shape *out,
 			     int cap)
 {
-	static const hexi_prof_shape gpu[] = {{4096, 4096, 4096, 0, 0},
-					      {8192, 8192, 8192, 0, 0},
-					      {12288, 4096, 4096, 0, 0},
-					      {11008, 4096, 4096, 0, 0},
-					      {4096, 4096, 11008, 0, 0}};
-	static const hexi_prof_shape gpu_q[] = {{2048, 2048, 2048, 0, 0},
-						{12288, 4096, 4096, 0, 0}};
-	static const hexi_prof_shape cpu[] = {{512, 512, 512, 0, 0},
-					      {1024, 1024, 1024, 0, 0},
-					      {1536, 512, 512, 0, 0},
-					      {1408, 512, 512, 0, 0},
-					      {512, 512, 1408, 0, 0}};
-	static const hexi_prof_shape cpu_q[] = {{256, 256, 256, 0, 0},
-						{384, 128, 128, 0, 0}};
+	static const hexi_prof_shape gpu[] = {{4096, 4096, 4096, 0, 0, 0},
+					      {8192, 8192, 8192, 0, 0, 0},
+					      {12288, 4096, 4096, 0, 0, 0},
+					      {11008, 4096, 4096, 0, 0, 0},
+					      {4096, 4096, 11008, 0, 0, 0}};
+	static const hexi_prof_shape gpu_q[] = {{2048, 2048, 2048, 0, 0, 0},
+						{12288, 4096, 4096, 0, 0, 0}};
+	static const hexi_prof_shape cpu[] = {{512, 512, 512, 0, 0, 0},
+					      {1024, 1024, 1024, 0, 0, 0},
+					      {1536, 512, 512, 0, 0, 0},
+					      {1408, 512, 512, 0, 0, 0},
+					      {512, 512, 1408, 0, 0, 0}};
+	static const hexi_prof_shape cpu_q[] = {{256, 256, 256, 0, 0, 0},
+						{384, 128, 128, 0, 0, 0}};
 	const hexi_prof_shape *t;
 	int n;
 

@@ -140,14 +140,15 @@ launch() { # launch N CMD...: N ranks of CMD (mpirun when N > 1)
 BT=$((MB * T)) D=$((C / H))
 # shape:flags:count per layer and micro-batch (h: the LM head, once), with
 # the transposes the runtime passes to cblas_sgemm (forward x W^T: nt,
-# input gradient: nn, weight gradient: tn; per head Q K^T: nt, P V and
-# dQ: nn, dK and dV: tn)
-shapes="${BT}x${C}x${C}:nt:4 ${BT}x${C}x${C}:nn:4 ${C}x${C}x${BT}:tn:4
-${BT}x${F}x${C}:nt:2 ${BT}x${C}x${F}:nn:2 ${F}x${C}x${BT}:tn:2
-${BT}x${C}x${F}:nt:1 ${BT}x${F}x${C}:nn:1 ${C}x${F}x${BT}:tn:1
-${T}x${T}x${D}:nt:$((2 * MB * H)) ${T}x${D}x${T}:nn:$((2 * MB * H))
-${T}x${D}x${T}:tn:$((2 * MB * H))
-${BT}x${V}x${C}:nt:h ${BT}x${C}x${V}:nn:h ${V}x${C}x${BT}:tn:h"
+# input gradient: nn, weight gradient: tn; per head Q K^T and dP: nt, P V:
+# nn, dQ: nn, dK and dV: tn) and a trailing a where it accumulates into
+# its output (beta 1: every gradient GEMM but dP)
+shapes="${BT}x${C}x${C}:nt:4 ${BT}x${C}x${C}:nna:4 ${C}x${C}x${BT}:tna:4
+${BT}x${F}x${C}:nt:2 ${BT}x${C}x${F}:nna:2 ${F}x${C}x${BT}:tna:2
+${BT}x${C}x${F}:nt:1 ${BT}x${F}x${C}:nna:1 ${C}x${F}x${BT}:tna:1
+${T}x${T}x${D}:nt:$((2 * MB * H)) ${T}x${D}x${T}:nn:$((MB * H))
+${T}x${D}x${T}:nna:$((MB * H)) ${T}x${D}x${T}:tna:$((2 * MB * H))
+${BT}x${V}x${C}:nt:h ${BT}x${C}x${V}:nna:h ${V}x${C}x${BT}:tna:h"
 # Working set of the bandwidth figure: the activations one micro-batch
 # keeps over all layers (fp32), which the element-wise ops stream through.
 ACT=$((L * (BT * (5 * C + 4 * H * D + 4 * F) + MB * H * T * T) * 4))

@@ -78,6 +78,10 @@ static void test_parse(void)
 {
 	static const char *bad_shapes[] = {
 	    "",
+	    "2x3x4:tnb",
+	    "2x3x4:a",
+	    "2x3x4:tnaa",
+	    "2x3x4:na",
 	    "x",
 	    "1x2",
 	    "1x2x",
@@ -114,6 +118,13 @@ static void test_parse(void)
 	ok(sh.m == 4096 && sh.n == 11008 && sh.k == 512, "shape values");
 	is_int(hexi_prof_parse_shape("65536x32768x1", &sh), HEXI_OK,
 	       "2^31 elements allowed");
+	is_int(hexi_prof_parse_shape("2x3x4:tna", &sh), HEXI_OK,
+	       "accumulating shape");
+	ok(sh.ta == 1 && sh.tb == 0 && sh.acc == 1,
+	   ":tna: A transposed, beta 1");
+	is_int(hexi_prof_parse_shape("2x3x4:nt", &sh), HEXI_OK, ":nt");
+	ok(sh.ta == 0 && sh.tb == 1 && sh.acc == 0,
+	   ":nt: B transposed, beta 0");
 	for (size_t i = 0; i < sizeof(bad_bytes) / sizeof(*bad_bytes); i++)
 		ok(hexi_prof_parse_bytes(bad_bytes[i], &b) != HEXI_OK,
 		   "bad size '%s' rejected", bad_bytes[i]);
@@ -258,7 +269,7 @@ static void test_cpu(void)
 	o.repeats = 2;
 	o.warmup = 0;
 	o.nshapes = 1;
-	o.shapes[0] = (hexi_prof_shape){33, 17, 65, 0, 0};
+	o.shapes[0] = (hexi_prof_shape){33, 17, 65, 0, 0, 0};
 	hexi_profile_init(&p, "h");
 	is_int(hexi_prof_cpu(&o, &p, &r), HEXI_OK, "CPU mode");
 	is_int(r.nmeas, 4, "two default quick shapes + one extra + membw");
