@@ -20,7 +20,7 @@
 #endif
 
 #include "rt_dist.h"
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 #include "rt_cuda.h"
 #define BUILT_CUDA 1
 #else
@@ -447,7 +447,7 @@ static hexi_rc together(hexi_rt *rt, hexi_rc rc, const char *phase)
 	return HEXI_OK;
 }
 
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 /* rt_device_probe over the CUDA runtime. */
 static int cuda_probe(void *ctx, char *why, size_t cap)
 {
@@ -486,7 +486,7 @@ static hexi_rc boot_gpu(hexi_rt *rt)
 				  rt->rank, rt_backend_name(rt->backend));
 	if (rt->backend != RT_BACKEND_NCCL)
 		return HEXI_OK;
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 	rc = rt_cuda_create(rt->local_rank, rt->local_size, &rt->cuda);
 	if (rc != HEXI_OK)
 		hexi_error_prefix(rc, "rank %d (local rank %d of %d): GPU",
@@ -529,7 +529,7 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 	pthread_mutex_init(&rt->wd_lock, NULL);
 	pthread_cond_init(&rt->wd_cond, NULL);
 	rt->timeout_s = o->timeout_s;
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 	rc = rt_backend_choose(o->backend, getenv("HEXISCALE_BACKEND"),
 			       BUILT_CUDA, cuda_probe, NULL, &rt->backend);
 #else
@@ -603,7 +603,7 @@ void hexi_rt_destroy(hexi_rt *rt)
 		pthread_join(rt->wd_thread, NULL);
 	}
 	rt_comm_destroy(rt->gcomm);
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 	rt_cuda_destroy(rt->cuda);
 #endif
 	rt_comm_destroy(rt->comm);

@@ -32,6 +32,14 @@
 
 #include "hexi_common.h"
 
+/* The GPU path (rt_cuda.h users: the nccl backend's trainer) is compiled
+ * with the CUDA toolkit (HAVE_CUDA), or, in test programs only, against the
+ * host-memory emulation of rt_cuda.h in tests/gpuemu (HEXI_GPU_EMU), which
+ * runs the GPU trainer's host logic on CPUs (doc/DECISIONS.md 57). */
+#if defined(HAVE_CUDA) || defined(HEXI_GPU_EMU)
+#define RT_GPU 1
+#endif
+
 typedef enum rt_dtype {
 	RT_F32 = 0, /* float */
 	RT_F64 = 1, /* double (loss and norm scalars) */
@@ -90,7 +98,7 @@ struct rt_group {
 hexi_rc rt_comm_mpi_create(int plan_rank, rt_comm **out);
 /* A single-process backend without MPI (collectives are copies). */
 hexi_rc rt_comm_self_create(rt_comm **out);
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 /* NCCL backend (comm_nccl.c): needs an MPI comm for id exchange. */
 hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out);
 #endif

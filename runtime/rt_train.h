@@ -37,7 +37,7 @@ struct hexi_trainer {
 void rt_train_micro_batch(hexi_trainer *t, int mb);
 hexi_rc rt_train_global_loss(hexi_trainer *t, double loss_sum, double *loss);
 
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 /* train_gpu.c (built with CUDA only). */
 hexi_rc rt_gtrain_check(const hexi_rt *rt, const hexi_train_opts *o);
 hexi_rc rt_gtrain_create(hexi_trainer *t);

@@ -200,7 +200,7 @@ static hexi_rc check_opts(const hexi_rt *rt, const hexi_train_opts *o)
 		return hexi_error(HEXI_ERR_UNSUPPORTED,
 				  "dtype bf16 needs the nccl backend (the CPU "
 				  "path trains in fp32)");
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 	if (rt->backend == RT_BACKEND_NCCL) {
 		hexi_rc rc = rt_gtrain_check(rt, o);
 		if (rc != HEXI_OK)
@@ -272,7 +272,7 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 		rc = trainer_fill(t);
 	if (rc == HEXI_OK && o->data_path != NULL)
 		rc = load_text(t, o->data_path);
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 	if (rc == HEXI_OK && rt->backend == RT_BACKEND_NCCL) {
 		rc = rt_gtrain_create(t);
 		ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
@@ -327,7 +327,7 @@ void hexi_trainer_destroy(hexi_trainer *t)
 {
 	if (t == NULL)
 		return;
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 	rt_gtrain_destroy(t->gpu);
 #endif
 	rt_sync_destroy(t->sync);
@@ -422,7 +422,7 @@ hexi_rc hexi_trainer_step(hexi_trainer *t, hexi_step_stats *st)
 	memset(st, 0, sizeof(*st));
 	t->tp_s = 0;
 	rt_watchdog_arm(t->rt, 1);
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 	if (t->gpu != NULL)
 		rc = rt_gtrain_step(t, st);
 	else
@@ -480,7 +480,7 @@ hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)
 	f = fopen(path, "wb");
 	if (f == NULL)
 		return hexi_error(HEXI_ERR_IO, "%s: cannot create", path);
-#ifdef HAVE_CUDA
+#ifdef RT_GPU
 	if (t->gpu != NULL) {
 		rc = rt_gtrain_dump(t, f, path);
 		if (fclose(f) != 0 && rc == HEXI_OK)

@@ -90,6 +90,10 @@ hexi_rc rt_cuda_alloc(void **p, size_t bytes);
 void rt_cuda_free(void *p);
 hexi_rc rt_cuda_upload(void *dst, const void *src, size_t bytes);
 hexi_rc rt_cuda_download(void *dst, const void *src, size_t bytes);
+/* Asynchronous on stream s: zero bytes at p; copy bytes device to device. */
+hexi_rc rt_cuda_memset0(rt_cuda_stream s, void *p, size_t bytes);
+hexi_rc rt_cuda_copy(rt_cuda_stream s, void *dst, const void *src,
+		     size_t bytes);
 
 /* ---- GEMM (cuBLAS, fp32 accumulation) ------------------------------------ */
 

@@ -203,6 +203,21 @@ hexi_rc rt_cuda_download(void *dst, const void *src, size_t bytes)
 			"download");
 }
 
+hexi_rc rt_cuda_memset0(rt_cuda_stream s, void *p, size_t bytes)
+{
+	return cuda_err(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)s),
+			"memset");
+}
+
+hexi_rc rt_cuda_copy(rt_cuda_stream s, void *dst, const void *src,
+		     size_t bytes)
+{
+	return cuda_err(cudaMemcpyAsync(dst, src, bytes,
+					cudaMemcpyDeviceToDevice,
+					(cudaStream_t)s),
+			"device copy");
+}
+
 static cudaDataType_t cuda_type(rt_cuda_dtype dt)
 {
 	return dt == RT_CUDA_BF16 ? CUDA_R_16BF : CUDA_R_32F;
