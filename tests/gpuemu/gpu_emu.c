@@ -1,0 +1,1173 @@
+/*
+ * gpu_emu.c - host-memory emulation of runtime/cuda/rt_cuda.h (TEST DOUBLE,
+ * linked only into test programs of tests/gpuemu, never installed).
+ *
+ * "Device memory" is calloc'd host memory recorded in a registry, so every
+ * kernel checks that its device arguments lie inside one allocation (a host
+ * pointer or an overrun handed to a kernel is an error here, as an illegal
+ * address would be on a GPU).  Streams are dummy handles and every call
+ * runs synchronously; rt_cuda_sync and rt_cuda_stream_wait are no-ops.
+ *
+ * Arithmetic: fp32 kernels call the CPU reference operators of rt_ops.h
+ * wherever the contract matches (so an fp32 GPU-trainer run is comparable
+ * with the CPU trainer to rounding).  Attention and cross-entropy keep the
+ * GPU contract: the forward saves lse and no (T,T) or (BT,V) array survives
+ * the call; the backward recomputes probabilities from the inputs and lse.
+ * bf16 tensors are uint16 bf16 bits: inputs are widened to fp32, the fp32
+ * path runs, outputs are rounded to nearest even on store, as the CUDA
+ * kernels' ld()/st() do.
+ *
+ * Also rt_comm_nccl_create: host memory being the device memory, the
+ * "NCCL" communicator is a second MPI communicator (or the self backend).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_comm.h"
+#include "rt_cuda.h"
+#include "rt_ops.h"
+
+#define HS_MAX 128 /* rt_attention.cu's largest head size */
+
+struct rt_cuda {
+	int device;
+	char compute_tag, comm_tag; /* their addresses are the streams */
+};
+
+/* ---- bf16 ---------------------------------------------------------------- */
+
+static float bf2f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* Round to nearest even (__float2bfloat16); NaN stays a quiet NaN. */
+static uint16_t f2bf(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40u);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+size_t rt_cuda_dtype_size(rt_cuda_dtype dt)
+{
+	return dt == RT_CUDA_BF16 ? 2 : 4;
+}
+
+const char *rt_cuda_dtype_name(rt_cuda_dtype dt)
+{
+	return dt == RT_CUDA_BF16 ? "bf16" : "fp32";
+}
+
+/* ---- device memory registry ---------------------------------------------- */
+
+typedef struct emu_block {
+	char *p;
+	size_t bytes;
+} emu_block;
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static emu_block *reg;
+static size_t nreg, capreg;
+
+static hexi_rc reg_add(void *p, size_t bytes)
+{
+	hexi_rc rc = HEXI_OK;
+
+	pthread_mutex_lock(&reg_lock);
+	if (nreg == capreg) {
+		size_t cap = capreg ? 2 * capreg : 64;
+		emu_block *r = realloc(reg, cap * sizeof(*r));
+		if (r == NULL) {
+			rc = hexi_error(HEXI_ERR_NOMEM, "gpu_emu: registry");
+			goto out;
+		}
+		reg = r;
+		capreg = cap;
+	}
+	reg[nreg].p = p;
+	reg[nreg].bytes = bytes;
+	nreg++;
+out:
+	pthread_mutex_unlock(&reg_lock);
+	return rc;
+}
+
+/* Remove the block starting at p; 0 if there is none. */
+static int reg_del(void *p)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&reg_lock);
+	for (size_t i = 0; i < nreg; i++)
+		if (reg[i].p == p) {
+			reg[i] = reg[--nreg];
+			found = 1;
+			break;
+		}
+	pthread_mutex_unlock(&reg_lock);
+	return found;
+}
+
+/* 1 if [p, p+bytes) lies inside one device allocation. */
+static int reg_has(const void *p, size_t bytes)
+{
+	const char *c = p;
+	int ok = 0;
+
+	pthread_mutex_lock(&reg_lock);
+	for (size_t i = 0; i < nreg && !ok; i++)
+		if (c >= reg[i].p && c <= reg[i].p + reg[i].bytes &&
+		    bytes <= (size_t)(reg[i].p + reg[i].bytes - c))
+			ok = 1;
+	pthread_mutex_unlock(&reg_lock);
+	return ok;
+}
+
+/* A device argument of a kernel: NULL (with bytes > 0) is a bad argument;
+ * memory outside every allocation is what a GPU reports as an illegal
+ * address. */
+static hexi_rc dev(const char *kernel, const char *arg, const void *p,
+		   size_t bytes)
+{
+	if (bytes == 0)
+		return HEXI_OK;
+	if (p == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "%s: %s is NULL", kernel,
+				  arg);
+	if (!reg_has(p, bytes))
+		return hexi_error(HEXI_ERR_CUDA,
+				  "kernel %s: %s (%p, %zu bytes) is not inside "
+				  "one device allocation (host pointer or "
+				  "overrun; an illegal address on a GPU)",
+				  kernel, arg, p, bytes);
+	return HEXI_OK;
+}
+
+/* ---- fp32 views of device tensors ---------------------------------------- */
+
+/* Temporary fp32 copies of bf16 tensors for one call (at most NTMP). */
+#define NTMP 12
+typedef struct emu_tmp {
+	float *f[NTMP];
+	int n;
+	int nomem;
+} emu_tmp;
+
+static float *tmp_alloc(emu_tmp *t, size_t n)
+{
+	float *f;
+
+	if (t->n == NTMP || (f = calloc(n ? n : 1, sizeof(float))) == NULL) {
+		t->nomem = 1;
+		return NULL;
+	}
+	t->f[t->n++] = f;
+	return f;
+}
+
+static void tmp_free(emu_tmp *t)
+{
+	for (int i = 0; i < t->n; i++)
+		free(t->f[i]);
+	t->n = 0;
+}
+
+/* fp32 view of n elements of type dt at p: p itself for fp32, else a
+ * widened copy (load) or a zeroed buffer (!load). */
+static float *view(emu_tmp *t, rt_cuda_dtype dt, const void *p, size_t n,
+		   int load)
+{
+	float *f;
+
+	if (dt == RT_CUDA_F32)
+		return (float *)(uintptr_t)p;
+	if ((f = tmp_alloc(t, n)) == NULL)
+		return NULL;
+	if (load && p != NULL)
+		for (size_t i = 0; i < n; i++)
+			f[i] = bf2f(((const uint16_t *)p)[i]);
+	return f;
+}
+
+/* Store an fp32 view back into p (rounded for bf16). */
+static void store(rt_cuda_dtype dt, void *p, const float *f, size_t n)
+{
+	if (dt == RT_CUDA_F32 || p == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		((uint16_t *)p)[i] = f2bf(f[i]);
+}
+
+static hexi_rc nomem(const char *kernel)
+{
+	return hexi_error(HEXI_ERR_NOMEM, "gpu_emu %s: host buffers", kernel);
+}
+
+/* ---- context --------------------------------------------------------------
+ */
+
+hexi_rc rt_cuda_device_count(int *n)
+{
+	*n = 1;
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_create(int local_rank, int local_size, rt_cuda **out)
+{
+	rt_cuda *c = NULL;
+	hexi_rc rv;
+
+	*out = NULL;
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "GPU context");
+	if ((rv = rt_cuda_pick_device(getenv("CUDA_VISIBLE_DEVICES"),
+				      local_rank, local_size, 1, 0,
+				      &c->device)) != HEXI_OK) {
+		hexi_error_prefix(rv, "local rank %d", local_rank);
+		free(c);
+		return rv;
+	}
+	*out = c;
+	return HEXI_OK;
+}
+
+void rt_cuda_destroy(rt_cuda *c)
+{
+	size_t n, bytes = 0;
+
+	if (c == NULL)
+		return;
+	free(c);
+	/* every user of the device is gone by now (hexi_rt_destroy): report
+	 * what was never freed (the emu tests look for this line) */
+	pthread_mutex_lock(&reg_lock);
+	n = nreg;
+	for (size_t i = 0; i < nreg; i++)
+		bytes += reg[i].bytes;
+	pthread_mutex_unlock(&reg_lock);
+	if (n > 0)
+		fprintf(stderr,
+			"gpu_emu: %zu device allocation(s) (%zu bytes) still "
+			"live at rt_cuda_destroy\n",
+			n, bytes);
+}
+
+int rt_cuda_device(const rt_cuda *c)
+{
+	return c->device;
+}
+
+const char *rt_cuda_device_name(const rt_cuda *c)
+{
+	(void)c;
+	return "host emulation";
+}
+
+int rt_cuda_cc(const rt_cuda *c)
+{
+	(void)c;
+	return 0;
+}
+
+rt_cuda_stream rt_cuda_compute_stream(const rt_cuda *c)
+{
+	return (rt_cuda_stream)(uintptr_t)&c->compute_tag;
+}
+
+rt_cuda_stream rt_cuda_comm_stream(const rt_cuda *c)
+{
+	return (rt_cuda_stream)(uintptr_t)&c->comm_tag;
+}
+
+hexi_rc rt_cuda_sync(rt_cuda_stream s)
+{
+	(void)s;
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_stream_wait(rt_cuda_stream waiter, rt_cuda_stream on)
+{
+	(void)waiter;
+	(void)on;
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_alloc(void **p, size_t bytes)
+{
+	hexi_rc rv;
+
+	*p = NULL;
+	if (bytes == 0)
+		return HEXI_OK;
+	if ((*p = calloc(1, bytes)) == NULL)
+		return hexi_error(HEXI_ERR_CUDA,
+				  "cudaMalloc: out of memory (%zu bytes)",
+				  bytes);
+	if ((rv = reg_add(*p, bytes)) != HEXI_OK) {
+		free(*p);
+		*p = NULL;
+	}
+	return rv;
+}
+
+void rt_cuda_free(void *p)
+{
+	if (p == NULL)
+		return;
+	if (!reg_del(p)) {
+		/* cudaFree's error is ignored by the real one too; say it */
+		fprintf(stderr,
+			"gpu_emu: rt_cuda_free(%p): not the start of a live "
+			"device allocation (double free or host pointer)\n",
+			p);
+		return;
+	}
+	free(p);
+}
+
+hexi_rc rt_cuda_upload(void *dst, const void *src, size_t bytes)
+{
+	hexi_rc rv;
+
+	if (bytes == 0)
+		return HEXI_OK;
+	if ((rv = dev("upload", "dst", dst, bytes)) != HEXI_OK)
+		return rv;
+	if (src == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "upload: src is NULL");
+	memcpy(dst, src, bytes);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_download(void *dst, const void *src, size_t bytes)
+{
+	hexi_rc rv;
+
+	if (bytes == 0)
+		return HEXI_OK;
+	if ((rv = dev("download", "src", src, bytes)) != HEXI_OK)
+		return rv;
+	if (dst == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "download: dst is NULL");
+	memcpy(dst, src, bytes);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_memset0(rt_cuda_stream s, void *p, size_t bytes)
+{
+	hexi_rc rv;
+
+	(void)s;
+	if ((rv = dev("memset", "p", p, bytes)) != HEXI_OK)
+		return rv;
+	if (bytes > 0)
+		memset(p, 0, bytes);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_copy(rt_cuda_stream s, void *dst, const void *src, size_t bytes)
+{
+	hexi_rc rv;
+
+	(void)s;
+	if ((rv = dev("device copy", "dst", dst, bytes)) != HEXI_OK ||
+	    (rv = dev("device copy", "src", src, bytes)) != HEXI_OK)
+		return rv;
+	if (bytes > 0)
+		memmove(dst, src, bytes);
+	return HEXI_OK;
+}
+
+/* ---- GEMM ------------------------------------------------------------------
+ */
+
+/* Elements spanned by a row-major (rows, cols) matrix of row stride ld. */
+static size_t span(int rows, int cols, int ld)
+{
+	if (rows <= 0 || cols <= 0)
+		return 0;
+	return (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+}
+
+hexi_rc rt_cuda_gemm(rt_cuda *c, rt_cuda_dtype dt, rt_cuda_dtype ct, int ta,
+		     int tb, int M, int N, int K, float alpha, const void *A,
+		     int lda, const void *B, int ldb, float beta, void *C,
+		     int ldc)
+{
+	emu_tmp t = {.n = 0};
+	size_t na, nb, nc;
+	int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+	float *a, *b, *cc;
+	hexi_rc rv;
+
+	(void)c;
+	if (M < 0 || N < 0 || K < 0 || lda < 1 || ldb < 1 || ldc < 1)
+		return hexi_error(HEXI_ERR_INVAL, "gemm: M %d N %d K %d", M, N,
+				  K);
+	if (M == 0 || N == 0)
+		return HEXI_OK;
+	/* cuBLAS refuses leading dimensions below the row length */
+	if (lda < ac || ldb < bc || ldc < N)
+		return hexi_error(HEXI_ERR_CUDA,
+				  "gemm %dx%dx%d (%s -> %s): cuBLAS status 7 "
+				  "(lda %d ldb %d ldc %d too small)",
+				  M, N, K, rt_cuda_dtype_name(dt),
+				  rt_cuda_dtype_name(ct), lda, ldb, ldc);
+	na = span(ar, ac, lda);
+	nb = span(br, bc, ldb);
+	nc = span(M, N, ldc);
+	if ((rv = dev("gemm", "A", A, na * rt_cuda_dtype_size(dt))) ||
+	    (rv = dev("gemm", "B", B, nb * rt_cuda_dtype_size(dt))) ||
+	    (rv = dev("gemm", "C", C, nc * rt_cuda_dtype_size(ct))))
+		return rv;
+	a = view(&t, dt, A, na, 1);
+	b = view(&t, dt, B, nb, 1);
+	cc = view(&t, ct, C, nc, beta != 0.0f);
+	if (t.nomem) {
+		tmp_free(&t);
+		return nomem("gemm");
+	}
+	if (beta == 0.0f) /* BLAS semantics: C is not read */
+		for (int i = 0; i < M; i++)
+			memset(cc + (size_t)i * ldc, 0,
+			       (size_t)N * sizeof(float));
+	if (K == 0) {
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++)
+				cc[(size_t)i * ldc + j] *= beta;
+	} else {
+		rt_sgemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, cc, ldc);
+	}
+	store(ct, C, cc, nc);
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_matmul_forward(rt_cuda *c, rt_cuda_dtype dt, void *out,
+			       const void *inp, const void *w, int BT, int C,
+			       int OC)
+{
+	return rt_cuda_gemm(c, dt, dt, 0, 1, BT, OC, C, 1.0f, inp, C, w, C,
+			    0.0f, out, OC);
+}
+
+hexi_rc rt_cuda_matmul_backward(rt_cuda *c, rt_cuda_dtype dt, void *dinp,
+				float *dw, const void *dout, const void *inp,
+				const void *w, int BT, int C, int OC)
+{
+	hexi_rc rv;
+
+	if (dinp != NULL &&
+	    (rv = rt_cuda_gemm(c, dt, dt, 0, 0, BT, C, OC, 1.0f, dout, OC, w, C,
+			       1.0f, dinp, C)) != HEXI_OK)
+		return rv;
+	return rt_cuda_gemm(c, dt, RT_CUDA_F32, 1, 0, OC, C, BT, 1.0f, dout, OC,
+			    inp, C, 1.0f, dw, C);
+}
+
+hexi_rc rt_cuda_matmul_tw_forward(rt_cuda *c, rt_cuda_dtype dt, void *out,
+				  const void *inp, const void *w, int BT, int C,
+				  int OC)
+{
+	return rt_cuda_gemm(c, dt, dt, 0, 0, BT, OC, C, 1.0f, inp, C, w, OC,
+			    0.0f, out, OC);
+}
+
+hexi_rc rt_cuda_matmul_tw_backward(rt_cuda *c, rt_cuda_dtype dt, void *dinp,
+				   float *dw, const void *dout, const void *inp,
+				   const void *w, int BT, int C, int OC)
+{
+	hexi_rc rv;
+
+	if (dinp != NULL &&
+	    (rv = rt_cuda_gemm(c, dt, dt, 0, 1, BT, C, OC, 1.0f, dout, OC, w,
+			       OC, 1.0f, dinp, C)) != HEXI_OK)
+		return rv;
+	return rt_cuda_gemm(c, dt, RT_CUDA_F32, 1, 0, C, OC, BT, 1.0f, inp, C,
+			    dout, OC, 1.0f, dw, OC);
+}
+
+/* ---- elementwise and row kernels ------------------------------------------
+ */
+
+#define ES(dt) rt_cuda_dtype_size(dt)
+
+hexi_rc rt_cuda_embed_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
+			      const int *tokens, const void *wte, int BT, int C,
+			      int V)
+{
+	size_t n = (size_t)BT * C;
+	emu_tmp t = {.n = 0};
+	float *o, *w;
+	hexi_rc rv;
+
+	(void)s;
+	if (BT < 0 || C < 1 || V < 1)
+		return hexi_error(HEXI_ERR_INVAL, "embed: BT %d C %d V %d", BT,
+				  C, V);
+	if (n == 0)
+		return HEXI_OK;
+	if ((rv = dev("embed_forward", "out", out, n * ES(dt))) ||
+	    (rv = dev("embed_forward", "tokens", tokens,
+		      (size_t)BT * sizeof(int))) ||
+	    (rv = dev("embed_forward", "wte", wte, (size_t)V * C * ES(dt))))
+		return rv;
+	o = view(&t, dt, out, n, 0);
+	w = view(&t, dt, wte, (size_t)V * C, 1);
+	if (t.nomem) {
+		tmp_free(&t);
+		return nomem("embed_forward");
+	}
+	/* out-of-range ids give zero rows, as the kernel */
+	for (int i = 0; i < BT; i++) {
+		int tok = tokens[i];
+		for (int j = 0; j < C; j++)
+			o[(size_t)i * C + j] =
+			    tok >= 0 && tok < V ? w[(size_t)tok * C + j] : 0.0f;
+	}
+	store(dt, out, o, n);
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_embed_backward(rt_cuda_stream s, rt_cuda_dtype dt, float *dwte,
+			       const void *dout, const int *tokens, int BT,
+			       int C, int V)
+{
+	size_t n = (size_t)BT * C;
+	emu_tmp t = {.n = 0};
+	float *d;
+	hexi_rc rv;
+
+	(void)s;
+	if (BT < 0 || C < 1 || V < 1)
+		return hexi_error(HEXI_ERR_INVAL, "embed: BT %d C %d V %d", BT,
+				  C, V);
+	if (n == 0)
+		return HEXI_OK;
+	if ((rv = dev("embed_backward", "dwte", dwte,
+		      (size_t)V * C * sizeof(float))) ||
+	    (rv = dev("embed_backward", "dout", dout, n * ES(dt))) ||
+	    (rv = dev("embed_backward", "tokens", tokens,
+		      (size_t)BT * sizeof(int))))
+		return rv;
+	if ((d = view(&t, dt, dout, n, 1)) == NULL)
+		return nomem("embed_backward");
+	for (int i = 0; i < BT; i++) {
+		int tok = tokens[i];
+		if (tok >= 0 && tok < V)
+			for (int j = 0; j < C; j++)
+				dwte[(size_t)tok * C + j] +=
+				    d[(size_t)i * C + j];
+	}
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_add(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
+		    const void *a, const void *b, size_t n)
+{
+	hexi_rc rv;
+
+	(void)s;
+	if (n == 0)
+		return HEXI_OK;
+	if ((rv = dev("add", "out", out, n * ES(dt))) ||
+	    (rv = dev("add", "a", a, n * ES(dt))) ||
+	    (rv = dev("add", "b", b, n * ES(dt))))
+		return rv;
+	for (size_t i = 0; i < n; i++) {
+		if (dt == RT_CUDA_F32)
+			((float *)out)[i] =
+			    ((const float *)a)[i] + ((const float *)b)[i];
+		else
+			((uint16_t *)out)[i] =
+			    f2bf(bf2f(((const uint16_t *)a)[i]) +
+				 bf2f(((const uint16_t *)b)[i]));
+	}
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_cast(rt_cuda_stream s, void *out, rt_cuda_dtype to,
+		     const void *in, rt_cuda_dtype from, size_t n)
+{
+	hexi_rc rv;
+
+	(void)s;
+	if (n == 0)
+		return HEXI_OK;
+	if ((rv = dev("cast", "out", out, n * ES(to))) ||
+	    (rv = dev("cast", "in", in, n * ES(from))))
+		return rv;
+	for (size_t i = 0; i < n; i++) {
+		float v = from == RT_CUDA_F32 ? ((const float *)in)[i]
+					      : bf2f(((const uint16_t *)in)[i]);
+		if (to == RT_CUDA_F32)
+			((float *)out)[i] = v;
+		else
+			((uint16_t *)out)[i] = f2bf(v);
+	}
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_rmsnorm_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
+				float *rstd, const void *inp, const void *w,
+				int BT, int C, float eps)
+{
+	size_t n = (size_t)BT * C;
+	emu_tmp t = {.n = 0};
+	float *o, *x, *wf;
+	hexi_rc rv;
+
+	(void)s;
+	if (BT < 0 || C < 1)
+		return hexi_error(HEXI_ERR_INVAL, "rmsnorm: BT %d C %d", BT, C);
+	if (BT == 0)
+		return HEXI_OK;
+	if ((rv = dev("rmsnorm_forward", "out", out, n * ES(dt))) ||
+	    (rv = dev("rmsnorm_forward", "rstd", rstd,
+		      (size_t)BT * sizeof(float))) ||
+	    (rv = dev("rmsnorm_forward", "inp", inp, n * ES(dt))) ||
+	    (rv = dev("rmsnorm_forward", "w", w, (size_t)C * ES(dt))))
+		return rv;
+	o = view(&t, dt, out, n, 0);
+	x = view(&t, dt, inp, n, 1);
+	wf = view(&t, dt, w, (size_t)C, 1);
+	if (t.nomem) {
+		tmp_free(&t);
+		return nomem("rmsnorm_forward");
+	}
+	rt_rmsnorm_forward(o, rstd, x, wf, BT, C, eps);
+	store(dt, out, o, n);
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_rmsnorm_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dinp,
+				 float *dw, const void *dout, const void *inp,
+				 const void *w, const float *rstd, int BT,
+				 int C)
+{
+	size_t n = (size_t)BT * C;
+	emu_tmp t = {.n = 0};
+	float *dx, *dy, *x, *wf;
+	hexi_rc rv;
+
+	(void)s;
+	if (BT < 0 || C < 1)
+		return hexi_error(HEXI_ERR_INVAL, "rmsnorm: BT %d C %d", BT, C);
+	if (BT == 0)
+		return HEXI_OK;
+	if ((rv = dev("rmsnorm_backward", "dinp", dinp, n * ES(dt))) ||
+	    (rv = dev("rmsnorm_backward", "dw", dw,
+		      (size_t)C * sizeof(float))) ||
+	    (rv = dev("rmsnorm_backward", "dout", dout, n * ES(dt))) ||
+	    (rv = dev("rmsnorm_backward", "inp", inp, n * ES(dt))) ||
+	    (rv = dev("rmsnorm_backward", "w", w, (size_t)C * ES(dt))) ||
+	    (rv = dev("rmsnorm_backward", "rstd", rstd,
+		      (size_t)BT * sizeof(float))))
+		return rv;
+	dx = view(&t, dt, dinp, n, 1);
+	dy = view(&t, dt, dout, n, 1);
+	x = view(&t, dt, inp, n, 1);
+	wf = view(&t, dt, w, (size_t)C, 1);
+	if (t.nomem) {
+		tmp_free(&t);
+		return nomem("rmsnorm_backward");
+	}
+	rt_rmsnorm_backward(dx, dw, dy, x, wf, rstd, BT, C);
+	store(dt, dinp, dx, n);
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B, int T,
+		    int NH, int hs, float theta, int fwd)
+{
+	emu_tmp t = {.n = 0};
+	size_t n;
+	float *f;
+	hexi_rc rv;
+
+	(void)s;
+	if (B < 0 || T < 0 || NH < 1 || hs < 2 || hs % 2 || !(theta > 1.0f))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "rope: B %d T %d NH %d hs %d (even) theta %g",
+				  B, T, NH, hs, (double)theta);
+	n = (size_t)B * T * NH * hs;
+	if (n == 0)
+		return HEXI_OK;
+	if ((rv = dev("rope", "x", x, n * ES(dt))) != HEXI_OK)
+		return rv;
+	if ((f = view(&t, dt, x, n, 1)) == NULL)
+		return nomem("rope");
+	if (fwd)
+		rt_rope_forward(f, B, T, NH, hs, theta);
+	else
+		rt_rope_backward(f, B, T, NH, hs, theta);
+	store(dt, x, f, n);
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_rope_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B,
+			     int T, int NH, int hs, float theta)
+{
+	return rope(s, dt, x, B, T, NH, hs, theta, 1);
+}
+
+hexi_rc rt_cuda_rope_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dx,
+			      int B, int T, int NH, int hs, float theta)
+{
+	return rope(s, dt, dx, B, T, NH, hs, theta, 0);
+}
+
+/* ---- attention -------------------------------------------------------------
+ */
+
+static hexi_rc attn_check(const char *what, int B, int T, int NH, int NKV,
+			  int hs)
+{
+	if (B < 0 || T < 0 || NH < 1 || NKV < 1 || NH % NKV || hs < 1 ||
+	    hs > HS_MAX || B > 65535 || NH > 65535)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "%s: B %d T %d NH %d NKV %d hs %d (NH a "
+				  "multiple of NKV, hs <= %d)",
+				  what, B, T, NH, NKV, hs, HS_MAX);
+	return HEXI_OK;
+}
+
+/* Scores (T,T) of head h of sample 0 of q, k (B=1 pointers), exactly as
+ * rt_attention_forward computes them (one GEMM, scale folded in). */
+static void scores(float *a, const float *q, const float *k, int T, int NH,
+		   int NKV, int hs, int h)
+{
+	const int G = NH / NKV, qs = NH * hs, ks = NKV * hs;
+	const float scale = 1.0f / sqrtf((float)hs);
+
+	rt_sgemm(0, 1, T, T, hs, scale, q + (size_t)h * hs, qs,
+		 k + (size_t)(h / G) * hs, ks, 0.0f, a, T);
+}
+
+hexi_rc rt_cuda_attention_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
+				  float *lse, const void *q, const void *k,
+				  const void *v, int B, int T, int NH, int NKV,
+				  int hs)
+{
+	emu_tmp t = {.n = 0};
+	size_t nq, nk;
+	float *o, *qf, *kf, *vf, *att, *sc;
+	hexi_rc rv = attn_check("attention_forward", B, T, NH, NKV, hs);
+
+	(void)s;
+	if (rv != HEXI_OK || B == 0 || T == 0)
+		return rv;
+	nq = (size_t)B * T * NH * hs;
+	nk = (size_t)B * T * NKV * hs;
+	if ((rv = dev("attention_forward", "out", out, nq * ES(dt))) ||
+	    (rv = dev("attention_forward", "lse", lse,
+		      (size_t)B * NH * T * sizeof(float))) ||
+	    (rv = dev("attention_forward", "q", q, nq * ES(dt))) ||
+	    (rv = dev("attention_forward", "k", k, nk * ES(dt))) ||
+	    (rv = dev("attention_forward", "v", v, nk * ES(dt))))
+		return rv;
+	o = view(&t, dt, out, nq, 0);
+	qf = view(&t, dt, q, nq, 1);
+	kf = view(&t, dt, k, nk, 1);
+	vf = view(&t, dt, v, nk, 1);
+	/* per-call scratch: one sample's probabilities, one head's scores */
+	att = tmp_alloc(&t, (size_t)NH * T * T);
+	sc = tmp_alloc(&t, (size_t)T * T);
+	if (t.nomem) {
+		tmp_free(&t);
+		return nomem("attention_forward");
+	}
+	for (int b = 0; b < B; b++) {
+		size_t qo = (size_t)b * T * NH * hs,
+		       ko = (size_t)b * T * NKV * hs;
+
+		rt_attention_forward(o + qo, att, qf + qo, kf + ko, vf + ko, 1,
+				     T, NH, NKV, hs);
+		for (int h = 0; h < NH; h++) {
+			float *l = lse + ((size_t)b * NH + h) * T;
+
+			scores(sc, qf + qo, kf + ko, T, NH, NKV, hs, h);
+			for (int i = 0; i < T; i++) {
+				const float *r = sc + (size_t)i * T;
+				float mx = -INFINITY;
+				double sum = 0.0;
+
+				for (int j = 0; j <= i; j++)
+					mx = r[j] > mx ? r[j] : mx;
+				for (int j = 0; j <= i; j++)
+					sum += expf(r[j] - mx);
+				l[i] = (float)((double)mx + log(sum));
+			}
+		}
+	}
+	store(dt, out, o, nq);
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_attention_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dq,
+				   void *dk, void *dv, const void *dout,
+				   const void *out, const void *q,
+				   const void *k, const void *v,
+				   const float *lse, float *delta, int B, int T,
+				   int NH, int NKV, int hs)
+{
+	emu_tmp t = {.n = 0};
+	size_t nq, nk;
+	float *dqf, *dkf, *dvf, *dof, *of, *qf, *kf, *vf, *att, *work;
+	hexi_rc rv = attn_check("attention_backward", B, T, NH, NKV, hs);
+
+	(void)s;
+	if (rv != HEXI_OK || B == 0 || T == 0)
+		return rv;
+	nq = (size_t)B * T * NH * hs;
+	nk = (size_t)B * T * NKV * hs;
+	if ((rv = dev("attention_backward", "dq", dq, nq * ES(dt))) ||
+	    (rv = dev("attention_backward", "dk", dk, nk * ES(dt))) ||
+	    (rv = dev("attention_backward", "dv", dv, nk * ES(dt))) ||
+	    (rv = dev("attention_backward", "dout", dout, nq * ES(dt))) ||
+	    (rv = dev("attention_backward", "out", out, nq * ES(dt))) ||
+	    (rv = dev("attention_backward", "q", q, nq * ES(dt))) ||
+	    (rv = dev("attention_backward", "k", k, nk * ES(dt))) ||
+	    (rv = dev("attention_backward", "v", v, nk * ES(dt))) ||
+	    (rv = dev("attention_backward", "lse", lse,
+		      (size_t)B * NH * T * sizeof(float))) ||
+	    (rv = dev("attention_backward", "delta", delta,
+		      (size_t)B * NH * T * sizeof(float))))
+		return rv;
+	dqf = view(&t, dt, dq, nq, 1);
+	dkf = view(&t, dt, dk, nk, 1);
+	dvf = view(&t, dt, dv, nk, 1);
+	dof = view(&t, dt, dout, nq, 1);
+	of = view(&t, dt, out, nq, 1);
+	qf = view(&t, dt, q, nq, 1);
+	kf = view(&t, dt, k, nk, 1);
+	vf = view(&t, dt, v, nk, 1);
+	att = tmp_alloc(&t, (size_t)NH * T * T);
+	work = tmp_alloc(&t, (size_t)T * T);
+	if (t.nomem) {
+		tmp_free(&t);
+		return nomem("attention_backward");
+	}
+	/* delta (B,NH,T) = rowsum(dout * out): written like the kernel's */
+	for (int b = 0; b < B; b++)
+		for (int i = 0; i < T; i++)
+			for (int h = 0; h < NH; h++) {
+				size_t r = (((size_t)b * T + i) * NH + h) * hs;
+				float d = 0.0f;
+				for (int e = 0; e < hs; e++)
+					d += dof[r + e] * of[r + e];
+				delta[((size_t)b * NH + h) * T + i] = d;
+			}
+	for (int b = 0; b < B; b++) {
+		size_t qo = (size_t)b * T * NH * hs,
+		       ko = (size_t)b * T * NKV * hs;
+
+		/* probabilities recomputed from q, k and lse only */
+		for (int h = 0; h < NH; h++) {
+			float *a = att + (size_t)h * T * T;
+			const float *l = lse + ((size_t)b * NH + h) * T;
+
+			scores(a, qf + qo, kf + ko, T, NH, NKV, hs, h);
+			for (int i = 0; i < T; i++)
+				for (int j = 0; j < T; j++)
+					a[(size_t)i * T + j] =
+					    j <= i ? expf(a[(size_t)i * T + j] -
+							  l[i])
+						   : 0.0f;
+		}
+		rt_attention_backward_ws(dqf + qo, dkf + ko, dvf + ko, work,
+					 dof + qo, qf + qo, kf + ko, vf + ko,
+					 att, 1, T, NH, NKV, hs);
+	}
+	store(dt, dq, dqf, nq);
+	store(dt, dk, dkf, nk);
+	store(dt, dv, dvf, nk);
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+/* ---- SwiGLU ----------------------------------------------------------------
+ */
+
+hexi_rc rt_cuda_swiglu_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
+			       const void *gate, const void *up, size_t N)
+{
+	emu_tmp t = {.n = 0};
+	float *o, *g, *u;
+	hexi_rc rv;
+
+	(void)s;
+	if (N == 0)
+		return HEXI_OK;
+	if ((rv = dev("swiglu_forward", "out", out, N * ES(dt))) ||
+	    (rv = dev("swiglu_forward", "gate", gate, N * ES(dt))) ||
+	    (rv = dev("swiglu_forward", "up", up, N * ES(dt))))
+		return rv;
+	o = view(&t, dt, out, N, 0);
+	g = view(&t, dt, gate, N, 1);
+	u = view(&t, dt, up, N, 1);
+	if (t.nomem) {
+		tmp_free(&t);
+		return nomem("swiglu_forward");
+	}
+	rt_swiglu_forward(o, g, u, N);
+	store(dt, out, o, N);
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_swiglu_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dgate,
+				void *dup, const void *dout, const void *gate,
+				const void *up, size_t N)
+{
+	emu_tmp t = {.n = 0};
+	float *dg, *du, *d, *g, *u;
+	hexi_rc rv;
+
+	(void)s;
+	if (N == 0)
+		return HEXI_OK;
+	if ((rv = dev("swiglu_backward", "dgate", dgate, N * ES(dt))) ||
+	    (rv = dev("swiglu_backward", "dup", dup, N * ES(dt))) ||
+	    (rv = dev("swiglu_backward", "dout", dout, N * ES(dt))) ||
+	    (rv = dev("swiglu_backward", "gate", gate, N * ES(dt))) ||
+	    (rv = dev("swiglu_backward", "up", up, N * ES(dt))))
+		return rv;
+	dg = view(&t, dt, dgate, N, 1);
+	du = view(&t, dt, dup, N, 1);
+	d = view(&t, dt, dout, N, 1);
+	g = view(&t, dt, gate, N, 1);
+	u = view(&t, dt, up, N, 1);
+	if (t.nomem) {
+		tmp_free(&t);
+		return nomem("swiglu_backward");
+	}
+	rt_swiglu_backward(dg, du, d, g, u, N);
+	store(dt, dgate, dg, N);
+	store(dt, dup, du, N);
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+/* ---- cross-entropy ---------------------------------------------------------
+ */
+
+/* Targets must be in [0,V): the kernel would read outside the row. */
+static hexi_rc targets_ok(const char *kernel, const int *targets, int BT, int V)
+{
+	for (int i = 0; i < BT; i++)
+		if (targets[i] < 0 || targets[i] >= V)
+			return hexi_error(HEXI_ERR_CUDA,
+					  "kernel %s: target[%d] = %d outside "
+					  "[0,%d) (an illegal address on a "
+					  "GPU)",
+					  kernel, i, targets[i], V);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_crossentropy_forward(rt_cuda_stream s, rt_cuda_dtype dt,
+				     float *losses, float *lse,
+				     const void *logits, const int *targets,
+				     int BT, int V)
+{
+	size_t n = (size_t)BT * V;
+	emu_tmp t = {.n = 0};
+	float *x, *probs;
+	hexi_rc rv;
+
+	(void)s;
+	if (BT < 0 || V < 1)
+		return hexi_error(HEXI_ERR_INVAL, "crossentropy: BT %d V %d",
+				  BT, V);
+	if (BT == 0)
+		return HEXI_OK;
+	if ((rv = dev("crossentropy_forward", "losses", losses,
+		      (size_t)BT * sizeof(float))) ||
+	    (rv = dev("crossentropy_forward", "lse", lse,
+		      (size_t)BT * sizeof(float))) ||
+	    (rv = dev("crossentropy_forward", "logits", logits, n * ES(dt))) ||
+	    (rv = dev("crossentropy_forward", "targets", targets,
+		      (size_t)BT * sizeof(int))) ||
+	    (rv = targets_ok("crossentropy_forward", targets, BT, V)))
+		return rv;
+	x = view(&t, dt, logits, n, 1);
+	probs = tmp_alloc(&t, (size_t)V); /* one row at a time, discarded */
+	if (t.nomem) {
+		tmp_free(&t);
+		return nomem("crossentropy_forward");
+	}
+	for (int i = 0; i < BT; i++) {
+		const float *r = x + (size_t)i * V;
+		float mx = r[0];
+		double sum = 0.0;
+
+		rt_crossentropy_forward(losses + i, probs, r, targets + i, 1,
+					V);
+		for (int j = 1; j < V; j++)
+			mx = r[j] > mx ? r[j] : mx;
+		for (int j = 0; j < V; j++)
+			sum += exp((double)r[j] - mx);
+		lse[i] = (float)((double)mx + log(sum));
+	}
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_crossentropy_backward(rt_cuda_stream s, rt_cuda_dtype dt,
+				      void *dlogits, const void *logits,
+				      const float *lse, const int *targets,
+				      float dloss, int BT, int V)
+{
+	size_t n = (size_t)BT * V;
+	emu_tmp t = {.n = 0};
+	float *d, *x;
+	hexi_rc rv;
+
+	(void)s;
+	if (BT < 0 || V < 1)
+		return hexi_error(HEXI_ERR_INVAL, "crossentropy: BT %d V %d",
+				  BT, V);
+	if (BT == 0)
+		return HEXI_OK;
+	if ((rv = dev("crossentropy_backward", "dlogits", dlogits,
+		      n * ES(dt))) ||
+	    (rv = dev("crossentropy_backward", "logits", logits, n * ES(dt))) ||
+	    (rv = dev("crossentropy_backward", "lse", lse,
+		      (size_t)BT * sizeof(float))) ||
+	    (rv = dev("crossentropy_backward", "targets", targets,
+		      (size_t)BT * sizeof(int))) ||
+	    (rv = targets_ok("crossentropy_backward", targets, BT, V)))
+		return rv;
+	d = view(&t, dt, dlogits, n, 1);
+	x = view(&t, dt, logits, n, 1);
+	if (t.nomem) {
+		tmp_free(&t);
+		return nomem("crossentropy_backward");
+	}
+	for (int i = 0; i < BT; i++)
+		for (int j = 0; j < V; j++) {
+			size_t e = (size_t)i * V + j;
+			float p = expf(x[e] - lse[i]) -
+				  (j == targets[i] ? 1.0f : 0.0f);
+			d[e] += dloss * p;
+		}
+	store(dt, dlogits, d, n);
+	tmp_free(&t);
+	return HEXI_OK;
+}
+
+/* ---- optimizer and trainer helpers ------------------------------------------
+ */
+
+hexi_rc rt_cuda_adamw(rt_cuda_stream s, rt_cuda_dtype dt, float *master,
+		      void *w, const float *g, float *m, float *v, size_t n,
+		      float lr, float beta1, float beta2, float eps,
+		      float weight_decay, int step)
+{
+	float c1 = (float)(1.0 - pow((double)beta1, step));
+	float c2 = (float)(1.0 - pow((double)beta2, step));
+	hexi_rc rv;
+
+	(void)s;
+	if (step < 1 || !(lr >= 0) || !(beta1 >= 0 && beta1 < 1) ||
+	    !(beta2 >= 0 && beta2 < 1) || !(eps > 0))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "adamw: step %d lr %g betas %g %g eps %g",
+				  step, (double)lr, (double)beta1,
+				  (double)beta2, (double)eps);
+	if (n == 0)
+		return HEXI_OK;
+	if ((rv = dev("adamw", "master", master, n * sizeof(float))) ||
+	    (w != NULL && (rv = dev("adamw", "w", w, n * ES(dt)))) ||
+	    (rv = dev("adamw", "g", g, n * sizeof(float))) ||
+	    (rv = dev("adamw", "m", m, n * sizeof(float))) ||
+	    (rv = dev("adamw", "v", v, n * sizeof(float))))
+		return rv;
+	for (size_t i = 0; i < n; i++) {
+		float gi = g[i];
+		float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+		float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+		float p = master[i];
+
+		m[i] = mi;
+		v[i] = vi;
+		p -= lr *
+		     ((mi / c1) / (sqrtf(vi / c2) + eps) + weight_decay * p);
+		master[i] = p;
+		if (w == NULL)
+			continue;
+		if (dt == RT_CUDA_BF16)
+			((uint16_t *)w)[i] = f2bf(p);
+		else
+			((float *)w)[i] = p;
+	}
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_scale_f32(rt_cuda_stream s, float *x, float f, size_t n)
+{
+	hexi_rc rv;
+
+	(void)s;
+	if (n == 0)
+		return HEXI_OK;
+	if ((rv = dev("scale_f32", "x", x, n * sizeof(float))) != HEXI_OK)
+		return rv;
+	for (size_t i = 0; i < n; i++)
+		x[i] *= f;
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_sumsq_f32(rt_cuda_stream s, const float *x, size_t n,
+			  double *acc)
+{
+	double sum = 0.0;
+	hexi_rc rv;
+
+	(void)s;
+	if (n == 0)
+		return HEXI_OK;
+	if ((rv = dev("sumsq_f32", "x", x, n * sizeof(float))) ||
+	    (rv = dev("sumsq_f32", "acc", acc, sizeof(double))))
+		return rv;
+	for (size_t i = 0; i < n; i++)
+		sum += (double)x[i] * x[i];
+	*acc += sum;
+	return HEXI_OK;
+}
+
+/* ---- the "NCCL" backend
+ * ------------------------------------------------------ */
+
+hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out)
+{
+	(void)device;
+	*out = NULL;
+	if (bootstrap == NULL)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "NCCL communicator: no bootstrap comm");
+	if (strcmp(bootstrap->ops->name, "mpi") == 0)
+		return rt_comm_mpi_create(bootstrap->rank, out);
+	return rt_comm_self_create(out);
+}
