@@ -29,12 +29,10 @@ int rt_pipe_slots(int nstages, int stage, int micro_batches)
 
 typedef struct pipe_ctx {
 	hexi_rt *rt;
+	const rt_pipe_io *io;
 	const rt_stage_cb *cb;
-	size_t elems;
 	int nslots;
-	float *in;  /* [elems] received activations / gradients */
-	float *out; /* [elems] produced activations / gradients */
-	int root;   /* index of the leader in the TP group */
+	int root; /* index of the leader in the TP group */
 	double wait_s;
 } pipe_ctx;
 
@@ -47,14 +45,15 @@ static int tag_of(int mb, int dir)
 static hexi_rc pipe_recv(pipe_ctx *c, int peer, int tag)
 {
 	hexi_rt *rt = c->rt;
-	size_t bytes = c->elems * sizeof(float);
+	const rt_pipe_io *io = c->io;
 	double t0 = hexi_now_s();
 	hexi_rc rc = HEXI_OK;
 
 	if (rt->rank == rt->groups.leader)
-		rc = rt->comm->ops->recv(rt->comm, c->in, bytes, peer, tag);
-	if (rc == HEXI_OK)
-		rc = rt->comm->ops->bcast(rt->groups.tp, c->in, bytes, c->root);
+		rc = io->comm->ops->recv(io->comm, io->in, io->bytes, peer,
+					 tag);
+	if (rc == HEXI_OK && io->tp->n > 1)
+		rc = io->comm->ops->bcast(io->tp, io->in, io->bytes, c->root);
 	c->wait_s += hexi_now_s() - t0;
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(
@@ -72,8 +71,8 @@ static hexi_rc pipe_send(pipe_ctx *c, int peer, int tag)
 
 	if (rt->rank != rt->groups.leader)
 		return HEXI_OK;
-	rc = rt->comm->ops->send(rt->comm, c->out, c->elems * sizeof(float),
-				 peer, tag);
+	rc = c->io->comm->ops->send(c->io->comm, c->io->out, c->io->bytes,
+				    peer, tag);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: pipeline send to %d",
 					 rt->rank, peer);
@@ -92,8 +91,8 @@ static hexi_rc do_forward(pipe_ctx *c, int mb, double *loss_sum)
 			return rc;
 	}
 	rc = c->cb->forward(c->cb->arg, mb, mb % c->nslots,
-			    g->prev_leader >= 0 ? c->in : NULL,
-			    g->next_leader >= 0 ? c->out : NULL, &l);
+			    g->prev_leader >= 0 ? c->io->in : NULL,
+			    g->next_leader >= 0 ? c->io->out : NULL, &l);
 	if (rc != HEXI_OK)
 		return rc;
 	*loss_sum += l;
@@ -112,11 +111,9 @@ static hexi_rc do_backward(pipe_ctx *c, int mb)
 		if (rc != HEXI_OK)
 			return rc;
 	}
-	if (g->prev_leader >= 0)
-		memset(c->out, 0, c->elems * sizeof(float));
 	rc = c->cb->backward(c->cb->arg, mb, mb % c->nslots,
-			     g->next_leader >= 0 ? c->in : NULL,
-			     g->prev_leader >= 0 ? c->out : NULL);
+			     g->next_leader >= 0 ? c->io->in : NULL,
+			     g->prev_leader >= 0 ? c->io->out : NULL);
 	if (rc != HEXI_OK)
 		return rc;
 	if (g->prev_leader >= 0)
@@ -141,11 +138,11 @@ static hexi_rc run_schedule(pipe_ctx *c, int m, int warm, double *loss)
 	return rc;
 }
 
-hexi_rc rt_pipe_run(hexi_rt *rt, const rt_stage_cb *cb, size_t act_elems,
+hexi_rc rt_pipe_run(hexi_rt *rt, const rt_pipe_io *io, const rt_stage_cb *cb,
 		    double *loss_sum, rt_pipe_times *times)
 {
 	const hexi_role *r = &rt->role;
-	pipe_ctx c = {.rt = rt, .cb = cb, .elems = act_elems};
+	pipe_ctx c = {.rt = rt, .io = io, .cb = cb};
 	int warm = r->nstages - r->stage - 1;
 	hexi_rc rc;
 
@@ -153,23 +150,12 @@ hexi_rc rt_pipe_run(hexi_rt *rt, const rt_stage_cb *cb, size_t act_elems,
 	if (warm > r->micro_batches)
 		warm = r->micro_batches;
 	c.nslots = rt_pipe_slots(r->nstages, r->stage, r->micro_batches);
-	for (int i = 0; i < rt->groups.tp->n; i++)
-		if (rt->groups.tp->ranks[i] == rt->groups.leader)
+	for (int i = 0; i < io->tp->n; i++)
+		if (io->tp->ranks[i] == rt->groups.leader)
 			c.root = i;
-	c.in = malloc(sizeof(float) * (act_elems ? act_elems : 1));
-	c.out = malloc(sizeof(float) * (act_elems ? act_elems : 1));
-	if (c.in == NULL || c.out == NULL) {
-		rc = hexi_error(HEXI_ERR_NOMEM,
-				"rank %d: pipeline buffers of %zu floats",
-				rt->rank, act_elems);
-		goto out;
-	}
 	rc = run_schedule(&c, r->micro_batches, warm, loss_sum);
 	if (rc == HEXI_OK)
-		rc = rt->comm->ops->flush(rt->comm);
-out:
-	free(c.in);
-	free(c.out);
+		rc = io->comm->ops->flush(io->comm);
 	times->pp_wait_s = c.wait_s;
 	return rc;
 }

@@ -92,10 +92,28 @@ typedef struct rt_param_ref {
 
 typedef struct rt_sync rt_sync;
 
+/* The memory the gradients live in, for the sync's packing, zeroing and
+ * norm: NULL means host memory (plain memcpy/memset, norm on the CPU); the
+ * GPU trainer passes device operations (train_gpu.c).  copy and zero may
+ * be asynchronous; fence() completes them before a collective reads the
+ * buffers.  sumsq_add adds the sum of squares of x[0..n) to an accumulator
+ * of ctx; sumsq_take returns it (as a host double) and resets it. */
+typedef struct rt_mem_ops {
+	void *ctx;
+	hexi_rc (*alloc)(void *ctx, void **p, size_t bytes);
+	void (*free)(void *ctx, void *p);
+	hexi_rc (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
+	hexi_rc (*zero)(void *ctx, void *p, size_t bytes);
+	hexi_rc (*fence)(void *ctx);
+	hexi_rc (*sumsq_add)(void *ctx, const float *x, size_t n);
+	hexi_rc (*sumsq_take)(void *ctx, double *out);
+} rt_mem_ops;
+
 /* Collective: match params[] against the layout (every local shard must be
- * exactly this rank's shard of the plan) and create the chunk groups. */
-hexi_rc rt_sync_create(hexi_rt *rt, const rt_param_ref *params, int nparams,
-		       rt_sync **out);
+ * exactly this rank's shard of the plan) and create the chunk groups on
+ * comm (rt->comm for host gradients, rt->gcomm for device ones). */
+hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
+		       const rt_param_ref *params, int nparams, rt_sync **out);
 /* Sum every chunk over its holders (replicated tensors weighted 1/t so each
  * pipeline counts once).  Gradients must already be scaled by 1/global
  * batch.  Then *sumsq = squared global L2 norm, each element once (not

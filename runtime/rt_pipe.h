@@ -14,14 +14,25 @@ typedef struct rt_stage_cb {
 	/* Forward micro-batch mb in activation slot `slot`.  act_in
 	 * (mbs,T,C) is NULL on the first stage (the callback reads tokens);
 	 * act_out (mbs,T,C) is NULL on the last stage, where *loss_sum gets
-	 * the sum of the token losses of the micro-batch. */
-	hexi_rc (*forward)(void *arg, int mb, int slot, const float *act_in,
-			   float *act_out, double *loss_sum);
+	 * the sum of the token losses of the micro-batch.  act_out must be
+	 * complete when the callback returns (a GPU model synchronises). */
+	hexi_rc (*forward)(void *arg, int mb, int slot, const void *act_in,
+			   void *act_out, double *loss_sum);
 	/* Backward of micro-batch mb in slot: dact_out (mbs,T,C) NULL on the
-	 * last stage; dact_in (mbs,T,C) NULL on the first stage. */
-	hexi_rc (*backward)(void *arg, int mb, int slot, const float *dact_out,
-			    float *dact_in);
+	 * last stage; dact_in (mbs,T,C) NULL on the first stage, else SET
+	 * (every element written) and complete on return. */
+	hexi_rc (*backward)(void *arg, int mb, int slot, const void *dact_out,
+			    void *dact_in);
 } rt_stage_cb;
+
+/* Where the activations travel: host buffers over the host communicator
+ * (CPU path), or device buffers over the NCCL one (GPU path). */
+typedef struct rt_pipe_io {
+	rt_comm *comm;	/* point to point with the neighbouring leaders */
+	rt_group *tp;	/* my stage's TP group on comm (leader broadcasts) */
+	void *in, *out; /* [bytes] each: received / produced */
+	size_t bytes;	/* one activation (mbs,T,C) */
+} rt_pipe_io;
 
 typedef struct rt_pipe_times {
 	double pp_wait_s; /* receiving from neighbours + TP broadcast */
@@ -31,9 +42,9 @@ typedef struct rt_pipe_times {
 int rt_pipe_slots(int nstages, int stage, int micro_batches);
 
 /* Run the pipeline's micro-batches of one step on this rank (collective
- * over the pipeline).  act_elems = mbs*T*C.  *loss_sum: sum of token
- * losses of the pipeline's samples on the last stage, 0 elsewhere. */
-hexi_rc rt_pipe_run(hexi_rt *rt, const rt_stage_cb *cb, size_t act_elems,
+ * over the pipeline).  *loss_sum: sum of token losses of the pipeline's
+ * samples on the last stage, 0 elsewhere. */
+hexi_rc rt_pipe_run(hexi_rt *rt, const rt_pipe_io *io, const rt_stage_cb *cb,
 		    double *loss_sum, rt_pipe_times *times);
 
 #endif /* HEXI_RT_PIPE_H */

@@ -28,6 +28,8 @@ struct hexi_trainer {
 	unsigned char *text; /* --data file, or NULL: synthetic corpus */
 	size_t text_len;
 	double tp_s;	/* TP all-reduce time of the current step */
+	void *pin, *pout; /* CPU path: pipeline activation buffers */
+	size_t act_bytes;
 	rt_gtrain *gpu; /* nccl backend: the model on this rank's GPU; model
 			   and sync are then NULL */
 };
@@ -36,15 +38,24 @@ struct hexi_trainer {
  * global mean loss from this pipeline's sum over its samples. */
 void rt_train_micro_batch(hexi_trainer *t, int mb);
 hexi_rc rt_train_global_loss(hexi_trainer *t, double loss_sum, double *loss);
+/* Forward of micro-batch mb starts: the failure-test hook, and the tokens
+ * (first stage) and targets (last stage) into t->tok, t->tgt. */
+void rt_train_stage_data(hexi_trainer *t, int mb, int *first, int *last);
 
 #ifdef RT_GPU
-/* train_gpu.c (built with CUDA only). */
-hexi_rc rt_gtrain_check(const hexi_rt *rt, const hexi_train_opts *o);
+/* train_gpu.c (the nccl backend; CUDA builds and the host emulation). */
 hexi_rc rt_gtrain_create(hexi_trainer *t);
 hexi_rc rt_gtrain_connect(hexi_trainer *t);
 hexi_rc rt_gtrain_step(hexi_trainer *t, hexi_step_stats *st);
 hexi_rc rt_gtrain_dump(hexi_trainer *t, FILE *f, const char *path);
 void rt_gtrain_destroy(rt_gtrain *g);
+/* Checkpoints: parameter i as a host rt_param whose w, m, v are staging
+ * buffers of the trainer (fetch: filled from the device), and the upload
+ * of its w (and m, v when moments) back to the device. */
+int rt_gtrain_nparams(const hexi_trainer *t);
+hexi_rc rt_gtrain_param_host(hexi_trainer *t, int i, int fetch,
+			     rt_param **out);
+hexi_rc rt_gtrain_param_store(hexi_trainer *t, int i, int moments);
 #endif
 
 #endif /* HEXI_RT_TRAIN_H */

@@ -119,25 +119,32 @@ static void test_kill_hook(const hexi_trainer *t, int mb)
 	}
 }
 
-static hexi_rc stage_forward(void *arg, int mb, int slot, const float *in,
-			     float *out, double *loss_sum)
+void rt_train_stage_data(hexi_trainer *t, int mb, int *first, int *last)
+{
+	const hexi_role *r = &t->rt->role;
+
+	*first = r->stage == 0;
+	*last = r->stage == r->nstages - 1;
+	test_kill_hook(t, mb);
+	if (*first || *last)
+		rt_train_micro_batch(t, mb);
+}
+
+static hexi_rc stage_forward(void *arg, int mb, int slot, const void *in,
+			     void *out, double *loss_sum)
 {
 	hexi_trainer *t = arg;
-	const hexi_role *r = &t->rt->role;
-	int first = r->stage == 0, last = r->stage == r->nstages - 1;
+	int first, last;
 
-	test_kill_hook(t, mb);
-
-	if (first || last)
-		rt_train_micro_batch(t, mb);
+	rt_train_stage_data(t, mb, &first, &last);
 	*loss_sum = 0;
 	return rt_model_forward(t->model, slot, t->mbs, first ? t->tok : NULL,
 				in, out, last ? t->tgt : NULL,
 				(float)(1.0 / t->global_batch), loss_sum);
 }
 
-static hexi_rc stage_backward(void *arg, int mb, int slot, const float *dout,
-			      float *din)
+static hexi_rc stage_backward(void *arg, int mb, int slot, const void *dout,
+			      void *din)
 {
 	hexi_trainer *t = arg;
 
@@ -184,9 +191,19 @@ static hexi_rc make_sync(hexi_trainer *t)
 		refs[i].cols = p->shape[1] > 0 ? p->shape[1] : 1;
 		refs[i].grad = p->g;
 	}
-	rc = rt_sync_create(t->rt, refs, n, &t->sync);
+	rc = rt_sync_create(t->rt, t->rt->comm, NULL, refs, n, &t->sync);
 	free(refs);
-	return rc;
+	if (rc != HEXI_OK)
+		return rc;
+	/* the activation buffers of the pipeline (one micro-batch) */
+	t->act_bytes = sizeof(float) * (size_t)t->mbs * t->T * t->C;
+	t->pin = malloc(t->act_bytes);
+	t->pout = malloc(t->act_bytes);
+	if (t->pin == NULL || t->pout == NULL)
+		return hexi_error(HEXI_ERR_NOMEM,
+				  "rank %d: pipeline buffers of %zu bytes",
+				  t->rt->rank, t->act_bytes);
+	return HEXI_OK;
 }
 
 static hexi_rc check_opts(const hexi_rt *rt, const hexi_train_opts *o)
@@ -200,13 +217,6 @@ static hexi_rc check_opts(const hexi_rt *rt, const hexi_train_opts *o)
 		return hexi_error(HEXI_ERR_UNSUPPORTED,
 				  "dtype bf16 needs the nccl backend (the CPU "
 				  "path trains in fp32)");
-#ifdef RT_GPU
-	if (rt->backend == RT_BACKEND_NCCL) {
-		hexi_rc rc = rt_gtrain_check(rt, o);
-		if (rc != HEXI_OK)
-			return rc;
-	}
-#endif
 	if (o->steps < 0 || !(o->lr > 0) || !(o->eps > 0) || o->clip < 0 ||
 	    o->save_every < 0 || o->beta1 < 0 || o->beta1 >= 1 ||
 	    o->beta2 < 0 || o->beta2 >= 1 || o->weight_decay < 0)
@@ -332,6 +342,8 @@ void hexi_trainer_destroy(hexi_trainer *t)
 #endif
 	rt_sync_destroy(t->sync);
 	rt_model_destroy(t->model);
+	free(t->pin);
+	free(t->pout);
 	free(t->text);
 	free(t->tok);
 	free(t->tgt);
@@ -383,14 +395,18 @@ static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 {
 	rt_stage_cb cb = {
 	    .arg = t, .forward = stage_forward, .backward = stage_backward};
+	rt_pipe_io io = {.comm = t->rt->comm,
+			 .tp = t->rt->groups.tp,
+			 .in = t->pin,
+			 .out = t->pout,
+			 .bytes = t->act_bytes};
 	rt_pipe_times pt = {0};
 	double loss_sum = 0, sumsq = 0, t0, t1, t2;
-	size_t act = (size_t)t->mbs * t->T * t->C;
 	hexi_rc rc;
 
 	t0 = hexi_now_s();
 	rt_model_zero_grad(t->model);
-	rc = rt_pipe_run(t->rt, &cb, act, &loss_sum, &pt);
+	rc = rt_pipe_run(t->rt, &io, &cb, &loss_sum, &pt);
 	if (rc != HEXI_OK)
 		return rc;
 	t1 = hexi_now_s();

@@ -1,15 +1,18 @@
 /*
- * train_gpu.c - the trainer on the nccl backend: every rank holds the whole
- * model on its GPU (rt_cuda_model: one stage, TP 1), pipelines are data
- * parallel.  Per step: forward and backward of each micro-batch of this
- * pipeline's share of the global batch (gradients accumulated in fp32),
- * weighting by micro-batch size / global batch, one NCCL all-reduce per
- * parameter over all ranks (with one stage of TP 1 every rank holds every
- * chunk, so the chunked sync of doc/LAYOUT.md is one group: the world),
- * the global L2 norm on the device, clipping and AdamW on the device.
- *
- * Not supported yet on this backend (HEXI_ERR_UNSUPPORTED with the reason):
- * plans with more than one stage or TP > 1, SGD, checkpoints.
+ * train_gpu.c - the trainer on the nccl backend: the same plan, 1F1B
+ * schedule, chunked gradient sync, clipping and optimizers as the CPU path
+ * (train.c), with this rank's stage shard on its GPU (rt_cuda_model) and
+ * device buffers over the NCCL communicator rt->gcomm:
+ *  - the TP all-reduces inside a block go to the NCCL group of the stage;
+ *  - activations and their gradients travel between stage leaders as
+ *    device buffers (rt_pipe_run with an rt_pipe_io on gcomm);
+ *  - the gradient sync (sync.c) packs and all-reduces device chunks, with
+ *    device copies and a device sum of squares (rt_mem_ops below);
+ *  - control values (loss, norm, flags, stats) stay on the host
+ *    communicator rt->comm.
+ * Plain C over rt_cuda.h: it also runs against the host emulation of
+ * rt_cuda.h (tests/gpuemu), which is how its host logic is tested on
+ * machines without a GPU.
  */
 #include "config.h"
 
@@ -18,71 +21,102 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
-
 #include "rt_cuda.h"
+#include "rt_pipe.h"
 #include "rt_train.h"
 
 struct rt_gtrain {
 	rt_cuda_model *m;
 	rt_cuda_dtype dt;
-	rt_group *world; /* NCCL group of all ranks; NULL with one rank */
-	float *acc;	 /* fp32 gradient sum of micro-batches, or NULL */
-	size_t *off;	 /* [np] offsets of each parameter in acc */
-	double *dsumsq;	 /* one device double */
-	int np;
+	rt_cuda_stream s;
+	rt_group *tp;	/* NCCL group of my stage (TP > 1), else NULL */
+	rt_sync *sync;	/* chunked sync over gcomm */
+	void *in, *out; /* device activation buffers of the pipeline */
+	size_t act_bytes;
+	double *dsumsq; /* device accumulator of the norm */
+	rt_mem_ops mem;
+	rt_param view;	   /* checkpoint staging view */
+	float *hw, *hm, *hv; /* [maxn] host staging */
+	size_t maxn;
 };
 
-hexi_rc rt_gtrain_check(const hexi_rt *rt, const hexi_train_opts *o)
-{
-	const hexi_plan *p = rt->plan;
+/* ---- device memory operations of the gradient sync ----------------------
+ */
 
-	for (int i = 0; i < p->npipelines; i++) {
-		const hexi_pipeline *pl = &p->pipelines[i];
-		if (pl->nstages > 1)
-			return hexi_error(HEXI_ERR_UNSUPPORTED,
-					  "not supported yet: pipeline "
-					  "parallelism on the nccl backend "
-					  "(pipeline %d has %d stages); use "
-					  "--backend mpi or a plan of "
-					  "one-stage pipelines",
-					  i, pl->nstages);
-		for (int s = 0; s < pl->nstages; s++)
-			if (pl->stages[s].tp > 1)
-				return hexi_error(
-				    HEXI_ERR_UNSUPPORTED,
-				    "not supported yet: tensor parallelism "
-				    "on the nccl backend (pipeline %d stage "
-				    "%d has TP %d); use --backend mpi",
-				    i, s, pl->stages[s].tp);
-	}
-	if (o->optimizer != HEXI_OPT_ADAMW)
-		return hexi_error(HEXI_ERR_UNSUPPORTED,
-				  "not supported yet: --optimizer sgd on the "
-				  "nccl backend (AdamW only)");
-	if (o->save_every > 0)
-		return hexi_error(HEXI_ERR_UNSUPPORTED,
-				  "not supported yet: checkpoints "
-				  "(--save-every) on the nccl backend");
-	return HEXI_OK;
+static hexi_rc dm_alloc(void *ctx, void **p, size_t bytes)
+{
+	(void)ctx;
+	return rt_cuda_alloc(p, bytes);
 }
 
-static hexi_rc cuda_rc(cudaError_t e, const char *what)
+static void dm_free(void *ctx, void *p)
 {
-	if (e == cudaSuccess)
-		return HEXI_OK;
-	return hexi_error(HEXI_ERR_CUDA, "GPU trainer: %s: %s", what,
-			  cudaGetErrorString(e));
+	(void)ctx;
+	rt_cuda_free(p);
 }
 
+static hexi_rc dm_copy(void *ctx, void *dst, const void *src, size_t bytes)
+{
+	return rt_cuda_copy(((rt_gtrain *)ctx)->s, dst, src, bytes);
+}
+
+static hexi_rc dm_zero(void *ctx, void *p, size_t bytes)
+{
+	return rt_cuda_memset0(((rt_gtrain *)ctx)->s, p, bytes);
+}
+
+static hexi_rc dm_fence(void *ctx)
+{
+	return rt_cuda_sync(((rt_gtrain *)ctx)->s);
+}
+
+static hexi_rc dm_sumsq_add(void *ctx, const float *x, size_t n)
+{
+	rt_gtrain *g = ctx;
+
+	return rt_cuda_sumsq_f32(g->s, x, n, g->dsumsq);
+}
+
+static hexi_rc dm_sumsq_take(void *ctx, double *out)
+{
+	rt_gtrain *g = ctx;
+	const double zero = 0.0;
+	hexi_rc rc = rt_cuda_sync(g->s);
+
+	if (rc == HEXI_OK)
+		rc = rt_cuda_download(out, g->dsumsq, sizeof(*out));
+	if (rc == HEXI_OK)
+		rc = rt_cuda_upload(g->dsumsq, &zero, sizeof(zero));
+	return rc;
+}
+
+/* ---- create --------------------------------------------------------------
+ */
+
+static hexi_rc tp_allreduce(void *ctx, float *buf, size_t n)
+{
+	hexi_trainer *t = ctx;
+	double t0 = hexi_now_s();
+	hexi_rc rc;
+
+	if (t->gpu->tp == NULL)
+		return hexi_error(HEXI_ERR_INTERNAL,
+				  "rank %d: TP all-reduce before the NCCL "
+				  "group exists",
+				  t->rt->rank);
+	rc = rt_allreduce_f32(t->gpu->tp, buf, n);
+	t->tp_s += hexi_now_s() - t0;
+	return rc;
+}
+
+/* Per rank: the stage shard on the device, buffers. */
 hexi_rc rt_gtrain_create(hexi_trainer *t)
 {
 	hexi_rt *rt = t->rt;
+	const hexi_role *r = &rt->role;
 	rt_gtrain *g = calloc(1, sizeof(*g));
-	const char *name;
-	int64_t rows, cols;
-	size_t n, total = 0;
-	float *grad;
+	rt_cuda_shard_cfg cfg;
+	rt_cuda_tp tp = {.allreduce_sum = tp_allreduce, .ctx = t};
 	hexi_rc rc;
 
 	if (g == NULL)
@@ -91,50 +125,80 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 	g->dt = (t->o.dtype != NULL && strcmp(t->o.dtype, "bf16") == 0)
 		    ? RT_CUDA_BF16
 		    : RT_CUDA_F32;
-	rc = rt_cuda_model_create(rt->cuda, &rt->plan->model, g->dt, t->mbs,
-				  t->o.seed, &g->m);
+	g->s = rt_cuda_compute_stream(rt->cuda);
+	g->mem = (rt_mem_ops){.ctx = g,
+			      .alloc = dm_alloc,
+			      .free = dm_free,
+			      .copy = dm_copy,
+			      .zero = dm_zero,
+			      .fence = dm_fence,
+			      .sumsq_add = dm_sumsq_add,
+			      .sumsq_take = dm_sumsq_take};
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.model = &rt->plan->model;
+	cfg.layer_begin = r->layer_begin;
+	cfg.layer_end = r->layer_end;
+	cfg.tp_rank = r->tp_rank;
+	cfg.tp_size = r->tp_size;
+	cfg.has_embed = r->stage == 0;
+	cfg.has_head = r->stage == r->nstages - 1;
+	cfg.max_slots = rt_pipe_slots(r->nstages, r->stage, r->micro_batches);
+	cfg.B = t->mbs;
+	cfg.dt = g->dt;
+	cfg.seed = t->o.seed;
+	rc = rt_cuda_shard_create(rt->cuda, &cfg, r->tp_size > 1 ? &tp : NULL,
+				  &g->m);
 	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc, "rank %d: GPU model (%s, %d x %d)",
-					 rt->rank, rt_cuda_dtype_name(g->dt),
-					 t->mbs, t->T);
-	g->np = rt_cuda_model_nparams(g->m);
-	g->off = calloc((size_t)g->np, sizeof(*g->off));
-	if (g->off == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "GPU trainer");
-	for (int i = 0; i < g->np; i++) {
-		if ((rc = rt_cuda_model_param(g->m, i, &name, &rows, &cols, &n,
-					      &grad)) != HEXI_OK)
-			return rc;
-		g->off[i] = total;
-		total += n;
-	}
-	if (rt->role.micro_batches > 1 &&
-	    (rc = rt_cuda_alloc((void **)&g->acc, total * sizeof(float))) !=
+		return hexi_error_prefix(rc, "rank %d: GPU stage (%s)",
+					 rt->rank, rt_cuda_dtype_name(g->dt));
+	g->act_bytes = rt_cuda_model_act_bytes(g->m);
+	if ((rc = rt_cuda_alloc(&g->in, g->act_bytes)) != HEXI_OK ||
+	    (rc = rt_cuda_alloc(&g->out, g->act_bytes)) != HEXI_OK ||
+	    (rc = rt_cuda_alloc((void **)&g->dsumsq, sizeof(double))) !=
 		HEXI_OK)
-		return hexi_error_prefix(rc, "rank %d: gradient accumulator",
+		return hexi_error_prefix(rc, "rank %d: pipeline buffers",
 					 rt->rank);
-	return rt_cuda_alloc((void **)&g->dsumsq, sizeof(double));
+	return HEXI_OK;
 }
 
-/* Collective, after every rank built its model: the NCCL group of the
- * gradient sum. */
+/* Collective, after every rank built its stage: the NCCL group of the
+ * stage (TP > 1), then the chunk groups of the gradient sync. */
 hexi_rc rt_gtrain_connect(hexi_trainer *t)
 {
 	hexi_rt *rt = t->rt;
 	rt_gtrain *g = t->gpu;
-	int *ranks = NULL;
+	int n = rt_cuda_model_nparams(g->m);
+	rt_param_ref *refs;
 	hexi_rc rc = HEXI_OK;
+	int ok;
 
-	if (rt->world_size > 1) {
-		ranks = malloc(sizeof(int) * (size_t)rt->world_size);
-		if (ranks == NULL)
-			return hexi_error(HEXI_ERR_NOMEM, "GPU trainer");
-		for (int i = 0; i < rt->world_size; i++)
-			ranks[i] = i;
-		rc = rt_comm_group_get(rt->gcomm, ranks, rt->world_size,
-				       &g->world);
-		free(ranks);
+	if (rt->role.tp_size > 1)
+		rc = rt_comm_group_get(rt->gcomm, rt->groups.tp->ranks,
+				       rt->groups.tp->n, &g->tp);
+	ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "rank %d: NCCL TP group",
+					 rt->rank);
+	if (!ok)
+		return hexi_error(HEXI_ERR_PEER,
+				  "rank %d: another rank failed to join its "
+				  "NCCL TP group",
+				  rt->rank);
+	refs = calloc((size_t)n + 1, sizeof(*refs));
+	if (refs == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "GPU trainer: %d params", n);
+	for (int i = 0; i < n; i++) {
+		const rt_cuda_param *p = rt_cuda_model_param(g->m, i);
+		refs[i].name = p->name;
+		refs[i].row_begin = p->row_begin;
+		refs[i].row_end = p->row_end;
+		refs[i].cols = p->cols;
+		refs[i].grad = p->g;
+		if (p->n > g->maxn)
+			g->maxn = p->n;
 	}
+	rc = rt_sync_create(rt, rt->gcomm, &g->mem, refs, n, &g->sync);
+	free(refs);
 	return rc;
 }
 
@@ -142,120 +206,77 @@ void rt_gtrain_destroy(rt_gtrain *g)
 {
 	if (g == NULL)
 		return;
+	rt_sync_destroy(g->sync);
 	rt_cuda_model_destroy(g->m);
-	rt_cuda_free(g->acc);
+	rt_cuda_free(g->in);
+	rt_cuda_free(g->out);
 	rt_cuda_free(g->dsumsq);
-	free(g->off);
+	free(g->hw);
+	free(g->hm);
+	free(g->hv);
 	free(g);
 }
 
-/* Accumulate micro-batch mb's gradients (of M): acc = g (first), acc += g,
- * and at the last one g += acc. */
-static hexi_rc accumulate(hexi_trainer *t, rt_cuda_stream s, int mb, int M)
-{
-	rt_gtrain *g = t->gpu;
-	const char *name;
-	int64_t rows, cols;
-	size_t n;
-	float *grad;
-	hexi_rc rc;
+/* ---- step ----------------------------------------------------------------
+ */
 
-	for (int i = 0; i < g->np; i++) {
-		float *acc = g->acc + g->off[i];
-		if ((rc = rt_cuda_model_param(g->m, i, &name, &rows, &cols, &n,
-					      &grad)) != HEXI_OK)
-			return rc;
-		if (mb == 0)
-			rc = cuda_rc(cudaMemcpyAsync(acc, grad,
-						     n * sizeof(float),
-						     cudaMemcpyDeviceToDevice,
-						     (cudaStream_t)s),
-				     "gradient copy");
-		else if (mb < M - 1)
-			rc = rt_cuda_add(s, RT_CUDA_F32, acc, acc, grad, n);
-		else
-			rc = rt_cuda_add(s, RT_CUDA_F32, grad, grad, acc, n);
-		if (rc != HEXI_OK)
-			return rc;
-	}
-	return rt_cuda_sync(s);
+static hexi_rc gpu_forward(void *arg, int mb, int slot, const void *in,
+			   void *out, double *loss_sum)
+{
+	hexi_trainer *t = arg;
+	int first, last;
+
+	rt_train_stage_data(t, mb, &first, &last);
+	*loss_sum = 0;
+	return rt_cuda_model_forward(t->gpu->m, slot, first ? t->tok : NULL,
+				     in, out, last ? t->tgt : NULL,
+				     (float)(1.0 / t->global_batch), loss_sum);
 }
 
-/* Every gradient *= f on the compute stream. */
-static hexi_rc scale_all(rt_gtrain *g, rt_cuda_stream s, float f)
+static hexi_rc gpu_backward(void *arg, int mb, int slot, const void *dout,
+			    void *din)
 {
-	const char *name;
-	int64_t rows, cols;
-	size_t n;
-	float *grad;
-	hexi_rc rc;
+	hexi_trainer *t = arg;
 
-	for (int i = 0; i < g->np; i++) {
-		if ((rc = rt_cuda_model_param(g->m, i, &name, &rows, &cols, &n,
-					      &grad)) != HEXI_OK ||
-		    (rc = rt_cuda_scale_f32(s, grad, f, n)) != HEXI_OK)
-			return rc;
-	}
-	return rt_cuda_sync(s);
+	(void)mb;
+	return rt_cuda_model_backward(t->gpu->m, slot, dout, din);
 }
 
-/* Sum over all ranks (NCCL), then the squared global norm. */
-static hexi_rc sync_grads(hexi_trainer *t, rt_cuda_stream s, double *sumsq)
+static hexi_rc optimizer_step(hexi_trainer *t)
 {
 	rt_gtrain *g = t->gpu;
-	const char *name;
-	int64_t rows, cols;
-	size_t n;
-	float *grad;
-	const double zero = 0.0;
-	hexi_rc rc;
 
-	for (int i = 0; g->world != NULL && i < g->np; i++) {
-		if ((rc = rt_cuda_model_param(g->m, i, &name, &rows, &cols, &n,
-					      &grad)) != HEXI_OK)
-			return rc;
-		rc = rt_allreduce_f32(g->world, grad, n);
-		if (rc != HEXI_OK)
-			return hexi_error_prefix(rc, "gradient of %s", name);
-	}
-	if ((rc = rt_cuda_upload(g->dsumsq, &zero, sizeof(zero))) != HEXI_OK)
-		return rc;
-	for (int i = 0; i < g->np; i++) {
-		if ((rc = rt_cuda_model_param(g->m, i, &name, &rows, &cols, &n,
-					      &grad)) != HEXI_OK ||
-		    (rc = rt_cuda_sumsq_f32(s, grad, n, g->dsumsq)) != HEXI_OK)
-			return rc;
-	}
-	if ((rc = rt_cuda_sync(s)) != HEXI_OK)
-		return rc;
-	return rt_cuda_download(sumsq, g->dsumsq, sizeof(*sumsq));
+	if (t->o.optimizer == HEXI_OPT_SGD)
+		return rt_cuda_model_sgd(g->m, (float)t->o.lr);
+	t->opt_step++;
+	return rt_cuda_model_adamw(g->m, (float)t->o.lr, (float)t->o.beta1,
+				   (float)t->o.beta2, (float)t->o.eps,
+				   (float)t->o.weight_decay, (int)t->opt_step);
 }
 
 hexi_rc rt_gtrain_step(hexi_trainer *t, hexi_step_stats *st)
 {
 	rt_gtrain *g = t->gpu;
-	rt_cuda_stream s = rt_cuda_compute_stream(t->rt->cuda);
-	const int M = t->rt->role.micro_batches;
+	rt_stage_cb cb = {
+	    .arg = t, .forward = gpu_forward, .backward = gpu_backward};
+	/* with TP 1 the group is never used for traffic (one member) */
+	rt_pipe_io io = {.comm = t->rt->gcomm,
+			 .tp = g->tp != NULL ? g->tp : t->rt->groups.tp,
+			 .in = g->in,
+			 .out = g->out,
+			 .bytes = g->act_bytes};
+	rt_pipe_times pt = {0};
 	double loss_sum = 0, sumsq = 0, t0, t1, t2;
 	hexi_rc rc;
 
 	t0 = hexi_now_s();
-	for (int mb = 0; mb < M; mb++) {
-		double loss = 0;
-		rt_train_micro_batch(t, mb);
-		if ((rc = rt_cuda_model_fwd_bwd(g->m, t->tok, t->tgt, &loss)) !=
-		    HEXI_OK)
-			return hexi_error_prefix(rc, "micro-batch %d", mb);
-		loss_sum += loss * t->mbs;
-		if (M > 1 && (rc = accumulate(t, s, mb, M)) != HEXI_OK)
-			return rc;
-	}
-	/* each micro-batch's gradient is its mean over mbs samples */
-	if ((rc = scale_all(g, s, (float)((double)t->mbs / t->global_batch))) !=
-	    HEXI_OK)
+	if ((rc = rt_cuda_model_zero_grad(g->m)) != HEXI_OK)
+		return rc;
+	rc = rt_pipe_run(t->rt, &io, &cb, &loss_sum, &pt);
+	if (rc != HEXI_OK)
 		return rc;
 	t1 = hexi_now_s();
-	rc = sync_grads(t, s, &sumsq);
+	rc = rt_sync_run(g->sync, &sumsq);
 	if (rc == HEXI_OK)
 		rc = rt_train_global_loss(t, loss_sum, &st->loss);
 	if (rc != HEXI_OK)
@@ -263,52 +284,112 @@ hexi_rc rt_gtrain_step(hexi_trainer *t, hexi_step_stats *st)
 	t2 = hexi_now_s();
 	st->grad_norm = sqrt(sumsq);
 	if (t->o.clip > 0 && st->grad_norm > t->o.clip &&
-	    (rc = scale_all(
-		 g, s, (float)(t->o.clip / (st->grad_norm + 1e-6)))) != HEXI_OK)
+	    (rc = rt_cuda_model_grad_scale(
+		 g->m, (float)(t->o.clip / (st->grad_norm + 1e-6)))) != HEXI_OK)
 		return rc;
-	t->opt_step++;
-	rc = rt_cuda_model_adamw(g->m, (float)t->o.lr, (float)t->o.beta1,
-				 (float)t->o.beta2, (float)t->o.eps,
-				 (float)t->o.weight_decay, (int)t->opt_step);
-	if (rc != HEXI_OK)
+	if ((rc = optimizer_step(t)) != HEXI_OK)
 		return rc;
 	st->time_s = hexi_now_s() - t0;
 	st->dp_sync_s = t2 - t1;
-	st->compute_s = st->time_s - st->dp_sync_s;
+	st->pp_wait_s = pt.pp_wait_s;
+	st->tp_s = t->tp_s;
+	st->compute_s = st->time_s - st->dp_sync_s - st->pp_wait_s - st->tp_s;
 	st->tokens_per_s = (double)t->global_batch * t->T / st->time_s;
 	return HEXI_OK;
+}
+
+/* ---- host copies: dump and checkpoints ------------------------------------
+ */
+
+int rt_gtrain_nparams(const hexi_trainer *t)
+{
+	return rt_cuda_model_nparams(t->gpu->m);
+}
+
+static hexi_rc staging(rt_gtrain *g)
+{
+	size_t n = g->maxn ? g->maxn : 1;
+
+	if (g->hw != NULL)
+		return HEXI_OK;
+	g->hw = malloc(n * sizeof(float));
+	g->hm = malloc(n * sizeof(float));
+	g->hv = malloc(n * sizeof(float));
+	if (g->hw == NULL || g->hm == NULL || g->hv == NULL)
+		return hexi_error(HEXI_ERR_NOMEM,
+				  "GPU trainer: staging of %zu floats", n);
+	return HEXI_OK;
+}
+
+hexi_rc rt_gtrain_param_host(hexi_trainer *t, int i, int fetch,
+			     rt_param **out)
+{
+	rt_gtrain *g = t->gpu;
+	const rt_cuda_param *p = rt_cuda_model_param(g->m, i);
+	rt_param *v = &g->view;
+	hexi_rc rc;
+
+	if (p == NULL)
+		return hexi_error(HEXI_ERR_RANGE, "GPU trainer: parameter %d",
+				  i);
+	if ((rc = staging(g)) != HEXI_OK)
+		return rc;
+	memset(v, 0, sizeof(*v));
+	hexi_strlcpy(v->name, p->name, sizeof(v->name));
+	v->ndim = p->ndim;
+	v->shape[0] = p->rows;
+	v->shape[1] = p->cols;
+	v->row_begin = p->row_begin;
+	v->row_end = p->row_end;
+	v->n = p->n;
+	v->w = g->hw;
+	v->m = g->hm;
+	v->v = g->hv;
+	if (fetch && ((rc = rt_cuda_model_read(g->m, p->name, 0, g->hw,
+					       p->n)) != HEXI_OK ||
+		      (rc = rt_cuda_model_read(g->m, p->name, 2, g->hm,
+					       p->n)) != HEXI_OK ||
+		      (rc = rt_cuda_model_read(g->m, p->name, 3, g->hv,
+					       p->n)) != HEXI_OK))
+		return rc;
+	*out = v;
+	return HEXI_OK;
+}
+
+hexi_rc rt_gtrain_param_store(hexi_trainer *t, int i, int moments)
+{
+	rt_gtrain *g = t->gpu;
+	const rt_cuda_param *p = rt_cuda_model_param(g->m, i);
+	hexi_rc rc;
+
+	if (p == NULL || g->hw == NULL)
+		return hexi_error(HEXI_ERR_INTERNAL,
+				  "GPU trainer: store of parameter %d", i);
+	rc = rt_cuda_model_write(g->m, p->name, 0, g->hw, p->n);
+	if (rc == HEXI_OK && moments)
+		rc = rt_cuda_model_write(g->m, p->name, 2, g->hm, p->n);
+	if (rc == HEXI_OK && moments)
+		rc = rt_cuda_model_write(g->m, p->name, 3, g->hv, p->n);
+	return rc;
 }
 
 /* hexi_trainer_dump's format, from the fp32 master weights. */
 hexi_rc rt_gtrain_dump(hexi_trainer *t, FILE *f, const char *path)
 {
-	rt_gtrain *g = t->gpu;
-	const char *name;
-	int64_t rows, cols;
-	size_t n;
-	float *grad, *host = NULL;
+	int np = rt_gtrain_nparams(t);
+	rt_param *p;
 	hexi_rc rc = HEXI_OK;
 
 	fprintf(f, "hexitrain-dump 1 rank %d pipeline %d nparams %d\n",
-		t->rt->rank, t->rt->role.pipeline, g->np);
-	for (int i = 0; rc == HEXI_OK && i < g->np; i++) {
-		if ((rc = rt_cuda_model_param(g->m, i, &name, &rows, &cols, &n,
-					      &grad)) != HEXI_OK)
+		t->rt->rank, t->rt->role.pipeline, np);
+	for (int i = 0; rc == HEXI_OK && i < np; i++) {
+		if ((rc = rt_gtrain_param_host(t, i, 1, &p)) != HEXI_OK)
 			break;
-		float *q = realloc(host, n * sizeof(float));
-		if (q == NULL) {
-			rc = hexi_error(HEXI_ERR_NOMEM, "dump of %s", name);
-			break;
-		}
-		host = q;
-		if ((rc = rt_cuda_model_read(g->m, name, 0, host, n)) !=
-		    HEXI_OK)
-			break;
-		fprintf(f, "%s %lld %lld %d %d %zu\n", name, (long long)rows,
-			(long long)cols, 0, (int)rows, n);
-		if (fwrite(host, sizeof(float), n, f) != n)
+		fprintf(f, "%s %lld %lld %d %d %zu\n", p->name,
+			(long long)p->shape[0], (long long)p->shape[1],
+			p->row_begin, p->row_end, p->n);
+		if (fwrite(p->w, sizeof(float), p->n, f) != p->n)
 			rc = hexi_error(HEXI_ERR_IO, "%s: write failed", path);
 	}
-	free(host);
 	return rc;
 }

@@ -211,54 +211,117 @@ hexi_rc rt_cuda_adamw(rt_cuda_stream s, rt_cuda_dtype dt, float *master,
 		      float lr, float beta1, float beta2, float eps,
 		      float weight_decay, int step);
 
-/* ---- whole model on one GPU (rt_cuda_model.c) ------------------------------
+/* ---- stage shard of the model on one GPU (rt_cuda_model.c) ----------------
  */
 
 /*
- * The reference Llama-style model (rt_model.h's layers, names and
- * initialisation) trained on one GPU with these kernels: all layers, the
- * embedding and the head on the device, activations and weights in dt,
- * fp32 gradients, fp32 master weights and AdamW state.  No tensor or
- * pipeline parallelism: the single-GPU training path (throughput and MFU
- * runs, and the check that a GPU step equals the CPU model's).
+ * The reference Llama-style model (rt_model.h's layers, tensor names,
+ * stored shapes, TP sharding and initialisation) on one GPU through these
+ * kernels: a stage shard holds layers [layer_begin, layer_end) for TP rank
+ * tp_rank of tp_size, plus the embedding (first stage) and the final norm
+ * and LM head (last stage), exactly like rt_model_create.  Activations and
+ * weights are in dt; gradients, fp32 master weights and AdamW moments are
+ * fp32, each one contiguous device array carved per parameter in
+ * rt_cuda_model_param order (so the gradient sync can all-reduce runs of
+ * parameters in place).  Plain C over this header only.
  */
 struct hexi_model;
 typedef struct rt_cuda_model rt_cuda_model;
 
-/* B samples of the model's seq_len per step; weights from
- * rt_init_tensor(seed) exactly as the CPU model's. */
+/* Tensor-parallel sum inside a block: n fp32 DEVICE elements in place over
+ * the stage's TP group, identical on every member (the trainer binds it to
+ * the NCCL group).  NULL allreduce_sum: identity (tp_size 1 only). */
+typedef struct rt_cuda_tp {
+	hexi_rc (*allreduce_sum)(void *ctx, float *buf, size_t n);
+	void *ctx;
+} rt_cuda_tp;
+
+typedef struct rt_cuda_shard_cfg {
+	const struct hexi_model *model; /* whole-model shape (copied) */
+	int layer_begin, layer_end;	/* [begin, end), may be empty */
+	int tp_rank, tp_size;		/* 0 <= rank < size <= kv_heads */
+	int has_embed, has_head;	/* first / last stage */
+	int max_slots;			/* micro-batches in flight (1F1B) */
+	int B;				/* samples per micro-batch */
+	rt_cuda_dtype dt;
+	uint64_t seed; /* rt_init_tensor seed */
+} rt_cuda_shard_cfg;
+
+/* One parameter (or its TP shard), device pointers. */
+typedef struct rt_cuda_param {
+	char name[64];		/* doc/LAYOUT.md name */
+	int ndim;		/* 1 or 2 */
+	int64_t rows, cols;	/* global stored shape (cols 1 for vectors) */
+	int row_begin, row_end; /* rows held */
+	size_t n;		/* local elements */
+	int decay;		/* 2-D: AdamW weight decay applies */
+	float *master;		/* fp32 weights */
+	void *w;		/* dt copy the kernels read (== master in fp32) */
+	float *g, *m, *v;	/* fp32 gradient (accumulates), moments */
+} rt_cuda_param;
+
+/* Validate cfg (as rt_model_create does, plus head size <= 128 for the
+ * attention kernel), allocate, initialise from cfg->seed.  tp may be NULL
+ * when tp_size is 1; it is copied. */
+hexi_rc rt_cuda_shard_create(rt_cuda *c, const rt_cuda_shard_cfg *cfg,
+			     const rt_cuda_tp *tp, rt_cuda_model **out);
+/* The whole model (all layers, embedding and head, TP 1, one slot). */
 hexi_rc rt_cuda_model_create(rt_cuda *c, const struct hexi_model *md,
 			     rt_cuda_dtype dt, int B, uint64_t seed,
 			     rt_cuda_model **out);
 void rt_cuda_model_destroy(rt_cuda_model *m);
-/* Zero the gradients, forward and backward one batch: tokens, targets
- * (B,T) host ints in [0,V).  *loss = mean token cross-entropy; the
+
+/*
+ * Forward micro-batch in slot (free): first stage reads tokens (B,T) host
+ * ints, others x_in (B,T,C) DEVICE in dt; non-last stages write x_out
+ * (B,T,C) DEVICE in dt; the last stage reads targets (B,T) host ints and
+ * SETS *loss_sum to the sum over the B samples of each sample's mean token
+ * cross-entropy, and backward differentiates grad_scale * loss_sum (the
+ * rt_model_forward contract).  Inputs are copied into the slot.
+ */
+hexi_rc rt_cuda_model_forward(rt_cuda_model *m, int slot, const int *tokens,
+			      const void *x_in, void *x_out, const int *targets,
+			      float grad_scale, double *loss_sum);
+/* Backward of slot (frees it): dy (B,T,C) DEVICE d(stage output) on
+ * non-last stages; dx (B,T,C) DEVICE is SET to d(x_in) on non-first stages.
+ * Parameter gradients accumulate until rt_cuda_model_zero_grad. */
+hexi_rc rt_cuda_model_backward(rt_cuda_model *m, int slot, const void *dy,
+			       void *dx);
+hexi_rc rt_cuda_model_zero_grad(rt_cuda_model *m);
+/* Zero the gradients, forward and backward one batch of the whole model
+ * (tokens, targets (B,T) host); *loss = mean token cross-entropy, the
  * gradients are those of that mean. */
 hexi_rc rt_cuda_model_fwd_bwd(rt_cuda_model *m, const int *tokens,
 			      const int *targets, double *loss);
+
+/* Every gradient *= f (clipping). */
+hexi_rc rt_cuda_model_grad_scale(rt_cuda_model *m, float f);
 /* AdamW on every parameter (decay on 2-D tensors only), step >= 1. */
 hexi_rc rt_cuda_model_adamw(rt_cuda_model *m, float lr, float beta1,
 			    float beta2, float eps, float weight_decay,
 			    int step);
-/* Copy a parameter (what 0: fp32 master weights, 1: fp32 gradient) of
- * LAYOUT name to host out (n = its element count). */
+/* master -= lr * g (as rt_model_sgd), then the dt copy. */
+hexi_rc rt_cuda_model_sgd(rt_cuda_model *m, float lr);
+
+/* Host copies of a parameter's state: what 0 master weights, 1 gradient,
+ * 2 AdamW m, 3 AdamW v; n must be its local element count.  write of the
+ * master weights also refreshes the dt copy. */
 hexi_rc rt_cuda_model_read(rt_cuda_model *m, const char *name, int what,
 			   float *out, size_t n);
-size_t rt_cuda_model_numel(const rt_cuda_model *m);
-/* FLOPs of one fwd+bwd of a batch (the formula of rt_model_flops). */
-double rt_cuda_model_flops(const rt_cuda_model *m);
+hexi_rc rt_cuda_model_write(rt_cuda_model *m, const char *name, int what,
+			    const float *in, size_t n);
 
-/* ---- trainer helpers (gpuwire: hexitrain's GPU path, train_gpu.c) -------- */
-
-/* Parameters of the model in a fixed order (embed, layers, final norm,
- * head): LAYOUT name, stored shape (cols 1 for vectors), element count,
- * and the device fp32 gradient buffer. */
 int rt_cuda_model_nparams(const rt_cuda_model *m);
-hexi_rc rt_cuda_model_param(rt_cuda_model *m, int i, const char **name,
-			    int64_t *rows, int64_t *cols, size_t *n,
-			    float **grad);
-/* x (n) fp32 *= f; *acc (one device double) += sum of x^2 (rt_train_ops.cu).
- */
+const rt_cuda_param *rt_cuda_model_param(const rt_cuda_model *m, int i);
+size_t rt_cuda_model_numel(const rt_cuda_model *m);
+/* FLOPs of one fwd+bwd of a micro-batch on this shard (rt_model_flops). */
+double rt_cuda_model_flops(const rt_cuda_model *m);
+/* Bytes of one stage-boundary activation (B,T,C) in dt. */
+size_t rt_cuda_model_act_bytes(const rt_cuda_model *m);
+
+/* ---- trainer helpers (rt_train_ops.cu) ----------------------------------- */
+
+/* x (n) fp32 *= f; *acc (one device double) += sum of x^2. */
 hexi_rc rt_cuda_scale_f32(rt_cuda_stream s, float *x, float f, size_t n);
 hexi_rc rt_cuda_sumsq_f32(rt_cuda_stream s, const float *x, size_t n,
 			  double *acc);

@@ -1,24 +1,27 @@
 /*
- * rt_cuda_model.c - the reference model trained on one GPU: the same layers,
- * tensor names, stored shapes and initialisation as rt_model.c (CPU), run
- * through the CUDA kernels and cuBLAS.  Everything runs on the context's
- * compute stream; host and device meet only at the token upload, the loss
- * download and rt_cuda_model_read().
+ * rt_cuda_model.c - a stage shard of the reference model on one GPU: the
+ * same layers, tensor names, stored shapes, tensor-parallel sharding and
+ * initialisation as rt_model.c (CPU), run through the kernels and GEMMs of
+ * rt_cuda.h.  Plain C: no CUDA header, so the host logic also runs against
+ * the host emulation of rt_cuda.h in tests/gpuemu.
  *
- * Per layer (x (B,T,C) in dt):
+ * Per layer (x (B,T,C) in dt; local heads and FFN rows of this TP rank):
  *   ln1 = rmsnorm(x); q,k,v = ln1 . w^T; rope(q,k); y = attention(q,k,v);
- *   xmid = x + y . wo; ln2 = rmsnorm(xmid); h = swiglu(ln2.wg^T, ln2.wu^T);
- *   xnext = xmid + h . wd
+ *   xmid = x + TPsum(y . wo); ln2 = rmsnorm(xmid);
+ *   h = swiglu(ln2.wg^T, ln2.wu^T); xnext = xmid + TPsum(h . wd)
  * Backward follows rt_model_backward: dres carries d(x) down the residual
- * stream; every rmsnorm backward accumulates into it.
+ * stream; the partial input gradients of the column-parallel projections
+ * are TP-summed before each rmsnorm backward.
+ *
+ * Streams: everything runs on the context's compute stream.  Before a
+ * buffer leaves the model (TP sum, x_out, dx) the stream is synchronised,
+ * because the communicator works on its own streams.
  */
 #include "config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cuda_runtime_api.h>
 
 #include "hexi_sched.h"
 #include "rt_cuda.h"
@@ -27,37 +30,43 @@
 
 enum { W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_MLP_NORM, W_GATE, W_UP, W_DOWN, W_N };
 
-typedef struct gparam {
-	char name[RT_PARAM_NAME_MAX];
-	int64_t rows, cols;
-	size_t n;
-	int decay;     /* 2-D: weight decay applies */
-	float *master; /* fp32 weights */
-	void *w;       /* dt copy the kernels read (== master for fp32) */
-	float *g, *m, *v;
-} gparam;
+#define GPU_MAX_SLOTS 1024
+#define GPU_MAX_TOKENS (1 << 20)
 
-typedef struct gact { /* one layer's saved activations */
-	void *x, *ln1, *q, *k, *v, *y, *xmid, *ln2, *gate, *up, *h;
+typedef struct gact { /* one layer's saved activations of one slot */
+	void *ln1, *q, *k, *v, *y, *xmid, *ln2, *gate, *up, *h;
 	float *rstd1, *rstd2, *lse;
 } gact;
+
+typedef struct gslot {
+	int busy;
+	float grad_scale;
+	void **xs;	       /* [nl+1] residual stream; xs[0] the input */
+	gact *a;	       /* [nl] */
+	void *lnf, *logits;    /* last stage */
+	float *rstdf, *lsev;   /* last stage */
+	int *tokens, *targets; /* device (B,T) */
+} gslot;
 
 struct rt_cuda_model {
 	rt_cuda *cu;
 	rt_cuda_stream s;
 	rt_cuda_dtype dt;
 	hexi_model md;
-	int B, T, C, NH, NKV, hs, F, V, L, qd, kvd;
+	rt_cuda_shard_cfg cfg;
+	rt_cuda_tp tp;
+	int B, T, C, V, nl, hs, nh, nkv, f, qd, kvd; /* local sizes */
 	int np;
-	gparam *p; /* embed, L * W_N, final_norm, lm_head */
-	gact *a;   /* [L] */
-	void *xout, *lnf, *logits, *dlogits, *dres, *dln, *tmp, *dy, *dq, *dk,
-	    *dv, *dh, *dgate, *dup;
-	float *rstdf, *losses, *lsev, *delta;
-	int *tokens, *targets;
-	float *hlosses;
-	size_t numel;
-	void **allocs; /* every device allocation, for destroy */
+	rt_cuda_param *p; /* [np] */
+	rt_cuda_param *embed, *layer0, *fnorm, *head;
+	float *master, *g, *mom, *vel; /* [padded] each */
+	size_t numel, padded;
+	gslot *slots; /* [max_slots] */
+	void *dres, *dln, *tmp, *dy, *dq, *dk, *dv, *dh, *dgate, *dup;
+	void *dlogits;
+	float *losses, *delta, *tpbuf;
+	float *hlosses; /* host (B,T) */
+	void **allocs;	/* every device allocation, for destroy */
 	int nallocs, cap_allocs;
 };
 
@@ -89,86 +98,198 @@ static size_t esz(const rt_cuda_model *m)
 	return rt_cuda_dtype_size(m->dt);
 }
 
-/* Allocate and initialise one parameter like rt_model (rt_init_tensor). */
-static hexi_rc param_init(rt_cuda_model *m, gparam *p, const char *name,
-			  int64_t rows, int64_t cols, int ndim, uint64_t seed)
+/* ---- configuration -------------------------------------------------------
+ */
+
+static hexi_rc check_cfg(const rt_cuda_shard_cfg *c, const rt_cuda_tp *tp)
 {
-	float *host = NULL;
+	const hexi_model *md = c->model;
 	hexi_rc rc;
 
-	if (hexi_strlcpy(p->name, name, sizeof(p->name)) != HEXI_OK)
-		return hexi_error(HEXI_ERR_RANGE, "GPU model: name %s", name);
+	if (md == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "GPU model: no model shape");
+	if ((rc = hexi_model_validate(md)) != HEXI_OK)
+		return rc;
+	if (md->hidden % md->heads || (md->hidden / md->heads) % 2 ||
+	    md->hidden / md->heads > 128 || md->heads % md->kv_heads)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "GPU model %s: head size %d must be even "
+				  "and <= 128, heads a multiple of KV heads",
+				  md->name, md->hidden / md->heads);
+	if (c->layer_begin < 0 || c->layer_end < c->layer_begin ||
+	    c->layer_end > md->layers)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "GPU model %s: layer range [%d, %d) not "
+				  "inside [0, %d)",
+				  md->name, c->layer_begin, c->layer_end,
+				  md->layers);
+	if (c->tp_size < 1 || c->tp_size > md->kv_heads ||
+	    c->tp_size > md->ffn || c->tp_rank < 0 ||
+	    c->tp_rank >= c->tp_size)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "GPU model %s: TP rank %d of %d invalid "
+				  "(need 0 <= rank < TP <= kv_heads %d)",
+				  md->name, c->tp_rank, c->tp_size,
+				  md->kv_heads);
+	if (c->tp_size > 1 && (tp == NULL || tp->allreduce_sum == NULL))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU model: TP %d needs an all-reduce "
+				  "callback",
+				  c->tp_size);
+	if (c->max_slots < 1 || c->max_slots > GPU_MAX_SLOTS || c->B < 1 ||
+	    (int64_t)c->B * md->seq_len > GPU_MAX_TOKENS)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "GPU model %s: %d slots of %d x %d tokens "
+				  "(at most %d slots, %d tokens per slot)",
+				  md->name, c->max_slots, c->B, md->seq_len,
+				  GPU_MAX_SLOTS, GPU_MAX_TOKENS);
+	if (c->dt != RT_CUDA_F32 && c->dt != RT_CUDA_BF16)
+		return hexi_error(HEXI_ERR_INVAL, "GPU model: dtype %d",
+				  (int)c->dt);
+	return HEXI_OK;
+}
+
+/* ---- parameters ----------------------------------------------------------
+ */
+
+static void pset(rt_cuda_param *p, const char *name, int ndim, int64_t rows,
+		 int64_t cols, int rb, int re)
+{
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->ndim = ndim;
 	p->rows = rows;
 	p->cols = cols;
-	p->n = (size_t)(rows * cols);
+	p->row_begin = rb;
+	p->row_end = re;
+	p->n = (size_t)(re - rb) * (size_t)cols;
 	p->decay = ndim == 2;
-	if ((rc = dalloc(m, (void **)&p->master, p->n * 4)) ||
-	    (rc = dalloc(m, (void **)&p->g, p->n * 4)) ||
-	    (rc = dalloc(m, (void **)&p->m, p->n * 4)) ||
-	    (rc = dalloc(m, (void **)&p->v, p->n * 4)))
-		return rc;
-	if (m->dt == RT_CUDA_F32)
-		p->w = p->master;
-	else if ((rc = dalloc(m, &p->w, p->n * esz(m))) != HEXI_OK)
-		return rc;
-	host = malloc(p->n * sizeof(float));
+}
+
+/* This TP rank's KV heads [kb,ke) and FFN rows [fb,fe); local sizes. */
+static void local_split(rt_cuda_model *m, int *kb, int *ke, int *fb, int *fe)
+{
+	const hexi_model *md = &m->md;
+
+	hexi_layout_split(md->kv_heads, m->cfg.tp_size, m->cfg.tp_rank, kb,
+			  ke);
+	hexi_layout_split(md->ffn, m->cfg.tp_size, m->cfg.tp_rank, fb, fe);
+	m->nkv = *ke - *kb;
+	m->nh = m->nkv * (md->heads / md->kv_heads);
+	m->f = *fe - *fb;
+}
+
+/* Layer l's parameters, sharded as rt_model.c's layer_params. */
+static void layer_params(rt_cuda_model *m, rt_cuda_param *p, int l)
+{
+	const hexi_model *md = &m->md;
+	const int C = m->C, hs = m->hs, G = md->heads / md->kv_heads;
+	const int64_t qrows = (int64_t)md->heads * hs,
+		      kvrows = (int64_t)md->kv_heads * hs;
+	int kb, ke, fb, fe;
+	char nm[RT_PARAM_NAME_MAX];
+
+	local_split(m, &kb, &ke, &fb, &fe);
+#define LNAME(s) (snprintf(nm, sizeof(nm), "layers.%d.%s", l, s), nm)
+	pset(&p[W_ATTN_NORM], LNAME("attn_norm.weight"), 1, C, 1, 0, C);
+	pset(&p[W_Q], LNAME("attn.wq"), 2, qrows, C, kb * G * hs, ke * G * hs);
+	pset(&p[W_K], LNAME("attn.wk"), 2, kvrows, C, kb * hs, ke * hs);
+	pset(&p[W_V], LNAME("attn.wv"), 2, kvrows, C, kb * hs, ke * hs);
+	pset(&p[W_O], LNAME("attn.wo"), 2, qrows, C, kb * G * hs, ke * G * hs);
+	pset(&p[W_MLP_NORM], LNAME("mlp_norm.weight"), 1, C, 1, 0, C);
+	pset(&p[W_GATE], LNAME("mlp.w_gate"), 2, md->ffn, C, fb, fe);
+	pset(&p[W_UP], LNAME("mlp.w_up"), 2, md->ffn, C, fb, fe);
+	pset(&p[W_DOWN], LNAME("mlp.w_down"), 2, md->ffn, C, fb, fe);
+#undef LNAME
+}
+
+/* Elements are carved on 4-float (16-byte) boundaries; tensors whose size
+ * is a multiple of 4 lie back to back. */
+static size_t pad4(size_t n)
+{
+	return (n + 3) & ~(size_t)3;
+}
+
+static hexi_rc params_init(rt_cuda_model *m)
+{
+	const rt_cuda_shard_cfg *c = &m->cfg;
+	int n = m->nl * W_N + (c->has_embed ? 1 : 0) + (c->has_head ? 2 : 0);
+	rt_cuda_param *p;
+	float *host = NULL;
+	size_t off = 0, maxn = 1;
+	hexi_rc rc = HEXI_OK;
+
+	m->p = p = calloc((size_t)(n ? n : 1), sizeof(*p));
+	if (p == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "GPU model: parameters");
+	m->np = n;
+	if (c->has_embed) {
+		m->embed = p;
+		pset(p++, "embed.weight", 2, m->V, m->C, 0, m->V);
+	}
+	m->layer0 = p;
+	for (int l = c->layer_begin; l < c->layer_end; l++, p += W_N)
+		layer_params(m, p, l);
+	if (c->has_head) {
+		m->fnorm = p;
+		pset(p++, "final_norm.weight", 1, m->C, 1, 0, m->C);
+		m->head = p;
+		pset(p++, "lm_head.weight", 2, m->V, m->C, 0, m->V);
+	}
+	for (int i = 0; i < n; i++) {
+		m->numel += m->p[i].n;
+		m->padded += pad4(m->p[i].n);
+		if (m->p[i].n > maxn)
+			maxn = m->p[i].n;
+	}
+	CK(dalloc(m, (void **)&m->master, m->padded * 4));
+	CK(dalloc(m, (void **)&m->g, m->padded * 4));
+	CK(dalloc(m, (void **)&m->mom, m->padded * 4));
+	CK(dalloc(m, (void **)&m->vel, m->padded * 4));
+	host = malloc(maxn * sizeof(float));
 	if (host == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "GPU model: init of %s",
-				  name);
-	rt_init_tensor(host, name, 0, rows, cols, rt_init_std(&m->md, name),
-		       seed);
-	rc = rt_cuda_upload(p->master, host, p->n * sizeof(float));
+		return hexi_error(HEXI_ERR_NOMEM, "GPU model: init buffer");
+	for (int i = 0; rc == HEXI_OK && i < n; i++) {
+		rt_cuda_param *q = &m->p[i];
+
+		q->master = m->master + off;
+		q->g = m->g + off;
+		q->m = m->mom + off;
+		q->v = m->vel + off;
+		off += pad4(q->n);
+		if (m->dt == RT_CUDA_F32)
+			q->w = q->master;
+		else if ((rc = dalloc(m, &q->w, q->n * esz(m))) != HEXI_OK)
+			break;
+		rt_init_tensor(host, q->name, q->row_begin, q->row_end,
+			       q->cols, rt_init_std(&m->md, q->name),
+			       c->seed);
+		rc = rt_cuda_upload(q->master, host, q->n * sizeof(float));
+		if (rc == HEXI_OK && m->dt != RT_CUDA_F32)
+			rc = rt_cuda_cast(m->s, q->w, m->dt, q->master,
+					  RT_CUDA_F32, q->n);
+	}
 	free(host);
-	if (rc == HEXI_OK && m->dt != RT_CUDA_F32)
-		rc = rt_cuda_cast(m->s, p->w, m->dt, p->master, RT_CUDA_F32,
-				  p->n);
-	m->numel += p->n;
 	return rc;
 }
 
-static hexi_rc params_init(rt_cuda_model *m, uint64_t seed)
-{
-	static const char *const lname[W_N] = {
-	    "attn_norm.weight", "attn.wq",  "attn.wk",
-	    "attn.wv",		"attn.wo",  "mlp_norm.weight",
-	    "mlp.w_gate",	"mlp.w_up", "mlp.w_down"};
-	const int64_t C = m->C;
-	const int64_t rows[W_N] = {C, m->qd, m->kvd, m->kvd, m->qd,
-				   C, m->F,  m->F,   m->F};
-	const int64_t cols[W_N] = {1, C, C, C, C, 1, C, C, C};
-	char name[RT_PARAM_NAME_MAX];
-	gparam *p;
+/* ---- activations ---------------------------------------------------------
+ */
 
-	m->np = 1 + m->L * W_N + 2;
-	m->p = calloc((size_t)m->np, sizeof(*m->p));
-	if (m->p == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "GPU model: parameters");
-	p = m->p;
-	CK(param_init(m, p++, "embed.weight", m->V, C, 2, seed));
-	for (int l = 0; l < m->L; l++)
-		for (int i = 0; i < W_N; i++) {
-			snprintf(name, sizeof(name), "layers.%d.%s", l,
-				 lname[i]);
-			CK(param_init(m, p++, name, rows[i], cols[i],
-				      cols[i] == 1 ? 1 : 2, seed));
-		}
-	CK(param_init(m, p++, "final_norm.weight", C, 1, 1, seed));
-	return param_init(m, p, "lm_head.weight", m->V, C, 2, seed);
-}
-
-static hexi_rc acts_init(rt_cuda_model *m)
+static hexi_rc slot_init(rt_cuda_model *m, gslot *s)
 {
 	const size_t BT = (size_t)m->B * m->T, e = esz(m);
 	const size_t nC = BT * m->C * e, nQ = BT * m->qd * e,
-		     nK = BT * m->kvd * e, nF = BT * m->F * e;
+		     nK = BT * m->kvd * e, nF = BT * m->f * e;
 
-	m->a = calloc((size_t)m->L, sizeof(*m->a));
-	if (m->a == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "GPU model: activations");
-	for (int l = 0; l < m->L; l++) {
-		gact *a = &m->a[l];
+	s->xs = calloc((size_t)m->nl + 1, sizeof(*s->xs));
+	s->a = calloc((size_t)(m->nl ? m->nl : 1), sizeof(*s->a));
+	if (s->xs == NULL || s->a == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "GPU model: slot tables");
+	for (int l = 0; l <= m->nl; l++)
+		CK(dalloc(m, &s->xs[l], nC));
+	for (int l = 0; l < m->nl; l++) {
+		gact *a = &s->a[l];
 
-		CK(dalloc(m, &a->x, nC));
 		CK(dalloc(m, &a->ln1, nC));
 		CK(dalloc(m, &a->q, nQ));
 		CK(dalloc(m, &a->k, nK));
@@ -181,12 +302,31 @@ static hexi_rc acts_init(rt_cuda_model *m)
 		CK(dalloc(m, &a->h, nF));
 		CK(dalloc(m, (void **)&a->rstd1, BT * 4));
 		CK(dalloc(m, (void **)&a->rstd2, BT * 4));
-		CK(dalloc(m, (void **)&a->lse, BT * m->NH * 4));
+		CK(dalloc(m, (void **)&a->lse, BT * m->nh * 4));
 	}
-	CK(dalloc(m, &m->xout, nC));
-	CK(dalloc(m, &m->lnf, nC));
-	CK(dalloc(m, &m->logits, BT * m->V * e));
-	CK(dalloc(m, &m->dlogits, BT * m->V * e));
+	if (m->cfg.has_embed)
+		CK(dalloc(m, (void **)&s->tokens, BT * sizeof(int)));
+	if (m->cfg.has_head) {
+		CK(dalloc(m, &s->lnf, nC));
+		CK(dalloc(m, &s->logits, BT * m->V * e));
+		CK(dalloc(m, (void **)&s->rstdf, BT * 4));
+		CK(dalloc(m, (void **)&s->lsev, BT * 4));
+		CK(dalloc(m, (void **)&s->targets, BT * sizeof(int)));
+	}
+	return HEXI_OK;
+}
+
+static hexi_rc acts_init(rt_cuda_model *m)
+{
+	const size_t BT = (size_t)m->B * m->T, e = esz(m);
+	const size_t nC = BT * m->C * e, nQ = BT * m->qd * e,
+		     nK = BT * m->kvd * e, nF = BT * m->f * e;
+
+	m->slots = calloc((size_t)m->cfg.max_slots, sizeof(*m->slots));
+	if (m->slots == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "GPU model: slots");
+	for (int i = 0; i < m->cfg.max_slots; i++)
+		CK(slot_init(m, &m->slots[i]));
 	CK(dalloc(m, &m->dres, nC));
 	CK(dalloc(m, &m->dln, nC));
 	CK(dalloc(m, &m->tmp, nC));
@@ -197,61 +337,89 @@ static hexi_rc acts_init(rt_cuda_model *m)
 	CK(dalloc(m, &m->dh, nF));
 	CK(dalloc(m, &m->dgate, nF));
 	CK(dalloc(m, &m->dup, nF));
-	CK(dalloc(m, (void **)&m->rstdf, BT * 4));
-	CK(dalloc(m, (void **)&m->losses, BT * 4));
-	CK(dalloc(m, (void **)&m->lsev, BT * 4));
-	CK(dalloc(m, (void **)&m->delta, BT * m->NH * 4));
-	CK(dalloc(m, (void **)&m->tokens, BT * sizeof(int)));
-	CK(dalloc(m, (void **)&m->targets, BT * sizeof(int)));
-	m->hlosses = malloc(BT * sizeof(float));
-	return m->hlosses ? HEXI_OK
-			  : hexi_error(HEXI_ERR_NOMEM, "GPU model: losses");
+	CK(dalloc(m, (void **)&m->delta, BT * m->nh * 4));
+	if (m->cfg.tp_size > 1 && m->dt != RT_CUDA_F32)
+		CK(dalloc(m, (void **)&m->tpbuf, BT * m->C * 4));
+	if (m->cfg.has_head) {
+		CK(dalloc(m, &m->dlogits, BT * m->V * e));
+		CK(dalloc(m, (void **)&m->losses, BT * 4));
+		m->hlosses = malloc(BT * sizeof(float));
+		if (m->hlosses == NULL)
+			return hexi_error(HEXI_ERR_NOMEM, "GPU model: losses");
+	}
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_shard_create(rt_cuda *c, const rt_cuda_shard_cfg *cfg,
+			     const rt_cuda_tp *tp, rt_cuda_model **out)
+{
+	rt_cuda_model *m;
+	hexi_rc rc;
+
+	if (c == NULL || cfg == NULL || out == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "GPU model: NULL argument");
+	*out = NULL;
+	if ((rc = check_cfg(cfg, tp)) != HEXI_OK)
+		return rc;
+	m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "GPU model");
+	m->cu = c;
+	m->s = rt_cuda_compute_stream(c);
+	m->dt = cfg->dt;
+	m->md = *cfg->model;
+	m->cfg = *cfg;
+	m->cfg.model = &m->md;
+	if (tp != NULL)
+		m->tp = *tp;
+	m->B = cfg->B;
+	m->T = m->md.seq_len;
+	m->C = m->md.hidden;
+	m->V = m->md.vocab;
+	m->hs = m->md.hidden / m->md.heads;
+	m->nl = cfg->layer_end - cfg->layer_begin;
+	{
+		int kb, ke, fb, fe;
+		local_split(m, &kb, &ke, &fb, &fe);
+	}
+	m->qd = m->nh * m->hs;
+	m->kvd = m->nkv * m->hs;
+	if ((rc = params_init(m)) == HEXI_OK)
+		rc = acts_init(m);
+	if (rc == HEXI_OK)
+		rc = rt_cuda_sync(m->s);
+	if (rc != HEXI_OK) {
+		rt_cuda_model_destroy(m);
+		return hexi_error_prefix(rc,
+					 "GPU model %s layers [%d,%d) TP %d/%d "
+					 "(%d x %d, %d slots)",
+					 cfg->model->name, cfg->layer_begin,
+					 cfg->layer_end, cfg->tp_rank,
+					 cfg->tp_size, cfg->B,
+					 cfg->model->seq_len, cfg->max_slots);
+	}
+	*out = m;
+	return HEXI_OK;
 }
 
 hexi_rc rt_cuda_model_create(rt_cuda *c, const struct hexi_model *md,
 			     rt_cuda_dtype dt, int B, uint64_t seed,
 			     rt_cuda_model **out)
 {
-	rt_cuda_model *m;
-	hexi_rc rc;
+	rt_cuda_shard_cfg cfg;
 
-	if (c == NULL || md == NULL || out == NULL || B < 1 || B > 4096)
-		return hexi_error(HEXI_ERR_INVAL, "GPU model: batch %d", B);
-	if ((rc = hexi_model_validate(md)) != HEXI_OK)
-		return rc;
-	if (md->hidden % md->heads || (md->hidden / md->heads) % 2 ||
-	    md->hidden / md->heads > 128 || md->heads % md->kv_heads)
-		return hexi_error(HEXI_ERR_UNSUPPORTED,
-				  "GPU model %s: head size %d must be even "
-				  "and <= 128, heads a multiple of KV heads",
-				  md->name, md->hidden / md->heads);
-	m = calloc(1, sizeof(*m));
-	if (m == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "GPU model");
-	m->cu = c;
-	m->s = rt_cuda_compute_stream(c);
-	m->dt = dt;
-	m->md = *md;
-	m->B = B;
-	m->T = md->seq_len;
-	m->C = md->hidden;
-	m->NH = md->heads;
-	m->NKV = md->kv_heads;
-	m->hs = md->hidden / md->heads;
-	m->F = md->ffn;
-	m->V = md->vocab;
-	m->L = md->layers;
-	m->qd = m->NH * m->hs;
-	m->kvd = m->NKV * m->hs;
-	if ((rc = params_init(m, seed)) != HEXI_OK ||
-	    (rc = acts_init(m)) != HEXI_OK ||
-	    (rc = rt_cuda_sync(m->s)) != HEXI_OK) {
-		rt_cuda_model_destroy(m);
-		return hexi_error_prefix(rc, "GPU model %s, batch %d", md->name,
-					 B);
-	}
-	*out = m;
-	return HEXI_OK;
+	if (md == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "GPU model: no model shape");
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.model = md;
+	cfg.layer_end = md->layers;
+	cfg.tp_size = 1;
+	cfg.has_embed = cfg.has_head = 1;
+	cfg.max_slots = 1;
+	cfg.B = B;
+	cfg.dt = dt;
+	cfg.seed = seed;
+	return rt_cuda_shard_create(c, &cfg, NULL, out);
 }
 
 void rt_cuda_model_destroy(rt_cuda_model *m)
@@ -260,11 +428,25 @@ void rt_cuda_model_destroy(rt_cuda_model *m)
 		return;
 	for (int i = m->nallocs - 1; i >= 0; i--)
 		rt_cuda_free(m->allocs[i]);
+	for (int i = 0; m->slots != NULL && i < m->cfg.max_slots; i++) {
+		free(m->slots[i].xs);
+		free(m->slots[i].a);
+	}
+	free(m->slots);
 	free(m->allocs);
 	free(m->p);
-	free(m->a);
 	free(m->hlosses);
 	free(m);
+}
+
+int rt_cuda_model_nparams(const rt_cuda_model *m)
+{
+	return m->np;
+}
+
+const rt_cuda_param *rt_cuda_model_param(const rt_cuda_model *m, int i)
+{
+	return i >= 0 && i < m->np ? &m->p[i] : NULL;
 }
 
 size_t rt_cuda_model_numel(const rt_cuda_model *m)
@@ -272,41 +454,65 @@ size_t rt_cuda_model_numel(const rt_cuda_model *m)
 	return m->numel;
 }
 
+size_t rt_cuda_model_act_bytes(const rt_cuda_model *m)
+{
+	return (size_t)m->B * m->T * m->C * esz(m);
+}
+
 double rt_cuda_model_flops(const rt_cuda_model *m)
 {
 	const double BT = (double)m->B * m->T, C = m->C, T = m->T;
-	double gemm = C * (2.0 * m->qd + 2.0 * m->kvd) + 3.0 * C * m->F;
+	double gemm = C * (2.0 * m->qd + 2.0 * m->kvd) + 3.0 * C * m->f;
 	double attn = 2.0 * m->qd * (T + 1) / 2.0;
+	double fl = 6.0 * BT * (gemm + attn) * m->nl;
 
-	return 6.0 * BT * (gemm + attn) * m->L + 6.0 * BT * C * m->V;
+	if (m->cfg.has_head)
+		fl += 6.0 * BT * C * m->V;
+	return fl;
 }
 
-/* ---- forward and backward --------------------------------------------------
+/* ---- forward -------------------------------------------------------------
  */
 
-static gparam *lw(rt_cuda_model *m, int l)
+static rt_cuda_param *lw(rt_cuda_model *m, int l)
 {
-	return m->p + 1 + (size_t)l * W_N;
+	return m->layer0 + (size_t)l * W_N;
 }
 
-static hexi_rc zero(rt_cuda_model *m, void *p, size_t bytes)
+/* Sum buf (n elements in dt) over the TP group, in fp32. */
+static hexi_rc tp_sum(rt_cuda_model *m, void *buf, size_t n, const char *what,
+		      int l)
 {
-	cudaError_t e = cudaMemsetAsync(p, 0, bytes, m->s);
+	float *f = m->dt == RT_CUDA_F32 ? buf : m->tpbuf;
+	hexi_rc rc;
 
-	if (e != cudaSuccess)
-		return hexi_error(HEXI_ERR_CUDA, "GPU model: memset: %s",
-				  cudaGetErrorString(e));
+	if (m->cfg.tp_size == 1 || m->tp.allreduce_sum == NULL)
+		return HEXI_OK;
+	if (m->dt != RT_CUDA_F32)
+		CK(rt_cuda_cast(m->s, f, RT_CUDA_F32, buf, m->dt, n));
+	CK(rt_cuda_sync(m->s));
+	rc = m->tp.allreduce_sum(m->tp.ctx, f, n);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc,
+					 "layer %d %s all-reduce (TP rank %d "
+					 "of %d)",
+					 m->cfg.layer_begin + l, what,
+					 m->cfg.tp_rank, m->cfg.tp_size);
+	if (m->dt != RT_CUDA_F32)
+		CK(rt_cuda_cast(m->s, buf, m->dt, f, RT_CUDA_F32, n));
 	return HEXI_OK;
 }
 
-static hexi_rc block_forward(rt_cuda_model *m, int l, void *xnext)
+static hexi_rc block_forward(rt_cuda_model *m, int l, gslot *s)
 {
-	gparam *w = lw(m, l);
-	gact *a = &m->a[l];
+	rt_cuda_param *w = lw(m, l);
+	gact *a = &s->a[l];
 	const int B = m->B, T = m->T, C = m->C, BT = B * T;
+	const size_t nBTC = (size_t)BT * C;
 	rt_cuda_dtype dt = m->dt;
+	void *x = s->xs[l];
 
-	CK(rt_cuda_rmsnorm_forward(m->s, dt, a->ln1, a->rstd1, a->x,
+	CK(rt_cuda_rmsnorm_forward(m->s, dt, a->ln1, a->rstd1, x,
 				   w[W_ATTN_NORM].w, BT, C, RT_NORM_EPS));
 	CK(rt_cuda_matmul_forward(m->cu, dt, a->q, a->ln1, w[W_Q].w, BT, C,
 				  m->qd));
@@ -314,54 +520,158 @@ static hexi_rc block_forward(rt_cuda_model *m, int l, void *xnext)
 				  m->kvd));
 	CK(rt_cuda_matmul_forward(m->cu, dt, a->v, a->ln1, w[W_V].w, BT, C,
 				  m->kvd));
-	CK(rt_cuda_rope_forward(m->s, dt, a->q, B, T, m->NH, m->hs,
+	CK(rt_cuda_rope_forward(m->s, dt, a->q, B, T, m->nh, m->hs,
 				RT_ROPE_THETA));
-	CK(rt_cuda_rope_forward(m->s, dt, a->k, B, T, m->NKV, m->hs,
+	CK(rt_cuda_rope_forward(m->s, dt, a->k, B, T, m->nkv, m->hs,
 				RT_ROPE_THETA));
 	CK(rt_cuda_attention_forward(m->s, dt, a->y, a->lse, a->q, a->k, a->v,
-				     B, T, m->NH, m->NKV, m->hs));
+				     B, T, m->nh, m->nkv, m->hs));
 	CK(rt_cuda_matmul_tw_forward(m->cu, dt, m->tmp, a->y, w[W_O].w, BT,
 				     m->qd, C));
-	CK(rt_cuda_add(m->s, dt, a->xmid, a->x, m->tmp, (size_t)BT * C));
+	CK(tp_sum(m, m->tmp, nBTC, "attention output", l));
+	CK(rt_cuda_add(m->s, dt, a->xmid, x, m->tmp, nBTC));
 	CK(rt_cuda_rmsnorm_forward(m->s, dt, a->ln2, a->rstd2, a->xmid,
 				   w[W_MLP_NORM].w, BT, C, RT_NORM_EPS));
 	CK(rt_cuda_matmul_forward(m->cu, dt, a->gate, a->ln2, w[W_GATE].w, BT,
-				  C, m->F));
+				  C, m->f));
 	CK(rt_cuda_matmul_forward(m->cu, dt, a->up, a->ln2, w[W_UP].w, BT, C,
-				  m->F));
+				  m->f));
 	CK(rt_cuda_swiglu_forward(m->s, dt, a->h, a->gate, a->up,
-				  (size_t)BT * m->F));
+				  (size_t)BT * m->f));
 	CK(rt_cuda_matmul_tw_forward(m->cu, dt, m->tmp, a->h, w[W_DOWN].w, BT,
-				     m->F, C));
-	return rt_cuda_add(m->s, dt, xnext, a->xmid, m->tmp, (size_t)BT * C);
+				     m->f, C));
+	CK(tp_sum(m, m->tmp, nBTC, "mlp output", l));
+	return rt_cuda_add(m->s, dt, s->xs[l + 1], a->xmid, m->tmp, nBTC);
 }
 
-/* dres holds d(block output); becomes d(block input). */
-static hexi_rc block_backward(rt_cuda_model *m, int l)
+/* Final norm, LM head, token losses (downloaded): *loss_sum = sum over
+ * the samples of each sample's mean token loss (rt_model's head_forward). */
+static hexi_rc head_forward(rt_cuda_model *m, gslot *s, double *loss_sum)
 {
-	gparam *w = lw(m, l);
-	gact *a = &m->a[l];
-	const int B = m->B, T = m->T, C = m->C, BT = B * T;
-	const size_t e = esz(m), nC = (size_t)BT * C * e;
-	const size_t nF = (size_t)BT * m->F * e;
+	const int BT = m->B * m->T, C = m->C, V = m->V;
+	double sum = 0;
+
+	CK(rt_cuda_rmsnorm_forward(m->s, m->dt, s->lnf, s->rstdf, s->xs[m->nl],
+				   m->fnorm->w, BT, C, RT_NORM_EPS));
+	CK(rt_cuda_matmul_forward(m->cu, m->dt, s->logits, s->lnf, m->head->w,
+				  BT, C, V));
+	CK(rt_cuda_crossentropy_forward(m->s, m->dt, m->losses, s->lsev,
+					s->logits, s->targets, BT, V));
+	CK(rt_cuda_sync(m->s));
+	CK(rt_cuda_download(m->hlosses, m->losses, (size_t)BT * 4));
+	for (int i = 0; i < BT; i++)
+		sum += m->hlosses[i];
+	*loss_sum = sum / m->T;
+	return HEXI_OK;
+}
+
+static hexi_rc check_ids(const rt_cuda_model *m, const int *t,
+			 const char *what, int slot)
+{
+	for (int i = 0; i < m->B * m->T; i++)
+		if (t[i] < 0 || t[i] >= m->V)
+			return hexi_error(HEXI_ERR_RANGE,
+					  "GPU model: slot %d %s[%d] = %d "
+					  "outside [0,%d)",
+					  slot, what, i, t[i], m->V);
+	return HEXI_OK;
+}
+
+hexi_rc rt_cuda_model_forward(rt_cuda_model *m, int slot, const int *tokens,
+			      const void *x_in, void *x_out, const int *targets,
+			      float grad_scale, double *loss_sum)
+{
+	const rt_cuda_shard_cfg *c = &m->cfg;
+	const size_t BT = (size_t)m->B * m->T, nC = BT * m->C * esz(m);
+	gslot *s;
+
+	if (slot < 0 || slot >= c->max_slots)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "GPU model: slot %d not in [0, %d)", slot,
+				  c->max_slots);
+	s = &m->slots[slot];
+	if (s->busy)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU model: slot %d still holds a "
+				  "micro-batch (no backward yet)",
+				  slot);
+	if ((c->has_embed ? tokens == NULL : x_in == NULL) ||
+	    (c->has_head ? targets == NULL || loss_sum == NULL
+			 : x_out == NULL))
+		return hexi_error(
+		    HEXI_ERR_INVAL, "GPU model: forward needs %s and %s",
+		    c->has_embed ? "tokens" : "x_in",
+		    c->has_head ? "targets and loss_sum" : "x_out");
+	if (c->has_embed) {
+		CK(check_ids(m, tokens, "tokens", slot));
+		CK(rt_cuda_upload(s->tokens, tokens, BT * sizeof(int)));
+		CK(rt_cuda_embed_forward(m->s, m->dt, s->xs[0], s->tokens,
+					 m->embed->w, (int)BT, m->C, m->V));
+	} else {
+		CK(rt_cuda_copy(m->s, s->xs[0], x_in, nC));
+	}
+	if (c->has_head) {
+		CK(check_ids(m, targets, "targets", slot));
+		CK(rt_cuda_upload(s->targets, targets, BT * sizeof(int)));
+	}
+	for (int l = 0; l < m->nl; l++)
+		CK(block_forward(m, l, s));
+	if (c->has_head) {
+		CK(head_forward(m, s, loss_sum));
+		s->grad_scale = grad_scale;
+	} else {
+		CK(rt_cuda_copy(m->s, x_out, s->xs[m->nl], nC));
+		CK(rt_cuda_sync(m->s));
+	}
+	s->busy = 1;
+	return HEXI_OK;
+}
+
+/* ---- backward ------------------------------------------------------------
+ */
+
+static hexi_rc zero(rt_cuda_model *m, void *p, size_t bytes)
+{
+	return rt_cuda_memset0(m->s, p, bytes);
+}
+
+/* MLP half: dres holds d(block output); becomes d(xmid). */
+static hexi_rc mlp_backward(rt_cuda_model *m, int l, gslot *s)
+{
+	rt_cuda_param *w = lw(m, l);
+	gact *a = &s->a[l];
+	const int BT = m->B * m->T, C = m->C;
+	const size_t e = esz(m), nC = (size_t)BT * C;
+	const size_t nF = (size_t)BT * m->f;
 	rt_cuda_dtype dt = m->dt;
 
-	/* MLP half: d(xmid) = dres + rmsnorm_backward(...) */
-	CK(zero(m, m->dh, nF));
+	CK(zero(m, m->dh, nF * e));
 	CK(rt_cuda_matmul_tw_backward(m->cu, dt, m->dh, w[W_DOWN].g, m->dres,
-				      a->h, w[W_DOWN].w, BT, m->F, C));
-	CK(zero(m, m->dgate, nF));
-	CK(zero(m, m->dup, nF));
+				      a->h, w[W_DOWN].w, BT, m->f, C));
+	CK(zero(m, m->dgate, nF * e));
+	CK(zero(m, m->dup, nF * e));
 	CK(rt_cuda_swiglu_backward(m->s, dt, m->dgate, m->dup, m->dh, a->gate,
-				   a->up, (size_t)BT * m->F));
-	CK(zero(m, m->dln, nC));
+				   a->up, nF));
+	CK(zero(m, m->dln, nC * e));
 	CK(rt_cuda_matmul_backward(m->cu, dt, m->dln, w[W_GATE].g, m->dgate,
-				   a->ln2, w[W_GATE].w, BT, C, m->F));
+				   a->ln2, w[W_GATE].w, BT, C, m->f));
 	CK(rt_cuda_matmul_backward(m->cu, dt, m->dln, w[W_UP].g, m->dup, a->ln2,
-				   w[W_UP].w, BT, C, m->F));
-	CK(rt_cuda_rmsnorm_backward(m->s, dt, m->dres, w[W_MLP_NORM].g, m->dln,
-				    a->xmid, w[W_MLP_NORM].w, a->rstd2, BT, C));
-	/* attention half: d(x) = d(xmid) + rmsnorm_backward(...) */
+				   w[W_UP].w, BT, C, m->f));
+	CK(tp_sum(m, m->dln, nC, "mlp input grad", l));
+	return rt_cuda_rmsnorm_backward(m->s, dt, m->dres, w[W_MLP_NORM].g,
+					m->dln, a->xmid, w[W_MLP_NORM].w,
+					a->rstd2, BT, C);
+}
+
+/* Attention half: dres holds d(xmid); becomes d(block input). */
+static hexi_rc attn_backward(rt_cuda_model *m, int l, gslot *s)
+{
+	rt_cuda_param *w = lw(m, l);
+	gact *a = &s->a[l];
+	const int B = m->B, T = m->T, C = m->C, BT = B * T;
+	const size_t e = esz(m), nC = (size_t)BT * C;
+	rt_cuda_dtype dt = m->dt;
+
 	CK(zero(m, m->dy, (size_t)BT * m->qd * e));
 	CK(rt_cuda_matmul_tw_backward(m->cu, dt, m->dy, w[W_O].g, m->dres, a->y,
 				      w[W_O].w, BT, m->qd, C));
@@ -370,90 +680,112 @@ static hexi_rc block_backward(rt_cuda_model *m, int l)
 	CK(zero(m, m->dv, (size_t)BT * m->kvd * e));
 	CK(rt_cuda_attention_backward(m->s, dt, m->dq, m->dk, m->dv, m->dy,
 				      a->y, a->q, a->k, a->v, a->lse, m->delta,
-				      B, T, m->NH, m->NKV, m->hs));
-	CK(rt_cuda_rope_backward(m->s, dt, m->dq, B, T, m->NH, m->hs,
+				      B, T, m->nh, m->nkv, m->hs));
+	CK(rt_cuda_rope_backward(m->s, dt, m->dq, B, T, m->nh, m->hs,
 				 RT_ROPE_THETA));
-	CK(rt_cuda_rope_backward(m->s, dt, m->dk, B, T, m->NKV, m->hs,
+	CK(rt_cuda_rope_backward(m->s, dt, m->dk, B, T, m->nkv, m->hs,
 				 RT_ROPE_THETA));
-	CK(zero(m, m->dln, nC));
+	CK(zero(m, m->dln, nC * e));
 	CK(rt_cuda_matmul_backward(m->cu, dt, m->dln, w[W_Q].g, m->dq, a->ln1,
 				   w[W_Q].w, BT, C, m->qd));
 	CK(rt_cuda_matmul_backward(m->cu, dt, m->dln, w[W_K].g, m->dk, a->ln1,
 				   w[W_K].w, BT, C, m->kvd));
 	CK(rt_cuda_matmul_backward(m->cu, dt, m->dln, w[W_V].g, m->dv, a->ln1,
 				   w[W_V].w, BT, C, m->kvd));
+	CK(tp_sum(m, m->dln, nC, "attention input grad", l));
 	return rt_cuda_rmsnorm_backward(m->s, dt, m->dres, w[W_ATTN_NORM].g,
-					m->dln, a->x, w[W_ATTN_NORM].w,
+					m->dln, s->xs[l], w[W_ATTN_NORM].w,
 					a->rstd1, BT, C);
 }
 
-static hexi_rc check_tokens(const rt_cuda_model *m, const int *t,
-			    const char *what)
-{
-	for (int i = 0; i < m->B * m->T; i++)
-		if (t[i] < 0 || t[i] >= m->V)
-			return hexi_error(HEXI_ERR_RANGE,
-					  "GPU model: %s[%d] = %d outside "
-					  "[0,%d)",
-					  what, i, t[i], m->V);
-	return HEXI_OK;
-}
-
-/* Final norm, LM head, loss (downloaded), and their backward: leaves
- * d(last block output) in dres. */
-static hexi_rc head(rt_cuda_model *m, double *loss)
+/* Loss -> dres = d(stage output). */
+static hexi_rc head_backward(rt_cuda_model *m, gslot *s)
 {
 	const int BT = m->B * m->T, C = m->C, V = m->V;
 	const size_t e = esz(m);
-	gparam *fn = m->p + m->np - 2, *lm = m->p + m->np - 1;
-	double sum = 0;
 
-	CK(rt_cuda_rmsnorm_forward(m->s, m->dt, m->lnf, m->rstdf, m->xout,
-				   fn->w, BT, C, RT_NORM_EPS));
-	CK(rt_cuda_matmul_forward(m->cu, m->dt, m->logits, m->lnf, lm->w, BT, C,
-				  V));
-	CK(rt_cuda_crossentropy_forward(m->s, m->dt, m->losses, m->lsev,
-					m->logits, m->targets, BT, V));
-	CK(rt_cuda_sync(m->s));
-	CK(rt_cuda_download(m->hlosses, m->losses, (size_t)BT * 4));
-	for (int i = 0; i < BT; i++)
-		sum += m->hlosses[i];
-	*loss = sum / BT;
-	/* the objective is the mean over the BT tokens */
 	CK(zero(m, m->dlogits, (size_t)BT * V * e));
-	CK(rt_cuda_crossentropy_backward(m->s, m->dt, m->dlogits, m->logits,
-					 m->lsev, m->targets, 1.0f / BT, BT,
-					 V));
+	CK(rt_cuda_crossentropy_backward(m->s, m->dt, m->dlogits, s->logits,
+					 s->lsev, s->targets,
+					 s->grad_scale / (float)m->T, BT, V));
 	CK(zero(m, m->dln, (size_t)BT * C * e));
-	CK(rt_cuda_matmul_backward(m->cu, m->dt, m->dln, lm->g, m->dlogits,
-				   m->lnf, lm->w, BT, C, V));
+	CK(rt_cuda_matmul_backward(m->cu, m->dt, m->dln, m->head->g,
+				   m->dlogits, s->lnf, m->head->w, BT, C, V));
 	CK(zero(m, m->dres, (size_t)BT * C * e));
-	return rt_cuda_rmsnorm_backward(m->s, m->dt, m->dres, fn->g, m->dln,
-					m->xout, fn->w, m->rstdf, BT, C);
+	return rt_cuda_rmsnorm_backward(m->s, m->dt, m->dres, m->fnorm->g,
+					m->dln, s->xs[m->nl], m->fnorm->w,
+					s->rstdf, BT, C);
+}
+
+static hexi_rc backward_body(rt_cuda_model *m, gslot *s, const void *dy,
+			     void *dx)
+{
+	const size_t nC = (size_t)m->B * m->T * m->C * esz(m);
+
+	if (m->cfg.has_head)
+		CK(head_backward(m, s));
+	else
+		CK(rt_cuda_copy(m->s, m->dres, dy, nC));
+	for (int l = m->nl - 1; l >= 0; l--) {
+		CK(mlp_backward(m, l, s));
+		CK(attn_backward(m, l, s));
+	}
+	if (m->cfg.has_embed)
+		CK(rt_cuda_embed_backward(m->s, m->dt, m->embed->g, m->dres,
+					  s->tokens, m->B * m->T, m->C, m->V));
+	else
+		CK(rt_cuda_copy(m->s, dx, m->dres, nC));
+	return rt_cuda_sync(m->s);
+}
+
+hexi_rc rt_cuda_model_backward(rt_cuda_model *m, int slot, const void *dy,
+			       void *dx)
+{
+	const rt_cuda_shard_cfg *c = &m->cfg;
+	hexi_rc rc;
+
+	if (slot < 0 || slot >= c->max_slots || !m->slots[slot].busy)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU model: backward of slot %d without a "
+				  "forward",
+				  slot);
+	if ((!c->has_head && dy == NULL) || (!c->has_embed && dx == NULL))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU model: backward needs %s",
+				  dy == NULL ? "dy (not the last stage)"
+					     : "dx (not the first stage)");
+	rc = backward_body(m, &m->slots[slot], dy, dx);
+	m->slots[slot].busy = 0;
+	return rc;
+}
+
+hexi_rc rt_cuda_model_zero_grad(rt_cuda_model *m)
+{
+	return zero(m, m->g, m->padded * 4);
 }
 
 hexi_rc rt_cuda_model_fwd_bwd(rt_cuda_model *m, const int *tokens,
 			      const int *targets, double *loss)
 {
-	const int BT = m->B * m->T, C = m->C, V = m->V;
+	double ls = 0;
 
-	CK(check_tokens(m, tokens, "tokens"));
-	CK(check_tokens(m, targets, "targets"));
-	CK(rt_cuda_upload(m->tokens, tokens, (size_t)BT * sizeof(int)));
-	CK(rt_cuda_upload(m->targets, targets, (size_t)BT * sizeof(int)));
-	for (int i = 0; i < m->np; i++)
-		CK(zero(m, m->p[i].g, m->p[i].n * 4));
-	/* layer l reads a[l].x and writes the next layer's input (xout
-	 * after the last layer) */
-	CK(rt_cuda_embed_forward(m->s, m->dt, m->L ? m->a[0].x : m->xout,
-				 m->tokens, m->p[0].w, BT, C, V));
-	for (int l = 0; l < m->L; l++)
-		CK(block_forward(m, l, l + 1 < m->L ? m->a[l + 1].x : m->xout));
-	CK(head(m, loss));
-	for (int l = m->L - 1; l >= 0; l--)
-		CK(block_backward(m, l));
-	CK(rt_cuda_embed_backward(m->s, m->dt, m->p[0].g, m->dres, m->tokens,
-				  BT, C, V));
+	if (!m->cfg.has_embed || !m->cfg.has_head || m->cfg.tp_size != 1)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU model: fwd_bwd needs the whole model");
+	CK(rt_cuda_model_zero_grad(m));
+	CK(rt_cuda_model_forward(m, 0, tokens, NULL, NULL, targets,
+				 1.0f / (float)m->B, &ls));
+	CK(rt_cuda_model_backward(m, 0, NULL, NULL));
+	*loss = ls / m->B;
+	return HEXI_OK;
+}
+
+/* ---- optimizers ----------------------------------------------------------
+ */
+
+hexi_rc rt_cuda_model_grad_scale(rt_cuda_model *m, float f)
+{
+	CK(rt_cuda_scale_f32(m->s, m->g, f, m->padded));
 	return rt_cuda_sync(m->s);
 }
 
@@ -461,8 +793,11 @@ hexi_rc rt_cuda_model_adamw(rt_cuda_model *m, float lr, float beta1,
 			    float beta2, float eps, float weight_decay,
 			    int step)
 {
+	if (step < 1)
+		return hexi_error(HEXI_ERR_INVAL, "GPU AdamW: step %d < 1",
+				  step);
 	for (int i = 0; i < m->np; i++) {
-		gparam *p = &m->p[i];
+		rt_cuda_param *p = &m->p[i];
 
 		CK(rt_cuda_adamw(m->s, m->dt, p->master,
 				 m->dt == RT_CUDA_F32 ? NULL : p->w, p->g, p->m,
@@ -472,45 +807,73 @@ hexi_rc rt_cuda_model_adamw(rt_cuda_model *m, float lr, float beta1,
 	return rt_cuda_sync(m->s);
 }
 
-hexi_rc rt_cuda_model_read(rt_cuda_model *m, const char *name, int what,
-			   float *out, size_t n)
+/* master += (-lr) g: the same rounding as the CPU's w -= lr * g (the
+ * product is exact up to sign).  The gradient is consumed. */
+hexi_rc rt_cuda_model_sgd(rt_cuda_model *m, float lr)
+{
+	CK(rt_cuda_scale_f32(m->s, m->g, -lr, m->padded));
+	CK(rt_cuda_add(m->s, RT_CUDA_F32, m->master, m->master, m->g,
+		       m->padded));
+	for (int i = 0; m->dt != RT_CUDA_F32 && i < m->np; i++)
+		CK(rt_cuda_cast(m->s, m->p[i].w, m->dt, m->p[i].master,
+				RT_CUDA_F32, m->p[i].n));
+	return rt_cuda_sync(m->s);
+}
+
+/* ---- host access ---------------------------------------------------------
+ */
+
+static hexi_rc find(rt_cuda_model *m, const char *name, int what, size_t n,
+		    rt_cuda_param **pp, float **buf)
 {
 	for (int i = 0; i < m->np; i++) {
-		gparam *p = &m->p[i];
+		rt_cuda_param *p = &m->p[i];
 
 		if (strcmp(p->name, name) != 0)
 			continue;
 		if (n != p->n)
 			return hexi_error(HEXI_ERR_MISMATCH,
-					  "GPU model: %s has %zu elements, "
-					  "not %zu",
+					  "GPU model: %s has %zu elements "
+					  "here, not %zu",
 					  name, p->n, n);
-		CK(rt_cuda_sync(m->s));
-		return rt_cuda_download(out, what ? p->g : p->master,
-					n * sizeof(float));
+		switch (what) {
+		case 0: *buf = p->master; break;
+		case 1: *buf = p->g; break;
+		case 2: *buf = p->m; break;
+		case 3: *buf = p->v; break;
+		default:
+			return hexi_error(HEXI_ERR_INVAL,
+					  "GPU model: %s: state %d", name,
+					  what);
+		}
+		*pp = p;
+		return HEXI_OK;
 	}
-	return hexi_error(HEXI_ERR_NOTFOUND, "GPU model: no tensor %s", name);
+	return hexi_error(HEXI_ERR_NOTFOUND, "GPU model: no tensor %s here",
+			  name);
 }
 
-/* ---- trainer access (hexitrain's GPU path) -------------------------------
- */
-
-int rt_cuda_model_nparams(const rt_cuda_model *m)
+hexi_rc rt_cuda_model_read(rt_cuda_model *m, const char *name, int what,
+			   float *out, size_t n)
 {
-	return m->np;
+	rt_cuda_param *p;
+	float *buf;
+
+	CK(find(m, name, what, n, &p, &buf));
+	CK(rt_cuda_sync(m->s));
+	return rt_cuda_download(out, buf, n * sizeof(float));
 }
 
-hexi_rc rt_cuda_model_param(rt_cuda_model *m, int i, const char **name,
-			    int64_t *rows, int64_t *cols, size_t *n,
-			    float **grad)
+hexi_rc rt_cuda_model_write(rt_cuda_model *m, const char *name, int what,
+			    const float *in, size_t n)
 {
-	if (i < 0 || i >= m->np)
-		return hexi_error(HEXI_ERR_RANGE,
-				  "GPU model: parameter %d of %d", i, m->np);
-	*name = m->p[i].name;
-	*rows = m->p[i].rows;
-	*cols = m->p[i].cols;
-	*n = m->p[i].n;
-	*grad = m->p[i].g;
-	return HEXI_OK;
+	rt_cuda_param *p;
+	float *buf;
+
+	CK(find(m, name, what, n, &p, &buf));
+	CK(rt_cuda_sync(m->s));
+	CK(rt_cuda_upload(buf, in, n * sizeof(float)));
+	if (what == 0 && m->dt != RT_CUDA_F32)
+		CK(rt_cuda_cast(m->s, p->w, m->dt, p->master, RT_CUDA_F32, n));
+	return rt_cuda_sync(m->s);
 }

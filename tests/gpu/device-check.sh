@@ -149,8 +149,10 @@ fi
 
 # ---- 4. GPU training throughput (~1B parameters, bf16) ----------------------
 # The single-GPU model (rt_cuda_model) is checked against the CPU model by
-# test_gpu_model and measured alone by bench_gpu_train; hexitrain trains it
-# through --backend nccl (one-stage TP-1 pipelines, data parallel over NCCL).
+# test_gpu_model (also as two pipeline stages) and measured alone by
+# bench_gpu_train; hexitrain trains it through --backend nccl (one rank: NCCL
+# refuses two ranks on one GPU, so TP and PP across ranks are checked by the
+# host emulation, tests/gpuemu, and need a machine with several GPUs here).
 if [ -x "$BUILD/tests/gpu/test_gpu_model" ]; then
 	run gpu-model 120 "$BUILD/tests/gpu/test_gpu_model"
 	st=$?
@@ -201,7 +203,7 @@ fi
 HT=$BUILD/runtime/hexitrain
 if [ -x "$HT" ] && "$HT" --help 2>&1 | grep -q -- '--backend'; then
 	# hexitrain's GPU path against its CPU path on a tiny model (fp32
-	# losses equal, bf16 learns, unsupported options refused).
+	# and SGD losses equal, bf16 learns, checkpoints cross GPU <-> CPU).
 	if run hexitrain-gpu 120 env top_srcdir="$HEXI_SRC" top_builddir="$BUILD" \
 		sh "$HEXI_SRC/tests/runtime/backend_cli.sh"; then
 		note "hexitrain gpu" "ok: $(grep -c '^ok ' "$work/hexitrain-gpu.txt") checks ($(grep -m1 'GPU fp32 step-5' "$work/hexitrain-gpu.txt" | sed 's/^ok [0-9]* - //'))"

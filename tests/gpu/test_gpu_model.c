@@ -5,6 +5,10 @@
  * batch: loss, every parameter gradient, and the weights after AdamW.
  * fp32: |gpu - cpu| <= 1e-5 + 1e-3 |cpu| for gradients (a whole model's
  * reassociation), 1e-4 relative for the loss; bf16: loss within 3 %.
+ * Then the same batch through two stage shards (embedding + layer 0 |
+ * layer 1 + head) as two micro-batches in 1F1B order (both forwards in
+ * flight on stage 0), activations and their gradients handed over in
+ * device memory: the same loss, gradients and SGD step as the CPU model.
  * Exit 77 with the reason without a usable GPU.
  */
 #include "config.h"
@@ -19,7 +23,7 @@
 #include "rt_model.h"
 #include "tap.h"
 
-#define B    2
+#define NB    2
 #define SEED 77
 
 static const hexi_model tiny = {"gpu-test", 2, 64, 4, 2, 96, 50, 24};
@@ -28,7 +32,7 @@ static void batch(int *tokens, int *targets)
 {
 	int buf[25]; /* seq_len + 1 */
 
-	for (int b = 0; b < B; b++) {
+	for (int b = 0; b < NB; b++) {
 		hexi_rt_data_sample(5, tiny.vocab, tiny.seq_len, b, buf);
 		memcpy(tokens + b * tiny.seq_len, buf,
 		       sizeof(int) * tiny.seq_len);
@@ -64,7 +68,7 @@ static rt_model *cpu_model(void)
 	cfg.tp_size = 1;
 	cfg.has_embed = cfg.has_head = 1;
 	cfg.max_slots = 1;
-	cfg.max_batch = B;
+	cfg.max_batch = NB;
 	cfg.seed = SEED;
 	if (rt_model_create(&cfg, NULL, &m) != HEXI_OK)
 		tap_bail(hexi_errmsg(HEXI_ERR_INTERNAL));
@@ -73,7 +77,7 @@ static rt_model *cpu_model(void)
 
 static void step(rt_cuda *cu, rt_cuda_dtype dt)
 {
-	int tokens[B * 24], targets[B * 24];
+	int tokens[NB * 24], targets[NB * 24];
 	rt_model *cm = cpu_model();
 	rt_cuda_model *gm = NULL;
 	rt_adamw_opts o;
@@ -82,16 +86,16 @@ static void step(rt_cuda *cu, rt_cuda_dtype dt)
 	hexi_rc rv;
 
 	batch(tokens, targets);
-	rv = rt_cuda_model_create(cu, &tiny, dt, B, SEED, &gm);
+	rv = rt_cuda_model_create(cu, &tiny, dt, NB, SEED, &gm);
 	is_int(rv, HEXI_OK, "%s: GPU model created (%s)", dn, hexi_errmsg(rv));
 	if (gm == NULL)
 		return;
 	is_int(rt_cuda_model_numel(gm), rt_model_numel(cm),
 	       "%s: same parameter count", dn);
-	is_int(rt_model_forward(cm, 0, B, tokens, NULL, NULL, targets, 1.0f / B,
+	is_int(rt_model_forward(cm, 0, NB, tokens, NULL, NULL, targets, 1.0f / NB,
 				&closs),
 	       HEXI_OK, "CPU forward");
-	closs /= B;
+	closs /= NB;
 	is_int(rt_model_backward(cm, 0, NULL, NULL), HEXI_OK, "CPU backward");
 	is_int(rt_cuda_model_fwd_bwd(gm, tokens, targets, &gloss), HEXI_OK,
 	       "%s: GPU forward + backward", dn);
@@ -146,6 +150,119 @@ static void step(rt_cuda *cu, rt_cuda_dtype dt)
 	rt_model_destroy(cm);
 }
 
+static rt_cuda_model *shard(rt_cuda *cu, int lb, int le, int first, int last)
+{
+	rt_cuda_shard_cfg cfg;
+	rt_cuda_model *m = NULL;
+	hexi_rc rv;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.model = &tiny;
+	cfg.layer_begin = lb;
+	cfg.layer_end = le;
+	cfg.tp_size = 1;
+	cfg.has_embed = first;
+	cfg.has_head = last;
+	cfg.max_slots = 2;
+	cfg.B = 1;
+	cfg.dt = RT_CUDA_F32;
+	cfg.seed = SEED;
+	rv = rt_cuda_shard_create(cu, &cfg, NULL, &m);
+	is_int(rv, HEXI_OK, "stage shard [%d,%d) created (%s)", lb, le,
+	       hexi_errmsg(rv));
+	return m;
+}
+
+/* Two stages, two micro-batches of one sample, 1F1B: F0 F1 on stage 0,
+ * then per micro-batch F(stage 1) B(stage 1) B(stage 0). */
+static void stages(rt_cuda *cu)
+{
+	const int T = tiny.seq_len;
+	int tokens[NB * 24], targets[NB * 24];
+	rt_model *cm = cpu_model();
+	rt_cuda_model *s0 = shard(cu, 0, 1, 1, 0), *s1 = shard(cu, 1, 2, 0, 1);
+	void *act[2] = {NULL, NULL}, *dact = NULL;
+	double closs = 0, gloss = 0, l = 0, wg = 0, ww = 0;
+	size_t ab;
+
+	if (s0 == NULL || s1 == NULL)
+		tap_bail("stage shards");
+	ab = rt_cuda_model_act_bytes(s0);
+	is_int(ab, sizeof(float) * T * tiny.hidden, "activation bytes");
+	if (rt_cuda_alloc(&act[0], ab) || rt_cuda_alloc(&act[1], ab) ||
+	    rt_cuda_alloc(&dact, ab))
+		tap_bail("activation buffers");
+	batch(tokens, targets);
+	is_int(rt_cuda_model_numel(s0) + rt_cuda_model_numel(s1),
+	       rt_model_numel(cm), "shards hold every parameter once");
+	rt_model_forward(cm, 0, NB, tokens, NULL, NULL, targets, 1.0f / NB,
+			 &closs);
+	rt_model_backward(cm, 0, NULL, NULL);
+	is_int(rt_cuda_model_zero_grad(s0) | rt_cuda_model_zero_grad(s1),
+	       HEXI_OK, "zero gradients");
+	for (int mb = 0; mb < 2; mb++)
+		is_int(rt_cuda_model_forward(s0, mb, tokens + mb * T, NULL,
+					     act[mb], NULL, 1.0f / NB, NULL),
+		       HEXI_OK, "stage 0 forward mb %d", mb);
+	ok(rt_cuda_model_forward(s0, 0, tokens, NULL, act[0], NULL, 1, NULL) ==
+	       HEXI_ERR_INVAL,
+	   "a busy slot is refused: %s", hexi_errmsg(HEXI_ERR_INVAL));
+	for (int mb = 0; mb < 2; mb++) {
+		is_int(rt_cuda_model_forward(s1, 0, NULL, act[mb], NULL,
+					     targets + mb * T, 1.0f / NB, &l),
+		       HEXI_OK, "stage 1 forward mb %d", mb);
+		gloss += l;
+		is_int(rt_cuda_model_backward(s1, 0, NULL, dact), HEXI_OK,
+		       "stage 1 backward mb %d", mb);
+		is_int(rt_cuda_model_backward(s0, mb, dact, NULL), HEXI_OK,
+		       "stage 0 backward mb %d", mb);
+	}
+	ok(fabs(gloss - closs) <= 1e-4 * fabs(closs),
+	   "two stages: loss sum %.6f vs CPU %.6f", gloss, closs);
+	for (int i = 0; i < rt_model_nparams(cm); i++) {
+		rt_param *p = rt_model_param(cm, i);
+		float *h = malloc(p->n * sizeof(float));
+		rt_cuda_model *g = strstr(p->name, "layers.1.") ||
+					   !strncmp(p->name, "final", 5) ||
+					   !strncmp(p->name, "lm_head", 7)
+				       ? s1
+				       : s0;
+		if (h == NULL || rt_cuda_model_read(g, p->name, 1, h, p->n))
+			tap_bail("reading a stage gradient");
+		double w = worst(h, p->g, p->n, 1e-5, 1e-3);
+		if (w > wg)
+			wg = w;
+		free(h);
+	}
+	ok(wg <= 1, "two stages: every gradient within tolerance (worst %.3g)",
+	   wg);
+	rt_model_sgd(cm, 0.5f);
+	is_int(rt_cuda_model_sgd(s0, 0.5f) | rt_cuda_model_sgd(s1, 0.5f),
+	       HEXI_OK, "SGD on both stages");
+	for (int i = 0; i < rt_model_nparams(cm); i++) {
+		rt_param *p = rt_model_param(cm, i);
+		float *h = malloc(p->n * sizeof(float));
+		rt_cuda_model *g = strstr(p->name, "layers.1.") ||
+					   !strncmp(p->name, "final", 5) ||
+					   !strncmp(p->name, "lm_head", 7)
+				       ? s1
+				       : s0;
+		if (h == NULL || rt_cuda_model_read(g, p->name, 0, h, p->n))
+			tap_bail("reading stage weights");
+		double w = worst(h, p->w, p->n, 1e-5, 1e-4);
+		if (w > ww)
+			ww = w;
+		free(h);
+	}
+	ok(ww <= 1, "two stages: weights after SGD match (worst %.3g)", ww);
+	rt_cuda_free(act[0]);
+	rt_cuda_free(act[1]);
+	rt_cuda_free(dact);
+	rt_cuda_model_destroy(s0);
+	rt_cuda_model_destroy(s1);
+	rt_model_destroy(cm);
+}
+
 int main(void)
 {
 	rt_cuda *cu = NULL;
@@ -160,6 +277,7 @@ int main(void)
 		tap_bail(hexi_errmsg(rv));
 	step(cu, RT_CUDA_F32);
 	step(cu, RT_CUDA_BF16);
+	stages(cu);
 	rt_cuda_destroy(cu);
 	return tap_done();
 }

@@ -101,12 +101,7 @@ grep -q 'dtype bf16 needs the nccl backend' "$WORK/err" && pass "--dtype bf16 on
 expect_eq "--dtype fp32 on mpi: exit 0" "$?" 0
 
 if [ "$gpu" -eq 1 ]; then
-	# GPU: what is not supported yet says so (exit 9) ...
-	"$HT" --backend nccl --optimizer sgd --steps 1 >/dev/null 2>"$WORK/err"
-	expect_eq "nccl + sgd: exit 9" "$?" 9
-	grep -q 'not supported yet: --optimizer sgd' "$WORK/err" && pass "nccl + sgd: message" ||
-		fail "nccl + sgd: message: $(cat "$WORK/err")"
-	# ... and fp32 on the GPU follows the CPU model (same init, same data;
+	# fp32 on the GPU follows the CPU model (same init, same data;
 	# 2 micro-batches exercise the gradient accumulation).
 	"$HT" --backend mpi --steps 5 --micro-batches 2 --json >"$WORK/cpu.json" 2>"$WORK/err" &&
 		"$HT" --backend nccl --steps 5 --micro-batches 2 --json >"$WORK/gpu.json" 2>>"$WORK/err" &&
@@ -121,5 +116,32 @@ if [ "$gpu" -eq 1 ]; then
 		'BEGIN { exit !(b != "" && b < a) }' &&
 		pass "GPU bf16 learns: loss $(loss "$WORK/bf16.json" 1) -> $(loss "$WORK/bf16.json" 5)" ||
 		fail "GPU bf16 learns: loss $(loss "$WORK/bf16.json" 1) -> $(loss "$WORK/bf16.json" 5)"
+	# SGD on the GPU follows the CPU, and a GPU checkpoint resumes on
+	# the CPU (and the other way round) with the same losses as a run
+	# without a stop.
+	"$HT" --backend mpi --steps 4 --optimizer sgd --lr 0.5 --json \
+		>"$WORK/cpu-sgd.json" 2>"$WORK/err" &&
+		"$HT" --backend nccl --steps 4 --optimizer sgd --lr 0.5 --json \
+			>"$WORK/gpu-sgd.json" 2>>"$WORK/err" ||
+		fail "SGD runs: $(cat "$WORK/err")"
+	"$CMP" --tol 2e-3 --loss "$WORK/cpu-sgd.json" "$WORK/gpu-sgd.json" >/dev/null &&
+		pass "GPU SGD losses = CPU SGD losses (2e-3)" ||
+		fail "GPU SGD losses differ from the CPU's"
+	"$HT" --backend mpi --steps 4 --json >"$WORK/full.json" 2>"$WORK/err" &&
+		"$HT" --backend nccl --steps 2 --save-every 2 --ckpt-dir "$WORK/ckg" \
+			>/dev/null 2>>"$WORK/err" &&
+		"$HT" --backend mpi --steps 4 --resume "$WORK/ckg" --json \
+			>"$WORK/res-cpu.json" 2>>"$WORK/err" &&
+		"$HT" --backend mpi --steps 2 --save-every 2 --ckpt-dir "$WORK/ckc" \
+			>/dev/null 2>>"$WORK/err" &&
+		"$HT" --backend nccl --steps 4 --resume "$WORK/ckc" --json \
+			>"$WORK/res-gpu.json" 2>>"$WORK/err" ||
+		fail "checkpoint runs: $(cat "$WORK/err")"
+	"$CMP" --tol 2e-3 --skip 2 --loss "$WORK/full.json" "$WORK/res-cpu.json" >/dev/null &&
+		pass "GPU checkpoint resumed on the CPU: same losses" ||
+		fail "GPU checkpoint resumed on the CPU: losses differ"
+	"$CMP" --tol 2e-3 --skip 2 --loss "$WORK/full.json" "$WORK/res-gpu.json" >/dev/null &&
+		pass "CPU checkpoint resumed on the GPU: same losses" ||
+		fail "CPU checkpoint resumed on the GPU: losses differ"
 fi
 done_testing

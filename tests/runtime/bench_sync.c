@@ -108,7 +108,7 @@ int main(int argc, char **argv)
 		return (int)rc;
 	}
 	n = make_refs(rt, &refs, &mem);
-	rc = rt_sync_create(rt, refs, n, &s);
+	rc = rt_sync_create(rt, rt->comm, NULL, refs, n, &s);
 	if (rc != HEXI_OK) {
 		fprintf(stderr, "bench_sync: %s\n", hexi_errmsg(rc));
 		hexi_rt_abort(rt, rc);

@@ -25,68 +25,6 @@ static int fake_probe(void *ctx, char *why, size_t cap)
 	return n;
 }
 
-#ifdef HAVE_CUDA
-static hexi_plan *load(const char *name)
-{
-	char path[4096], *text = NULL;
-	const char *top = getenv("top_srcdir");
-	size_t len = 0;
-	hexi_plan *p = NULL;
-
-	snprintf(path, sizeof(path), "%s/tests/runtime/plans/%s",
-		 top ? top : "../..", name);
-	if (hexi_read_file(path, 1 << 24, &text, &len) != HEXI_OK ||
-	    hexi_plan_parse(text, len, NULL, &p) != HEXI_OK)
-		tap_bail(hexi_errmsg(HEXI_ERR_IO));
-	free(text);
-	return p;
-}
-
-/* What the GPU trainer takes and what it refuses (rt_gtrain_check): a
- * plan only, no device needed. */
-static void plan_checks(void)
-{
-	hexi_rt rt;
-	hexi_train_opts o;
-	hexi_rc rc;
-
-	memset(&rt, 0, sizeof(rt));
-	hexi_train_opts_defaults(&o);
-	rt.plan = load("single-tiny4l.json");
-	is_int(rt_gtrain_check(&rt, &o), HEXI_OK, "GPU: one-stage TP-1 plan");
-	o.optimizer = HEXI_OPT_SGD;
-	rc = rt_gtrain_check(&rt, &o);
-	is_int(rc, HEXI_ERR_UNSUPPORTED, "GPU: sgd refused");
-	ok(strstr(hexi_errmsg(rc), "not supported yet: --optimizer sgd"),
-	   "GPU: sgd message: %s", hexi_errmsg(rc));
-	o.optimizer = HEXI_OPT_ADAMW;
-	o.save_every = 5;
-	rc = rt_gtrain_check(&rt, &o);
-	is_int(rc, HEXI_ERR_UNSUPPORTED, "GPU: checkpoints refused");
-	ok(strstr(hexi_errmsg(rc), "not supported yet: checkpoints"),
-	   "GPU: checkpoint message: %s", hexi_errmsg(rc));
-	o.save_every = 0;
-	hexi_plan_destroy(rt.plan);
-
-	rt.plan = load("equiv-A.json"); /* pipeline 0: 2 stages, TP 2 and 1 */
-	rc = rt_gtrain_check(&rt, &o);
-	is_int(rc, HEXI_ERR_UNSUPPORTED, "GPU: PP > 1 refused");
-	ok(strstr(hexi_errmsg(rc), "not supported yet: pipeline parallelism "
-				   "on the nccl backend (pipeline 0 has 2 "
-				   "stages)"),
-	   "GPU: PP message: %s", hexi_errmsg(rc));
-	rt.plan->pipelines[0].nstages = 1; /* now only TP 2 in stage 0 */
-	rc = rt_gtrain_check(&rt, &o);
-	is_int(rc, HEXI_ERR_UNSUPPORTED, "GPU: TP > 1 refused");
-	ok(strstr(hexi_errmsg(rc), "not supported yet: tensor parallelism on "
-				   "the nccl backend (pipeline 0 stage 0 has "
-				   "TP 2)"),
-	   "GPU: TP message: %s", hexi_errmsg(rc));
-	rt.plan->pipelines[0].nstages = 2;
-	hexi_plan_destroy(rt.plan);
-	hexi_error_clear();
-}
-#endif
 
 int main(void)
 {
@@ -162,8 +100,5 @@ int main(void)
 		is_int(rc, HEXI_OK, "auto without CUDA and no probe");
 		is_str(rt_backend_name(b), "mpi", "auto without CUDA: mpi");
 	}
-#ifdef HAVE_CUDA
-	plan_checks();
-#endif
 	return tap_done();
 }
