@@ -55,13 +55,18 @@ hexi_rc rt_train_global_loss(hexi_trainer *t, double loss_sum, double *loss);
 /* Forward of micro-batch mb starts: the failure-test hook, and the tokens
  * (first stage) and targets (last stage) into t->tok, t->tgt. */
 void rt_train_stage_data(hexi_trainer *t, int mb, int *first, int *last);
+/* Parameter i as a host rt_param: the CPU model's own, or staged copies of
+ * the GPU shard's (fetch: weights and moments downloaded); store uploads a
+ * staged parameter's weights (and moments) back (no-op on the CPU). */
+int rt_train_nparams(const hexi_trainer *t);
+hexi_rc rt_train_param_host(hexi_trainer *t, int i, int fetch, rt_param **p);
+hexi_rc rt_train_param_store(hexi_trainer *t, int i, int moments);
 
 #ifdef RT_GPU
 /* train_gpu.c (the nccl backend; CUDA builds and the host emulation). */
 hexi_rc rt_gtrain_create(hexi_trainer *t);
 hexi_rc rt_gtrain_connect(hexi_trainer *t);
 extern const rt_stage_ops rt_gtrain_ops;
-hexi_rc rt_gtrain_dump(hexi_trainer *t, FILE *f, const char *path);
 void rt_gtrain_destroy(rt_gtrain *g);
 /* Checkpoints: parameter i as a host rt_param whose w, m, v are staging
  * buffers of the trainer (fetch: filled from the device), and the upload

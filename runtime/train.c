@@ -522,6 +522,41 @@ hexi_rc hexi_trainer_gather_stats(hexi_trainer *t, const hexi_step_stats *mine,
 	return rc;
 }
 
+/* ---- parameters as host arrays (dump, checkpoints) ------------------------ */
+
+int rt_train_nparams(const hexi_trainer *t)
+{
+#ifdef RT_GPU
+	if (t->gpu != NULL)
+		return rt_gtrain_nparams(t);
+#endif
+	return rt_model_nparams(t->model);
+}
+
+hexi_rc rt_train_param_host(hexi_trainer *t, int i, int fetch, rt_param **p)
+{
+#ifdef RT_GPU
+	if (t->gpu != NULL)
+		return rt_gtrain_param_host(t, i, fetch, p);
+#endif
+	(void)fetch;
+	*p = rt_model_param(t->model, i);
+	return *p != NULL ? HEXI_OK
+			  : hexi_error(HEXI_ERR_RANGE, "parameter %d", i);
+}
+
+hexi_rc rt_train_param_store(hexi_trainer *t, int i, int moments)
+{
+#ifdef RT_GPU
+	if (t->gpu != NULL)
+		return rt_gtrain_param_store(t, i, moments);
+#endif
+	(void)t;
+	(void)i;
+	(void)moments;
+	return HEXI_OK;
+}
+
 /* ---- dump (tests) -------------------------------------------------------- */
 
 hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)
@@ -537,18 +572,12 @@ hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)
 	f = fopen(path, "wb");
 	if (f == NULL)
 		return hexi_error(HEXI_ERR_IO, "%s: cannot create", path);
-#ifdef RT_GPU
-	if (t->gpu != NULL) {
-		rc = rt_gtrain_dump(t, f, path);
-		if (fclose(f) != 0 && rc == HEXI_OK)
-			rc = hexi_error(HEXI_ERR_IO, "%s: close failed", path);
-		return rc;
-	}
-#endif
 	fprintf(f, "hexitrain-dump 1 rank %d pipeline %d nparams %d\n",
-		t->rt->rank, t->rt->role.pipeline, rt_model_nparams(t->model));
-	for (int i = 0; i < rt_model_nparams(t->model); i++) {
-		const rt_param *p = rt_model_param(t->model, i);
+		t->rt->rank, t->rt->role.pipeline, rt_train_nparams(t));
+	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
+		rt_param *p = NULL;
+		if ((rc = rt_train_param_host(t, i, 1, &p)) != HEXI_OK)
+			break;
 		fprintf(f, "%s %lld %lld %d %d %zu\n", p->name,
 			(long long)p->shape[0], (long long)p->shape[1],
 			p->row_begin, p->row_end, p->n);

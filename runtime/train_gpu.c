@@ -359,24 +359,3 @@ hexi_rc rt_gtrain_param_store(hexi_trainer *t, int i, int moments)
 		rc = rt_cuda_model_write(g->m, p->name, 3, g->hv, p->n);
 	return rc;
 }
-
-/* hexi_trainer_dump's format, from the fp32 master weights. */
-hexi_rc rt_gtrain_dump(hexi_trainer *t, FILE *f, const char *path)
-{
-	int np = rt_gtrain_nparams(t);
-	rt_param *p;
-	hexi_rc rc = HEXI_OK;
-
-	fprintf(f, "hexitrain-dump 1 rank %d pipeline %d nparams %d\n",
-		t->rt->rank, t->rt->role.pipeline, np);
-	for (int i = 0; rc == HEXI_OK && i < np; i++) {
-		if ((rc = rt_gtrain_param_host(t, i, 1, &p)) != HEXI_OK)
-			break;
-		fprintf(f, "%s %lld %lld %d %d %zu\n", p->name,
-			(long long)p->shape[0], (long long)p->shape[1],
-			p->row_begin, p->row_end, p->n);
-		if (fwrite(p->w, sizeof(float), p->n, f) != p->n)
-			rc = hexi_error(HEXI_ERR_IO, "%s: write failed", path);
-	}
-	return rc;
-}
