@@ -6,13 +6,27 @@
 
 #include "rt_dist.h"
 #include "rt_model.h"
+#include "rt_pipe.h"
 
 #include <stdio.h>
 
 typedef struct rt_gtrain rt_gtrain; /* GPU model and state (train_gpu.c) */
 
+/* What a training step needs from whatever holds this rank's stage: the
+ * CPU model (train.c) or the GPU shard (train_gpu.c).  bind gives the
+ * pipeline's buffers and communicator, the stage callbacks and the sync. */
+typedef struct rt_stage_ops {
+	hexi_rc (*zero_grad)(hexi_trainer *t);
+	void (*bind)(hexi_trainer *t, rt_pipe_io *io, rt_stage_cb *cb,
+		     rt_sync **sync);
+	hexi_rc (*grad_scale)(hexi_trainer *t, float f);
+	hexi_rc (*sgd)(hexi_trainer *t, float lr);
+	hexi_rc (*adamw)(hexi_trainer *t, const rt_adamw_opts *o, int step);
+} rt_stage_ops;
+
 struct hexi_trainer {
 	hexi_rt *rt;
+	const rt_stage_ops *ops;
 	hexi_train_opts o; /* data_path and ckpt_dir not kept */
 	char *ckpt_dir;
 	rt_model *model;
@@ -41,13 +55,18 @@ hexi_rc rt_train_global_loss(hexi_trainer *t, double loss_sum, double *loss);
 /* Forward of micro-batch mb starts: the failure-test hook, and the tokens
  * (first stage) and targets (last stage) into t->tok, t->tgt. */
 void rt_train_stage_data(hexi_trainer *t, int mb, int *first, int *last);
+/* Parameter i as a host rt_param: the CPU model's own, or staged copies of
+ * the GPU shard's (fetch: weights and moments downloaded); store uploads a
+ * staged parameter's weights (and moments) back (no-op on the CPU). */
+int rt_train_nparams(const hexi_trainer *t);
+hexi_rc rt_train_param_host(hexi_trainer *t, int i, int fetch, rt_param **p);
+hexi_rc rt_train_param_store(hexi_trainer *t, int i, int moments);
 
 #ifdef RT_GPU
 /* train_gpu.c (the nccl backend; CUDA builds and the host emulation). */
 hexi_rc rt_gtrain_create(hexi_trainer *t);
 hexi_rc rt_gtrain_connect(hexi_trainer *t);
-hexi_rc rt_gtrain_step(hexi_trainer *t, hexi_step_stats *st);
-hexi_rc rt_gtrain_dump(hexi_trainer *t, FILE *f, const char *path);
+extern const rt_stage_ops rt_gtrain_ops;
 void rt_gtrain_destroy(rt_gtrain *g);
 /* Checkpoints: parameter i as a host rt_param whose w, m, v are staging
  * buffers of the trainer (fetch: filled from the device), and the upload

@@ -206,6 +206,8 @@ static hexi_rc make_sync(hexi_trainer *t)
 	return HEXI_OK;
 }
 
+static const rt_stage_ops cpu_ops; /* below, with the step */
+
 static hexi_rc check_opts(const hexi_rt *rt, const hexi_train_opts *o)
 {
 	if (o->dtype != NULL && strcmp(o->dtype, "fp32") != 0 &&
@@ -269,6 +271,7 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 	if (t == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "trainer");
 	t->rt = rt;
+	t->ops = &cpu_ops;
 	t->o = *o;
 	t->o.data_path = NULL; /* not kept */
 	t->o.ckpt_dir = NULL;
@@ -359,14 +362,56 @@ int hexi_trainer_steps_done(const hexi_trainer *t)
 
 /* ---- step ---------------------------------------------------------------- */
 
+/* ---- the CPU stage (rt_model) as rt_stage_ops -------------------------- */
+
+static hexi_rc cpu_zero_grad(hexi_trainer *t)
+{
+	rt_model_zero_grad(t->model);
+	return HEXI_OK;
+}
+
+static void cpu_bind(hexi_trainer *t, rt_pipe_io *io, rt_stage_cb *cb,
+		     rt_sync **sync)
+{
+	*io = (rt_pipe_io){.comm = t->rt->comm,
+			   .tp = t->rt->groups.tp,
+			   .in = t->pin,
+			   .out = t->pout,
+			   .bytes = t->act_bytes};
+	*cb = (rt_stage_cb){
+	    .arg = t, .forward = stage_forward, .backward = stage_backward};
+	*sync = t->sync;
+}
+
+static hexi_rc cpu_grad_scale(hexi_trainer *t, float f)
+{
+	rt_model_grad_scale(t->model, f);
+	return HEXI_OK;
+}
+
+static hexi_rc cpu_sgd(hexi_trainer *t, float lr)
+{
+	rt_model_sgd(t->model, lr);
+	return HEXI_OK;
+}
+
+static hexi_rc cpu_adamw(hexi_trainer *t, const rt_adamw_opts *o, int step)
+{
+	return rt_model_adamw(t->model, o, step);
+}
+
+static const rt_stage_ops cpu_ops = {.zero_grad = cpu_zero_grad,
+				     .bind = cpu_bind,
+				     .grad_scale = cpu_grad_scale,
+				     .sgd = cpu_sgd,
+				     .adamw = cpu_adamw};
+
 static hexi_rc optimizer_step(hexi_trainer *t)
 {
 	rt_adamw_opts ao;
 
-	if (t->o.optimizer == HEXI_OPT_SGD) {
-		rt_model_sgd(t->model, (float)t->o.lr);
-		return HEXI_OK;
-	}
+	if (t->o.optimizer == HEXI_OPT_SGD)
+		return t->ops->sgd(t, (float)t->o.lr);
 	rt_adamw_defaults(&ao);
 	ao.lr = (float)t->o.lr;
 	ao.beta1 = (float)t->o.beta1;
@@ -374,7 +419,7 @@ static hexi_rc optimizer_step(hexi_trainer *t)
 	ao.eps = (float)t->o.eps;
 	ao.weight_decay = (float)t->o.weight_decay;
 	t->opt_step++;
-	return rt_model_adamw(t->model, &ao, (int)t->opt_step);
+	return t->ops->adamw(t, &ao, (int)t->opt_step);
 }
 
 /* Global mean loss: last-stage leaders hold their pipeline's sum. */
@@ -391,35 +436,36 @@ hexi_rc rt_train_global_loss(hexi_trainer *t, double loss_sum, double *loss)
 	return rc;
 }
 
+/* One step on whatever holds the stage (t->ops): 1F1B, chunked sync and
+ * norm, global loss, clipping, optimizer. */
 static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 {
-	rt_stage_cb cb = {
-	    .arg = t, .forward = stage_forward, .backward = stage_backward};
-	rt_pipe_io io = {.comm = t->rt->comm,
-			 .tp = t->rt->groups.tp,
-			 .in = t->pin,
-			 .out = t->pout,
-			 .bytes = t->act_bytes};
+	rt_stage_cb cb;
+	rt_pipe_io io;
+	rt_sync *sync = NULL;
 	rt_pipe_times pt = {0};
 	double loss_sum = 0, sumsq = 0, t0, t1, t2;
 	hexi_rc rc;
 
+	t->ops->bind(t, &io, &cb, &sync);
 	t0 = hexi_now_s();
-	rt_model_zero_grad(t->model);
+	if ((rc = t->ops->zero_grad(t)) != HEXI_OK)
+		return rc;
 	rc = rt_pipe_run(t->rt, &io, &cb, &loss_sum, &pt);
 	if (rc != HEXI_OK)
 		return rc;
 	t1 = hexi_now_s();
-	rc = rt_sync_run(t->sync, &sumsq);
+	rc = rt_sync_run(sync, &sumsq);
 	if (rc == HEXI_OK)
 		rc = rt_train_global_loss(t, loss_sum, &st->loss);
 	if (rc != HEXI_OK)
 		return rc;
 	t2 = hexi_now_s();
 	st->grad_norm = sqrt(sumsq);
-	if (t->o.clip > 0 && st->grad_norm > t->o.clip)
-		rt_model_grad_scale(
-		    t->model, (float)(t->o.clip / (st->grad_norm + 1e-6)));
+	if (t->o.clip > 0 && st->grad_norm > t->o.clip &&
+	    (rc = t->ops->grad_scale(
+		 t, (float)(t->o.clip / (st->grad_norm + 1e-6)))) != HEXI_OK)
+		return rc;
 	if ((rc = optimizer_step(t)) != HEXI_OK)
 		return rc;
 	st->time_s = hexi_now_s() - t0;
@@ -438,12 +484,7 @@ hexi_rc hexi_trainer_step(hexi_trainer *t, hexi_step_stats *st)
 	memset(st, 0, sizeof(*st));
 	t->tp_s = 0;
 	rt_watchdog_arm(t->rt, 1);
-#ifdef RT_GPU
-	if (t->gpu != NULL)
-		rc = rt_gtrain_step(t, st);
-	else
-#endif
-		rc = step_body(t, st);
+	rc = step_body(t, st);
 	rt_watchdog_arm(t->rt, 0);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: step %d", t->rt->rank,
@@ -481,6 +522,41 @@ hexi_rc hexi_trainer_gather_stats(hexi_trainer *t, const hexi_step_stats *mine,
 	return rc;
 }
 
+/* ---- parameters as host arrays (dump, checkpoints) ------------------------ */
+
+int rt_train_nparams(const hexi_trainer *t)
+{
+#ifdef RT_GPU
+	if (t->gpu != NULL)
+		return rt_gtrain_nparams(t);
+#endif
+	return rt_model_nparams(t->model);
+}
+
+hexi_rc rt_train_param_host(hexi_trainer *t, int i, int fetch, rt_param **p)
+{
+#ifdef RT_GPU
+	if (t->gpu != NULL)
+		return rt_gtrain_param_host(t, i, fetch, p);
+#endif
+	(void)fetch;
+	*p = rt_model_param(t->model, i);
+	return *p != NULL ? HEXI_OK
+			  : hexi_error(HEXI_ERR_RANGE, "parameter %d", i);
+}
+
+hexi_rc rt_train_param_store(hexi_trainer *t, int i, int moments)
+{
+#ifdef RT_GPU
+	if (t->gpu != NULL)
+		return rt_gtrain_param_store(t, i, moments);
+#endif
+	(void)t;
+	(void)i;
+	(void)moments;
+	return HEXI_OK;
+}
+
 /* ---- dump (tests) -------------------------------------------------------- */
 
 hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)
@@ -496,18 +572,12 @@ hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)
 	f = fopen(path, "wb");
 	if (f == NULL)
 		return hexi_error(HEXI_ERR_IO, "%s: cannot create", path);
-#ifdef RT_GPU
-	if (t->gpu != NULL) {
-		rc = rt_gtrain_dump(t, f, path);
-		if (fclose(f) != 0 && rc == HEXI_OK)
-			rc = hexi_error(HEXI_ERR_IO, "%s: close failed", path);
-		return rc;
-	}
-#endif
 	fprintf(f, "hexitrain-dump 1 rank %d pipeline %d nparams %d\n",
-		t->rt->rank, t->rt->role.pipeline, rt_model_nparams(t->model));
-	for (int i = 0; i < rt_model_nparams(t->model); i++) {
-		const rt_param *p = rt_model_param(t->model, i);
+		t->rt->rank, t->rt->role.pipeline, rt_train_nparams(t));
+	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
+		rt_param *p = NULL;
+		if ((rc = rt_train_param_host(t, i, 1, &p)) != HEXI_OK)
+			break;
 		fprintf(f, "%s %lld %lld %d %d %zu\n", p->name,
 			(long long)p->shape[0], (long long)p->shape[1],
 			p->row_begin, p->row_end, p->n);

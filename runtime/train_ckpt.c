@@ -36,40 +36,6 @@ static int my_shard(const hexi_rt *rt, const char *name,
 	return -1;
 }
 
-/* Parameters as host rt_params: the CPU model's own, or staged copies of
- * the GPU shard's (rt_gtrain_param_host). */
-static int nparams(const hexi_trainer *t)
-{
-#ifdef RT_GPU
-	if (t->gpu != NULL)
-		return rt_gtrain_nparams(t);
-#endif
-	return rt_model_nparams(t->model);
-}
-
-static hexi_rc host_param(hexi_trainer *t, int i, int fetch, rt_param **p)
-{
-#ifdef RT_GPU
-	if (t->gpu != NULL)
-		return rt_gtrain_param_host(t, i, fetch, p);
-#endif
-	(void)fetch;
-	*p = rt_model_param(t->model, i);
-	return HEXI_OK;
-}
-
-static hexi_rc store_param(hexi_trainer *t, int i, int moments)
-{
-#ifdef RT_GPU
-	if (t->gpu != NULL)
-		return rt_gtrain_param_store(t, i, moments);
-#endif
-	(void)t;
-	(void)i;
-	(void)moments;
-	return HEXI_OK;
-}
-
 static hexi_rc write_param(hexi_trainer *t, hexi_ckpt_writer *w,
 			   const rt_param *p)
 {
@@ -173,9 +139,9 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 						  "directory");
 	fill_meta(t, &meta);
 	rc = hexi_ckpt_save_begin(dir, &meta, t->rt->rank, &w);
-	for (int i = 0; rc == HEXI_OK && i < nparams(t); i++) {
+	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
 		rt_param *p = NULL;
-		rc = host_param(t, i, 1, &p);
+		rc = rt_train_param_host(t, i, 1, &p);
 		if (rc == HEXI_OK)
 			rc = write_param(t, w, p);
 	}
@@ -250,13 +216,13 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 	m = hexi_ckpt_reader_meta(r);
 	moments = t->o.optimizer == HEXI_OPT_ADAMW && m->opt_step > 0;
 	check_train_blob(t, r);
-	for (int i = 0; rc == HEXI_OK && i < nparams(t); i++) {
+	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
 		rt_param *p = NULL;
-		rc = host_param(t, i, 0, &p);
+		rc = rt_train_param_host(t, i, 0, &p);
 		if (rc == HEXI_OK)
 			rc = read_param(r, p, moments);
 		if (rc == HEXI_OK)
-			rc = store_param(t, i, moments);
+			rc = rt_train_param_store(t, i, moments);
 	}
 	if (rc == HEXI_OK) {
 		t->step = (int)m->step;

@@ -16,7 +16,6 @@
  */
 #include "config.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +121,7 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 	if (g == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "GPU trainer");
 	t->gpu = g;
+	t->ops = &rt_gtrain_ops;
 	g->dt = (t->o.dtype != NULL && strcmp(t->o.dtype, "bf16") == 0)
 		    ? RT_CUDA_BF16
 		    : RT_CUDA_F32;
@@ -242,61 +242,48 @@ static hexi_rc gpu_backward(void *arg, int mb, int slot, const void *dout,
 	return rt_cuda_model_backward(t->gpu->m, slot, dout, din);
 }
 
-static hexi_rc optimizer_step(hexi_trainer *t)
+static hexi_rc gpu_zero_grad(hexi_trainer *t)
 {
-	rt_gtrain *g = t->gpu;
-
-	if (t->o.optimizer == HEXI_OPT_SGD)
-		return rt_cuda_model_sgd(g->m, (float)t->o.lr);
-	t->opt_step++;
-	return rt_cuda_model_adamw(g->m, (float)t->o.lr, (float)t->o.beta1,
-				   (float)t->o.beta2, (float)t->o.eps,
-				   (float)t->o.weight_decay, (int)t->opt_step);
+	return rt_cuda_model_zero_grad(t->gpu->m);
 }
 
-hexi_rc rt_gtrain_step(hexi_trainer *t, hexi_step_stats *st)
+static void gpu_bind(hexi_trainer *t, rt_pipe_io *io, rt_stage_cb *cb,
+		     rt_sync **sync)
 {
 	rt_gtrain *g = t->gpu;
-	rt_stage_cb cb = {
-	    .arg = t, .forward = gpu_forward, .backward = gpu_backward};
+
 	/* with TP 1 the group is never used for traffic (one member) */
-	rt_pipe_io io = {.comm = t->rt->gcomm,
-			 .tp = g->tp != NULL ? g->tp : t->rt->groups.tp,
-			 .in = g->in,
-			 .out = g->out,
-			 .bytes = g->act_bytes};
-	rt_pipe_times pt = {0};
-	double loss_sum = 0, sumsq = 0, t0, t1, t2;
-	hexi_rc rc;
-
-	t0 = hexi_now_s();
-	if ((rc = rt_cuda_model_zero_grad(g->m)) != HEXI_OK)
-		return rc;
-	rc = rt_pipe_run(t->rt, &io, &cb, &loss_sum, &pt);
-	if (rc != HEXI_OK)
-		return rc;
-	t1 = hexi_now_s();
-	rc = rt_sync_run(g->sync, &sumsq);
-	if (rc == HEXI_OK)
-		rc = rt_train_global_loss(t, loss_sum, &st->loss);
-	if (rc != HEXI_OK)
-		return rc;
-	t2 = hexi_now_s();
-	st->grad_norm = sqrt(sumsq);
-	if (t->o.clip > 0 && st->grad_norm > t->o.clip &&
-	    (rc = rt_cuda_model_grad_scale(
-		 g->m, (float)(t->o.clip / (st->grad_norm + 1e-6)))) != HEXI_OK)
-		return rc;
-	if ((rc = optimizer_step(t)) != HEXI_OK)
-		return rc;
-	st->time_s = hexi_now_s() - t0;
-	st->dp_sync_s = t2 - t1;
-	st->pp_wait_s = pt.pp_wait_s;
-	st->tp_s = t->tp_s;
-	st->compute_s = st->time_s - st->dp_sync_s - st->pp_wait_s - st->tp_s;
-	st->tokens_per_s = (double)t->global_batch * t->T / st->time_s;
-	return HEXI_OK;
+	*io = (rt_pipe_io){.comm = t->rt->gcomm,
+			   .tp = g->tp != NULL ? g->tp : t->rt->groups.tp,
+			   .in = g->in,
+			   .out = g->out,
+			   .bytes = g->act_bytes};
+	*cb = (rt_stage_cb){
+	    .arg = t, .forward = gpu_forward, .backward = gpu_backward};
+	*sync = g->sync;
 }
+
+static hexi_rc gpu_grad_scale(hexi_trainer *t, float f)
+{
+	return rt_cuda_model_grad_scale(t->gpu->m, f);
+}
+
+static hexi_rc gpu_sgd(hexi_trainer *t, float lr)
+{
+	return rt_cuda_model_sgd(t->gpu->m, lr);
+}
+
+static hexi_rc gpu_adamw(hexi_trainer *t, const rt_adamw_opts *o, int step)
+{
+	return rt_cuda_model_adamw(t->gpu->m, o->lr, o->beta1, o->beta2,
+				   o->eps, o->weight_decay, step);
+}
+
+const rt_stage_ops rt_gtrain_ops = {.zero_grad = gpu_zero_grad,
+				    .bind = gpu_bind,
+				    .grad_scale = gpu_grad_scale,
+				    .sgd = gpu_sgd,
+				    .adamw = gpu_adamw};
 
 /* ---- host copies: dump and checkpoints ------------------------------------
  */
@@ -370,26 +357,5 @@ hexi_rc rt_gtrain_param_store(hexi_trainer *t, int i, int moments)
 		rc = rt_cuda_model_write(g->m, p->name, 2, g->hm, p->n);
 	if (rc == HEXI_OK && moments)
 		rc = rt_cuda_model_write(g->m, p->name, 3, g->hv, p->n);
-	return rc;
-}
-
-/* hexi_trainer_dump's format, from the fp32 master weights. */
-hexi_rc rt_gtrain_dump(hexi_trainer *t, FILE *f, const char *path)
-{
-	int np = rt_gtrain_nparams(t);
-	rt_param *p;
-	hexi_rc rc = HEXI_OK;
-
-	fprintf(f, "hexitrain-dump 1 rank %d pipeline %d nparams %d\n",
-		t->rt->rank, t->rt->role.pipeline, np);
-	for (int i = 0; rc == HEXI_OK && i < np; i++) {
-		if ((rc = rt_gtrain_param_host(t, i, 1, &p)) != HEXI_OK)
-			break;
-		fprintf(f, "%s %lld %lld %d %d %zu\n", p->name,
-			(long long)p->shape[0], (long long)p->shape[1],
-			p->row_begin, p->row_end, p->n);
-		if (fwrite(p->w, sizeof(float), p->n, f) != p->n)
-			rc = hexi_error(HEXI_ERR_IO, "%s: write failed", path);
-	}
 	return rc;
 }

@@ -173,6 +173,32 @@ static rt_cuda_model *shard(rt_cuda *cu, int lb, int le, int first, int last)
 	return m;
 }
 
+/* Worst deviation (in tolerances) of the two stages' gradients (what 1,
+ * 1e-3 relative) or weights (what 0, 1e-4) from the CPU model's. */
+static double stage_worst(rt_model *cm, rt_cuda_model *s0, rt_cuda_model *s1,
+			  int what)
+{
+	double wmax = 0;
+
+	for (int i = 0; i < rt_model_nparams(cm); i++) {
+		rt_param *p = rt_model_param(cm, i);
+		float *h = malloc(p->n * sizeof(float));
+		rt_cuda_model *g = strstr(p->name, "layers.1.") ||
+					   !strncmp(p->name, "final", 5) ||
+					   !strncmp(p->name, "lm_head", 7)
+				       ? s1
+				       : s0;
+		if (h == NULL || rt_cuda_model_read(g, p->name, what, h, p->n))
+			tap_bail("reading a stage tensor");
+		double w = worst(h, what ? p->g : p->w, p->n, 1e-5,
+				 what ? 1e-3 : 1e-4);
+		if (w > wmax)
+			wmax = w;
+		free(h);
+	}
+	return wmax;
+}
+
 /* Two stages, two micro-batches of one sample, 1F1B: F0 F1 on stage 0,
  * then per micro-batch F(stage 1) B(stage 1) B(stage 0). */
 static void stages(rt_cuda *cu)
@@ -219,41 +245,13 @@ static void stages(rt_cuda *cu)
 	}
 	ok(fabs(gloss - closs) <= 1e-4 * fabs(closs),
 	   "two stages: loss sum %.6f vs CPU %.6f", gloss, closs);
-	for (int i = 0; i < rt_model_nparams(cm); i++) {
-		rt_param *p = rt_model_param(cm, i);
-		float *h = malloc(p->n * sizeof(float));
-		rt_cuda_model *g = strstr(p->name, "layers.1.") ||
-					   !strncmp(p->name, "final", 5) ||
-					   !strncmp(p->name, "lm_head", 7)
-				       ? s1
-				       : s0;
-		if (h == NULL || rt_cuda_model_read(g, p->name, 1, h, p->n))
-			tap_bail("reading a stage gradient");
-		double w = worst(h, p->g, p->n, 1e-5, 1e-3);
-		if (w > wg)
-			wg = w;
-		free(h);
-	}
+	wg = stage_worst(cm, s0, s1, 1);
 	ok(wg <= 1, "two stages: every gradient within tolerance (worst %.3g)",
 	   wg);
 	rt_model_sgd(cm, 0.5f);
 	is_int(rt_cuda_model_sgd(s0, 0.5f) | rt_cuda_model_sgd(s1, 0.5f),
 	       HEXI_OK, "SGD on both stages");
-	for (int i = 0; i < rt_model_nparams(cm); i++) {
-		rt_param *p = rt_model_param(cm, i);
-		float *h = malloc(p->n * sizeof(float));
-		rt_cuda_model *g = strstr(p->name, "layers.1.") ||
-					   !strncmp(p->name, "final", 5) ||
-					   !strncmp(p->name, "lm_head", 7)
-				       ? s1
-				       : s0;
-		if (h == NULL || rt_cuda_model_read(g, p->name, 0, h, p->n))
-			tap_bail("reading stage weights");
-		double w = worst(h, p->w, p->n, 1e-5, 1e-4);
-		if (w > ww)
-			ww = w;
-		free(h);
-	}
+	ww = stage_worst(cm, s0, s1, 0);
 	ok(ww <= 1, "two stages: weights after SGD match (worst %.3g)", ww);
 	rt_cuda_free(act[0]);
 	rt_cuda_free(act[1]);
