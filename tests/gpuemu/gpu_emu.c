@@ -6,7 +6,8 @@
  * kernel checks that its device arguments lie inside one allocation (a host
  * pointer or an overrun handed to a kernel is an error here, as an illegal
  * address would be on a GPU).  Streams are dummy handles and every call
- * runs synchronously; rt_cuda_sync and rt_cuda_stream_wait are no-ops.
+ * runs synchronously, while a stream-order checker reports accesses that a
+ * GPU would not order (see below).
  *
  * Arithmetic: fp32 kernels call the CPU reference operators of rt_ops.h
  * wherever the contract matches (so an fp32 GPU-trainer run is comparable
@@ -18,7 +19,8 @@
  * kernels' ld()/st() do.
  *
  * Also rt_comm_nccl_create: host memory being the device memory, the
- * "NCCL" communicator is a second MPI communicator (or the self backend).
+ * "NCCL" communicator is a second MPI communicator (or the self backend),
+ * wrapped to refuse host buffers and buffers with pending launches.
  */
 #include "config.h"
 
@@ -29,6 +31,7 @@
 #include <string.h>
 
 #include "rt_comm.h"
+#include "gpu_emu.h"
 #include "rt_cuda.h"
 #include "rt_ops.h"
 
@@ -106,7 +109,10 @@ out:
 	return rc;
 }
 
-/* Remove the block starting at p; 0 if there is none. */
+static void pend_drop(int sid, const char *lo, const char *hi);
+
+/* Remove the block starting at p and what is pending in it (cudaFree
+ * waits for the device); 0 if there is none. */
 static int reg_del(void *p)
 {
 	int found = 0;
@@ -114,6 +120,7 @@ static int reg_del(void *p)
 	pthread_mutex_lock(&reg_lock);
 	for (size_t i = 0; i < nreg; i++)
 		if (reg[i].p == p) {
+			pend_drop(-1, reg[i].p, reg[i].p + reg[i].bytes);
 			reg[i] = reg[--nreg];
 			found = 1;
 			break;
@@ -137,11 +144,120 @@ static int reg_has(const void *p, size_t bytes)
 	return ok;
 }
 
+/* ---- stream-order checker -------------------------------------------------
+ *
+ * Everything runs at once here, but on a GPU a launch only queues work on
+ * its stream.  So every device range a launch reads or writes is recorded
+ * as pending on its stream until rt_cuda_sync of that stream (or of the
+ * device); rt_cuda_stream_wait(W, S) orders S's pending work before W's
+ * later work.  An access that a real GPU would not order after a pending
+ * conflicting access (read after write, write after read or write) is a
+ * race: a launch on another stream, a host copy (cudaMemcpy on the legacy
+ * stream does not wait for the non-blocking streams of rt_cuda_create), or
+ * a communication call (NCCL runs on streams of its own, so buffers must be
+ * complete before they are handed over).  Races are printed on stderr as
+ * "gpu_emu: stream race: ..." and counted; results are unaffected.
+ */
+#define MAX_STREAMS 32
+#define SID_HOST    (-1) /* synchronous host<->device copy */
+#define SID_COMM    (-2) /* communication backend (NCCL's own streams) */
+
+typedef struct emu_pend {
+	const char *lo, *hi;
+	int sid; /* stream the access was queued on (0: NULL stream) */
+	int write;
+	uint32_t after; /* streams ordered after it by stream_wait */
+	const char *kernel, *arg;
+} emu_pend;
+
+static const void *streams[MAX_STREAMS]; /* [0]: the NULL stream */
+static int nstreams = 1;
+static emu_pend *pend;
+static size_t npend, cappend;
+static unsigned long nraces;
+static int launch_sid; /* stream of the launch being checked */
+
+/* Small id of a stream handle (under reg_lock). */
+static int stream_id(rt_cuda_stream s)
+{
+	if (s == NULL)
+		return 0;
+	for (int i = 1; i < nstreams; i++)
+		if (streams[i] == (const void *)s)
+			return i;
+	if (nstreams == MAX_STREAMS)
+		return MAX_STREAMS - 1; /* shares the last id: conservative */
+	streams[nstreams] = s;
+	return nstreams++;
+}
+
+static const char *sid_name(int sid)
+{
+	return sid == SID_HOST	 ? "a host copy"
+	       : sid == SID_COMM ? "a communication call"
+				 : "a launch";
+}
+
+/* Check one access against the pending ones, then record it if queued. */
+static void order(const char *kernel, const char *arg, const void *p,
+		  size_t bytes, int write)
+{
+	const char *lo = p, *hi = lo + bytes;
+	int sid = launch_sid;
+
+	for (size_t i = 0; i < npend; i++) {
+		const emu_pend *e = &pend[i];
+		if (e->hi <= lo || e->lo >= hi || (!write && !e->write))
+			continue;
+		if (sid >= 0 && (e->sid == sid || (e->after >> sid) & 1u))
+			continue;
+		/* cudaMemcpy waits for the NULL stream's work */
+		if (sid == SID_HOST && e->sid == 0)
+			continue;
+		if (nraces++ < 20)
+			fprintf(stderr,
+				"gpu_emu: stream race: %s (%s) %s %s while "
+				"%s's %s of %s on stream %d is pending (no "
+				"sync or stream_wait in between)\n",
+				kernel, sid_name(sid),
+				write ? "writes" : "reads", arg, e->kernel,
+				e->write ? "write" : "read", e->arg, e->sid);
+		break;
+	}
+	if (sid < 0)
+		return;
+	if (npend == cappend) {
+		size_t cap = cappend ? 2 * cappend : 256;
+		emu_pend *q = realloc(pend, cap * sizeof(*q));
+		if (q == NULL)
+			return; /* checking degrades, results do not */
+		pend = q;
+		cappend = cap;
+	}
+	pend[npend++] = (emu_pend){lo, hi, sid, write, 0, kernel, arg};
+}
+
+/* Forget pending accesses of stream sid (-1: every stream) inside
+ * [lo, hi) (lo NULL: everywhere). */
+static void pend_drop(int sid, const char *lo, const char *hi)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < npend; i++) {
+		const emu_pend *e = &pend[i];
+		if ((sid < 0 || e->sid == sid) &&
+		    (lo == NULL || (e->lo >= lo && e->hi <= hi)))
+			continue;
+		pend[j++] = *e;
+	}
+	npend = j;
+}
+
 /* A device argument of a kernel: NULL (with bytes > 0) is a bad argument;
  * memory outside every allocation is what a GPU reports as an illegal
- * address. */
-static hexi_rc dev(const char *kernel, const char *arg, const void *p,
-		   size_t bytes)
+ * address; then the stream-order check. */
+static hexi_rc dev_(const char *kernel, const char *arg, const void *p,
+		    size_t bytes, int write)
 {
 	if (bytes == 0)
 		return HEXI_OK;
@@ -154,7 +270,50 @@ static hexi_rc dev(const char *kernel, const char *arg, const void *p,
 				  "one device allocation (host pointer or "
 				  "overrun; an illegal address on a GPU)",
 				  kernel, arg, p, bytes);
+	pthread_mutex_lock(&reg_lock);
+	order(kernel, arg, p, bytes, write);
+	pthread_mutex_unlock(&reg_lock);
 	return HEXI_OK;
+}
+
+static hexi_rc dev(const char *kernel, const char *arg, const void *p,
+		   size_t bytes)
+{
+	return dev_(kernel, arg, p, bytes, 0);
+}
+
+static hexi_rc devw(const char *kernel, const char *arg, const void *p,
+		    size_t bytes)
+{
+	return dev_(kernel, arg, p, bytes, 1);
+}
+
+/* Every launch starts with this: the stream its accesses are queued on. */
+static void launch(rt_cuda_stream s)
+{
+	pthread_mutex_lock(&reg_lock);
+	launch_sid = stream_id(s);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/* A synchronous cudaMemcpy: after the NULL stream's work, before its own
+ * accesses are checked. */
+static void host_copy(void)
+{
+	pthread_mutex_lock(&reg_lock);
+	pend_drop(0, NULL, NULL);
+	launch_sid = SID_HOST;
+	pthread_mutex_unlock(&reg_lock);
+}
+
+unsigned long gpu_emu_races(void)
+{
+	unsigned long n;
+
+	pthread_mutex_lock(&reg_lock);
+	n = nraces;
+	pthread_mutex_unlock(&reg_lock);
+	return n;
 }
 
 /* ---- fp32 views of device tensors ---------------------------------------- */
@@ -265,6 +424,9 @@ void rt_cuda_destroy(rt_cuda *c)
 			"gpu_emu: %zu device allocation(s) (%zu bytes) still "
 			"live at rt_cuda_destroy\n",
 			n, bytes);
+	if (gpu_emu_races() > 0)
+		fprintf(stderr, "gpu_emu: %lu stream race(s) in all\n",
+			gpu_emu_races());
 }
 
 int rt_cuda_device(const rt_cuda *c)
@@ -296,14 +458,23 @@ rt_cuda_stream rt_cuda_comm_stream(const rt_cuda *c)
 
 hexi_rc rt_cuda_sync(rt_cuda_stream s)
 {
-	(void)s;
+	pthread_mutex_lock(&reg_lock);
+	pend_drop(s == NULL ? -1 : stream_id(s), NULL, NULL);
+	pthread_mutex_unlock(&reg_lock);
 	return HEXI_OK;
 }
 
 hexi_rc rt_cuda_stream_wait(rt_cuda_stream waiter, rt_cuda_stream on)
 {
-	(void)waiter;
-	(void)on;
+	int w, o;
+
+	pthread_mutex_lock(&reg_lock);
+	w = stream_id(waiter);
+	o = stream_id(on);
+	for (size_t i = 0; i < npend; i++)
+		if (pend[i].sid == o || (pend[i].after >> o) & 1u)
+			pend[i].after |= 1u << w;
+	pthread_mutex_unlock(&reg_lock);
 	return HEXI_OK;
 }
 
@@ -346,7 +517,8 @@ hexi_rc rt_cuda_upload(void *dst, const void *src, size_t bytes)
 
 	if (bytes == 0)
 		return HEXI_OK;
-	if ((rv = dev("upload", "dst", dst, bytes)) != HEXI_OK)
+	host_copy();
+	if ((rv = devw("upload", "dst", dst, bytes)) != HEXI_OK)
 		return rv;
 	if (src == NULL)
 		return hexi_error(HEXI_ERR_INVAL, "upload: src is NULL");
@@ -360,6 +532,7 @@ hexi_rc rt_cuda_download(void *dst, const void *src, size_t bytes)
 
 	if (bytes == 0)
 		return HEXI_OK;
+	host_copy();
 	if ((rv = dev("download", "src", src, bytes)) != HEXI_OK)
 		return rv;
 	if (dst == NULL)
@@ -372,8 +545,8 @@ hexi_rc rt_cuda_memset0(rt_cuda_stream s, void *p, size_t bytes)
 {
 	hexi_rc rv;
 
-	(void)s;
-	if ((rv = dev("memset", "p", p, bytes)) != HEXI_OK)
+	launch(s);
+	if ((rv = devw("memset", "p", p, bytes)) != HEXI_OK)
 		return rv;
 	if (bytes > 0)
 		memset(p, 0, bytes);
@@ -384,8 +557,8 @@ hexi_rc rt_cuda_copy(rt_cuda_stream s, void *dst, const void *src, size_t bytes)
 {
 	hexi_rc rv;
 
-	(void)s;
-	if ((rv = dev("device copy", "dst", dst, bytes)) != HEXI_OK ||
+	launch(s);
+	if ((rv = devw("device copy", "dst", dst, bytes)) != HEXI_OK ||
 	    (rv = dev("device copy", "src", src, bytes)) != HEXI_OK)
 		return rv;
 	if (bytes > 0)
@@ -415,7 +588,7 @@ hexi_rc rt_cuda_gemm(rt_cuda *c, rt_cuda_dtype dt, rt_cuda_dtype ct, int ta,
 	float *a, *b, *cc;
 	hexi_rc rv;
 
-	(void)c;
+	launch(c != NULL ? rt_cuda_compute_stream(c) : NULL);
 	if (M < 0 || N < 0 || K < 0 || lda < 1 || ldb < 1 || ldc < 1)
 		return hexi_error(HEXI_ERR_INVAL, "gemm: M %d N %d K %d", M, N,
 				  K);
@@ -433,7 +606,7 @@ hexi_rc rt_cuda_gemm(rt_cuda *c, rt_cuda_dtype dt, rt_cuda_dtype ct, int ta,
 	nc = span(M, N, ldc);
 	if ((rv = dev("gemm", "A", A, na * rt_cuda_dtype_size(dt))) ||
 	    (rv = dev("gemm", "B", B, nb * rt_cuda_dtype_size(dt))) ||
-	    (rv = dev("gemm", "C", C, nc * rt_cuda_dtype_size(ct))))
+	    (rv = devw("gemm", "C", C, nc * rt_cuda_dtype_size(ct))))
 		return rv;
 	a = view(&t, dt, A, na, 1);
 	b = view(&t, dt, B, nb, 1);
@@ -516,13 +689,13 @@ hexi_rc rt_cuda_embed_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
 	float *o, *w;
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (BT < 0 || C < 1 || V < 1)
 		return hexi_error(HEXI_ERR_INVAL, "embed: BT %d C %d V %d", BT,
 				  C, V);
 	if (n == 0)
 		return HEXI_OK;
-	if ((rv = dev("embed_forward", "out", out, n * ES(dt))) ||
+	if ((rv = devw("embed_forward", "out", out, n * ES(dt))) ||
 	    (rv = dev("embed_forward", "tokens", tokens,
 		      (size_t)BT * sizeof(int))) ||
 	    (rv = dev("embed_forward", "wte", wte, (size_t)V * C * ES(dt))))
@@ -554,14 +727,14 @@ hexi_rc rt_cuda_embed_backward(rt_cuda_stream s, rt_cuda_dtype dt, float *dwte,
 	float *d;
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (BT < 0 || C < 1 || V < 1)
 		return hexi_error(HEXI_ERR_INVAL, "embed: BT %d C %d V %d", BT,
 				  C, V);
 	if (n == 0)
 		return HEXI_OK;
-	if ((rv = dev("embed_backward", "dwte", dwte,
-		      (size_t)V * C * sizeof(float))) ||
+	if ((rv = devw("embed_backward", "dwte", dwte,
+		       (size_t)V * C * sizeof(float))) ||
 	    (rv = dev("embed_backward", "dout", dout, n * ES(dt))) ||
 	    (rv = dev("embed_backward", "tokens", tokens,
 		      (size_t)BT * sizeof(int))))
@@ -584,10 +757,10 @@ hexi_rc rt_cuda_add(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
 {
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (n == 0)
 		return HEXI_OK;
-	if ((rv = dev("add", "out", out, n * ES(dt))) ||
+	if ((rv = devw("add", "out", out, n * ES(dt))) ||
 	    (rv = dev("add", "a", a, n * ES(dt))) ||
 	    (rv = dev("add", "b", b, n * ES(dt))))
 		return rv;
@@ -608,10 +781,10 @@ hexi_rc rt_cuda_cast(rt_cuda_stream s, void *out, rt_cuda_dtype to,
 {
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (n == 0)
 		return HEXI_OK;
-	if ((rv = dev("cast", "out", out, n * ES(to))) ||
+	if ((rv = devw("cast", "out", out, n * ES(to))) ||
 	    (rv = dev("cast", "in", in, n * ES(from))))
 		return rv;
 	for (size_t i = 0; i < n; i++) {
@@ -634,14 +807,14 @@ hexi_rc rt_cuda_rmsnorm_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
 	float *o, *x, *wf;
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (BT < 0 || C < 1)
 		return hexi_error(HEXI_ERR_INVAL, "rmsnorm: BT %d C %d", BT, C);
 	if (BT == 0)
 		return HEXI_OK;
-	if ((rv = dev("rmsnorm_forward", "out", out, n * ES(dt))) ||
-	    (rv = dev("rmsnorm_forward", "rstd", rstd,
-		      (size_t)BT * sizeof(float))) ||
+	if ((rv = devw("rmsnorm_forward", "out", out, n * ES(dt))) ||
+	    (rv = devw("rmsnorm_forward", "rstd", rstd,
+		       (size_t)BT * sizeof(float))) ||
 	    (rv = dev("rmsnorm_forward", "inp", inp, n * ES(dt))) ||
 	    (rv = dev("rmsnorm_forward", "w", w, (size_t)C * ES(dt))))
 		return rv;
@@ -668,14 +841,14 @@ hexi_rc rt_cuda_rmsnorm_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dinp,
 	float *dx, *dy, *x, *wf;
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (BT < 0 || C < 1)
 		return hexi_error(HEXI_ERR_INVAL, "rmsnorm: BT %d C %d", BT, C);
 	if (BT == 0)
 		return HEXI_OK;
-	if ((rv = dev("rmsnorm_backward", "dinp", dinp, n * ES(dt))) ||
-	    (rv = dev("rmsnorm_backward", "dw", dw,
-		      (size_t)C * sizeof(float))) ||
+	if ((rv = devw("rmsnorm_backward", "dinp", dinp, n * ES(dt))) ||
+	    (rv = devw("rmsnorm_backward", "dw", dw,
+		       (size_t)C * sizeof(float))) ||
 	    (rv = dev("rmsnorm_backward", "dout", dout, n * ES(dt))) ||
 	    (rv = dev("rmsnorm_backward", "inp", inp, n * ES(dt))) ||
 	    (rv = dev("rmsnorm_backward", "w", w, (size_t)C * ES(dt))) ||
@@ -704,7 +877,7 @@ static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B, int T,
 	float *f;
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (B < 0 || T < 0 || NH < 1 || hs < 2 || hs % 2 || !(theta > 1.0f))
 		return hexi_error(HEXI_ERR_INVAL,
 				  "rope: B %d T %d NH %d hs %d (even) theta %g",
@@ -712,7 +885,7 @@ static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B, int T,
 	n = (size_t)B * T * NH * hs;
 	if (n == 0)
 		return HEXI_OK;
-	if ((rv = dev("rope", "x", x, n * ES(dt))) != HEXI_OK)
+	if ((rv = devw("rope", "x", x, n * ES(dt))) != HEXI_OK)
 		return rv;
 	if ((f = view(&t, dt, x, n, 1)) == NULL)
 		return nomem("rope");
@@ -774,14 +947,14 @@ hexi_rc rt_cuda_attention_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
 	float *o, *qf, *kf, *vf, *att, *sc;
 	hexi_rc rv = attn_check("attention_forward", B, T, NH, NKV, hs);
 
-	(void)s;
+	launch(s);
 	if (rv != HEXI_OK || B == 0 || T == 0)
 		return rv;
 	nq = (size_t)B * T * NH * hs;
 	nk = (size_t)B * T * NKV * hs;
-	if ((rv = dev("attention_forward", "out", out, nq * ES(dt))) ||
-	    (rv = dev("attention_forward", "lse", lse,
-		      (size_t)B * NH * T * sizeof(float))) ||
+	if ((rv = devw("attention_forward", "out", out, nq * ES(dt))) ||
+	    (rv = devw("attention_forward", "lse", lse,
+		       (size_t)B * NH * T * sizeof(float))) ||
 	    (rv = dev("attention_forward", "q", q, nq * ES(dt))) ||
 	    (rv = dev("attention_forward", "k", k, nk * ES(dt))) ||
 	    (rv = dev("attention_forward", "v", v, nk * ES(dt))))
@@ -837,14 +1010,14 @@ hexi_rc rt_cuda_attention_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dq,
 	float *dqf, *dkf, *dvf, *dof, *of, *qf, *kf, *vf, *att, *work;
 	hexi_rc rv = attn_check("attention_backward", B, T, NH, NKV, hs);
 
-	(void)s;
+	launch(s);
 	if (rv != HEXI_OK || B == 0 || T == 0)
 		return rv;
 	nq = (size_t)B * T * NH * hs;
 	nk = (size_t)B * T * NKV * hs;
-	if ((rv = dev("attention_backward", "dq", dq, nq * ES(dt))) ||
-	    (rv = dev("attention_backward", "dk", dk, nk * ES(dt))) ||
-	    (rv = dev("attention_backward", "dv", dv, nk * ES(dt))) ||
+	if ((rv = devw("attention_backward", "dq", dq, nq * ES(dt))) ||
+	    (rv = devw("attention_backward", "dk", dk, nk * ES(dt))) ||
+	    (rv = devw("attention_backward", "dv", dv, nk * ES(dt))) ||
 	    (rv = dev("attention_backward", "dout", dout, nq * ES(dt))) ||
 	    (rv = dev("attention_backward", "out", out, nq * ES(dt))) ||
 	    (rv = dev("attention_backward", "q", q, nq * ES(dt))) ||
@@ -852,8 +1025,8 @@ hexi_rc rt_cuda_attention_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dq,
 	    (rv = dev("attention_backward", "v", v, nk * ES(dt))) ||
 	    (rv = dev("attention_backward", "lse", lse,
 		      (size_t)B * NH * T * sizeof(float))) ||
-	    (rv = dev("attention_backward", "delta", delta,
-		      (size_t)B * NH * T * sizeof(float))))
+	    (rv = devw("attention_backward", "delta", delta,
+		       (size_t)B * NH * T * sizeof(float))))
 		return rv;
 	dqf = view(&t, dt, dq, nq, 1);
 	dkf = view(&t, dt, dk, nk, 1);
@@ -917,10 +1090,10 @@ hexi_rc rt_cuda_swiglu_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
 	float *o, *g, *u;
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (N == 0)
 		return HEXI_OK;
-	if ((rv = dev("swiglu_forward", "out", out, N * ES(dt))) ||
+	if ((rv = devw("swiglu_forward", "out", out, N * ES(dt))) ||
 	    (rv = dev("swiglu_forward", "gate", gate, N * ES(dt))) ||
 	    (rv = dev("swiglu_forward", "up", up, N * ES(dt))))
 		return rv;
@@ -945,11 +1118,11 @@ hexi_rc rt_cuda_swiglu_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dgate,
 	float *dg, *du, *d, *g, *u;
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (N == 0)
 		return HEXI_OK;
-	if ((rv = dev("swiglu_backward", "dgate", dgate, N * ES(dt))) ||
-	    (rv = dev("swiglu_backward", "dup", dup, N * ES(dt))) ||
+	if ((rv = devw("swiglu_backward", "dgate", dgate, N * ES(dt))) ||
+	    (rv = devw("swiglu_backward", "dup", dup, N * ES(dt))) ||
 	    (rv = dev("swiglu_backward", "dout", dout, N * ES(dt))) ||
 	    (rv = dev("swiglu_backward", "gate", gate, N * ES(dt))) ||
 	    (rv = dev("swiglu_backward", "up", up, N * ES(dt))))
@@ -996,16 +1169,16 @@ hexi_rc rt_cuda_crossentropy_forward(rt_cuda_stream s, rt_cuda_dtype dt,
 	float *x, *probs;
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (BT < 0 || V < 1)
 		return hexi_error(HEXI_ERR_INVAL, "crossentropy: BT %d V %d",
 				  BT, V);
 	if (BT == 0)
 		return HEXI_OK;
-	if ((rv = dev("crossentropy_forward", "losses", losses,
-		      (size_t)BT * sizeof(float))) ||
-	    (rv = dev("crossentropy_forward", "lse", lse,
-		      (size_t)BT * sizeof(float))) ||
+	if ((rv = devw("crossentropy_forward", "losses", losses,
+		       (size_t)BT * sizeof(float))) ||
+	    (rv = devw("crossentropy_forward", "lse", lse,
+		       (size_t)BT * sizeof(float))) ||
 	    (rv = dev("crossentropy_forward", "logits", logits, n * ES(dt))) ||
 	    (rv = dev("crossentropy_forward", "targets", targets,
 		      (size_t)BT * sizeof(int))) ||
@@ -1044,14 +1217,14 @@ hexi_rc rt_cuda_crossentropy_backward(rt_cuda_stream s, rt_cuda_dtype dt,
 	float *d, *x;
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (BT < 0 || V < 1)
 		return hexi_error(HEXI_ERR_INVAL, "crossentropy: BT %d V %d",
 				  BT, V);
 	if (BT == 0)
 		return HEXI_OK;
-	if ((rv = dev("crossentropy_backward", "dlogits", dlogits,
-		      n * ES(dt))) ||
+	if ((rv = devw("crossentropy_backward", "dlogits", dlogits,
+		       n * ES(dt))) ||
 	    (rv = dev("crossentropy_backward", "logits", logits, n * ES(dt))) ||
 	    (rv = dev("crossentropy_backward", "lse", lse,
 		      (size_t)BT * sizeof(float))) ||
@@ -1089,7 +1262,7 @@ hexi_rc rt_cuda_adamw(rt_cuda_stream s, rt_cuda_dtype dt, float *master,
 	float c2 = (float)(1.0 - pow((double)beta2, step));
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (step < 1 || !(lr >= 0) || !(beta1 >= 0 && beta1 < 1) ||
 	    !(beta2 >= 0 && beta2 < 1) || !(eps > 0))
 		return hexi_error(HEXI_ERR_INVAL,
@@ -1098,11 +1271,11 @@ hexi_rc rt_cuda_adamw(rt_cuda_stream s, rt_cuda_dtype dt, float *master,
 				  (double)beta2, (double)eps);
 	if (n == 0)
 		return HEXI_OK;
-	if ((rv = dev("adamw", "master", master, n * sizeof(float))) ||
-	    (w != NULL && (rv = dev("adamw", "w", w, n * ES(dt)))) ||
+	if ((rv = devw("adamw", "master", master, n * sizeof(float))) ||
+	    (w != NULL && (rv = devw("adamw", "w", w, n * ES(dt)))) ||
 	    (rv = dev("adamw", "g", g, n * sizeof(float))) ||
-	    (rv = dev("adamw", "m", m, n * sizeof(float))) ||
-	    (rv = dev("adamw", "v", v, n * sizeof(float))))
+	    (rv = devw("adamw", "m", m, n * sizeof(float))) ||
+	    (rv = devw("adamw", "v", v, n * sizeof(float))))
 		return rv;
 	for (size_t i = 0; i < n; i++) {
 		float gi = g[i];
@@ -1129,10 +1302,10 @@ hexi_rc rt_cuda_scale_f32(rt_cuda_stream s, float *x, float f, size_t n)
 {
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (n == 0)
 		return HEXI_OK;
-	if ((rv = dev("scale_f32", "x", x, n * sizeof(float))) != HEXI_OK)
+	if ((rv = devw("scale_f32", "x", x, n * sizeof(float))) != HEXI_OK)
 		return rv;
 	for (size_t i = 0; i < n; i++)
 		x[i] *= f;
@@ -1145,11 +1318,11 @@ hexi_rc rt_cuda_sumsq_f32(rt_cuda_stream s, const float *x, size_t n,
 	double sum = 0.0;
 	hexi_rc rv;
 
-	(void)s;
+	launch(s);
 	if (n == 0)
 		return HEXI_OK;
 	if ((rv = dev("sumsq_f32", "x", x, n * sizeof(float))) ||
-	    (rv = dev("sumsq_f32", "acc", acc, sizeof(double))))
+	    (rv = devw("sumsq_f32", "acc", acc, sizeof(double))))
 		return rv;
 	for (size_t i = 0; i < n; i++)
 		sum += (double)x[i] * x[i];
@@ -1160,14 +1333,183 @@ hexi_rc rt_cuda_sumsq_f32(rt_cuda_stream s, const float *x, size_t n,
 /* ---- the "NCCL" backend
  * ------------------------------------------------------ */
 
+/*
+ * A wrapper around the MPI (or self) backend with the NCCL backend's
+ * rules: buffers must be device memory, complete (no pending launch
+ * touches them: the stream-order checker) when handed over.  Groups are
+ * the inner backend's groups of the same ranks.
+ */
+typedef struct emu_comm {
+	rt_comm base;
+	rt_comm *inner;
+} emu_comm;
+
+typedef struct emu_group {
+	rt_group base;
+	rt_group *inner;
+} emu_group;
+
+static hexi_rc comm_buf(const char *what, const void *buf, size_t bytes,
+			int write)
+{
+	const char *lax = getenv("HEXI_GPU_EMU_LAX");
+
+	if (bytes > 0 && buf != NULL && !reg_has(buf, bytes) && lax != NULL &&
+	    strcmp(lax, "1") == 0) {
+		/* diagnosis only: say it, go on as the MPI backend can */
+		fprintf(stderr,
+			"gpu_emu: %s of %zu bytes of HOST memory (%p): NCCL "
+			"needs device memory\n",
+			what, bytes, buf);
+		return HEXI_OK;
+	}
+	pthread_mutex_lock(&reg_lock);
+	launch_sid = SID_COMM;
+	pthread_mutex_unlock(&reg_lock);
+	return dev_(what, "buffer", buf, bytes, write);
+}
+
+static size_t dt_bytes(rt_dtype dt)
+{
+	return dt == RT_F64 ? sizeof(double) : sizeof(float);
+}
+
+static hexi_rc emu_group_create(rt_comm *c, const int *ranks, int n,
+				rt_group **out)
+{
+	emu_comm *ec = (emu_comm *)c;
+	emu_group *g = NULL;
+	rt_group *ig = NULL;
+	hexi_rc rc;
+
+	*out = NULL;
+	if ((rc = rt_comm_group_get(ec->inner, ranks, n, &ig)) != HEXI_OK)
+		return rc;
+	if (ig == NULL)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "emulated NCCL: rank %d is not in the group",
+				  c->rank);
+	if ((g = calloc(1, sizeof(*g))) == NULL ||
+	    (g->base.ranks = malloc(sizeof(int) * (size_t)ig->n)) == NULL) {
+		free(g);
+		return hexi_error(HEXI_ERR_NOMEM, "emulated NCCL group");
+	}
+	memcpy(g->base.ranks, ig->ranks, sizeof(int) * (size_t)ig->n);
+	g->base.comm = c;
+	g->base.n = ig->n;
+	g->base.me = ig->me;
+	g->inner = ig;
+	*out = &g->base;
+	return HEXI_OK;
+}
+
+static void emu_group_destroy(rt_group *g)
+{
+	if (g == NULL)
+		return;
+	free(g->ranks);
+	free(g); /* the inner group belongs to the inner comm */
+}
+
+static hexi_rc emu_allreduce(rt_group *g, void *buf, size_t count, rt_dtype dt)
+{
+	rt_group *ig = ((emu_group *)g)->inner;
+	hexi_rc rc = comm_buf("NCCL all-reduce", buf, count * dt_bytes(dt), 1);
+
+	return rc != HEXI_OK ? rc
+			     : ig->comm->ops->allreduce_sum(ig, buf, count, dt);
+}
+
+static hexi_rc emu_bcast(rt_group *g, void *buf, size_t bytes, int root)
+{
+	rt_group *ig = ((emu_group *)g)->inner;
+	hexi_rc rc = comm_buf("NCCL broadcast", buf, bytes, 1);
+
+	return rc != HEXI_OK ? rc : ig->comm->ops->bcast(ig, buf, bytes, root);
+}
+
+static hexi_rc emu_send(rt_comm *c, const void *buf, size_t bytes, int peer,
+			int tag)
+{
+	rt_comm *in = ((emu_comm *)c)->inner;
+	hexi_rc rc = comm_buf("NCCL send", buf, bytes, 0);
+
+	return rc != HEXI_OK ? rc : in->ops->send(in, buf, bytes, peer, tag);
+}
+
+static hexi_rc emu_recv(rt_comm *c, void *buf, size_t bytes, int peer, int tag)
+{
+	rt_comm *in = ((emu_comm *)c)->inner;
+	hexi_rc rc = comm_buf("NCCL receive", buf, bytes, 1);
+
+	return rc != HEXI_OK ? rc : in->ops->recv(in, buf, bytes, peer, tag);
+}
+
+static hexi_rc emu_flush(rt_comm *c)
+{
+	rt_comm *in = ((emu_comm *)c)->inner;
+
+	return in->ops->flush(in);
+}
+
+static hexi_rc emu_barrier(rt_comm *c, rt_group *g)
+{
+	rt_comm *in = ((emu_comm *)c)->inner;
+
+	return in->ops->barrier(in, g != NULL ? ((emu_group *)g)->inner : NULL);
+}
+
+static void emu_abort_all(rt_comm *c, int code)
+{
+	rt_comm *in = ((emu_comm *)c)->inner;
+
+	in->ops->abort_all(in, code);
+}
+
+static void emu_comm_destroy(rt_comm *c)
+{
+	rt_comm_destroy(((emu_comm *)c)->inner);
+	free(c);
+}
+
+static const rt_comm_ops emu_comm_ops = {
+    .name = "nccl",
+    .group_create = emu_group_create,
+    .group_destroy = emu_group_destroy,
+    .allreduce_sum = emu_allreduce,
+    .bcast = emu_bcast,
+    .send = emu_send,
+    .recv = emu_recv,
+    .flush = emu_flush,
+    .barrier = emu_barrier,
+    .abort_all = emu_abort_all,
+    .destroy = emu_comm_destroy,
+};
+
 hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out)
 {
+	emu_comm *ec = NULL;
+	rt_comm *in = NULL;
+	hexi_rc rc;
+
 	(void)device;
 	*out = NULL;
 	if (bootstrap == NULL)
 		return hexi_error(HEXI_ERR_INVAL,
 				  "NCCL communicator: no bootstrap comm");
-	if (strcmp(bootstrap->ops->name, "mpi") == 0)
-		return rt_comm_mpi_create(bootstrap->rank, out);
-	return rt_comm_self_create(out);
+	rc = strcmp(bootstrap->ops->name, "mpi") == 0
+		 ? rt_comm_mpi_create(bootstrap->rank, &in)
+		 : rt_comm_self_create(&in);
+	if (rc != HEXI_OK)
+		return rc;
+	if ((ec = calloc(1, sizeof(*ec))) == NULL) {
+		rt_comm_destroy(in);
+		return hexi_error(HEXI_ERR_NOMEM, "emulated NCCL communicator");
+	}
+	ec->base.ops = &emu_comm_ops;
+	ec->base.rank = in->rank;
+	ec->base.size = in->size;
+	ec->inner = in;
+	*out = &ec->base;
+	return HEXI_OK;
 }

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "gpu_emu.h"
 #include "rt_comm.h"
 #include "rt_cuda.h"
 #include "rt_model.h"
@@ -88,6 +89,7 @@ static float *dget(rt_cuda_dtype dt, const void *d, size_t n)
 	float *h = hzero(n);
 	void *f = NULL;
 
+	must(rt_cuda_sync(NULL), "sync"); /* GEMMs run on the compute stream */
 	if (dt == RT_CUDA_F32) {
 		must(rt_cuda_download(h, d, n * sizeof(float)), "download");
 		return h;
@@ -708,6 +710,42 @@ static void t_optim(rt_cuda_dtype dt)
 	free(v);
 }
 
+/* The stream-order checker: what a GPU would not order is counted. */
+static void t_races(rt_cuda *c)
+{
+	rt_cuda_stream cs = rt_cuda_compute_stream(c),
+		       ms = rt_cuda_comm_stream(c);
+	float h[16] = {0}, *a = NULL, *b = NULL;
+	unsigned long r0 = gpu_emu_races();
+
+	must(rt_cuda_alloc((void **)&a, sizeof(h)), "alloc");
+	must(rt_cuda_alloc((void **)&b, sizeof(h)), "alloc");
+	must(rt_cuda_scale_f32(cs, a, 2.0f, 16), "scale");
+	must(rt_cuda_scale_f32(cs, a, 2.0f, 16), "scale");
+	is_int(gpu_emu_races() - r0, 0, "two launches on one stream: ordered");
+	must(rt_cuda_download(h, a, sizeof(h)), "download");
+	is_int(gpu_emu_races() - r0, 1,
+	       "download of a compute-stream result without a sync: race");
+	must(rt_cuda_sync(cs), "sync");
+	must(rt_cuda_download(h, a, sizeof(h)), "download");
+	is_int(gpu_emu_races() - r0, 1, "after rt_cuda_sync: no race");
+	must(rt_cuda_scale_f32(cs, a, 2.0f, 16), "scale");
+	must(rt_cuda_copy(ms, b, a, sizeof(h)), "copy");
+	is_int(gpu_emu_races() - r0, 2,
+	       "comm stream reads a compute-stream write without a wait: race");
+	must(rt_cuda_sync(ms), "sync");
+	must(rt_cuda_scale_f32(cs, a, 2.0f, 16), "scale");
+	must(rt_cuda_stream_wait(ms, cs), "stream_wait");
+	must(rt_cuda_copy(ms, b, a, sizeof(h)), "copy");
+	is_int(gpu_emu_races() - r0, 2, "after rt_cuda_stream_wait: no race");
+	must(rt_cuda_upload(a, h, sizeof(h)), "upload");
+	is_int(gpu_emu_races() - r0, 3,
+	       "upload over a buffer queued launches use: race");
+	must(rt_cuda_sync(NULL), "sync");
+	rt_cuda_free(a);
+	rt_cuda_free(b);
+}
+
 static void t_comm(void)
 {
 	rt_comm *self = NULL, *g = NULL;
@@ -716,6 +754,21 @@ static void t_comm(void)
 	must(rt_comm_nccl_create(self, 0, &g), "nccl create");
 	ok(g != NULL && g != self && g->rank == 0 && g->size == 1,
 	   "emulated NCCL communicator over the self backend: rank 0 of 1");
+	{
+		int r0 = 0;
+		rt_group *grp = NULL;
+		float h[4] = {1, 2, 3, 4}, *d = NULL;
+
+		must(rt_comm_group_get(g, &r0, 1, &grp), "group");
+		must(rt_cuda_alloc((void **)&d, sizeof(h)), "alloc");
+		must(rt_cuda_upload(d, h, sizeof(h)), "upload");
+		ok(grp != NULL && grp->n == 1 && grp->me == 0 &&
+		       rt_allreduce_f32(grp, d, 4) == HEXI_OK,
+		   "all-reduce of device memory over a group of one");
+		expect_err(rt_allreduce_f32(grp, h, 4), HEXI_ERR_CUDA,
+			   "NCCL all-reduce", "all-reduce of host memory");
+		rt_cuda_free(d);
+	}
 	rt_comm_destroy(g);
 	rt_comm_destroy(self);
 }
@@ -737,6 +790,7 @@ int main(void)
 		t_xent(dt);
 		t_optim(dt);
 	}
+	t_races(c);
 	t_comm();
 	tap_diag("largest deviation: fp32 %.3g (tol %g), bf16 %.3g (tol %g)",
 		 worst[0], TOL_F32, worst[1], TOL_BF16);
