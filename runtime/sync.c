@@ -247,6 +247,7 @@ static hexi_rc agree_inplace(rt_sync *s)
 
 	for (int i = 0; i < s->nb; i++) {
 		sync_bucket *b = &s->b[i];
+		rt_group *hg = NULL;
 		int k0 = 0;
 		free(brk);
 		brk = calloc((size_t)b->npieces, sizeof(*brk));
@@ -260,8 +261,12 @@ static hexi_rc agree_inplace(rt_sync *s)
 		for (int k = 0; k + 1 < b->npieces; k++)
 			brk[k] = b->pieces[k].grad + b->pieces[k].count !=
 				 b->pieces[k + 1].grad;
-		rc = b->g->comm->ops->allreduce_sum(b->g, brk,
-						    (size_t)b->npieces, RT_F64);
+		/* host values: over the host communicator's group of the same
+		 * ranks (b->g may be an NCCL group, which needs device memory) */
+		rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
+		if (rc == HEXI_OK)
+			rc = hg->comm->ops->allreduce_sum(
+			    hg, brk, (size_t)b->npieces, RT_F64);
 		if (rc != HEXI_OK) {
 			rc = hexi_error_prefix(rc, "sync setup");
 			goto out;
