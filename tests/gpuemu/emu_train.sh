@@ -15,9 +15,8 @@
 # GPU trainer resume on the CPU trainer and the other way round, under other
 # plans, with the same result as an uninterrupted run.  Every emulated run
 # must end with no device memory left allocated, no bad free, no host
-# memory handed to the NCCL communicator and no stream race (gpu_emu prints
-# "gpu_emu: ..." on stderr for those; one known bug is tolerated and
-# reported, see KNOWN below).
+# memory handed to the NCCL communicator (an error there) and no stream
+# race (gpu_emu prints "gpu_emu: ..." on stderr for those).
 . "$top_srcdir/tests/runtime/rt_env.sh"
 need_mpi
 # In a sanitizer build, LeakSanitizer would report Open MPI's and PMIx's
@@ -29,14 +28,6 @@ EMU="$top_builddir/tests/gpuemu/hexitrain_emu"
 [ -x "$CMP" ] || hard "rt_cmp not built: $CMP"
 [ -x "$MKPLAN" ] || hard "mkplan not built: $MKPLAN"
 STEPS=6
-# KNOWN BUG, tolerated until the runtime is fixed (then delete these lines):
-# rt_sync_create's agree_inplace (runtime/sync.c:263) all-reduces a host
-# array (double brk[]) over the sync groups of rt->gcomm, i.e. hands HOST
-# memory to ncclAllReduce on a GPU.  HEXI_GPU_EMU_LAX=1 makes the emulated
-# NCCL communicator report such calls and carry on; any other report fails.
-export HEXI_GPU_EMU_LAX=1
-KNOWN='^gpu_emu: NCCL all-reduce of [0-9]* bytes of HOST memory'
-KNOWN_WHY="host array all-reduced over NCCL by rt_sync_create (runtime/sync.c:263 agree_inplace)"
 MODEL="--model tiny-8l --batch 12"
 BF16_TOL=0.01
 
@@ -58,11 +49,9 @@ emu() {
 		sed 's/^/# /' "$WORK/$name.err" | head -n 20
 		return 1
 	fi
-	known=$(grep -c "$KNOWN" "$WORK/$name.err")
-	[ "$known" -gt 0 ] && echo "# $name: KNOWN BUG, $known x: $KNOWN_WHY"
-	if grep '^gpu_emu:' "$WORK/$name.err" | grep -vq "$KNOWN"; then
+	if grep -q '^gpu_emu:' "$WORK/$name.err"; then
 		fail "$name: device memory misuse or stream race"
-		grep '^gpu_emu:' "$WORK/$name.err" | grep -v "$KNOWN" |
+		grep '^gpu_emu:' "$WORK/$name.err" |
 			sed 's/0x[0-9a-f]*/ADDR/g' | sort | uniq -c | sed 's/^/# /'
 		return 1
 	fi
