@@ -9,7 +9,8 @@
 #   one process; 2 ranks: two data-parallel one-stage pipelines of unequal
 #   batches (8 in 2 micro-batches + 4 in 1); and the asymmetric plans A-D
 #   and gqa of tests/runtime/plans (pipeline stages, TP 1-4, 5-8 ranks).
-# Also: another seed must be reported different (negative control); bf16
+# Also AdamW with weight decay and a clip of 0.5 (one process in 3 micro-
+# batches, and plan D).  Another seed must be reported different (negative control); bf16
 # runs (one process, and plan A with TP and pipeline stages) stay within
 # 1 % of the fp32 loss at every step; checkpoints written by the emulated
 # GPU trainer resume on the CPU trainer and the other way round, under other
@@ -99,6 +100,22 @@ plan="$PLANS/equiv-gqa.json"
 emu gqa "$(plan_ranks "$plan")" --plan "$plan" --steps $STEPS \
 	--optimizer sgd --lr 0.5 --dump "$WORK/gqa" &&
 	same "sgd, plan gqa (TP 3, 1, 2)" ref-gqa gqa
+
+# Weight decay (2-D tensors only), a tighter clip, micro-batches of a
+# plan-less run, and the same options on plan D.
+WD="--optimizer adamw --lr 0.01 --eps 1e-4 --weight-decay 0.1 --clip 0.5"
+# shellcheck disable=SC2086
+"$HT" $MODEL --micro-batches 3 --steps $STEPS $WD --json --dump "$WORK/ref-wd" \
+	>"$WORK/ref-wd.json" || hard "CPU reference run (weight decay)"
+# shellcheck disable=SC2086
+emu one-wd 1 $MODEL --micro-batches 3 --steps $STEPS $WD \
+	--dump "$WORK/one-wd" &&
+	same "adamw, weight decay, clip 0.5, 3 micro-batches" ref-wd one-wd
+plan="$PLANS/equiv-D.json"
+# shellcheck disable=SC2086
+emu D-wd "$(plan_ranks "$plan")" --plan "$plan" --steps $STEPS $WD \
+	--dump "$WORK/D-wd" &&
+	same "adamw, weight decay, clip 0.5, plan D" ref-wd D-wd
 
 # Negative control: the comparison must notice another seed.
 # shellcheck disable=SC2086
