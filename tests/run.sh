@@ -33,6 +33,12 @@ if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
 	ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
 		make -C "$HEXI_SRC/build-san/tests/spank" -k check TESTS="test_parse.t fuzz.sh" \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
+	# The GPU trainer's model and the emulated device (no MPI involved):
+	# every emulated kernel, and the GPU model's host logic vs the CPU's.
+	ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
+		make -C "$HEXI_SRC/build-san/tests/gpuemu" -k check \
+		TESTS="test_emu_ops.t gpu_model_emu.sh" \
+		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	grep -E '^(FAIL|ERROR|XPASS):' "$HEXI_SRC/build-san/check.out" || true
 fi
 
