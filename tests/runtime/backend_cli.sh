@@ -127,21 +127,26 @@ if [ "$gpu" -eq 1 ]; then
 	"$CMP" --tol 2e-3 --loss "$WORK/cpu-sgd.json" "$WORK/gpu-sgd.json" >/dev/null &&
 		pass "GPU SGD losses = CPU SGD losses (2e-3)" ||
 		fail "GPU SGD losses differ from the CPU's"
-	"$HT" --backend mpi --steps 4 --json >"$WORK/full.json" 2>"$WORK/err" &&
-		"$HT" --backend nccl --steps 2 --save-every 2 --ckpt-dir "$WORK/ckg" \
-			>/dev/null 2>>"$WORK/err" &&
-		"$HT" --backend mpi --steps 4 --resume "$WORK/ckg" --json \
-			>"$WORK/res-cpu.json" 2>>"$WORK/err" &&
-		"$HT" --backend mpi --steps 2 --save-every 2 --ckpt-dir "$WORK/ckc" \
-			>/dev/null 2>>"$WORK/err" &&
-		"$HT" --backend nccl --steps 4 --resume "$WORK/ckc" --json \
-			>"$WORK/res-gpu.json" 2>>"$WORK/err" ||
-		fail "checkpoint runs: $(cat "$WORK/err")"
-	"$CMP" --tol 2e-3 --skip 2 --loss "$WORK/full.json" "$WORK/res-cpu.json" >/dev/null &&
-		pass "GPU checkpoint resumed on the CPU: same losses" ||
-		fail "GPU checkpoint resumed on the CPU: losses differ"
-	"$CMP" --tol 2e-3 --skip 2 --loss "$WORK/full.json" "$WORK/res-gpu.json" >/dev/null &&
-		pass "CPU checkpoint resumed on the GPU: same losses" ||
-		fail "CPU checkpoint resumed on the GPU: losses differ"
+	if ! grep -q '^#define HAVE_HDF5 1' "$top_builddir/config.h" ||
+		! grep -q '^#define HAVE_XXHASH 1' "$top_builddir/config.h"; then
+		echo "# no checkpoints in this build (HDF5/xxhash): GPU<->CPU resume not checked"
+	else
+		"$HT" --backend mpi --steps 4 --json >"$WORK/full.json" 2>"$WORK/err" &&
+			"$HT" --backend nccl --steps 2 --save-every 2 --ckpt-dir "$WORK/ckg" \
+				>/dev/null 2>>"$WORK/err" &&
+			"$HT" --backend mpi --steps 4 --resume "$WORK/ckg" --json \
+				>"$WORK/res-cpu.json" 2>>"$WORK/err" &&
+			"$HT" --backend mpi --steps 2 --save-every 2 --ckpt-dir "$WORK/ckc" \
+				>/dev/null 2>>"$WORK/err" &&
+			"$HT" --backend nccl --steps 4 --resume "$WORK/ckc" --json \
+				>"$WORK/res-gpu.json" 2>>"$WORK/err" ||
+			fail "checkpoint runs: $(cat "$WORK/err")"
+		"$CMP" --tol 2e-3 --skip 2 --loss "$WORK/full.json" "$WORK/res-cpu.json" >/dev/null &&
+			pass "GPU checkpoint resumed on the CPU: same losses" ||
+			fail "GPU checkpoint resumed on the CPU: losses differ"
+		"$CMP" --tol 2e-3 --skip 2 --loss "$WORK/full.json" "$WORK/res-gpu.json" >/dev/null &&
+			pass "CPU checkpoint resumed on the GPU: same losses" ||
+			fail "CPU checkpoint resumed on the GPU: losses differ"
+	fi
 fi
 done_testing
