@@ -182,7 +182,18 @@ hexi_rc rt_cuda_alloc(void **p, size_t bytes)
 		*p = NULL;
 		return hexi_error_prefix(rv, "%zu bytes", bytes);
 	}
-	return cuda_err(cudaMemset(*p, 0, bytes), "cudaMemset");
+	/* cudaMemset of device memory is asynchronous to the host and the
+	 * compute and NCCL streams are non-blocking (not ordered after the
+	 * legacy stream): wait here, so the memory is zero when this returns,
+	 * as rt_cuda.h promises. */
+	if ((rv = cuda_err(cudaMemsetAsync(*p, 0, bytes, cudaStreamLegacy),
+			   "cudaMemset")) != HEXI_OK ||
+	    (rv = cuda_err(cudaStreamSynchronize(cudaStreamLegacy),
+			   "cudaMemset (wait)")) != HEXI_OK) {
+		cudaFree(*p);
+		*p = NULL;
+	}
+	return rv;
 }
 
 void rt_cuda_free(void *p)
@@ -191,10 +202,23 @@ void rt_cuda_free(void *p)
 		cudaFree(p);
 }
 
+/* A pageable host-to-device cudaMemcpy may return once the data is staged,
+ * before the DMA reaches dst, and kernels on the non-blocking compute
+ * stream are not ordered after it: wait for the legacy stream, so the copy
+ * is complete when this returns (rt_cuda.h: synchronous). */
 hexi_rc rt_cuda_upload(void *dst, const void *src, size_t bytes)
 {
-	return cuda_err(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice),
-			"upload");
+	hexi_rc rv;
+
+	if (bytes == 0)
+		return HEXI_OK;
+	if ((rv = cuda_err(cudaMemcpyAsync(dst, src, bytes,
+					   cudaMemcpyHostToDevice,
+					   cudaStreamLegacy),
+			   "upload")) != HEXI_OK)
+		return rv;
+	return cuda_err(cudaStreamSynchronize(cudaStreamLegacy),
+			"upload (wait)");
 }
 
 hexi_rc rt_cuda_download(void *dst, const void *src, size_t bytes)
@@ -209,8 +233,7 @@ hexi_rc rt_cuda_memset0(rt_cuda_stream s, void *p, size_t bytes)
 			"memset");
 }
 
-hexi_rc rt_cuda_copy(rt_cuda_stream s, void *dst, const void *src,
-		     size_t bytes)
+hexi_rc rt_cuda_copy(rt_cuda_stream s, void *dst, const void *src, size_t bytes)
 {
 	return cuda_err(cudaMemcpyAsync(dst, src, bytes,
 					cudaMemcpyDeviceToDevice,
