@@ -119,27 +119,30 @@ __global__ void attn_fwd(T *out, float *lse, const T *q, const T *k, const T *v,
 		lse[((size_t)b * NH + h) * T_ + t] = m + logf(l);
 }
 
-/* delta (B,NH,T) = sum_i dout * out per row; one warp per row. */
+/* delta (B,NH,T) = sum_i dout * out per row; one warp per row, grid-stride
+ * over rows (grid_for caps the grid, so B*T*NH may exceed warps launched). */
 template <typename T>
 __global__ void attn_delta(float *delta, const T *dout, const T *out, int B,
 			   int T_, int NH, int hs)
 {
 	int lane = threadIdx.x & 31;
-	size_t row =
-	    blockIdx.x * (size_t)(blockDim.x / 32) + (threadIdx.x >> 5);
 	size_t nrows = (size_t)B * T_ * NH;
-	float d = 0.0f;
+	size_t step = (size_t)gridDim.x * (blockDim.x / 32);
 
-	if (row >= nrows)
-		return;
-	for (int i = lane; i < hs; i += 32)
-		d += ld(dout, row * hs + i) * ld(out, row * hs + i);
-	d = warp_sum(d);
-	if (lane == 0) {
-		/* row = (b, t, h) -> delta[(b, h, t)] */
-		size_t h = row % NH, bt = row / NH;
-		size_t b = bt / T_, t = bt % T_;
-		delta[(b * NH + h) * T_ + t] = d;
+	for (size_t row =
+		 blockIdx.x * (size_t)(blockDim.x / 32) + (threadIdx.x >> 5);
+	     row < nrows; row += step) {
+		float d = 0.0f;
+
+		for (int i = lane; i < hs; i += 32)
+			d += ld(dout, row * hs + i) * ld(out, row * hs + i);
+		d = warp_sum(d);
+		if (lane == 0) {
+			/* row = (b, t, h) -> delta[(b, h, t)] */
+			size_t h = row % NH, bt = row / NH;
+			size_t b = bt / T_, t = bt % T_;
+			delta[(b * NH + h) * T_ + t] = d;
+		}
 	}
 }
 
