@@ -469,6 +469,44 @@ static int cuda_probe(void *ctx, char *why, size_t cap)
 }
 #endif
 
+#ifdef RT_GPU
+/* Collective: NCCL needs one GPU per rank and, given two ranks on one GPU,
+ * fails with a bare "invalid usage"; say which ranks share which GPU. */
+static hexi_rc one_gpu_each(hexi_rt *rt)
+{
+	double *id;
+	hexi_rc rc = HEXI_OK;
+
+	if (!rt->mpi_started || rt->world_size == 1)
+		return HEXI_OK;
+	id = calloc((size_t)rt->world_size, sizeof(*id));
+	if (id == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "GPU identities");
+	id[rt->rank] = (double)rt_cuda_device_id(rt->cuda);
+#ifdef HAVE_MPI
+	/* before the groups exist: over MPI_COMM_WORLD, indexed by plan rank */
+	if (MPI_Allreduce(MPI_IN_PLACE, id, rt->world_size, MPI_DOUBLE,
+			  MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+		rc = hexi_error(HEXI_ERR_MPI, "rank %d: GPU identities",
+				rt->rank);
+#endif
+	for (int r = 0; rc == HEXI_OK && r < rt->world_size; r++)
+		if (r != rt->rank && id[r] == id[rt->rank])
+			rc = hexi_error(
+			    HEXI_ERR_NODEV,
+			    "ranks %d and %d both drive GPU %d (%s) of node "
+			    "%d: NCCL needs one GPU per rank (give each task "
+			    "its own GPU, e.g. srun --gpus-per-task=1, or "
+			    "use --backend mpi)",
+			    r < rt->rank ? r : rt->rank,
+			    r < rt->rank ? rt->rank : r,
+			    rt_cuda_device(rt->cuda),
+			    rt_cuda_device_name(rt->cuda), rt->node);
+	free(id);
+	return rc;
+}
+#endif
+
 /* Collective: every rank chose the same backend; with nccl, this rank's
  * device (CUDA_VISIBLE_DEVICES and the local rank, rt_cuda_pick_device)
  * and the NCCL communicator over the host one. */
@@ -492,6 +530,8 @@ static hexi_rc boot_gpu(hexi_rt *rt)
 		hexi_error_prefix(rc, "rank %d (local rank %d of %d): GPU",
 				  rt->rank, rt->local_rank, rt->local_size);
 	rc = together(rt, rc, "GPU setup");
+	if (rc == HEXI_OK)
+		rc = one_gpu_each(rt);
 	if (rc != HEXI_OK)
 		return rc;
 	rc =

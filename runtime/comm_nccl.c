@@ -193,26 +193,37 @@ static hexi_rc make_comm(rt_comm_nccl *nc, const int *ranks, int n, int me,
 			 ncclComm_t *out, const char *who)
 {
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-	ncclUniqueId id;
+	struct {
+		ncclUniqueId id;
+		int ok; /* the root got an id: the others must not wait */
+	} msg;
 	rt_group *bg = NULL;
-	hexi_rc rc;
+	hexi_rc rc, idrc = HEXI_OK;
 
-	memset(&id, 0, sizeof(id));
+	memset(&msg, 0, sizeof(msg));
 	*out = NULL;
-	if (me == 0 && (rc = enqueued(nc, NULL, ncclGetUniqueId(&id),
-				      "ncclGetUniqueId", who)) != HEXI_OK)
-		return rc;
+	if (me == 0)
+		idrc = enqueued(nc, NULL, ncclGetUniqueId(&msg.id),
+				"ncclGetUniqueId", who);
+	msg.ok = idrc == HEXI_OK;
 	if ((rc = rt_comm_group_get(nc->boot, ranks, n, &bg)) != HEXI_OK)
 		return hexi_error_prefix(rc, "NCCL id exchange (%s)", who);
 	if (bg == NULL)
 		return hexi_error(HEXI_ERR_INTERNAL,
 				  "NCCL id exchange (%s): rank %d not a member",
 				  who, nc->base.rank);
-	if ((rc = bg->comm->ops->bcast(bg, &id, sizeof(id), 0)) != HEXI_OK)
+	if ((rc = bg->comm->ops->bcast(bg, &msg, sizeof(msg), 0)) != HEXI_OK)
 		return hexi_error_prefix(rc, "NCCL id exchange (%s)", who);
+	if (idrc != HEXI_OK)
+		return idrc;
+	if (!msg.ok)
+		return hexi_error(HEXI_ERR_PEER,
+				  "NCCL id exchange (%s): the group's first "
+				  "rank could not get an id (see its message)",
+				  who);
 	cfg.blocking = 0;
-	if ((rc =
-		 enqueued(nc, out, ncclCommInitRankConfig(out, n, id, me, &cfg),
+	if ((rc = enqueued(nc, out,
+			   ncclCommInitRankConfig(out, n, msg.id, me, &cfg),
 			  "ncclCommInitRankConfig", who)) != HEXI_OK)
 		return rc;
 	return wait_done(nc, out, NULL, "ncclCommInitRankConfig", who);
@@ -285,7 +296,11 @@ static void nccl_group_destroy(rt_group *g)
 
 static ncclDataType_t nccl_type(rt_dtype dt)
 {
-	return dt == RT_F64 ? ncclFloat64 : ncclFloat32;
+	switch (dt) {
+	case RT_F32: return ncclFloat32;
+	case RT_F64: return ncclFloat64;
+	}
+	return ncclNumTypes; /* refused by nccl_allreduce */
 }
 
 static hexi_rc nccl_allreduce(rt_group *g, void *buf, size_t count, rt_dtype dt)
@@ -298,6 +313,9 @@ static hexi_rc nccl_allreduce(rt_group *g, void *buf, size_t count, rt_dtype dt)
 	if ((rc = usable(nc, "all-reduce")) != HEXI_OK || count == 0)
 		return rc;
 	group_name(g, who, sizeof(who));
+	if (nccl_type(dt) == ncclNumTypes)
+		return hexi_error(HEXI_ERR_INVAL, "NCCL all-reduce (%s): type %d",
+				  who, (int)dt);
 	rc = enqueued(nc, &gn->comm,
 		      ncclAllReduce(buf, buf, count, nccl_type(dt), ncclSum,
 				    gn->comm, nc->coll),

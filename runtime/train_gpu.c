@@ -79,13 +79,12 @@ static hexi_rc dm_sumsq_add(void *ctx, const float *x, size_t n)
 static hexi_rc dm_sumsq_take(void *ctx, double *out)
 {
 	rt_gtrain *g = ctx;
-	const double zero = 0.0;
 	hexi_rc rc = rt_cuda_sync(g->s);
 
 	if (rc == HEXI_OK)
 		rc = rt_cuda_download(out, g->dsumsq, sizeof(*out));
 	if (rc == HEXI_OK)
-		rc = rt_cuda_upload(g->dsumsq, &zero, sizeof(zero));
+		rc = rt_cuda_memset0(g->s, g->dsumsq, sizeof(double));
 	return rc;
 }
 
@@ -161,8 +160,47 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 	return HEXI_OK;
 }
 
+/* NCCL connects two ranks lazily, on their first point-to-point call, and
+ * needs both in it: 1F1B's first call on stage 0 is a group of queued
+ * sends to stage 1 plus a receive from it, which stage 1 cannot match
+ * before it has received, so the first step could hang.  Every leader
+ * therefore exchanges one activation-sized message with each neighbouring
+ * leader first (the previous one, then the next: a chain, no cycle), with
+ * the same size as the step's traffic so the same channels connect. */
+#define TAG_PRECONNECT ((1 << 20) - 1)
+
+static hexi_rc preconnect(hexi_trainer *t)
+{
+	hexi_rt *rt = t->rt;
+	rt_gtrain *g = t->gpu;
+	rt_comm *c = rt->gcomm;
+	const int peers[2] = {rt->groups.prev_leader, rt->groups.next_leader};
+	hexi_rc rc = HEXI_OK;
+
+	if (rt->rank != rt->groups.leader)
+		return HEXI_OK;
+	for (int i = 0; rc == HEXI_OK && i < 2; i++) {
+		if (peers[i] < 0)
+			continue;
+		rc = c->ops->send(c, g->out, g->act_bytes, peers[i],
+				  TAG_PRECONNECT);
+		if (rc == HEXI_OK)
+			rc = c->ops->recv(c, g->in, g->act_bytes, peers[i],
+					  TAG_PRECONNECT);
+		if (rc != HEXI_OK)
+			rc = hexi_error_prefix(rc,
+					       "rank %d: first exchange with "
+					       "stage leader %d",
+					       rt->rank, peers[i]);
+	}
+	if (rc == HEXI_OK)
+		rc = c->ops->flush(c);
+	return rc;
+}
+
 /* Collective, after every rank built its stage: the NCCL group of the
- * stage (TP > 1), then the chunk groups of the gradient sync. */
+ * stage (TP > 1), the connections to the neighbouring stages, then the
+ * chunk groups of the gradient sync. */
 hexi_rc rt_gtrain_connect(hexi_trainer *t)
 {
 	hexi_rt *rt = t->rt;
@@ -183,6 +221,15 @@ hexi_rc rt_gtrain_connect(hexi_trainer *t)
 		return hexi_error(HEXI_ERR_PEER,
 				  "rank %d: another rank failed to join its "
 				  "NCCL TP group",
+				  rt->rank);
+	rc = preconnect(t);
+	ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
+	if (rc != HEXI_OK)
+		return rc;
+	if (!ok)
+		return hexi_error(HEXI_ERR_PEER,
+				  "rank %d: another stage leader failed its "
+				  "first NCCL exchange",
 				  rt->rank);
 	refs = calloc((size_t)n + 1, sizeof(*refs));
 	if (refs == NULL)

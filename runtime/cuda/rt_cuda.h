@@ -74,6 +74,9 @@ hexi_rc rt_cuda_device_count(int *n);
 hexi_rc rt_cuda_create(int local_rank, int local_size, rt_cuda **out);
 void rt_cuda_destroy(rt_cuda *c);
 int rt_cuda_device(const rt_cuda *c);
+/* A 52-bit identity of the device (a hash of its UUID): two ranks see the
+ * same value only when they drive the same GPU. */
+uint64_t rt_cuda_device_id(const rt_cuda *c);
 const char *rt_cuda_device_name(const rt_cuda *c);
 /* Compute capability as major*10+minor (80 = A100, 89 = RTX 4090, 90 = H100).
  */

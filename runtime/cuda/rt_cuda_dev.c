@@ -17,6 +17,7 @@
 struct rt_cuda {
 	int device;
 	int cc;
+	uint64_t id; /* hash of the UUID */
 	char name[256];
 	cudaStream_t compute, comm;
 	cublasHandle_t blas;
@@ -88,6 +89,11 @@ hexi_rc rt_cuda_create(int local_rank, int local_size, rt_cuda **out)
 			   "cudaDeviceGetStreamPriorityRange")))
 		goto fail;
 	snprintf(c->name, sizeof(c->name), "%s", prop.name);
+	c->id = 14695981039346656037ull; /* FNV-1a of the UUID bytes */
+	for (size_t i = 0; i < sizeof(prop.uuid.bytes); i++)
+		c->id = (c->id ^ (unsigned char)prop.uuid.bytes[i]) *
+			1099511628211ull;
+	c->id &= ((uint64_t)1 << 52) - 1;
 	c->cc = prop.major * 10 + prop.minor;
 	/* hi is the numerically smaller, i.e. higher, priority */
 	if ((rv = cuda_err(cudaStreamCreateWithPriority(
@@ -124,6 +130,11 @@ void rt_cuda_destroy(rt_cuda *c)
 int rt_cuda_device(const rt_cuda *c)
 {
 	return c->device;
+}
+
+uint64_t rt_cuda_device_id(const rt_cuda *c)
+{
+	return c->id;
 }
 
 const char *rt_cuda_device_name(const rt_cuda *c)

@@ -199,4 +199,13 @@ emu res-gpu "$(plan_ranks "$B")" --plan "$B" --steps $STEPS $OPT \
 		"$CMP" --params "$WORK/ref-adamw" "$WORK/res-gpu" >/dev/null
 		expect_eq "CPU A(3) + GPU B(3): same parameters" "$?" 0
 	}
+# Two ranks on one GPU: refused before NCCL (which would only say "invalid
+# usage"), exit 27 (HEXI_ERR_NODEV), naming both ranks.
+HEXI_GPU_EMU_ONE_GPU=1 hx_mpirun 2 env HEXI_GPU_EMU_ONE_GPU=1 "$EMU" \
+	--backend nccl --plan "$WORK/dp2.json" --steps 1 >/dev/null \
+	2>"$WORK/onegpu.err"
+expect_eq "two ranks on one GPU: exit 27" "$?" 27
+grep -q 'ranks 0 and 1 both drive GPU 0' "$WORK/onegpu.err" &&
+	pass "two ranks on one GPU: message names them" ||
+	fail "two ranks on one GPU: message: $(head -n 3 "$WORK/onegpu.err")"
 done_testing

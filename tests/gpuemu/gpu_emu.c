@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rt_comm.h"
 #include "gpu_emu.h"
@@ -438,6 +439,23 @@ const char *rt_cuda_device_name(const rt_cuda *c)
 {
 	(void)c;
 	return "host emulation";
+}
+
+/* Every emulating process is its own "GPU", unless the test sets
+ * HEXI_GPU_EMU_ONE_GPU=1: then every rank "shares" one (the refusal test
+ * of the runtime's one-GPU-per-rank check). */
+uint64_t rt_cuda_device_id(const rt_cuda *c)
+{
+	uint64_t h = 14695981039346656037ull;
+	const char *one = getenv("HEXI_GPU_EMU_ONE_GPU");
+
+	if (one != NULL && strcmp(one, "1") == 0)
+		return 42;
+	uint64_t v[2] = {(uint64_t)getpid(), (uint64_t)c->device};
+
+	for (int i = 0; i < 2; i++)
+		h = (h ^ v[i]) * 1099511628211ull;
+	return h & (((uint64_t)1 << 52) - 1);
 }
 
 int rt_cuda_cc(const rt_cuda *c)
