@@ -17,7 +17,8 @@
 # plans, with the same result as an uninterrupted run.  Every emulated run
 # must end with no device memory left allocated, no bad free, no host
 # memory handed to the NCCL communicator (an error there) and no stream
-# race (gpu_emu prints "gpu_emu: ..." on stderr for those).
+# race (gpu_emu prints "gpu_emu: ..." on stderr for those).  Two ranks on
+# one "GPU" are refused by name; a rank killed mid-step ends the job.
 . "$top_srcdir/tests/runtime/rt_env.sh"
 need_mpi
 # In a sanitizer build, LeakSanitizer would report Open MPI's and PMIx's
@@ -208,4 +209,23 @@ expect_eq "two ranks on one GPU: exit 27" "$?" 27
 grep -q 'ranks 0 and 1 both drive GPU 0' "$WORK/onegpu.err" &&
 	pass "two ranks on one GPU: message names them" ||
 	fail "two ranks on one GPU: message: $(head -n 3 "$WORK/onegpu.err")"
+# A rank of the GPU trainer killed mid-step (plan A: TP and two stages)
+# brings the job down, non-zero, without a hang (as mpi_fail.sh on the CPU
+# path; here the abort goes through the NCCL communicator first).
+t0=$(date +%s)
+HEXI_RT_TEST_KILL=3:3 HX_TIMEOUT=60 hx_mpirun "$(plan_ranks "$A")" \
+	-x HEXI_RT_TEST_KILL "$EMU" --backend nccl --plan "$A" \
+	--steps 1000000 --timeout 30 >"$WORK/kill.out" 2>&1
+st=$?
+t1=$(date +%s)
+echo "# exit status $st after $((t1 - t0)) s"
+[ "$st" -ne 0 ] && pass "GPU trainer, killed rank: job exits non-zero ($st)" ||
+	fail "GPU trainer, killed rank: job exited 0"
+[ "$st" -ne 124 ] && [ $((t1 - t0)) -le 45 ] &&
+	pass "GPU trainer, killed rank: down in $((t1 - t0)) s, no hang" ||
+	fail "GPU trainer, killed rank: hung ($((t1 - t0)) s, exit $st)"
+grep -q 'killing myself in step 3' "$WORK/kill.out" &&
+	pass "GPU trainer: the kill happened in step 3" ||
+	fail "GPU trainer: kill hook did not fire"
 done_testing
+
