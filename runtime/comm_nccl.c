@@ -83,6 +83,35 @@ static hexi_rc cuda_fail(cudaError_t e, const char *what)
 			  cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
+/* Release a communicator: abort it when the backend is broken, else
+ * finalize it (on a non-blocking communicator that returns ncclInProgress
+ * and completes asynchronously: poll, at most the timeout) and destroy it;
+ * whatever goes wrong on the way ends in an abort, never a hang. */
+static void nap(void);
+
+static void close_comm(rt_comm_nccl *nc, ncclComm_t c)
+{
+	double t0 = hexi_now_s();
+	ncclResult_t r, ar = ncclInProgress;
+
+	if (c == NULL)
+		return;
+	if (nc->broken) {
+		ncclCommAbort(c);
+		return;
+	}
+	r = ncclCommFinalize(c);
+	if (r == ncclSuccess || r == ncclInProgress) {
+		while (ncclCommGetAsyncError(c, &ar) == ncclSuccess &&
+		       ar == ncclInProgress && hexi_now_s() - t0 < nc->timeout_s)
+			nap();
+	}
+	if ((r == ncclSuccess || r == ncclInProgress) && ar == ncclSuccess)
+		ncclCommDestroy(c);
+	else
+		ncclCommAbort(c);
+}
+
 /* Abort *comm (if any) and mark the backend broken. */
 static void abort_comm(rt_comm_nccl *nc, ncclComm_t *comm)
 {
@@ -282,12 +311,7 @@ static void nccl_group_destroy(rt_group *g)
 			*p = gn->next;
 			break;
 		}
-	if (gn->comm != NULL) {
-		if (NC(g->comm)->broken)
-			ncclCommAbort(gn->comm);
-		else
-			ncclCommDestroy(gn->comm);
-	}
+	close_comm(NC(g->comm), gn->comm);
 	free(g->ranks);
 	free(gn);
 }
@@ -490,12 +514,7 @@ static void nccl_destroy(rt_comm *c)
 	for (int i = 0; i < nc->npend; i++)
 		cudaFree(nc->pend[i].data);
 	free(nc->pend);
-	if (nc->world != NULL) {
-		if (nc->broken)
-			ncclCommAbort(nc->world);
-		else
-			ncclCommDestroy(nc->world);
-	}
+	close_comm(nc, nc->world);
 	cudaFree(nc->scratch);
 	if (nc->p2p != NULL)
 		cudaStreamDestroy(nc->p2p);
