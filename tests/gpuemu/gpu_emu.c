@@ -649,50 +649,6 @@ hexi_rc rt_cuda_gemm(rt_cuda *c, rt_cuda_dtype dt, rt_cuda_dtype ct, int ta,
 	return HEXI_OK;
 }
 
-hexi_rc rt_cuda_matmul_forward(rt_cuda *c, rt_cuda_dtype dt, void *out,
-			       const void *inp, const void *w, int BT, int C,
-			       int OC)
-{
-	return rt_cuda_gemm(c, dt, dt, 0, 1, BT, OC, C, 1.0f, inp, C, w, C,
-			    0.0f, out, OC);
-}
-
-hexi_rc rt_cuda_matmul_backward(rt_cuda *c, rt_cuda_dtype dt, void *dinp,
-				float *dw, const void *dout, const void *inp,
-				const void *w, int BT, int C, int OC)
-{
-	hexi_rc rv;
-
-	if (dinp != NULL &&
-	    (rv = rt_cuda_gemm(c, dt, dt, 0, 0, BT, C, OC, 1.0f, dout, OC, w, C,
-			       1.0f, dinp, C)) != HEXI_OK)
-		return rv;
-	return rt_cuda_gemm(c, dt, RT_CUDA_F32, 1, 0, OC, C, BT, 1.0f, dout, OC,
-			    inp, C, 1.0f, dw, C);
-}
-
-hexi_rc rt_cuda_matmul_tw_forward(rt_cuda *c, rt_cuda_dtype dt, void *out,
-				  const void *inp, const void *w, int BT, int C,
-				  int OC)
-{
-	return rt_cuda_gemm(c, dt, dt, 0, 0, BT, OC, C, 1.0f, inp, C, w, OC,
-			    0.0f, out, OC);
-}
-
-hexi_rc rt_cuda_matmul_tw_backward(rt_cuda *c, rt_cuda_dtype dt, void *dinp,
-				   float *dw, const void *dout, const void *inp,
-				   const void *w, int BT, int C, int OC)
-{
-	hexi_rc rv;
-
-	if (dinp != NULL &&
-	    (rv = rt_cuda_gemm(c, dt, dt, 0, 1, BT, C, OC, 1.0f, dout, OC, w,
-			       OC, 1.0f, dinp, C)) != HEXI_OK)
-		return rv;
-	return rt_cuda_gemm(c, dt, RT_CUDA_F32, 1, 0, C, OC, BT, 1.0f, inp, C,
-			    dout, OC, 1.0f, dw, OC);
-}
-
 /* ---- elementwise and row kernels ------------------------------------------
  */
 
