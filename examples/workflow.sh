@@ -140,7 +140,8 @@ say "   llama2-7b is the size the method is for. Its plan on this allocation:)"
 
 h "2. sbatch --hexiscale=auto examples/train.sbatch: train under that plan"
 export HEXITRAIN HEXI_EXAMPLES=$EX HEXI_CKPT_DIR=$JOBS/ckpt HEXI_SAVE_EVERY=$SAVE
-export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OPENBLAS_NUM_THREADS=1
+hexi_ompi_env # Open MPI over TCP on the loopback (tests/slurm/cluster.sh)
+export OPENBLAS_NUM_THREADS=1
 say "  (the GPUs are fake: every rank computes its role's share on the CPU with MPI)"
 jid=$(HEXI_PRINT_ROLES=1 HEXI_STEPS=$STEPS sbatch --parsable --hexiscale=auto -o "out/%j.out" -e "out/%j.err" "$EX/train.sbatch") ||
 	die "sbatch refused the job"

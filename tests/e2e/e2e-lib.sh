@@ -33,12 +33,9 @@ CHECK_ROLES="python3 $top_srcdir/tests/spank/check-roles.py"
 # Jobs inherit this environment (sbatch --export=ALL): several fake nodes
 # on one machine need OpenMPI's TCP transport on the loopback.
 HEXI_EXAMPLES=$EX
-OMPI_MCA_btl=self,tcp
-OMPI_MCA_btl_tcp_if_include=lo
-OMPI_MCA_oob_tcp_if_include=lo
+hexi_ompi_env
 OPENBLAS_NUM_THREADS=1
-export HEXITRAIN HEXI_EXAMPLES OMPI_MCA_btl OMPI_MCA_btl_tcp_if_include \
-	OMPI_MCA_oob_tcp_if_include OPENBLAS_NUM_THREADS
+export HEXITRAIN HEXI_EXAMPLES OPENBLAS_NUM_THREADS
 unset HEXISCALE_MODE HEXISCALE_MODEL HEXISCALE_GLOBAL_BATCH \
 	HEXISCALE_MICRO_BATCH HEXISCALE_SEQ_LEN HEXISCALE_PLAN_DIR
 

@@ -14,9 +14,8 @@ MKPLAN="$top_builddir/tests/runtime/mkplan"
 command -v srun >/dev/null 2>&1 || skip "Slurm not installed"
 slurm_up
 srun --mpi=list 2>&1 | grep -q pmix || skip "Slurm has no pmix"
-export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo \
-	OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_mpi_yield_when_idle=1 \
-	OPENBLAS_NUM_THREADS=1
+hexi_ompi_env
+export OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1
 "$MKPLAN" tiny-8l "10/5:3x3@0,2x5@2;6/2:2x4@1,1x4@1" "$JOBS/plan.json" ||
 	hard "mkplan"
 OPT="--steps 5 --optimizer sgd --lr 0.5"
@@ -24,10 +23,18 @@ OPT="--steps 5 --optimizer sgd --lr 0.5"
 "$HT" --model tiny-8l --batch 16 $OPT --json --dump "$JOBS/ref" \
 	>"$JOBS/ref.json" || hard "single-process reference"
 # shellcheck disable=SC2086
-timeout -k 5 180 srun --mpi=pmix -N3 -n8 --gpus-per-task=1 \
-	--hexiscale="$JOBS/plan.json" "$HT" $OPT --json --dump "$JOBS/srun" \
-	>"$JOBS/srun.json" 2>"$JOBS/srun.err"
+train() {
+	timeout -k 5 180 srun --mpi=pmix -N3 -n8 --gpus-per-task=1 \
+		--hexiscale="$JOBS/plan.json" "$HT" $OPT --json --dump "$JOBS/srun" \
+		>"$JOBS/srun.json" 2>"$JOBS/srun.err"
+}
+train
 st=$?
+if [ $st -ne 0 ] && hexi_ompi_tcp_flake "$JOBS/srun.err"; then
+	echo "# Open MPI TCP connect failure (exit $st): running the step once more"
+	train
+	st=$?
+fi
 grep -v '^hexiscale:' "$JOBS/srun.err" | head -n 20 | sed 's/^/# /'
 expect_eq "srun --mpi=pmix -n8 hexitrain exit status" "$st" 0
 out=$("$CMP" --loss "$JOBS/ref.json" "$JOBS/srun.json")

@@ -48,6 +48,37 @@ hexi_cluster_claim_ports() {
 	return 1
 }
 
+# hexi_ompi_env: Open MPI settings for MPI jobs on the fake nodes of one
+# machine.  TCP on the loopback (vader misbehaves across fake nodes,
+# SLURM-FACTS.md).  Open MPI 4.1's TCP BTL opens an IPv4 and an IPv6
+# listener per process, both from port 1024 up by default, so the
+# processes of a job interleave their v4 and v6 ports and every job reuses
+# the last one's: here each gets its own block of 500 (v4, then v6) drawn
+# at random between 21000 and 31999 (under the ephemeral range, above the
+# test clusters' Slurm ports).
+hexi_ompi_env() {
+	local base=$((21000 + (RANDOM % 22) * 500))
+	OMPI_MCA_btl=self,tcp
+	OMPI_MCA_btl_tcp_if_include=lo
+	OMPI_MCA_oob_tcp_if_include=lo
+	OMPI_MCA_btl_tcp_port_min_v4=$base
+	OMPI_MCA_btl_tcp_port_range_v4=250
+	OMPI_MCA_btl_tcp_port_min_v6=$((base + 250))
+	OMPI_MCA_btl_tcp_port_range_v6=250
+	export OMPI_MCA_btl OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include \
+		OMPI_MCA_btl_tcp_port_min_v4 OMPI_MCA_btl_tcp_port_range_v4 \
+		OMPI_MCA_btl_tcp_port_min_v6 OMPI_MCA_btl_tcp_port_range_v6
+}
+
+# hexi_ompi_tcp_flake FILE...: 0 when the output shows Open MPI 4.1's TCP
+# connect failure ("Open MPI failed to TCP connect to a peer", after which
+# its btl/tcp may crash at a NULL address): seen rarely under srun
+# --mpi=pmix on the fake nodes, never traced to HexiScale; tests rerun such
+# a job once, saying so, and judge the second run.
+hexi_ompi_tcp_flake() {
+	grep -q 'Open MPI failed to TCP connect' "$@" 2>/dev/null
+}
+
 hexi_cluster_vars() {
 	HEXI_SLURM_PORT_BASE=${HEXI_SLURM_PORT_BASE:-17100}
 	HEXI_SLURM_DIR=${HEXI_SLURM_DIR:-/tmp/hexi-slurm-$HEXI_SLURM_PORT_BASE}
