@@ -35,6 +35,8 @@ failed=0
 
 note() { summary+=("$(printf '%-14s %s' "$1" "$2")"); }
 left() { echo $((BUDGET_S - ($(date +%s) - start))); }
+# step_failed STATUS: a step that failed counts, one never started does not
+step_failed() { [ "${1:-1}" -eq 125 ] || failed=1; }
 finish() {
 	local st=$1
 	{
@@ -49,12 +51,17 @@ finish() {
 	exit "$st"
 }
 # run NAME TIMEOUT CMD...: run with a time limit inside the budget; output
-# to $work/NAME.txt; returns the command's status (124: timed out).
+# to $work/NAME.txt; returns the command's status (124: timed out; 125: not
+# started, the budget was spent: noted, and not counted as a failure).
 run() {
 	local name=$1 limit=$2 rem
 	shift 2
 	rem=$(left)
-	[ "$rem" -gt 5 ] || { echo "budget exhausted before $name" >"$work/$name.txt"; return 124; }
+	if [ "$rem" -le 5 ]; then
+		echo "budget exhausted before $name" >"$work/$name.txt"
+		note "$name" "not run: the ${BUDGET_S} s budget was spent (HEXI_DEVICE_CHECK_BUDGET_S)"
+		return 125
+	fi
 	[ "$limit" -le "$rem" ] || limit=$rem
 	timeout "$limit" "$@" >"$work/$name.txt" 2>&1
 }
@@ -111,7 +118,7 @@ if [ $st -eq 0 ]; then
 else
 	grep '^not ok' "$work/kernels.txt" | head -10
 	note "kernels" "FAILED: $k_fail of $((k_pass + k_fail)) checks (exit $st)"
-	failed=1
+	step_failed "$st"
 fi
 if [ -x "$BUILD/tests/gpu/test_nccl.t" ]; then
 	run nccl 120 "$BUILD/tests/gpu/test_nccl.t"
@@ -121,7 +128,7 @@ if [ -x "$BUILD/tests/gpu/test_nccl.t" ]; then
 		note "nccl" "ok: $(grep -c '^ok ' "$work/nccl.txt") checks (one rank)"
 	else
 		note "nccl" "FAILED: $n_fail checks (exit $st)"
-		failed=1
+		step_failed "$st"
 	fi
 fi
 
@@ -144,7 +151,7 @@ else
 	st=$?
 	tail -n 15 "$work/hexiprof.txt"
 	note "hexiprof" "FAILED (exit $st)"
-	failed=1
+	step_failed "$st"
 fi
 
 # ---- 4. GPU training throughput (~1B parameters, bf16) ----------------------
@@ -161,7 +168,7 @@ if [ -x "$BUILD/tests/gpu/test_gpu_model" ]; then
 	else
 		grep '^not ok' "$work/gpu-model.txt" | head -5
 		note "gpu model" "FAILED: $(grep -c '^not ok ' "$work/gpu-model.txt") checks (exit $st)"
-		failed=1
+		step_failed "$st"
 	fi
 fi
 BENCH=$BUILD/tests/gpu/bench_gpu_train
@@ -195,7 +202,7 @@ PY
 		st=$?
 		tail -n 15 "$work/train.txt"
 		note "train" "FAILED (exit $st)"
-		failed=1
+		step_failed "$st"
 	fi
 else
 	note "train" "not run: no bench_gpu_train in $BUILD/tests/gpu"
@@ -208,9 +215,10 @@ if [ -x "$HT" ] && "$HT" --help 2>&1 | grep -q -- '--backend'; then
 		sh "$HEXI_SRC/tests/runtime/backend_cli.sh"; then
 		note "hexitrain gpu" "ok: $(grep -c '^ok ' "$work/hexitrain-gpu.txt") checks ($(grep -m1 'GPU fp32 step-5' "$work/hexitrain-gpu.txt" | sed 's/^ok [0-9]* - //'))"
 	else
+		st=$?
 		grep '^not ok' "$work/hexitrain-gpu.txt" | head -5
 		note "hexitrain gpu" "FAILED: $(grep -c '^not ok ' "$work/hexitrain-gpu.txt") checks"
-		failed=1
+		step_failed "$st"
 	fi
 	# The same ~1B bf16 configuration through the trainer: step 1 is warm-up.
 	if run train-hexitrain 200 "$HT" --backend nccl --dtype bf16 \
@@ -233,7 +241,7 @@ PY
 		st=$?
 		tail -n 15 "$work/train-hexitrain.txt"
 		note "train (hexitrain)" "FAILED (exit $st)"
-		failed=1
+		step_failed "$st"
 	fi
 else
 	note "train (hexitrain)" "not run: no hexitrain with --backend in $BUILD/runtime"
@@ -248,7 +256,7 @@ else
 		note "fidelity gpu" "$(grep -m1 '^SKIP' "$work/fidelity-gpu.txt")"
 	else
 		note "fidelity gpu" "FAILED (exit $st)"
-		failed=1
+		step_failed "$st"
 	fi
 fi
 if run fidelity-cpu 120 env HEXI_BUILD="$BUILD" bash "$HEXI_SRC/tests/bench/fidelity.sh"; then
@@ -256,7 +264,7 @@ if run fidelity-cpu 120 env HEXI_BUILD="$BUILD" bash "$HEXI_SRC/tests/bench/fide
 else
 	st=$?
 	note "fidelity cpu" "$([ $st -eq 77 ] && grep -m1 '^SKIP' "$work/fidelity-cpu.txt" || echo "FAILED (exit $st)")"
-	[ $st -eq 77 ] || failed=1
+	[ $st -eq 77 ] || step_failed "$st"
 fi
 
 finish $failed
