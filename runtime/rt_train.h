@@ -55,8 +55,13 @@ hexi_rc rt_train_global_loss(hexi_trainer *t, double loss_sum, double *loss);
 /* Forward of micro-batch mb starts: the failure-test hook, and the tokens
  * (first stage) and targets (last stage) into t->tok, t->tgt. */
 void rt_train_stage_data(hexi_trainer *t, int mb, int *first, int *last);
+/* This rank's stage shard from its role (layers, TP rank, end stages,
+ * 1F1B slots, micro-batch size, seed): the CPU model's configuration,
+ * which the GPU shard's is made from. */
+void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg);
 /* Parameter i as a host rt_param: the CPU model's own, or staged copies of
- * the GPU shard's (fetch: weights and moments downloaded); store uploads a
+ * the GPU shard's (fetch 0: nothing downloaded, 1: the weights, 2: the
+ * weights and the AdamW moments); store uploads a
  * staged parameter's weights (and moments) back (no-op on the CPU). */
 int rt_train_nparams(const hexi_trainer *t);
 hexi_rc rt_train_param_host(hexi_trainer *t, int i, int fetch, rt_param **p);
@@ -69,7 +74,7 @@ hexi_rc rt_gtrain_connect(hexi_trainer *t);
 extern const rt_stage_ops rt_gtrain_ops;
 void rt_gtrain_destroy(rt_gtrain *g);
 /* Checkpoints: parameter i as a host rt_param whose w, m, v are staging
- * buffers of the trainer (fetch: filled from the device), and the upload
+ * buffers of the trainer (fetch as rt_train_param_host), and the upload
  * of its w (and m, v when moments) back to the device. */
 int rt_gtrain_nparams(const hexi_trainer *t);
 hexi_rc rt_gtrain_param_host(hexi_trainer *t, int i, int fetch,

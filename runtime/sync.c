@@ -390,6 +390,13 @@ static double sumsq_f32(const float *x, size_t n)
 	return (a0 + a1) + (a2 + a3);
 }
 
+/* Copy n floats from src to dst; the sum of squares of dst when sq. */
+static double copy_sumsq(float *dst, const float *src, size_t n, int sq)
+{
+	memcpy(dst, src, sizeof(float) * n);
+	return sq ? sumsq_f32(dst, n) : 0;
+}
+
 /* ---- memory operations: host inline, or the caller's (device) ---------- */
 
 static hexi_rc mem_zero(const rt_sync *s, float *p, size_t n)
@@ -483,10 +490,14 @@ static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
 		const sync_piece *p = &b->pieces[i];
 		if (b->in_run[i])
 			continue;
-		if ((rc = mem_copy(s, p->grad, q, p->count)) != HEXI_OK)
-			return rc;
-		if (sumsq != NULL &&
-		    (rc = piece_sumsq(s, p, sumsq)) != HEXI_OK)
+		if (s->mem == NULL) { /* host: copy and square in one pass */
+			double a = copy_sumsq(p->grad, q, p->count,
+					      sumsq != NULL && p->count_norm);
+			if (sumsq != NULL)
+				*sumsq += a;
+		} else if ((rc = mem_copy(s, p->grad, q, p->count)) != HEXI_OK ||
+			 (sumsq != NULL &&
+			  (rc = piece_sumsq(s, p, sumsq)) != HEXI_OK))
 			return rc;
 		q += p->count;
 	}

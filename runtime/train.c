@@ -154,24 +154,30 @@ static hexi_rc stage_backward(void *arg, int mb, int slot, const void *dout,
 
 /* ---- create -------------------------------------------------------------- */
 
-static hexi_rc make_model(hexi_trainer *t)
+void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg)
 {
 	const hexi_role *r = &t->rt->role;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->model = t->rt->plan->model;
+	cfg->layer_begin = r->layer_begin;
+	cfg->layer_end = r->layer_end;
+	cfg->tp_rank = r->tp_rank;
+	cfg->tp_size = r->tp_size;
+	cfg->has_embed = r->stage == 0;
+	cfg->has_head = r->stage == r->nstages - 1;
+	cfg->max_slots = rt_pipe_slots(r->nstages, r->stage, r->micro_batches);
+	cfg->max_batch = t->mbs;
+	cfg->seq = t->T;
+	cfg->seed = t->o.seed;
+}
+
+static hexi_rc make_model(hexi_trainer *t)
+{
 	rt_model_config cfg;
 	rt_tp_comm tp = {.allreduce_sum = tp_allreduce, .ctx = t};
 
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.model = t->rt->plan->model;
-	cfg.layer_begin = r->layer_begin;
-	cfg.layer_end = r->layer_end;
-	cfg.tp_rank = r->tp_rank;
-	cfg.tp_size = r->tp_size;
-	cfg.has_embed = r->stage == 0;
-	cfg.has_head = r->stage == r->nstages - 1;
-	cfg.max_slots = rt_pipe_slots(r->nstages, r->stage, r->micro_batches);
-	cfg.max_batch = t->mbs;
-	cfg.seq = t->T;
-	cfg.seed = t->o.seed;
+	rt_train_stage_config(t, &cfg);
 	return rt_model_create(&cfg, &tp, &t->model);
 }
 

@@ -141,7 +141,8 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 	rc = hexi_ckpt_save_begin(dir, &meta, t->rt->rank, &w);
 	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
 		rt_param *p = NULL;
-		rc = rt_train_param_host(t, i, 1, &p);
+		rc = rt_train_param_host(
+		    t, i, t->o.optimizer == HEXI_OPT_ADAMW ? 2 : 1, &p);
 		if (rc == HEXI_OK)
 			rc = write_param(t, w, p);
 	}

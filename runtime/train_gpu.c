@@ -111,9 +111,9 @@ static hexi_rc tp_allreduce(void *ctx, float *buf, size_t n)
 hexi_rc rt_gtrain_create(hexi_trainer *t)
 {
 	hexi_rt *rt = t->rt;
-	const hexi_role *r = &rt->role;
 	rt_gtrain *g = calloc(1, sizeof(*g));
 	rt_cuda_shard_cfg cfg;
+	rt_model_config mc;
 	rt_cuda_tp tp = {.allreduce_sum = tp_allreduce, .ctx = t};
 	hexi_rc rc;
 
@@ -133,19 +133,19 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 			      .fence = dm_fence,
 			      .sumsq_add = dm_sumsq_add,
 			      .sumsq_take = dm_sumsq_take};
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.model = &rt->plan->model;
-	cfg.layer_begin = r->layer_begin;
-	cfg.layer_end = r->layer_end;
-	cfg.tp_rank = r->tp_rank;
-	cfg.tp_size = r->tp_size;
-	cfg.has_embed = r->stage == 0;
-	cfg.has_head = r->stage == r->nstages - 1;
-	cfg.max_slots = rt_pipe_slots(r->nstages, r->stage, r->micro_batches);
-	cfg.B = t->mbs;
-	cfg.dt = g->dt;
-	cfg.seed = t->o.seed;
-	rc = rt_cuda_shard_create(rt->cuda, &cfg, r->tp_size > 1 ? &tp : NULL,
+	rt_train_stage_config(t, &mc);
+	cfg = (rt_cuda_shard_cfg){.model = &rt->plan->model,
+				  .layer_begin = mc.layer_begin,
+				  .layer_end = mc.layer_end,
+				  .tp_rank = mc.tp_rank,
+				  .tp_size = mc.tp_size,
+				  .has_embed = mc.has_embed,
+				  .has_head = mc.has_head,
+				  .max_slots = mc.max_slots,
+				  .B = mc.max_batch,
+				  .dt = g->dt,
+				  .seed = mc.seed};
+	rc = rt_cuda_shard_create(rt->cuda, &cfg, mc.tp_size > 1 ? &tp : NULL,
 				  &g->m);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: GPU stage (%s)",
@@ -379,12 +379,14 @@ hexi_rc rt_gtrain_param_host(hexi_trainer *t, int i, int fetch,
 	v->w = g->hw;
 	v->m = g->hm;
 	v->v = g->hv;
-	if (fetch && ((rc = rt_cuda_model_read(g->m, p->name, 0, g->hw,
-					       p->n)) != HEXI_OK ||
-		      (rc = rt_cuda_model_read(g->m, p->name, 2, g->hm,
-					       p->n)) != HEXI_OK ||
-		      (rc = rt_cuda_model_read(g->m, p->name, 3, g->hv,
-					       p->n)) != HEXI_OK))
+	if (fetch >= 1 &&
+	    (rc = rt_cuda_model_read(g->m, p->name, 0, g->hw, p->n)) != HEXI_OK)
+		return rc;
+	if (fetch >= 2 &&
+	    ((rc = rt_cuda_model_read(g->m, p->name, 2, g->hm, p->n)) !=
+		 HEXI_OK ||
+	     (rc = rt_cuda_model_read(g->m, p->name, 3, g->hv, p->n)) !=
+		 HEXI_OK))
 		return rc;
 	*out = v;
 	return HEXI_OK;
