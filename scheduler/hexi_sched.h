@@ -157,7 +157,10 @@ typedef struct hexi_model {
 typedef struct hexi_train {
 	int global_batch; /* samples per iteration, all pipelines */
 	int micro_batch;  /* default micro-batch size (planner may vary) */
-	int recompute;	  /* 1 = activation recomputation */
+	int recompute;	  /* 1 = activation recomputation (default of every
+			     pipeline; a pipeline may override it) */
+	int zero;	  /* sharded data parallelism: 0 none, 1 optimizer
+			     state, 2 optimizer state and gradients */
 	double bytes_per_param; /* weights+grads+optimizer, mixed-precision
 				   Adam: 16 */
 	double act_bytes;	/* bytes per activation element (2 = bf16) */
@@ -175,7 +178,7 @@ hexi_rc hexi_model_to_json(const hexi_model *m, char **out);
 /* Number of built-in models and the name of the i-th. */
 int hexi_model_builtin_count(void);
 const char *hexi_model_builtin_name(int i);
-/* global_batch 64, micro_batch 1, recompute 1, bytes_per_param 16,
+/* global_batch 64, micro_batch 1, recompute 1, zero 0, bytes_per_param 16,
  * act_bytes 2, reserve_gib 2. */
 void hexi_train_defaults(hexi_train *t);
 hexi_rc hexi_train_validate(const hexi_train *t);
@@ -200,11 +203,19 @@ typedef struct hexi_stage {
 	double mem_gib; /* peak per GPU */
 } hexi_stage;
 
+/* A pipeline's activation recomputation: as train.recompute, or its own. */
+typedef enum hexi_recompute_mode {
+	HEXI_RECOMPUTE_INHERIT = 0, /* calloc'ed pipelines: train.recompute */
+	HEXI_RECOMPUTE_ON = 1,
+	HEXI_RECOMPUTE_OFF = 2,
+} hexi_recompute_mode;
+
 typedef struct hexi_pipeline {
 	int nstages;
 	hexi_stage *stages; /* [nstages] in pipeline order */
 	int batch;	    /* samples per iteration of this pipeline */
 	int micro_batches;  /* m_p; micro-batch size = batch/micro_batches */
+	int recompute;	    /* hexi_recompute_mode */
 	double time_s;	    /* predicted pipeline time per iteration */
 } hexi_pipeline;
 
@@ -263,7 +274,13 @@ typedef struct hexi_role {
 	int batch, micro_batches, micro_batch_size;
 	int node, gpu;
 	int local_rank, local_world_size; /* among ranks on the same node */
+	int recompute; /* 0/1: this rank's pipeline recomputes activations */
+	int zero;      /* the plan's train.zero */
 } hexi_role;
+
+/* 0 or 1: whether pipeline pi of p recomputes activations (its own
+ * setting, else train.recompute). */
+int hexi_plan_recompute(const hexi_plan *p, int pi);
 
 hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out);
 /* Stage holding a global rank: pipeline/stage/tp_rank, or HEXI_ERR_NOTFOUND. */

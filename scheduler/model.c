@@ -200,6 +200,7 @@ void hexi_train_defaults(hexi_train *t)
 	t->global_batch = 64;
 	t->micro_batch = 1;
 	t->recompute = 1;
+	t->zero = 0;
 	t->bytes_per_param = 16.0;
 	t->act_bytes = 2.0;
 	t->reserve_gib = 2.0;
@@ -222,6 +223,11 @@ hexi_rc hexi_train_validate(const hexi_train *t)
 	if (t->recompute != 0 && t->recompute != 1)
 		return hexi_error(HEXI_ERR_RANGE,
 				  "train.recompute: must be 0 or 1");
+	if (t->zero < 0 || t->zero > 2)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "train.zero: %d is out of range 0..2 (0 none, "
+				  "1 optimizer state, 2 also gradients)",
+				  t->zero);
 	if (!(t->bytes_per_param > 0 && t->bytes_per_param <= 1000))
 		return hexi_error(HEXI_ERR_RANGE,
 				  "train.bytes_per_param: %g must be > 0 and "
@@ -240,14 +246,14 @@ hexi_rc hexi_train_validate(const hexi_train *t)
 }
 
 static const char *const train_keys[] = {
-    "global_batch", "micro_batch", "recompute", "bytes_per_param",
-    "act_bytes",    "reserve_gib", NULL};
+    "global_batch", "micro_batch", "recompute", "zero",
+    "bytes_per_param", "act_bytes", "reserve_gib", NULL};
 
 hexi_rc hexi__train_from_json(const json_t *obj, const char *where,
 			      hexi_train *out)
 {
 	hexi_train t;
-	long gb = 0, mb = 1;
+	long gb = 0, mb = 1, zero = 0;
 	hexi_rc rv;
 
 	hexi_train_defaults(&t);
@@ -262,6 +268,8 @@ hexi_rc hexi__train_from_json(const json_t *obj, const char *where,
 		rv = hsj_get_bool(obj, where, "recompute", HSJ_OPTIONAL,
 				  &t.recompute);
 	if (rv == HEXI_OK)
+		rv = hsj_get_int(obj, where, "zero", HSJ_OPTIONAL, 0, 2, &zero);
+	if (rv == HEXI_OK)
 		rv = hsj_get_num(obj, where, "bytes_per_param", HSJ_OPTIONAL, 0,
 				 1, 1000, &t.bytes_per_param);
 	if (rv == HEXI_OK)
@@ -272,6 +280,7 @@ hexi_rc hexi__train_from_json(const json_t *obj, const char *where,
 				 1e4, &t.reserve_gib);
 	t.global_batch = (int)gb;
 	t.micro_batch = (int)mb;
+	t.zero = (int)zero;
 	if (rv == HEXI_OK)
 		rv = hexi_train_validate(&t);
 	if (rv == HEXI_OK)
@@ -279,11 +288,20 @@ hexi_rc hexi__train_from_json(const json_t *obj, const char *where,
 	return rv;
 }
 
+/* "zero" is written only when it is not 0, so plans without sharding keep
+ * the hash they had before the field existed. */
 json_t *hexi__train_to_json(const hexi_train *t)
 {
-	return json_pack("{s:i,s:i,s:b,s:f,s:f,s:f}", "global_batch",
-			 t->global_batch, "micro_batch", t->micro_batch,
-			 "recompute", t->recompute, "bytes_per_param",
-			 t->bytes_per_param, "act_bytes", t->act_bytes,
-			 "reserve_gib", t->reserve_gib);
+	json_t *o = json_pack("{s:i,s:i,s:b,s:f,s:f,s:f}", "global_batch",
+			      t->global_batch, "micro_batch", t->micro_batch,
+			      "recompute", t->recompute, "bytes_per_param",
+			      t->bytes_per_param, "act_bytes", t->act_bytes,
+			      "reserve_gib", t->reserve_gib);
+
+	if (o != NULL && t->zero != 0 &&
+	    json_object_set_new(o, "zero", json_integer(t->zero)) != 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }

@@ -248,6 +248,12 @@ static hexi_rc check_pipeline(vstate *v, int pi, long *batch_sum)
 				"pipelines[%d].micro_batches: %d does not "
 				"divide batch %d",
 				pi, pl->micro_batches, pl->batch);
+	if (rv == HEXI_OK && (pl->recompute < HEXI_RECOMPUTE_INHERIT ||
+			      pl->recompute > HEXI_RECOMPUTE_OFF))
+		rv = hexi_error(HEXI_ERR_INVAL,
+				"pipelines[%d].recompute: mode %d is not "
+				"inherit (0), on (1) or off (2)",
+				pi, pl->recompute);
 	*batch_sum += pl->batch;
 	return rv;
 }
@@ -361,7 +367,13 @@ static json_t *pipeline_json(const hexi_plan *p, const hexi_pipeline *pl)
 	json_t *o = json_pack("{s:i,s:i}", "batch", pl->batch, "micro_batches",
 			      pl->micro_batches);
 	json_t *st = json_array();
-	hexi_rc rv = HEXI_OK;
+	hexi_rc rv = o != NULL && st != NULL ? HEXI_OK : HEXI_ERR_NOMEM;
+
+	/* written only when the pipeline overrides train.recompute, so plans
+	 * without overrides keep their hash */
+	if (rv == HEXI_OK && pl->recompute != HEXI_RECOMPUTE_INHERIT)
+		rv = hsj_set(o, "recompute",
+			     json_boolean(pl->recompute == HEXI_RECOMPUTE_ON));
 
 	for (int s = 0; rv == HEXI_OK && s < pl->nstages; s++)
 		rv = hsj_append(st, stage_json(p, &pl->stages[s]));
@@ -535,8 +547,8 @@ static const char *const plan_keys[] = {
     "format",	  "version",	"hash",	 "strategy", "cost_model",
     "world_size", "model",	"train", "cluster",  "pipelines",
     "sync",	  "prediction", NULL};
-static const char *const pipeline_keys[] = {"batch", "micro_batches", "stages",
-					    NULL};
+static const char *const pipeline_keys[] = {"batch", "micro_batches",
+					    "recompute", "stages", NULL};
 static const char *const stage_keys[] = {"layer_begin", "layer_end", "tp",
 					 "devices", NULL};
 static const char *const device_keys[] = {"node", "gpu", "rank", NULL};
@@ -620,6 +632,7 @@ static hexi_rc parse_pipeline(const hexi_cluster *c, const json_t *j,
 			      const char *w, hexi_pipeline *pl)
 {
 	long batch = 0, mb = 0;
+	int rc = -1;
 	json_t *stages, *sj;
 	size_t i;
 	hexi_rc rv;
@@ -630,12 +643,17 @@ static hexi_rc parse_pipeline(const hexi_cluster *c, const json_t *j,
 	if (rv == HEXI_OK)
 		rv = hsj_get_int(j, w, "micro_batches", 1, 1, 1 << 24, &mb);
 	if (rv == HEXI_OK)
+		rv = hsj_get_bool(j, w, "recompute", HSJ_OPTIONAL, &rc);
+	if (rv == HEXI_OK)
 		rv = hsj_get_array(j, w, "stages", 1, HEXI_MAX_LAYERS, 0,
 				   &stages);
 	if (rv != HEXI_OK)
 		return rv;
 	pl->batch = (int)batch;
 	pl->micro_batches = (int)mb;
+	pl->recompute = rc < 0	 ? HEXI_RECOMPUTE_INHERIT
+			: rc > 0 ? HEXI_RECOMPUTE_ON
+				 : HEXI_RECOMPUTE_OFF;
 	pl->stages = calloc(json_array_size(stages), sizeof(hexi_stage));
 	if (pl->stages == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "plan: out of memory");
@@ -881,6 +899,17 @@ hexi_rc hexi_plan_find_rank(const hexi_plan *p, int rank, int *pipeline,
 			  rank);
 }
 
+int hexi_plan_recompute(const hexi_plan *p, int pi)
+{
+	int mode = p->pipelines[pi].recompute;
+
+	if (mode == HEXI_RECOMPUTE_ON)
+		return 1;
+	if (mode == HEXI_RECOMPUTE_OFF)
+		return 0;
+	return p->train.recompute != 0;
+}
+
 hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out)
 {
 	int pi, si, ti, node;
@@ -910,7 +939,9 @@ hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out)
 			   .micro_batches = pl->micro_batches,
 			   .micro_batch_size = pl->batch / pl->micro_batches,
 			   .node = node,
-			   .gpu = st->devices[ti].gpu};
+			   .gpu = st->devices[ti].gpu,
+			   .recompute = hexi_plan_recompute(p, pi),
+			   .zero = p->train.zero};
 	for (int i = 0; i < p->npipelines; i++)
 		for (int s = 0; s < p->pipelines[i].nstages; s++) {
 			const hexi_stage *x = &p->pipelines[i].stages[s];

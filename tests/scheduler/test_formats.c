@@ -439,6 +439,67 @@ static void test_plan(void)
 	hexi_cluster_destroy(c);
 }
 
+/* train.zero and a pipeline's own recompute: defaults, round trip, the
+ * hash of plans without them unchanged, role fields, bad values. */
+static void test_plan_memory_fields(void)
+{
+	char path[512], *js = NULL, *js2 = NULL, old_hash[HEXI_HASH_HEX];
+	hexi_plan *p = NULL, *q = NULL, *r = NULL;
+	hexi_role role;
+	hexi_rc rv;
+
+	path_of(path, sizeof(path), "tests/scheduler/corpus/plan/minimal.json");
+	rv = hexi_plan_load(path, NULL, &p);
+	if (rv != HEXI_OK)
+		tap_bail("minimal plan does not load");
+	is_int(p->train.zero, 0, "zero defaults to 0");
+	is_int(p->pipelines[0].recompute, HEXI_RECOMPUTE_INHERIT,
+	       "pipeline recompute defaults to inherit");
+	is_int(hexi_plan_recompute(p, 0), 1, "inherits train.recompute");
+	is_int(hexi_plan_to_json(p, &js), HEXI_OK, "write");
+	ok(js && strstr(js, "\"zero\"") == NULL,
+	   "zero 0 is not written (hash of old plans unchanged)");
+	snprintf(old_hash, sizeof(old_hash), "%s", p->hash);
+	free(js);
+	js = NULL;
+
+	p->train.zero = 2;
+	p->pipelines[0].recompute = HEXI_RECOMPUTE_OFF;
+	is_int(hexi_plan_validate(p), HEXI_OK, "zero 2, recompute off valid");
+	is_int(hexi_plan_hash(p), HEXI_OK, "rehash");
+	ok(strcmp(p->hash, old_hash) != 0, "zero and recompute are hashed");
+	is_int(hexi_plan_to_json(p, &js), HEXI_OK, "write with fields");
+	ok(js && strstr(js, "\"zero\": 2") && strstr(js, "\"recompute\": false"),
+	   "zero and the pipeline's recompute written");
+	is_int(hexi_plan_parse(js, strlen(js), NULL, &q), HEXI_OK,
+	       "re-read: %s", hexi_errmsg(HEXI_ERR_INTERNAL));
+	if (q == NULL)
+		tap_bail("re-read");
+	is_int(q->train.zero, 2, "zero read back");
+	is_int(hexi_plan_recompute(q, 0), 0, "pipeline's own recompute read");
+	is_int(hexi_plan_to_json(q, &js2), HEXI_OK, "re-write");
+	is_str(js2, js, "round trip identical");
+	is_int(hexi_plan_role(q, 0, &role), HEXI_OK, "role");
+	ok(role.zero == 2 && role.recompute == 0, "role carries zero/recompute");
+	q->train.zero = 3;
+	is_int(hexi_plan_validate(q), HEXI_ERR_RANGE, "zero 3 refused");
+	ok(strstr(hexi_errmsg(HEXI_ERR_RANGE), "train.zero") != NULL,
+	   "message names train.zero: %s", hexi_errmsg(HEXI_ERR_RANGE));
+	{
+		char *t = strdup(js), *at = strstr(t, "\"zero\": 2");
+		if (at)
+			at[8] = '7';
+		rv = hexi_plan_parse(t, strlen(t), NULL, &r);
+		is_int(rv, HEXI_ERR_RANGE, "zero 7 in JSON refused");
+		hexi_plan_destroy(r);
+		free(t);
+	}
+	free(js);
+	free(js2);
+	hexi_plan_destroy(q);
+	hexi_plan_destroy(p);
+}
+
 /* The example of hexiscale-plan(5): no hash, no world_size, defaults. */
 static void test_minimal_plan(void)
 {
@@ -508,5 +569,6 @@ int main(void)
 	test_plan();
 	test_examples();
 	test_minimal_plan();
+	test_plan_memory_fields();
 	return tap_done();
 }
