@@ -220,7 +220,7 @@ static hexi_rc check_opts(const hexi_rt *rt, const hexi_train_opts *o)
 	    strcmp(o->dtype, "bf16") != 0)
 		return hexi_error(HEXI_ERR_INVAL,
 				  "dtype '%.32s': want fp32 or bf16", o->dtype);
-	if (rt->backend != RT_BACKEND_NCCL && o->dtype != NULL &&
+	if (rt->backend->device == RT_DEVICE_HOST && o->dtype != NULL &&
 	    strcmp(o->dtype, "bf16") == 0)
 		return hexi_error(HEXI_ERR_UNSUPPORTED,
 				  "dtype bf16 needs the nccl backend (the CPU "
@@ -292,7 +292,7 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 	if (rc == HEXI_OK && o->data_path != NULL)
 		rc = load_text(t, o->data_path);
 #ifdef RT_GPU
-	if (rc == HEXI_OK && rt->backend == RT_BACKEND_NCCL) {
+	if (rc == HEXI_OK && rt->backend->device == RT_DEVICE_CUDA) {
 		rc = rt_gtrain_create(t);
 		ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
 		if (rc == HEXI_OK && !ok)
