@@ -76,16 +76,54 @@ static void fill_meta(const hexi_trainer *t, hexi_ckpt_meta *m)
 	m->world_size = t->rt->world_size;
 }
 
-static hexi_rc commit(hexi_trainer *t, const char *dir,
+static hexi_rc commit(hexi_trainer *t, const char *dir, const char *stage,
 		      const hexi_ckpt_meta *meta)
 {
 	char *json = NULL;
 	hexi_rc rc = hexi_plan_to_json(t->rt->plan, &json);
 
 	if (rc == HEXI_OK)
-		rc = hexi_ckpt_commit(dir, meta, json);
+		rc = hexi_ckpt_commit_staged(dir, stage, meta, json);
 	free(json);
 	return rc;
+}
+
+/* Rank 0 prepares the save (takes the directory's writer lock, creates the
+ * private staging directory, hexiscale-ckpt(5)) and every rank learns the
+ * staging name; an empty name tells the others that it failed. */
+static hexi_rc prepare(hexi_trainer *t, const char *dir,
+		       const hexi_ckpt_meta *meta,
+		       char stage[HEXI_CKPT_STAGE_MAX])
+{
+	rt_comm *c = t->rt->comm;
+	rt_group *g = NULL;
+	int *ranks = NULL, n = t->rt->world_size, i;
+	hexi_rc rc = HEXI_OK, brc;
+
+	memset(stage, 0, HEXI_CKPT_STAGE_MAX);
+	if (t->rt->rank == 0)
+		rc = hexi_ckpt_save_prepare(dir, meta, stage);
+	if (n == 1)
+		return rc;
+	ranks = malloc((size_t)n * sizeof(int));
+	if (ranks == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "save: rank list");
+	for (i = 0; i < n; i++)
+		ranks[i] = i;
+	brc = rt_comm_group_get(c, ranks, n, &g);
+	free(ranks);
+	if (brc == HEXI_OK)
+		brc = c->ops->bcast(g, stage, HEXI_CKPT_STAGE_MAX, 0);
+	if (rc != HEXI_OK)
+		return rc;
+	if (brc != HEXI_OK)
+		return brc;
+	if (stage[0] == '\0')
+		return hexi_error(HEXI_ERR_PEER,
+				  "rank %d: rank 0 could not prepare the save "
+				  "(see its message)",
+				  t->rt->rank);
+	return HEXI_OK;
 }
 
 /* The options that decide what a resumed run computes (the synthetic
@@ -131,6 +169,7 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 {
 	hexi_ckpt_writer *w = NULL;
 	hexi_ckpt_meta meta;
+	char stage[HEXI_CKPT_STAGE_MAX];
 	hexi_rc rc;
 	int ok;
 
@@ -138,7 +177,10 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 		return hexi_error(HEXI_ERR_USAGE, "save: no checkpoint "
 						  "directory");
 	fill_meta(t, &meta);
-	rc = hexi_ckpt_save_begin(dir, &meta, t->rt->rank, &w);
+	rc = prepare(t, dir, &meta, stage);
+	if (rc == HEXI_OK)
+		rc = hexi_ckpt_save_begin_staged(dir, stage, &meta,
+						 t->rt->rank, &w);
 	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
 		rt_param *p = NULL;
 		rc = rt_train_param_host(
@@ -155,6 +197,8 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 			hexi_ckpt_save_abort(w);
 	}
 	ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
+	if (!ok && t->rt->rank == 0 && stage[0] != '\0')
+		hexi_ckpt_save_discard(dir, stage);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: save step %d",
 					 t->rt->rank, t->step);
@@ -164,7 +208,7 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 				  "rank; not committed",
 				  t->rt->rank, t->step);
 	if (t->rt->rank == 0)
-		rc = commit(t, dir, &meta);
+		rc = commit(t, dir, stage, &meta);
 	ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "commit of step %d", t->step);
