@@ -26,6 +26,8 @@ struct hexi_ckpt_writer {
 	char path[CK_PATH_MAX];	   /* the rank file, for messages */
 	char h5path[CK_PATH_MAX];  /* the name HDF5 is given */
 	char fname[32];		   /* rank-RRRRR.h5 */
+	char stage[CK_STAGE_NAME_MAX];
+	int implicit; /* begun by hexi_ckpt_save_begin: a failure discards */
 	int dirfd, stagefd;
 	hexi_ckpt_meta meta;
 	int rank;
@@ -61,6 +63,8 @@ static hexi_rc writer_open(hexi_ckpt_writer *w)
 	return HEXI_OK;
 }
 
+static void session_discard(const char *stage);
+
 static void writer_free(hexi_ckpt_writer *w, int remove_file)
 {
 	if (w == NULL)
@@ -84,6 +88,13 @@ static void writer_free(hexi_ckpt_writer *w, int remove_file)
 		unlinkat(w->stagefd, w->fname, 0);
 	if (w->stagefd >= 0)
 		close(w->stagefd);
+	/* One process writes every rank file: a failed one loses the save,
+	 * and nothing of it stays on disk (a full disk, issue 18). */
+	if (remove_file && w->implicit && w->dirfd >= 0) {
+		if (ck_dir_remove(w->dirfd, w->stage) != HEXI_OK)
+			hexi_error_clear();
+		session_discard(w->stage);
+	}
 	if (w->dirfd >= 0)
 		close(w->dirfd);
 	if (w->xxh != NULL)
@@ -120,6 +131,15 @@ static void session_drop(struct session *ss)
 {
 	if (ss != NULL)
 		memset(ss, 0, sizeof(*ss));
+}
+
+static void session_discard(const char *stage)
+{
+	int i;
+
+	for (i = 0; i < CK_MAX_SESSIONS; i++)
+		if (strcmp(sessions[i].stage, stage) == 0)
+			session_drop(&sessions[i]);
 }
 
 static int committed_at(int dfd, const char *stepname)
@@ -216,9 +236,13 @@ hexi_rc hexi_ckpt_save_begin(const char *dir, const hexi_ckpt_meta *meta,
 	if (strlen(dir) >= CK_PATH_MAX)
 		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", dir);
 	ss = session_find(dir, meta->step);
-	if (ss != NULL)
-		return hexi_ckpt_save_begin_staged(dir, ss->stage, meta, rank,
-						   out);
+	if (ss != NULL) {
+		rv = hexi_ckpt_save_begin_staged(dir, ss->stage, meta, rank,
+						 out);
+		if (rv == HEXI_OK)
+			(*out)->implicit = 1;
+		return rv;
+	}
 	for (i = 0; i < CK_MAX_SESSIONS && sessions[i].stage[0]; i++)
 		;
 	if (i == CK_MAX_SESSIONS)
@@ -236,6 +260,7 @@ hexi_rc hexi_ckpt_save_begin(const char *dir, const hexi_ckpt_meta *meta,
 	memcpy(sessions[i].dir, dir, strlen(dir) + 1);
 	sessions[i].step = meta->step;
 	memcpy(sessions[i].stage, stage, sizeof(stage));
+	(*out)->implicit = 1;
 	return HEXI_OK;
 }
 
@@ -286,6 +311,8 @@ hexi_rc hexi_ckpt_save_begin_staged(const char *dir, const char *stage,
 	w->dirfd = w->stagefd = -1;
 	w->meta = *meta;
 	w->rank = rank;
+	if (strlen(stage) < sizeof(w->stage))
+		memcpy(w->stage, stage, strlen(stage) + 1);
 	if ((rv = ck_dir_open(dir, 0, &w->dirfd)) != HEXI_OK)
 		goto out;
 	snprintf(sname, sizeof(sname), "step-%08lld", (long long)meta->step);
