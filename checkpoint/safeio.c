@@ -49,14 +49,15 @@ static hexi_rc errno_rc(int e)
 	}
 }
 
-/* A symlink we may follow: made by root or by ourselves. */
+/* 1: NAME below DFD is a symlink made by root or by ourselves (followed);
+ * 0: another user's symlink (*owner set); -1: not a symlink. */
 static int trusted_link(int dfd, const char *name, uid_t *owner)
 {
 	struct stat st;
 
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    !S_ISLNK(st.st_mode))
-		return 0;
+		return -1;
 	*owner = st.st_uid;
 	return st.st_uid == 0 || st.st_uid == geteuid();
 }
@@ -67,7 +68,7 @@ static hexi_rc open_component(int dfd, const char *comp, int create,
 			      const char *path, int *out)
 {
 	uid_t owner = 0;
-	int fd;
+	int fd, t;
 
 	fd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT && create) {
@@ -79,18 +80,19 @@ static hexi_rc open_component(int dfd, const char *comp, int create,
 		fd = openat(dfd, comp,
 			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	}
+	/* O_NOFOLLOW|O_DIRECTORY on a symlink fails with ELOOP or ENOTDIR. */
 	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
-		if (!trusted_link(dfd, comp, &owner)) {
-			if (errno == ENOTDIR || owner == 0)
-				return hexi_error(HEXI_ERR_INVAL,
-						  "%s: '%s' is not a directory",
-						  path, comp);
+		t = trusted_link(dfd, comp, &owner);
+		if (t < 0)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "%s: '%s' is not a directory", path,
+					  comp);
+		if (t == 0)
 			return hexi_error(HEXI_ERR_PERM,
 					  "%s: '%s' is a symlink owned by uid "
 					  "%u (neither root nor you): "
 					  "refusing to follow it",
 					  path, comp, (unsigned)owner);
-		}
 		fd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
 	if (fd < 0)
