@@ -164,6 +164,10 @@ typedef struct hexi_ckpt_open_opts {
 	const char *model; /* non-NULL: must match, else HEXI_ERR_MISMATCH */
 	const char
 	    *plan_hash; /* non-NULL: must match, else HEXI_ERR_MISMATCH */
+	/* Added with format 2 (initialise with hexi_ckpt_open_opts_init):
+	 * 1 lets root open a format-1 checkpoint (no whole-file checksums)
+	 * owned by another user; 0 (default) refuses it with HEXI_ERR_PERM. */
+	int allow_unchecked;
 } hexi_ckpt_open_opts;
 
 void hexi_ckpt_open_opts_init(hexi_ckpt_open_opts *o);

@@ -185,6 +185,32 @@ static hexi_rc check_opts(const hexi_ckpt_reader *r,
 	return HEXI_OK;
 }
 
+/* Format 1 has no whole-file checksums: its rank files reach libhdf5
+ * unchecked.  Accepted (resume of one's own old checkpoints works), with a
+ * warning; refused for root on another user's directory unless asked. */
+static hexi_rc check_unchecked(const hexi_ckpt_reader *r,
+			       const hexi_ckpt_open_opts *o)
+{
+	struct stat st;
+
+	if (r->man.file_xxh != NULL)
+		return HEXI_OK;
+	if (geteuid() == 0 && !o->allow_unchecked &&
+	    (fstat(r->stepfd, &st) < 0 || st.st_uid != 0))
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s: format version %d has no whole-file "
+				  "checksums and belongs to uid %u: root does "
+				  "not let libhdf5 parse it unchecked "
+				  "(hexickpt --allow-unchecked to override)",
+				  r->stepdir, r->man.version,
+				  (unsigned)st.st_uid);
+	hexi_log(HEXI_LOG_WARN,
+		 "%s: format version %d: no whole-file checksums, rank files "
+		 "are not checked before libhdf5 opens them",
+		 r->stepdir, r->man.version);
+	return HEXI_OK;
+}
+
 /* A stored hexiscale plan must parse (which checks its own hash) and be
  * the plan the manifest names; other plan JSON is kept opaque. */
 static hexi_rc check_plan(const hexi_ckpt_reader *r)
@@ -288,7 +314,8 @@ hexi_rc hexi_ckpt_open(const char *path, const hexi_ckpt_open_opts *o,
 	if ((rv = ck_manifest_parse(text, len, mpath, &r->man)) != HEXI_OK)
 		goto out;
 	r->have_man = 1;
-	if ((rv = check_opts(r, o)) != HEXI_OK || (rv = check_plan(r)) ||
+	if ((rv = check_unchecked(r, o)) != HEXI_OK ||
+	    (rv = check_opts(r, o)) != HEXI_OK || (rv = check_plan(r)) ||
 	    (rv = check_files(r)))
 		goto out;
 	r->fids = malloc((size_t)r->man.meta.world_size * sizeof(hid_t));
