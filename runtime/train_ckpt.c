@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include "rt_train.h"
 
@@ -62,6 +64,36 @@ static hexi_rc write_param(hexi_trainer *t, hexi_ckpt_writer *w,
 	snprintf(name, sizeof(name), "opt.v.%s", p->name);
 	return hexi_ckpt_write_slice(w, name, p->ndim, p->shape, p->row_begin,
 				     p->row_end, p->v);
+}
+
+/* HEXI_CKPT_TIMING set: rank 0 prints the seconds of each save phase and
+ * of a resume on stderr (the checkpoint benchmark reads them). */
+static double ck_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds (user + system) of this process so far. */
+static double ck_cpu_s(void)
+{
+	struct rusage u;
+
+	getrusage(RUSAGE_SELF, &u);
+	return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+	       1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+static void ck_timing(const hexi_trainer *t, const char *what, double s,
+		      double cpu)
+{
+	if (t->rt->rank == 0 && getenv("HEXI_CKPT_TIMING") != NULL)
+		fprintf(stderr,
+			"hexitrain: checkpoint %s step %d: %.3f s wall, "
+			"%.3f s cpu\n",
+			what, t->step, s, cpu);
 }
 
 static void fill_meta(const hexi_trainer *t, hexi_ckpt_meta *m)
@@ -170,12 +202,15 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 	hexi_ckpt_writer *w = NULL;
 	hexi_ckpt_meta meta;
 	char stage[HEXI_CKPT_STAGE_MAX];
+	double t0, t1, c0, c1;
 	hexi_rc rc;
 	int ok;
 
 	if (dir == NULL || *dir == '\0')
 		return hexi_error(HEXI_ERR_USAGE, "save: no checkpoint "
 						  "directory");
+	t0 = ck_now_s();
+	c0 = ck_cpu_s();
 	fill_meta(t, &meta);
 	rc = prepare(t, dir, &meta, stage);
 	if (rc == HEXI_OK)
@@ -197,6 +232,8 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 			hexi_ckpt_save_abort(w);
 	}
 	ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
+	t1 = ck_now_s();
+	c1 = ck_cpu_s();
 	if (!ok && t->rt->rank == 0 && stage[0] != '\0')
 		hexi_ckpt_save_discard(dir, stage);
 	if (rc != HEXI_OK)
@@ -210,6 +247,9 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 	if (t->rt->rank == 0)
 		rc = commit(t, dir, stage, &meta);
 	ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
+	ck_timing(t, "rank files", t1 - t0, c1 - c0);
+	ck_timing(t, "commit", ck_now_s() - t1, ck_cpu_s() - c1);
+	ck_timing(t, "save", ck_now_s() - t0, ck_cpu_s() - c0);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "commit of step %d", t->step);
 	if (!ok)
@@ -280,8 +320,11 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 
 hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 {
+	double t0 = ck_now_s(), c0 = ck_cpu_s();
 	hexi_rc rc = resume_local(t, dir);
 	int ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
+
+	ck_timing(t, "resume", ck_now_s() - t0, ck_cpu_s() - c0);
 
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: --resume %s",
