@@ -39,17 +39,17 @@
 extern "C" {
 #endif
 
-#define HEXI_CKPT_FORMAT    "hexiscale-ckpt"
+#define HEXI_CKPT_FORMAT "hexiscale-ckpt"
 /* Format versions this build reads: HEXI_CKPT_VERSION_MIN..HEXI_CKPT_VERSION
  * (hexiscale-ckpt(5), VERSIONS).  It writes HEXI_CKPT_VERSION.  Version 2
  * added each rank file's whole-file xxh64 to the manifest. */
 #define HEXI_CKPT_VERSION     2
 #define HEXI_CKPT_VERSION_MIN 1
-#define HEXI_CKPT_NAME_MAX  128 /* tensor / blob name, NUL included */
-#define HEXI_CKPT_MANIFEST  "MANIFEST.json"
-#define HEXI_CKPT_LATEST    "latest"
-#define HEXI_CKPT_MAX_RANKS 65536
-#define HEXI_CKPT_MAX_STEP  99999999 /* step-%08d */
+#define HEXI_CKPT_NAME_MAX    128 /* tensor / blob name, NUL included */
+#define HEXI_CKPT_MANIFEST    "MANIFEST.json"
+#define HEXI_CKPT_LATEST      "latest"
+#define HEXI_CKPT_MAX_RANKS   65536
+#define HEXI_CKPT_MAX_STEP    99999999 /* step-%08d */
 
 /* Non-tensor training state; stored in every rank file and the manifest. */
 typedef struct hexi_ckpt_meta {

@@ -17,6 +17,7 @@
 
 #include "hexi_ckpt.h"
 #include "hexi_sched.h"
+#include "ckpt_plan.h"
 
 #define PROG "hexickpt"
 
@@ -119,8 +120,6 @@ static int print_json(json_t *j)
 	return 0;
 }
 
-#include "reshard_plan.h"
-
 /* ---- info -------------------------------------------------------------- */
 
 static uint64_t tensor_bytes(const hexi_ckpt_tensor_info *t)
@@ -134,12 +133,12 @@ static json_t *meta_json(const hexi_ckpt_reader *r)
 
 	return json_pack("{s:s,s:s,s:i,s:s,s:s,s:I,s:I,s:I,s:I,s:i}", "path",
 			 hexi_ckpt_reader_path(r), "format", HEXI_CKPT_FORMAT,
-			 "version", hexi_ckpt_reader_version(r), "model", m->model,
-			 "plan_hash", m->plan_hash, "step", (json_int_t)m->step,
-			 "tokens_seen", (json_int_t)m->tokens_seen,
-			 "data_position", (json_int_t)m->data_position,
-			 "opt_step", (json_int_t)m->opt_step, "world_size",
-			 m->world_size);
+			 "version", hexi_ckpt_reader_version(r), "model",
+			 m->model, "plan_hash", m->plan_hash, "step",
+			 (json_int_t)m->step, "tokens_seen",
+			 (json_int_t)m->tokens_seen, "data_position",
+			 (json_int_t)m->data_position, "opt_step",
+			 (json_int_t)m->opt_step, "world_size", m->world_size);
 }
 
 /* Bytes of slices held by each rank file: the layout at a glance. */
@@ -186,7 +185,7 @@ static int info_json(const hexi_ckpt_reader *r, const uint64_t *rb)
 	}
 	for (i = 0; i < hexi_ckpt_reader_meta(r)->world_size; i++)
 		json_array_append_new(ranks, json_integer((json_int_t)rb[i]));
-	json_object_set_new(root, "plan", plan_summary_json(r));
+	json_object_set_new(root, "plan", ckpt_plan_summary_json(r));
 	json_object_set_new(root, "rank_bytes", ranks);
 	json_object_set_new(root, "tensors", ts);
 	return print_json(root);
@@ -207,7 +206,7 @@ static void info_text(const hexi_ckpt_reader *r, const uint64_t *rb)
 	       m->step, m->opt_step);
 	printf("tokens      %" PRId64 ", data position %" PRId64 "\n",
 	       m->tokens_seen, m->data_position);
-	plan_summary_text(r);
+	ckpt_plan_summary_text(r);
 	printf("ranks       %d\n", m->world_size);
 	for (i = 0; i < m->world_size; i++)
 		printf("  rank-%05d.h5  %10.3f MiB of slices\n", i,
@@ -282,8 +281,9 @@ static int cmd_verify(int argc, char **argv, const opts *o)
 		}
 	/* Whole-file checks (size + xxh64 before libhdf5) exist from format
 	 * version 2 on; older checkpoints say so. */
-	filechk = r == NULL ? "" : hexi_ckpt_reader_version(r) >= 2 ? "ok"
-								  : "unavailable";
+	filechk = r == NULL			     ? ""
+		  : hexi_ckpt_reader_version(r) >= 2 ? "ok"
+						     : "unavailable";
 	if (o->json) {
 		json_t *j = json_pack(
 		    "{s:s,s:b,s:s,s:s,s:i,s:i,s:I,s:i,s:s}", "path", argv[0],
@@ -344,7 +344,7 @@ static int cmd_reshard(int argc, char **argv, const opts *o)
 		return usage_error("reshard: expected SRC --plan PLAN -o DST",
 				   NULL);
 	if ((rc = open_ckpt(argv[0], o, 1, &r)) == HEXI_OK)
-		rc = reshard_with_plan(r, o->plan, o->out, bar(o));
+		rc = ckpt_reshard_with_plan(r, o->plan, o->out, bar(o));
 	hexi_ckpt_close(r);
 	if (rc != HEXI_OK)
 		return fail(rc);

@@ -566,15 +566,15 @@ static hexi_rc file_v2(json_t *f, size_t i, ck_manifest *m, const char *where)
 {
 	hexi_rc rc = file_common(f, i, file_keys_v2, m, where);
 
-	return rc != HEXI_OK ? rc
-			     : ck_json_hex64(f, "xxh64", &m->file_xxh[i], where);
+	return rc != HEXI_OK
+		   ? rc
+		   : ck_json_hex64(f, "xxh64", &m->file_xxh[i], where);
 }
 
 static const struct version_hooks {
 	int version;
 	int file_xxh; /* the manifest has whole-file checksums */
-	hexi_rc (*file)(json_t *f, size_t i, ck_manifest *m,
-			const char *where);
+	hexi_rc (*file)(json_t *f, size_t i, ck_manifest *m, const char *where);
 } version_table[] = {
     {1, 0, file_v1},
     {2, 1, file_v2},
@@ -606,9 +606,9 @@ static hexi_rc parse_files(json_t *a, ck_manifest *m, const char *where)
 				  "files",
 				  where, m->meta.world_size);
 	m->file_bytes = calloc((size_t)m->meta.world_size, sizeof(uint64_t));
-	m->file_xxh = h->file_xxh ? calloc((size_t)m->meta.world_size,
-					   sizeof(uint64_t))
-				  : NULL;
+	m->file_xxh = h->file_xxh
+			  ? calloc((size_t)m->meta.world_size, sizeof(uint64_t))
+			  : NULL;
 	if (m->file_bytes == NULL || (h->file_xxh && m->file_xxh == NULL))
 		return hexi_error(HEXI_ERR_NOMEM, "%s: file list", where);
 	for (i = 0; i < json_array_size(a); i++)
@@ -787,12 +787,11 @@ static json_t *manifest_json(const ck_manifest *m)
 	for (i = 0; !bad && i < m->meta.world_size; i++) {
 		snprintf(fn, sizeof(fn), "rank-%05d.h5", i);
 		bad = json_array_append_new(
-		    files, json_pack("{s:i,s:s,s:I,s:o}", "rank", i, "name", fn,
-				     "bytes", (json_int_t)m->file_bytes[i],
-				     "xxh64",
-				     ck_json_hex64_new(m->file_xxh
-							   ? m->file_xxh[i]
-							   : 0)));
+		    files,
+		    json_pack(
+			"{s:i,s:s,s:I,s:o}", "rank", i, "name", fn, "bytes",
+			(json_int_t)m->file_bytes[i], "xxh64",
+			ck_json_hex64_new(m->file_xxh ? m->file_xxh[i] : 0)));
 	}
 	for (i = 0; !bad && i < m->ntensors; i++)
 		bad =

@@ -29,20 +29,7 @@ void hexi_ckpt_open_opts_init(hexi_ckpt_open_opts *o)
 
 static int is_step_name(const char *s, long *step)
 {
-	size_t i;
-
-	if (strncmp(s, "step-", 5) != 0 || strlen(s) != 13)
-		return 0;
-	for (i = 5; i < 13; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return 0;
-	*step = strtol(s + 5, NULL, 10);
-	return 1;
-}
-
-int ck_is_step_name(const char *s, long *step)
-{
-	return is_step_name(s, step);
+	return ck_is_step_name(s, step);
 }
 
 /* NAME/MANIFEST.json below DFD, without following anything. */
@@ -134,8 +121,8 @@ static hexi_rc resolve(const char *path, int64_t step, char *out, size_t cap,
 		0) {
 		*stepfd = dfd;
 		return snprintf(out, cap, "%s", path) >= (int)cap
-			   ? hexi_error(HEXI_ERR_RANGE,
-					"%.200s: path too long", path)
+			   ? hexi_error(HEXI_ERR_RANGE, "%.200s: path too long",
+					path)
 			   : HEXI_OK;
 	}
 	/* 'latest' is written just after the commit: a save killed between
@@ -154,8 +141,8 @@ static hexi_rc resolve(const char *path, int64_t step, char *out, size_t cap,
 		rc = hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", path);
 		goto out;
 	}
-	*stepfd = openat(dfd, name,
-			 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	*stepfd =
+	    openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	rc = *stepfd >= 0 ? HEXI_OK
 			  : hexi_error(HEXI_ERR_NOTFOUND,
 				       "%s: no such step directory%s", out,

@@ -110,8 +110,7 @@ hexi_rc ck_dir_open(const char *path, int create, int *out)
 	hexi_rc rc = HEXI_OK;
 
 	*out = -1;
-	if (path == NULL || path[0] == '\0' ||
-	    strlen(path) >= sizeof(buf))
+	if (path == NULL || path[0] == '\0' || strlen(path) >= sizeof(buf))
 		return hexi_error(HEXI_ERR_RANGE, "%.200s: bad directory path",
 				  path ? path : "(null)");
 	memcpy(buf, path, strlen(path) + 1);
@@ -134,8 +133,9 @@ hexi_rc ck_dir_open(const char *path, int create, int *out)
 hexi_rc ck_open_at(int dfd, const char *name, const char *what, int *out,
 		   struct stat *st)
 {
-	int fd = openat(dfd, name,
-			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	int fd =
+	    openat(dfd, name,
+		   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	int e = errno;
 
 	*out = -1;
@@ -311,10 +311,9 @@ int ck_have_proc_fd(void)
 hexi_rc ck_fsync_fd(int fd, const char *what)
 {
 	if (fsync(fd) < 0 && errno != EINVAL)
-		return hexi_error(errno == ENOSPC ? HEXI_ERR_NOSPACE
-						  : HEXI_ERR_IO,
-				  "%s: fsync failed: %s", what,
-				  strerror(errno));
+		return hexi_error(
+		    errno == ENOSPC ? HEXI_ERR_NOSPACE : HEXI_ERR_IO,
+		    "%s: fsync failed: %s", what, strerror(errno));
 	return HEXI_OK;
 }
 
@@ -384,6 +383,19 @@ hexi_rc ck_write_at_atomic(int dfd, const char *name, const char *text,
 }
 
 /* ---- staging directories ----------------------------------------------- */
+
+int ck_is_step_name(const char *s, long *step)
+{
+	size_t i;
+
+	if (strncmp(s, "step-", 5) != 0 || strlen(s) != 13)
+		return 0;
+	for (i = 5; i < 13; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+	*step = strtol(s + 5, NULL, 10);
+	return 1;
+}
 
 int ck_is_stage_name(const char *s)
 {
@@ -455,8 +467,8 @@ hexi_rc ck_dir_remove(int dfd, const char *name)
 	struct stat st;
 	struct dirent *e;
 	DIR *d;
-	int fd = openat(dfd, name,
-			O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd =
+	    openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0)
 		return errno == ENOENT ? HEXI_OK
@@ -529,7 +541,8 @@ static void owner_text(char *buf, size_t cap)
 	if (gmtime_r(&now, &tm) != NULL)
 		strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	snprintf(buf, cap, "host=%s pid=%ld job=%s user=%s uid=%u time=%s\n",
-		 host, (long)getpid(), job && hexi_is_printable(job) ? job : "-",
+		 host, (long)getpid(),
+		 job && hexi_is_printable(job) ? job : "-",
 		 pw && hexi_is_printable(pw->pw_name) ? pw->pw_name : "?",
 		 (unsigned)geteuid(), tbuf);
 }

@@ -145,8 +145,8 @@ static hexi_rc export_prepare(const char *path, export_target *x)
 	x->dfd = -1;
 	if (*b == '\0' || strlen(b) >= sizeof(x->base) || dl >= sizeof(dir) ||
 	    strcmp(b, ".") == 0 || strcmp(b, "..") == 0)
-		return hexi_error(HEXI_ERR_INVAL, "%.200s: bad output file name",
-				  path);
+		return hexi_error(HEXI_ERR_INVAL,
+				  "%.200s: bad output file name", path);
 	memcpy(x->base, b, strlen(b) + 1);
 	if (dl == 0)
 		snprintf(dir, sizeof(dir), ".");
@@ -168,7 +168,8 @@ static hexi_rc export_prepare(const char *path, export_target *x)
 	if (ck_have_proc_fd())
 		ck_fd_path(x->h5tmp, sizeof(x->h5tmp), x->dfd, x->tmp);
 	else
-		snprintf(x->h5tmp, sizeof(x->h5tmp), "%.3700s/%.300s", dir, x->tmp);
+		snprintf(x->h5tmp, sizeof(x->h5tmp), "%.3700s/%.300s", dir,
+			 x->tmp);
 	return HEXI_OK;
 }
 
@@ -531,8 +532,7 @@ hexi_rc hexi_ckpt_list(const char *dir, hexi_ckpt_entry **out, int *n)
 		    "%s: cannot open directory: %s", dir, strerror(errno));
 	}
 	snprintf(lp, sizeof(lp), "%s/%s", dir, HEXI_CKPT_LATEST);
-	if (ck_read_at(dfd, HEXI_CKPT_LATEST, 64, lp, &latest, &len) !=
-	    HEXI_OK)
+	if (ck_read_at(dfd, HEXI_CKPT_LATEST, 64, lp, &latest, &len) != HEXI_OK)
 		latest = NULL;
 	hexi_error_clear();
 	while ((de = readdir(d)) != NULL) {

@@ -173,7 +173,7 @@ static hexi_rc check_step_entry(int dfd, const char *dir, int64_t step)
 				  "a directory of yours: refusing to save "
 				  "there (remove it)",
 				  dir, name,
-				  S_ISLNK(st.st_mode) ? "a symlink"
+				  S_ISLNK(st.st_mode)	? "a symlink"
 				  : S_ISDIR(st.st_mode) ? "a directory"
 							: "a file",
 				  (unsigned)st.st_uid);
@@ -271,8 +271,7 @@ static hexi_rc writer_paths(hexi_ckpt_writer *w, const char *dir,
 
 	snprintf(w->fname, sizeof(w->fname), "rank-%05d.h5", w->rank);
 	n1 = snprintf(w->stepdir, sizeof(w->stepdir), "%s/%s", dir, stage);
-	n2 = snprintf(w->path, sizeof(w->path), "%s/%s", w->stepdir,
-		      w->fname);
+	n2 = snprintf(w->path, sizeof(w->path), "%s/%s", w->stepdir, w->fname);
 	/* HDF5 opens by name: through the staging directory's descriptor
 	 * no path component can be swapped under it. */
 	n3 = ck_have_proc_fd()
@@ -692,8 +691,8 @@ static hexi_rc index_add(ck_manifest *m, const char *text, int rank,
 	return rc;
 }
 
-static hexi_rc read_sum(int sfd, int rank, const char *stepdir,
-			uint64_t *bytes, uint64_t *xxh)
+static hexi_rc read_sum(int sfd, int rank, const char *stepdir, uint64_t *bytes,
+			uint64_t *xxh)
 {
 	char name[40], what[CK_PATH_MAX + 48], *text = NULL, hex[17];
 	unsigned long long b = 0;
@@ -741,10 +740,9 @@ static hexi_rc commit_read_rank(ck_manifest *m, int sfd, const char *stepdir,
 	if ((rv = ck_open_at(sfd, fname, path, &fd, &st)) != HEXI_OK)
 		return rv;
 	if ((uint64_t)st.st_size != m->file_bytes[rank]) {
-		rv = hexi_error(HEXI_ERR_IO,
-				"%s: %lld bytes, its save recorded %" PRIu64,
-				path, (long long)st.st_size,
-				m->file_bytes[rank]);
+		rv = hexi_error(
+		    HEXI_ERR_IO, "%s: %lld bytes, its save recorded %" PRIu64,
+		    path, (long long)st.st_size, m->file_bytes[rank]);
 		goto out;
 	}
 	ck_fd_path(h5p, sizeof(h5p), fd, NULL);
@@ -894,8 +892,7 @@ hexi_rc hexi_ckpt_commit_staged(const char *dir, const char *stage,
 		if ((rv = commit_read_rank(&m, sfd, stepdir, r)) != HEXI_OK)
 			goto out;
 	if ((rv = ck_manifest_validate(&m, stepdir)) != HEXI_OK ||
-	    (rv = commit_publish(dfd, sfd, dir, stage, stepdir, &m)) !=
-		HEXI_OK)
+	    (rv = commit_publish(dfd, sfd, dir, stage, stepdir, &m)) != HEXI_OK)
 		goto out;
 	published = 1;
 	rv = update_latest(dfd, dir, meta->step);

@@ -214,8 +214,8 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 	fill_meta(t, &meta);
 	rc = prepare(t, dir, &meta, stage);
 	if (rc == HEXI_OK)
-		rc = hexi_ckpt_save_begin_staged(dir, stage, &meta,
-						 t->rt->rank, &w);
+		rc = hexi_ckpt_save_begin_staged(dir, stage, &meta, t->rt->rank,
+						 &w);
 	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
 		rt_param *p = NULL;
 		rc = rt_train_param_host(

@@ -121,7 +121,8 @@ static void test_bitflip(void)
 	/* Format 1: the per-slice checksum catches it. */
 	manifest_as_v1();
 	rc = open_read("layers.1.mlp.w_up", NULL);
-	is_int(rc, HEXI_ERR_CHECKSUM, "v1: load of the flipped tensor: CHECKSUM");
+	is_int(rc, HEXI_ERR_CHECKSUM,
+	       "v1: load of the flipped tensor: CHECKSUM");
 	ok(strstr(hexi_errmsg(rc), "tensor 'layers.1.mlp.w_up' rows [16,32)") &&
 	       strstr(hexi_errmsg(rc), "rank-00003.h5"),
 	   "message names tensor, rows, file: %s", hexi_errmsg(rc));

@@ -123,8 +123,8 @@ static void test_fifos(const char *base)
 	   s, s);
 	rc = open_verify(d, 1);
 	is_int(rc, HEXI_ERR_INVAL, "FIFO named MANIFEST.json: refused");
-	ok(strstr(hexi_errmsg(rc), "not a regular file") != NULL,
-	   "message: %s", hexi_errmsg(rc));
+	ok(strstr(hexi_errmsg(rc), "not a regular file") != NULL, "message: %s",
+	   hexi_errmsg(rc));
 	sh("rm '%s/MANIFEST.json' && ln -s M.bak '%s/MANIFEST.json'", s, s);
 	rc = open_verify(d, 1);
 	ok(rc != HEXI_OK, "symlink named MANIFEST.json: refused (%s)",
@@ -251,8 +251,7 @@ static void test_two_writers(const char *base)
 	}
 	is_int(good, 10, "10 trials: exactly one writer succeeded each time");
 	is_int(fast, 10, "the other failed with PERM (lock held) each time");
-	is_int(verified, 10,
-	       "every trial: the 3 committed checkpoints verify");
+	is_int(verified, 10, "every trial: the 3 committed checkpoints verify");
 }
 
 static void test_holder_message(const char *base)
@@ -332,8 +331,8 @@ static void test_staged(const char *base)
 	is_rc(hexi_ckpt_write_slice(w, "t", 2, shape, 0, 2, x), HEXI_OK,
 	      "rank 0 writes");
 	is_rc(hexi_ckpt_save_end(w), HEXI_OK, "rank 0 ends");
-	is_int(hexi_ckpt_save_begin_staged(d, stage, &m, 0, &w),
-	       HEXI_ERR_HDF5, "rank 0 again: its file exists (O_EXCL)");
+	is_int(hexi_ckpt_save_begin_staged(d, stage, &m, 0, &w), HEXI_ERR_HDF5,
+	       "rank 0 again: its file exists (O_EXCL)");
 	is_rc(hexi_ckpt_save_begin_staged(d, stage, &m, 1, &w), HEXI_OK,
 	      "rank 1 begins");
 	is_rc(hexi_ckpt_write_slice(w, "t", 2, shape, 2, 4, x + 4), HEXI_OK,
