@@ -831,6 +831,7 @@ static hexi_rc commit_publish(int dfd, int sfd, const char *dir,
 			      const ck_manifest *m)
 {
 	char sname[32], name[40], *text = NULL;
+	mode_t um;
 	hexi_rc rv;
 	int r;
 
@@ -845,6 +846,13 @@ static hexi_rc commit_publish(int dfd, int sfd, const char *dir,
 		snprintf(name, sizeof(name), "rank-%05d.sum", r);
 		unlinkat(sfd, name, 0);
 	}
+	/* Private while written; once committed readable as a directory made
+	 * by mkdir(0755) would be (others' tools, root's reshard output). */
+	um = umask(022);
+	umask(um);
+	if (fchmod(sfd, 0755 & ~um) < 0)
+		return hexi_error(HEXI_ERR_IO, "%s: chmod: %s", stepdir,
+				  strerror(errno));
 	if ((rv = ck_fsync_fd(sfd, stepdir)) != HEXI_OK)
 		return rv;
 	snprintf(sname, sizeof(sname), "step-%08lld", (long long)m->meta.step);
