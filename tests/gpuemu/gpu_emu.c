@@ -615,7 +615,7 @@ hexi_rc rt_cuda_gemm(rt_cuda *c, rt_cuda_dtype dt, rt_cuda_dtype ct, int ta,
 	/* cuBLAS refuses leading dimensions below the row length */
 	if (lda < ac || ldb < bc || ldc < N)
 		return hexi_error(HEXI_ERR_CUDA,
-				  "gemm %dx%dx%d (%s -> %s): cuBLAS status 7 "
+				  "gemm %dx%dx%d (%s -> %s): cuBLAS CUBLAS_STATUS_INVALID_VALUE (7) "
 				  "(lda %d ldb %d ldc %d too small)",
 				  M, N, K, rt_cuda_dtype_name(dt),
 				  rt_cuda_dtype_name(ct), lda, ldb, ldc);
