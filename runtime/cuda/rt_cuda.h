@@ -239,6 +239,18 @@ typedef struct rt_cuda_tp {
 	void *ctx;
 } rt_cuda_tp;
 
+/* The deterministic initialisation the shard takes its weights from (the
+ * CPU model's rt_init_tensor / rt_init_std, handed in by the caller so
+ * that runtime/cuda needs nothing from runtime/): tensor fills rows
+ * [row_begin, row_end) of a (rows, ncols) tensor with standard deviation
+ * std; std gives a parameter's standard deviation (0: all ones). */
+typedef struct rt_cuda_init {
+	void (*tensor)(float *w, const char *name, int64_t row_begin,
+		       int64_t row_end, int64_t ncols, float std,
+		       uint64_t seed);
+	float (*std)(const struct hexi_model *md, const char *name);
+} rt_cuda_init;
+
 typedef struct rt_cuda_shard_cfg {
 	const struct hexi_model *model; /* whole-model shape (copied) */
 	int layer_begin, layer_end;	/* [begin, end), may be empty */
@@ -247,7 +259,8 @@ typedef struct rt_cuda_shard_cfg {
 	int max_slots;			/* micro-batches in flight (1F1B) */
 	int B;				/* samples per micro-batch */
 	rt_cuda_dtype dt;
-	uint64_t seed; /* rt_init_tensor seed */
+	uint64_t seed;	   /* init.tensor's seed */
+	rt_cuda_init init; /* both functions required */
 } rt_cuda_shard_cfg;
 
 /* One parameter (or its TP shard), device pointers. */
@@ -271,7 +284,7 @@ hexi_rc rt_cuda_shard_create(rt_cuda *c, const rt_cuda_shard_cfg *cfg,
 /* The whole model (all layers, embedding and head, TP 1, one slot). */
 hexi_rc rt_cuda_model_create(rt_cuda *c, const struct hexi_model *md,
 			     rt_cuda_dtype dt, int B, uint64_t seed,
-			     rt_cuda_model **out);
+			     const rt_cuda_init *init, rt_cuda_model **out);
 void rt_cuda_model_destroy(rt_cuda_model *m);
 
 /*

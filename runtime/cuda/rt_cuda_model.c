@@ -25,7 +25,7 @@
 
 #include "hexi_sched.h"
 #include "rt_cuda.h"
-#include "rt_model.h"
+#include "rt_model.h" /* RT_PARAM_NAME_MAX, names and shapes only */
 #include "rt_ops.h"
 
 enum { W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_MLP_NORM, W_GATE, W_UP, W_DOWN, W_N };
@@ -108,6 +108,9 @@ static hexi_rc check_cfg(const rt_cuda_shard_cfg *c, const rt_cuda_tp *tp)
 
 	if (md == NULL)
 		return hexi_error(HEXI_ERR_INVAL, "GPU model: no model shape");
+	if (c->init.tensor == NULL || c->init.std == NULL)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU model: no initialiser (cfg.init)");
 	if ((rc = hexi_model_validate(md)) != HEXI_OK)
 		return rc;
 	if (md->hidden % md->heads || (md->hidden / md->heads) % 2 ||
@@ -260,9 +263,8 @@ static hexi_rc params_init(rt_cuda_model *m)
 			q->w = q->master;
 		else if ((rc = dalloc(m, &q->w, q->n * esz(m))) != HEXI_OK)
 			break;
-		rt_init_tensor(host, q->name, q->row_begin, q->row_end,
-			       q->cols, rt_init_std(&m->md, q->name),
-			       c->seed);
+		c->init.tensor(host, q->name, q->row_begin, q->row_end,
+			       q->cols, c->init.std(&m->md, q->name), c->seed);
 		rc = rt_cuda_upload(q->master, host, q->n * sizeof(float));
 		if (rc == HEXI_OK && m->dt != RT_CUDA_F32)
 			rc = rt_cuda_cast(m->s, q->w, m->dt, q->master,
@@ -404,12 +406,13 @@ hexi_rc rt_cuda_shard_create(rt_cuda *c, const rt_cuda_shard_cfg *cfg,
 
 hexi_rc rt_cuda_model_create(rt_cuda *c, const struct hexi_model *md,
 			     rt_cuda_dtype dt, int B, uint64_t seed,
-			     rt_cuda_model **out)
+			     const rt_cuda_init *init, rt_cuda_model **out)
 {
 	rt_cuda_shard_cfg cfg;
 
-	if (md == NULL)
-		return hexi_error(HEXI_ERR_INVAL, "GPU model: no model shape");
+	if (md == NULL || init == NULL)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU model: no model shape or initialiser");
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.model = md;
 	cfg.layer_end = md->layers;
@@ -419,6 +422,7 @@ hexi_rc rt_cuda_model_create(rt_cuda *c, const struct hexi_model *md,
 	cfg.B = B;
 	cfg.dt = dt;
 	cfg.seed = seed;
+	cfg.init = *init;
 	return rt_cuda_shard_create(c, &cfg, NULL, out);
 }
 

@@ -29,6 +29,8 @@
 #define SEED 77
 
 static const hexi_model tiny = {"gpu-test", 2, 64, 4, 2, 96, 50, 24};
+static const rt_cuda_init ref_init = {.tensor = rt_init_tensor,
+				      .std = rt_init_std};
 
 static void batch(int *tokens, int *targets)
 {
@@ -88,7 +90,7 @@ static void step(rt_cuda *cu, rt_cuda_dtype dt)
 	hexi_rc rv;
 
 	batch(tokens, targets);
-	rv = rt_cuda_model_create(cu, &tiny, dt, NB, SEED, &gm);
+	rv = rt_cuda_model_create(cu, &tiny, dt, NB, SEED, &ref_init, &gm);
 	is_int(rv, HEXI_OK, "%s: GPU model created (%s)", dn, hexi_errmsg(rv));
 	if (gm == NULL)
 		return;
@@ -175,6 +177,7 @@ static rt_cuda_model *shard(rt_cuda *cu, int lb, int le, int first, int last)
 	cfg.B = 1;
 	cfg.dt = RT_CUDA_F32;
 	cfg.seed = SEED;
+	cfg.init = ref_init;
 	rv = rt_cuda_shard_create(cu, &cfg, NULL, &m);
 	is_int(rv, HEXI_OK, "stage shard [%d,%d) created (%s)", lb, le,
 	       hexi_errmsg(rv));
