@@ -157,11 +157,17 @@ hexi_rc rt_cuda_rmsnorm_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dinp,
 				 const void *w, const float *rstd, int BT,
 				 int C);
 
-/* RoPE in place on x (B,T,NH,hs), hs even; backward is the inverse. */
-hexi_rc rt_cuda_rope_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B,
-			     int T, int NH, int hs, float theta);
+/* RoPE table: *tab (T, hs/2, 2) fp32 DEVICE memory, (cos, sin) of the
+ * angle t * theta^(-2i/hs), computed once on the host in double exactly as
+ * rt_ops' RoPE does (rt_cuda_host.c); the caller frees it with
+ * rt_cuda_free.  T >= 1, hs even >= 2, theta > 1. */
+hexi_rc rt_cuda_rope_table_create(int T, int hs, float theta, float **tab);
+/* RoPE in place on x (B,T,NH,hs) from a table of at least T rows for this
+ * hs; backward is the inverse rotation. */
+hexi_rc rt_cuda_rope_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *x,
+			     const float *tab, int B, int T, int NH, int hs);
 hexi_rc rt_cuda_rope_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dx,
-			      int B, int T, int NH, int hs, float theta);
+			      const float *tab, int B, int T, int NH, int hs);
 
 /*
  * Causal attention, flash style: q (B,T,NH,hs), k, v (B,T,NKV,hs), NH a

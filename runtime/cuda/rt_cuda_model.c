@@ -65,6 +65,7 @@ struct rt_cuda_model {
 	void *dres, *dln, *tmp, *dy, *dq, *dk, *dv, *dh, *dgate, *dup;
 	void *dlogits;
 	float *losses, *delta, *tpbuf;
+	float *rope;	/* (T, hs/2, 2) cos/sin table */
 	float *hlosses; /* host (B,T) */
 	void **allocs;	/* every device allocation, for destroy */
 	int nallocs, cap_allocs;
@@ -77,20 +78,29 @@ struct rt_cuda_model {
 			return rc_;                                            \
 	} while (0)
 
-static hexi_rc dalloc(rt_cuda_model *m, void **p, size_t bytes)
+/* Take ownership of device memory p (freed by destroy); on failure p is
+ * freed here. */
+static hexi_rc track(rt_cuda_model *m, void *p)
 {
 	if (m->nallocs == m->cap_allocs) {
 		int cap = m->cap_allocs ? 2 * m->cap_allocs : 256;
 		void *q = realloc(m->allocs, sizeof(void *) * (size_t)cap);
 
-		if (q == NULL)
+		if (q == NULL) {
+			rt_cuda_free(p);
 			return hexi_error(HEXI_ERR_NOMEM, "GPU model: tables");
+		}
 		m->allocs = q;
 		m->cap_allocs = cap;
 	}
-	CK(rt_cuda_alloc(p, bytes ? bytes : 1));
-	m->allocs[m->nallocs++] = *p;
+	m->allocs[m->nallocs++] = p;
 	return HEXI_OK;
+}
+
+static hexi_rc dalloc(rt_cuda_model *m, void **p, size_t bytes)
+{
+	CK(rt_cuda_alloc(p, bytes ? bytes : 1));
+	return track(m, *p);
 }
 
 static size_t esz(const rt_cuda_model *m)
@@ -340,6 +350,8 @@ static hexi_rc acts_init(rt_cuda_model *m)
 	CK(dalloc(m, &m->dgate, nF));
 	CK(dalloc(m, &m->dup, nF));
 	CK(dalloc(m, (void **)&m->delta, BT * m->nh * 4));
+	CK(rt_cuda_rope_table_create(m->T, m->hs, RT_ROPE_THETA, &m->rope));
+	CK(track(m, m->rope));
 	if (m->cfg.tp_size > 1 && m->dt != RT_CUDA_F32)
 		CK(dalloc(m, (void **)&m->tpbuf, BT * m->C * 4));
 	if (m->cfg.has_head) {
@@ -524,10 +536,8 @@ static hexi_rc block_forward(rt_cuda_model *m, int l, gslot *s)
 				  m->kvd));
 	CK(rt_cuda_matmul_forward(m->cu, dt, a->v, a->ln1, w[W_V].w, BT, C,
 				  m->kvd));
-	CK(rt_cuda_rope_forward(m->s, dt, a->q, B, T, m->nh, m->hs,
-				RT_ROPE_THETA));
-	CK(rt_cuda_rope_forward(m->s, dt, a->k, B, T, m->nkv, m->hs,
-				RT_ROPE_THETA));
+	CK(rt_cuda_rope_forward(m->s, dt, a->q, m->rope, B, T, m->nh, m->hs));
+	CK(rt_cuda_rope_forward(m->s, dt, a->k, m->rope, B, T, m->nkv, m->hs));
 	CK(rt_cuda_attention_forward(m->s, dt, a->y, a->lse, a->q, a->k, a->v,
 				     B, T, m->nh, m->nkv, m->hs));
 	CK(rt_cuda_matmul_tw_forward(m->cu, dt, m->tmp, a->y, w[W_O].w, BT,
@@ -685,10 +695,10 @@ static hexi_rc attn_backward(rt_cuda_model *m, int l, gslot *s)
 	CK(rt_cuda_attention_backward(m->s, dt, m->dq, m->dk, m->dv, m->dy,
 				      a->y, a->q, a->k, a->v, a->lse, m->delta,
 				      B, T, m->nh, m->nkv, m->hs));
-	CK(rt_cuda_rope_backward(m->s, dt, m->dq, B, T, m->nh, m->hs,
-				 RT_ROPE_THETA));
-	CK(rt_cuda_rope_backward(m->s, dt, m->dk, B, T, m->nkv, m->hs,
-				 RT_ROPE_THETA));
+	CK(rt_cuda_rope_backward(m->s, dt, m->dq, m->rope, B, T, m->nh,
+				 m->hs));
+	CK(rt_cuda_rope_backward(m->s, dt, m->dk, m->rope, B, T, m->nkv,
+				 m->hs));
 	CK(zero(m, m->dln, nC * e));
 	CK(rt_cuda_matmul_backward(m->cu, dt, m->dln, w[W_Q].g, m->dq, a->ln1,
 				   w[W_Q].w, BT, C, m->qd));

@@ -206,21 +206,24 @@ static void test_rope(rt_cuda_dtype dt)
 	size_t n = (size_t)B * T * NH * hs;
 	float *x = hrand(n, 1, dt), *ref = hcopy(x, n), *g;
 	void *dX = dev(x, n, dt);
+	float *tab = NULL;
 
+	CHECK(rt_cuda_rope_table_create(T, hs, RT_ROPE_THETA, &tab));
 	rt_rope_forward(ref, B, T, NH, hs, RT_ROPE_THETA);
-	CHECK(rt_cuda_rope_forward(S, dt, dX, B, T, NH, hs, RT_ROPE_THETA));
+	CHECK(rt_cuda_rope_forward(S, dt, dX, tab, B, T, NH, hs));
 	compare("rope_forward", dt, g = host(dX, n, dt), ref, n, tol_of(dt, 0));
 	free(g);
 	rt_cuda_free(dX);
 	dX = dev(x, n, dt);
 	memcpy(ref, x, n * sizeof(float));
 	rt_rope_backward(ref, B, T, NH, hs, RT_ROPE_THETA);
-	CHECK(rt_cuda_rope_backward(S, dt, dX, B, T, NH, hs, RT_ROPE_THETA));
+	CHECK(rt_cuda_rope_backward(S, dt, dX, tab, B, T, NH, hs));
 	compare("rope_backward", dt, g = host(dX, n, dt), ref, n,
 		tol_of(dt, 0));
 	free(g);
 	free(x), free(ref);
 	rt_cuda_free(dX);
+	rt_cuda_free(tab);
 }
 
 static void test_attention_shape(rt_cuda_dtype dt, int B, int T, int NH,

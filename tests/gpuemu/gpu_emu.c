@@ -843,8 +843,30 @@ hexi_rc rt_cuda_rmsnorm_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dinp,
 	return HEXI_OK;
 }
 
-static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B, int T,
-		    int NH, int hs, float theta, int fwd)
+/* The kernel's arithmetic: every pair of x (B,T,NH,hs) rotated by the
+ * table's (cos, sign * sin) of its position; the table itself is
+ * rt_cuda_host.c's, shared with the GPU build, so comparing this with
+ * rt_rope_forward checks the table. */
+static void rope_apply(float *x, const float *tab, int B, int T, int NH,
+		       int hs, float sign)
+{
+	size_t half = (size_t)hs / 2, rows = (size_t)B * T * NH;
+
+	for (size_t row = 0; row < rows; row++) {
+		size_t t = (row / (size_t)NH) % (size_t)T;
+		for (size_t i = 0; i < half; i++) {
+			float cs = tab[(t * half + i) * 2];
+			float sn = sign * tab[(t * half + i) * 2 + 1];
+			float *p = x + row * (size_t)hs + 2 * i;
+			float x0 = p[0], x1 = p[1];
+			p[0] = x0 * cs - x1 * sn;
+			p[1] = x0 * sn + x1 * cs;
+		}
+	}
+}
+
+static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x,
+		    const float *tab, int B, int T, int NH, int hs, float sign)
 {
 	emu_tmp t = {.n = 0};
 	size_t n;
@@ -852,36 +874,35 @@ static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B, int T,
 	hexi_rc rv;
 
 	launch(s);
-	if (B < 0 || T < 0 || NH < 1 || hs < 2 || hs % 2 || !(theta > 1.0f))
+	if (B < 0 || T < 0 || NH < 1 || hs < 2 || hs % 2 || tab == NULL)
 		return hexi_error(HEXI_ERR_INVAL,
-				  "rope: B %d T %d NH %d hs %d (even) theta %g",
-				  B, T, NH, hs, (double)theta);
+				  "rope: B %d T %d NH %d hs %d (even), table %s",
+				  B, T, NH, hs, tab ? "given" : "missing");
 	n = (size_t)B * T * NH * hs;
 	if (n == 0)
 		return HEXI_OK;
-	if ((rv = devw("rope", "x", x, n * ES(dt))) != HEXI_OK)
+	if ((rv = devw("rope", "x", x, n * ES(dt))) != HEXI_OK ||
+	    (rv = dev("rope", "table", tab, (size_t)T * hs * sizeof(float))) !=
+		HEXI_OK)
 		return rv;
 	if ((f = view(&t, dt, x, n, 1)) == NULL)
 		return nomem("rope");
-	if (fwd)
-		rt_rope_forward(f, B, T, NH, hs, theta);
-	else
-		rt_rope_backward(f, B, T, NH, hs, theta);
+	rope_apply(f, tab, B, T, NH, hs, sign);
 	store(dt, x, f, n);
 	tmp_free(&t);
 	return HEXI_OK;
 }
 
-hexi_rc rt_cuda_rope_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B,
-			     int T, int NH, int hs, float theta)
+hexi_rc rt_cuda_rope_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *x,
+			     const float *tab, int B, int T, int NH, int hs)
 {
-	return rope(s, dt, x, B, T, NH, hs, theta, 1);
+	return rope(s, dt, x, tab, B, T, NH, hs, 1.0f);
 }
 
 hexi_rc rt_cuda_rope_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dx,
-			      int B, int T, int NH, int hs, float theta)
+			      const float *tab, int B, int T, int NH, int hs)
 {
-	return rope(s, dt, dx, B, T, NH, hs, theta, 0);
+	return rope(s, dt, dx, tab, B, T, NH, hs, -1.0f);
 }
 
 /* ---- attention -------------------------------------------------------------

@@ -442,9 +442,11 @@ static void t_rope_swiglu(rt_cuda_dtype dt)
 	void *d_out = dput(dt, out, N), *d_dout = dput(dt, dout, N);
 	void *d_dg = dput(dt, dg, N), *d_du = dput(dt, du, N);
 	rt_cuda_stream s = NULL;
+	float *tab = NULL;
 
-	must(rt_cuda_rope_forward(s, dt, d_x, B, T, NH, hs, RT_ROPE_THETA),
-	     "rope fwd");
+	must(rt_cuda_rope_table_create(T, hs, RT_ROPE_THETA, &tab),
+	     "rope table");
+	must(rt_cuda_rope_forward(s, dt, d_x, tab, B, T, NH, hs), "rope fwd");
 	rt_rope_forward(x, B, T, NH, hs, RT_ROPE_THETA);
 	cmp(dt, "rope forward", d_x, x, n, 0);
 	{
@@ -452,12 +454,24 @@ static void t_rope_swiglu(rt_cuda_dtype dt)
 		memcpy(x, xr, n * sizeof(float));
 		free(xr);
 	}
-	must(rt_cuda_rope_backward(s, dt, d_x, B, T, NH, hs, RT_ROPE_THETA),
-	     "rope bwd");
+	must(rt_cuda_rope_backward(s, dt, d_x, tab, B, T, NH, hs), "rope bwd");
 	rt_rope_backward(x, B, T, NH, hs, RT_ROPE_THETA);
 	cmp(dt, "rope backward", d_x, x, n, 0);
-	expect_err(rt_cuda_rope_forward(s, dt, d_x, B, T, NH, 7, RT_ROPE_THETA),
+	expect_err(rt_cuda_rope_forward(s, dt, d_x, tab, B, T, NH, 7),
 		   HEXI_ERR_INVAL, "rope", "rope with odd head size");
+	expect_err(rt_cuda_rope_forward(s, dt, d_x, NULL, B, T, NH, hs),
+		   HEXI_ERR_INVAL, "rope", "rope without a table");
+	rt_cuda_free(tab);
+	{
+		float *bad = NULL;
+		expect_err(rt_cuda_rope_table_create(T, 7, RT_ROPE_THETA, &bad),
+			   HEXI_ERR_INVAL, "rope table", "odd head size table");
+		expect_err(rt_cuda_rope_table_create(0, hs, RT_ROPE_THETA, &bad),
+			   HEXI_ERR_INVAL, "rope table", "empty table");
+		expect_err(rt_cuda_rope_table_create(T, hs, 1.0f, &bad),
+			   HEXI_ERR_INVAL, "rope table", "theta 1");
+		ok(bad == NULL, "no table on error");
+	}
 
 	must(rt_cuda_swiglu_forward(s, dt, d_out, d_g, d_u, N), "swiglu fwd");
 	rt_swiglu_forward(out, g, u, N);
