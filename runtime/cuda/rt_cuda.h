@@ -188,6 +188,50 @@ hexi_rc rt_cuda_attention_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dq,
 				   const float *lse, float *delta, int B, int T,
 				   int NH, int NKV, int hs);
 
+/* ---- attention implementation: own kernel or cuDNN's fused SDPA ---------- */
+
+typedef enum rt_cuda_attn_kind {
+	RT_CUDA_ATTN_OWN = 0,	/* rt_cuda_attention_* above (any dtype, GPU) */
+	RT_CUDA_ATTN_CUDNN = 1, /* rt_cuda_sdpa_* below */
+} rt_cuda_attn_kind;
+
+/*
+ * Which attention a model uses (rt_cuda_host.c; no CUDA call, so it is
+ * tested without a GPU).  mode is $HEXI_ATTENTION: NULL, "" or "auto"
+ * take cuDNN when it can run (bf16, compute capability >= 80, head size a
+ * multiple of 8 and <= 128, cuDNN >= 9.0 loaded: cudnn_version as
+ * cudnnGetVersion(), 0 when absent), else the own kernel; "own" forces
+ * the own kernel; "cudnn" forces cuDNN and is HEXI_ERR_UNSUPPORTED with
+ * the reason when it cannot run; anything else is HEXI_ERR_INVAL.  why
+ * (cap bytes) receives one line saying what was chosen and why.
+ */
+hexi_rc rt_cuda_attn_pick(const char *mode, rt_cuda_dtype dt, int cc, int hs,
+			  long cudnn_version, rt_cuda_attn_kind *kind,
+			  char *why, size_t cap);
+
+/* cudnnGetVersion() of libcudnn.so.9, opened with dlopen on the first call
+ * (so binaries run where cuDNN is absent); 0 when it cannot be opened or
+ * the build has no cuDNN support (configure --with-cudnn). */
+long rt_cuda_cudnn_version(void);
+
+/*
+ * cuDNN fused scaled-dot-product attention (rt_cudnn_attn.c), causal, the
+ * layouts of rt_cuda_attention_*: q, out (B,T,NH,hs), k, v (B,T,NKV,hs),
+ * lse (B,NH,T) fp32.  create builds the forward and backward execution
+ * plans for these fixed sizes on the context's compute stream (and their
+ * workspace); HEXI_ERR_UNSUPPORTED with cuDNN's message when cuDNN has no
+ * engine for them.  backward SETS dq, dk, dv (the own kernel adds).
+ */
+typedef struct rt_cuda_sdpa rt_cuda_sdpa;
+hexi_rc rt_cuda_sdpa_create(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
+			    int NKV, int hs, rt_cuda_sdpa **out);
+void rt_cuda_sdpa_destroy(rt_cuda_sdpa *a);
+hexi_rc rt_cuda_sdpa_forward(rt_cuda_sdpa *a, void *out, float *lse,
+			     const void *q, const void *k, const void *v);
+hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,
+			      const void *dout, const void *out, const void *q,
+			      const void *k, const void *v, const float *lse);
+
 /* SwiGLU: out (N) = silu(gate) * up; backward accumulates dgate, dup. */
 hexi_rc rt_cuda_swiglu_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
 			       const void *gate, const void *up, size_t N);
@@ -340,6 +384,11 @@ size_t rt_cuda_model_numel(const rt_cuda_model *m);
 double rt_cuda_model_flops(const rt_cuda_model *m);
 /* Bytes of one stage-boundary activation (B,T,C) in dt. */
 size_t rt_cuda_model_act_bytes(const rt_cuda_model *m);
+/* The attention the shard runs and why (rt_cuda_attn_pick's line, or why
+ * cuDNN fell back), e.g. "cudnn (auto: bf16, sm_90, hs 128, cuDNN 91900)". */
+const char *rt_cuda_model_attention(const rt_cuda_model *m);
+/* Which one: RT_CUDA_ATTN_OWN or RT_CUDA_ATTN_CUDNN. */
+rt_cuda_attn_kind rt_cuda_model_attn_kind(const rt_cuda_model *m);
 
 /* ---- trainer helpers (rt_train_ops.cu) ----------------------------------- */
 

@@ -1,13 +1,16 @@
 /*
  * rt_cuda_host.c - host-side pieces of the GPU path that need no CUDA
- * header: the RoPE cos/sin table.  Plain C over rt_cuda.h's memory calls,
+ * header: the RoPE cos/sin table and the choice of the attention
+ * implementation.  Plain C over rt_cuda.h's memory calls,
  * so the same file serves the real device (libhexicuda.a) and the host
  * emulation (tests/gpuemu).
  */
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rt_cuda.h"
 
@@ -43,4 +46,53 @@ hexi_rc rt_cuda_rope_table_create(int T, int hs, float theta, float **tab)
 	}
 	free(host);
 	return rv;
+}
+
+/* NULL when cuDNN's fused attention can run on this (dt, cc, hs, cuDNN),
+ * else the reason. */
+static const char *cudnn_unfit(rt_cuda_dtype dt, int cc, int hs, long ver)
+{
+	if (dt != RT_CUDA_BF16)
+		return "fp32 (cuDNN's fused attention is bf16/fp16)";
+	if (cc < 80)
+		return "compute capability below 8.0";
+	if (hs % 8 != 0 || hs < 8 || hs > 128)
+		return "head size not a multiple of 8 in 8..128";
+	if (ver < 90000)
+		return ver <= 0 ? "cuDNN not loaded (libcudnn.so.9 absent, or "
+				  "built without --with-cudnn)"
+				: "cuDNN older than 9.0";
+	return NULL;
+}
+
+hexi_rc rt_cuda_attn_pick(const char *mode, rt_cuda_dtype dt, int cc, int hs,
+			  long cudnn_version, rt_cuda_attn_kind *kind,
+			  char *why, size_t cap)
+{
+	const char *unfit = cudnn_unfit(dt, cc, hs, cudnn_version);
+	int forced;
+
+	*kind = RT_CUDA_ATTN_OWN;
+	if (mode != NULL && mode[0] != '\0' && strcmp(mode, "auto") != 0 &&
+	    strcmp(mode, "own") != 0 && strcmp(mode, "cudnn") != 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "HEXI_ATTENTION='%.32s': auto, own or cudnn",
+				  mode);
+	if (mode != NULL && strcmp(mode, "own") == 0) {
+		snprintf(why, cap, "own (HEXI_ATTENTION=own)");
+		return HEXI_OK;
+	}
+	forced = mode != NULL && strcmp(mode, "cudnn") == 0;
+	if (unfit != NULL) {
+		if (forced)
+			return hexi_error(HEXI_ERR_UNSUPPORTED,
+					  "HEXI_ATTENTION=cudnn: %s", unfit);
+		snprintf(why, cap, "own (auto: %s)", unfit);
+		return HEXI_OK;
+	}
+	*kind = RT_CUDA_ATTN_CUDNN;
+	snprintf(why, cap, "cudnn (%s: %s, sm_%d, hs %d, cuDNN %ld)",
+		 forced ? "HEXI_ATTENTION=cudnn" : "auto",
+		 rt_cuda_dtype_name(dt), cc, hs, cudnn_version);
+	return HEXI_OK;
 }

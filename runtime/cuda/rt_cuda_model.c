@@ -66,6 +66,9 @@ struct rt_cuda_model {
 	void *dlogits;
 	float *losses, *delta, *tpbuf;
 	float *rope;	/* (T, hs/2, 2) cos/sin table */
+	rt_cuda_attn_kind attn;
+	rt_cuda_sdpa *sdpa; /* cuDNN plans when attn is RT_CUDA_ATTN_CUDNN */
+	char attn_why[256];
 	float *hlosses; /* host (B,T) */
 	void **allocs;	/* every device allocation, for destroy */
 	int nallocs, cap_allocs;
@@ -364,6 +367,65 @@ static hexi_rc acts_init(rt_cuda_model *m)
 	return HEXI_OK;
 }
 
+/* Own kernel or cuDNN (rt_cuda_attn_pick with $HEXI_ATTENTION); auto
+ * falls back to the own kernel when cuDNN refuses to build the plans,
+ * saying why; HEXI_ATTENTION=cudnn fails instead. */
+static hexi_rc attn_init(rt_cuda_model *m)
+{
+	const char *mode = getenv("HEXI_ATTENTION");
+	hexi_rc rc;
+
+	CK(rt_cuda_attn_pick(mode, m->dt, rt_cuda_cc(m->cu), m->hs,
+			     rt_cuda_cudnn_version(), &m->attn, m->attn_why,
+			     sizeof(m->attn_why)));
+	if (m->attn != RT_CUDA_ATTN_CUDNN || m->nl == 0)
+		return HEXI_OK;
+	rc = rt_cuda_sdpa_create(m->cu, m->dt, m->B, m->T, m->nh, m->nkv,
+				 m->hs, &m->sdpa);
+	if (rc == HEXI_OK)
+		return HEXI_OK;
+	if (mode != NULL && strcmp(mode, "cudnn") == 0)
+		return rc;
+	m->attn = RT_CUDA_ATTN_OWN;
+	snprintf(m->attn_why, sizeof(m->attn_why),
+		 "own (auto: cuDNN refused the plans: %.200s)", hexi_errmsg(rc));
+	hexi_error_clear();
+	return HEXI_OK;
+}
+
+static hexi_rc attn_forward(rt_cuda_model *m, gact *a)
+{
+	if (m->attn == RT_CUDA_ATTN_CUDNN)
+		return rt_cuda_sdpa_forward(m->sdpa, a->y, a->lse, a->q, a->k,
+					    a->v);
+	return rt_cuda_attention_forward(m->s, m->dt, a->y, a->lse, a->q, a->k,
+					 a->v, m->B, m->T, m->nh, m->nkv,
+					 m->hs);
+}
+
+/* dq, dk, dv are zero here: cuDNN sets them, the own kernel adds. */
+static hexi_rc attn_backward_op(rt_cuda_model *m, gact *a)
+{
+	if (m->attn == RT_CUDA_ATTN_CUDNN)
+		return rt_cuda_sdpa_backward(m->sdpa, m->dq, m->dk, m->dv,
+					     m->dy, a->y, a->q, a->k, a->v,
+					     a->lse);
+	return rt_cuda_attention_backward(m->s, m->dt, m->dq, m->dk, m->dv,
+					  m->dy, a->y, a->q, a->k, a->v, a->lse,
+					  m->delta, m->B, m->T, m->nh, m->nkv,
+					  m->hs);
+}
+
+const char *rt_cuda_model_attention(const rt_cuda_model *m)
+{
+	return m->attn_why;
+}
+
+rt_cuda_attn_kind rt_cuda_model_attn_kind(const rt_cuda_model *m)
+{
+	return m->attn;
+}
+
 hexi_rc rt_cuda_shard_create(rt_cuda *c, const rt_cuda_shard_cfg *cfg,
 			     const rt_cuda_tp *tp, rt_cuda_model **out)
 {
@@ -400,6 +462,8 @@ hexi_rc rt_cuda_shard_create(rt_cuda *c, const rt_cuda_shard_cfg *cfg,
 	m->kvd = m->nkv * m->hs;
 	if ((rc = params_init(m)) == HEXI_OK)
 		rc = acts_init(m);
+	if (rc == HEXI_OK)
+		rc = attn_init(m);
 	if (rc == HEXI_OK)
 		rc = rt_cuda_sync(m->s);
 	if (rc != HEXI_OK) {
@@ -442,6 +506,7 @@ void rt_cuda_model_destroy(rt_cuda_model *m)
 {
 	if (m == NULL)
 		return;
+	rt_cuda_sdpa_destroy(m->sdpa);
 	for (int i = m->nallocs - 1; i >= 0; i--)
 		rt_cuda_free(m->allocs[i]);
 	for (int i = 0; m->slots != NULL && i < m->cfg.max_slots; i++) {
@@ -538,8 +603,7 @@ static hexi_rc block_forward(rt_cuda_model *m, int l, gslot *s)
 				  m->kvd));
 	CK(rt_cuda_rope_forward(m->s, dt, a->q, m->rope, B, T, m->nh, m->hs));
 	CK(rt_cuda_rope_forward(m->s, dt, a->k, m->rope, B, T, m->nkv, m->hs));
-	CK(rt_cuda_attention_forward(m->s, dt, a->y, a->lse, a->q, a->k, a->v,
-				     B, T, m->nh, m->nkv, m->hs));
+	CK(attn_forward(m, a));
 	CK(rt_cuda_matmul_tw_forward(m->cu, dt, m->tmp, a->y, w[W_O].w, BT,
 				     m->qd, C));
 	CK(tp_sum(m, m->tmp, nBTC, "attention output", l));
@@ -692,9 +756,7 @@ static hexi_rc attn_backward(rt_cuda_model *m, int l, gslot *s)
 	CK(zero(m, m->dq, (size_t)BT * m->qd * e));
 	CK(zero(m, m->dk, (size_t)BT * m->kvd * e));
 	CK(zero(m, m->dv, (size_t)BT * m->kvd * e));
-	CK(rt_cuda_attention_backward(m->s, dt, m->dq, m->dk, m->dv, m->dy,
-				      a->y, a->q, a->k, a->v, a->lse, m->delta,
-				      B, T, m->nh, m->nkv, m->hs));
+	CK(attn_backward_op(m, a));
 	CK(rt_cuda_rope_backward(m->s, dt, m->dq, m->rope, B, T, m->nh,
 				 m->hs));
 	CK(rt_cuda_rope_backward(m->s, dt, m->dk, m->rope, B, T, m->nkv,

@@ -79,6 +79,23 @@ static rt_model *cpu_model(void)
 	return m;
 }
 
+/* $HEXI_TEST_EXPECT_ATTN (own|cudnn), when set, is the attention a bf16
+ * model must pick (tests/gpuemu drives the choice through the emulated
+ * compute capability and cuDNN version); fp32 is always the own kernel. */
+static void expect_attention(const rt_cuda_model *gm, rt_cuda_dtype dt)
+{
+	const char *want = getenv("HEXI_TEST_EXPECT_ATTN");
+	rt_cuda_attn_kind k = rt_cuda_model_attn_kind(gm);
+
+	if (dt == RT_CUDA_F32)
+		ok(k == RT_CUDA_ATTN_OWN, "fp32: the own attention kernel (%s)",
+		   rt_cuda_model_attention(gm));
+	else if (want != NULL)
+		ok((strcmp(want, "cudnn") == 0) == (k == RT_CUDA_ATTN_CUDNN),
+		   "bf16: attention is %s (%s)", want,
+		   rt_cuda_model_attention(gm));
+}
+
 static void step(rt_cuda *cu, rt_cuda_dtype dt)
 {
 	int tokens[NB * 24], targets[NB * 24];
@@ -94,6 +111,8 @@ static void step(rt_cuda *cu, rt_cuda_dtype dt)
 	is_int(rv, HEXI_OK, "%s: GPU model created (%s)", dn, hexi_errmsg(rv));
 	if (gm == NULL)
 		return;
+	tap_diag("%s: attention %s", dn, rt_cuda_model_attention(gm));
+	expect_attention(gm, dt);
 	is_int(rt_cuda_model_numel(gm), rt_model_numel(cm),
 	       "%s: same parameter count", dn);
 	is_int(rt_model_forward(cm, 0, NB, tokens, NULL, NULL, targets, 1.0f / NB,
@@ -285,7 +304,14 @@ int main(void)
 	if ((rv = rt_cuda_create(0, 1, &cu)) != HEXI_OK)
 		tap_bail(hexi_errmsg(rv));
 	step(cu, RT_CUDA_F32);
-	step(cu, RT_CUDA_BF16);
+	step(cu, RT_CUDA_BF16); /* $HEXI_ATTENTION, auto: cuDNN where it can */
+	if (getenv("HEXI_ATTENTION") == NULL) {
+		/* the other path too, against the same CPU model */
+		setenv("HEXI_ATTENTION", "own", 1);
+		unsetenv("HEXI_TEST_EXPECT_ATTN");
+		step(cu, RT_CUDA_BF16);
+		unsetenv("HEXI_ATTENTION");
+	}
 	stages(cu);
 	rt_cuda_destroy(cu);
 	return tap_done();

@@ -458,10 +458,13 @@ uint64_t rt_cuda_device_id(const rt_cuda *c)
 	return h & (((uint64_t)1 << 52) - 1);
 }
 
+/* 0, or $HEXI_GPU_EMU_CC (e.g. 90) to drive the attention choice. */
 int rt_cuda_cc(const rt_cuda *c)
 {
+	const char *e = getenv("HEXI_GPU_EMU_CC");
+
 	(void)c;
-	return 0;
+	return e != NULL ? atoi(e) : 0;
 }
 
 rt_cuda_stream rt_cuda_compute_stream(const rt_cuda *c)
@@ -1507,4 +1510,95 @@ hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out)
 	ec->inner = in;
 	*out = &ec->base;
 	return HEXI_OK;
+}
+
+/* ---- cuDNN's fused attention, emulated ---------------------------------------
+ * rt_cuda_cudnn_version() is $HEXI_GPU_EMU_CUDNN (0 when unset: "absent");
+ * the plans are the emulated own kernel behind the cuDNN contract (backward
+ * SETS dq, dk, dv), counted by gpu_emu_sdpa_calls(), so the selection and
+ * the model's dispatch are tested here; $HEXI_GPU_EMU_CUDNN_REFUSE=1 makes
+ * create fail as a cuDNN without an engine would. */
+
+static unsigned long sdpa_calls;
+
+unsigned long gpu_emu_sdpa_calls(void)
+{
+	return sdpa_calls;
+}
+
+long rt_cuda_cudnn_version(void)
+{
+	const char *e = getenv("HEXI_GPU_EMU_CUDNN");
+
+	return e != NULL ? strtol(e, NULL, 10) : 0;
+}
+
+struct rt_cuda_sdpa {
+	rt_cuda *c;
+	rt_cuda_dtype dt;
+	int B, T, NH, NKV, hs;
+	float *delta; /* (B,NH,T) scratch of the own backward */
+};
+
+hexi_rc rt_cuda_sdpa_create(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
+			    int NKV, int hs, rt_cuda_sdpa **out)
+{
+	rt_cuda_sdpa *a;
+	hexi_rc rv;
+
+	*out = NULL;
+	if (rt_cuda_cudnn_version() <= 0)
+		return hexi_error(HEXI_ERR_UNSUPPORTED, "cuDNN: not loaded");
+	if (getenv("HEXI_GPU_EMU_CUDNN_REFUSE") != NULL)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "cuDNN SDPA: no engine (emulated refusal)");
+	if ((rv = attn_check("cuDNN SDPA", B, T, NH, NKV, hs)) != HEXI_OK)
+		return rv;
+	if ((a = calloc(1, sizeof(*a))) == NULL)
+		return nomem("cuDNN SDPA");
+	*a = (rt_cuda_sdpa){.c = c, .dt = dt, .B = B, .T = T, .NH = NH,
+			    .NKV = NKV, .hs = hs};
+	rv = rt_cuda_alloc((void **)&a->delta,
+			   (size_t)B * NH * (T ? T : 1) * sizeof(float));
+	if (rv != HEXI_OK) {
+		free(a);
+		return rv;
+	}
+	*out = a;
+	return HEXI_OK;
+}
+
+void rt_cuda_sdpa_destroy(rt_cuda_sdpa *a)
+{
+	if (a == NULL)
+		return;
+	rt_cuda_free(a->delta);
+	free(a);
+}
+
+hexi_rc rt_cuda_sdpa_forward(rt_cuda_sdpa *a, void *out, float *lse,
+			     const void *q, const void *k, const void *v)
+{
+	sdpa_calls++;
+	return rt_cuda_attention_forward(rt_cuda_compute_stream(a->c), a->dt,
+					 out, lse, q, k, v, a->B, a->T, a->NH,
+					 a->NKV, a->hs);
+}
+
+hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,
+			      const void *dout, const void *out, const void *q,
+			      const void *k, const void *v, const float *lse)
+{
+	rt_cuda_stream s = rt_cuda_compute_stream(a->c);
+	size_t e = rt_cuda_dtype_size(a->dt), BT = (size_t)a->B * a->T;
+	hexi_rc rv;
+
+	sdpa_calls++;
+	if ((rv = rt_cuda_memset0(s, dq, BT * a->NH * a->hs * e)) != HEXI_OK ||
+	    (rv = rt_cuda_memset0(s, dk, BT * a->NKV * a->hs * e)) != HEXI_OK ||
+	    (rv = rt_cuda_memset0(s, dv, BT * a->NKV * a->hs * e)) != HEXI_OK)
+		return rv;
+	return rt_cuda_attention_backward(s, a->dt, dq, dk, dv, dout, out, q, k,
+					  v, lse, a->delta, a->B, a->T, a->NH,
+					  a->NKV, a->hs);
 }

@@ -787,10 +787,74 @@ static void t_comm(void)
 	rt_comm_destroy(self);
 }
 
+/* rt_cuda_attn_pick: which attention, as a table (mode, dtype, compute
+ * capability, head size, cuDNN version -> result, kind, reason). */
+static void t_attn_pick(void)
+{
+	static const struct {
+		const char *mode;
+		rt_cuda_dtype dt;
+		int cc, hs;
+		long ver;
+		hexi_rc rc;
+		rt_cuda_attn_kind kind;
+		const char *why;
+	} t[] = {
+	    {NULL, RT_CUDA_BF16, 90, 128, 91900, HEXI_OK, RT_CUDA_ATTN_CUDNN,
+	     "cudnn (auto: bf16, sm_90, hs 128, cuDNN 91900)"},
+	    {"auto", RT_CUDA_BF16, 80, 64, 90000, HEXI_OK, RT_CUDA_ATTN_CUDNN,
+	     "cudnn (auto"},
+	    {"", RT_CUDA_BF16, 89, 16, 90100, HEXI_OK, RT_CUDA_ATTN_CUDNN,
+	     "cudnn (auto"},
+	    {"cudnn", RT_CUDA_BF16, 90, 128, 91900, HEXI_OK, RT_CUDA_ATTN_CUDNN,
+	     "cudnn (HEXI_ATTENTION=cudnn"},
+	    {NULL, RT_CUDA_F32, 90, 128, 91900, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: fp32"},
+	    {NULL, RT_CUDA_BF16, 75, 128, 91900, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: compute capability below 8.0)"},
+	    {NULL, RT_CUDA_BF16, 90, 20, 91900, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: head size"},
+	    {NULL, RT_CUDA_BF16, 90, 136, 91900, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: head size"},
+	    {NULL, RT_CUDA_BF16, 90, 128, 0, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: cuDNN not loaded"},
+	    {NULL, RT_CUDA_BF16, 90, 128, 8907, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: cuDNN older than 9.0)"},
+	    {"own", RT_CUDA_BF16, 90, 128, 91900, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (HEXI_ATTENTION=own)"},
+	    {"cudnn", RT_CUDA_F32, 90, 128, 91900, HEXI_ERR_UNSUPPORTED,
+	     RT_CUDA_ATTN_OWN, "HEXI_ATTENTION=cudnn: fp32"},
+	    {"cudnn", RT_CUDA_BF16, 90, 128, 0, HEXI_ERR_UNSUPPORTED,
+	     RT_CUDA_ATTN_OWN, "HEXI_ATTENTION=cudnn: cuDNN not loaded"},
+	    {"CUDNN", RT_CUDA_BF16, 90, 128, 91900, HEXI_ERR_INVAL,
+	     RT_CUDA_ATTN_OWN, "HEXI_ATTENTION='CUDNN': auto, own or cudnn"},
+	    {"flash", RT_CUDA_BF16, 90, 128, 91900, HEXI_ERR_INVAL,
+	     RT_CUDA_ATTN_OWN, "HEXI_ATTENTION='flash'"},
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		rt_cuda_attn_kind k = RT_CUDA_ATTN_CUDNN;
+		char why[256] = "";
+		hexi_rc rc = rt_cuda_attn_pick(t[i].mode, t[i].dt, t[i].cc,
+					       t[i].hs, t[i].ver, &k, why,
+					       sizeof(why));
+		const char *text = rc == HEXI_OK ? why : hexi_errmsg(rc);
+
+		ok(rc == t[i].rc && k == t[i].kind &&
+		       strncmp(text, t[i].why, strlen(t[i].why)) == 0,
+		   "attention pick %s %s sm_%d hs %d cuDNN %ld: %s",
+		   t[i].mode ? t[i].mode : "(unset)",
+		   rt_cuda_dtype_name(t[i].dt), t[i].cc, t[i].hs, t[i].ver,
+		   text);
+		hexi_error_clear();
+	}
+}
+
 int main(void)
 {
 	rt_cuda *c = NULL;
 
+	t_attn_pick();
 	t_context();
 	t_memory();
 	t_cast();
