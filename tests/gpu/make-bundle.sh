@@ -63,6 +63,8 @@ if [ ! -f "$BUILD/Makefile" ] || [ "$(cat "$BUILD/.hexi-bundle-args" 2>/dev/null
 		CUDA_RT_LIBS="-lcudart_static -ldl -lrt -lpthread" \
 		>configure.out 2>&1) || { tail -n 30 "$BUILD/configure.out"; die "configure failed"; }
 	echo "$key" >"$BUILD/.hexi-bundle-args"
+	# libraries linked under other settings keep them in their .la files
+	make -C "$BUILD" clean >/dev/null 2>&1
 fi
 echo "== make (bundle, -j$JOBS, CUDA_ARCHS=$ARCHS)"
 progs="profiler/hexiprof scheduler/hexiplan runtime/hexitrain"
