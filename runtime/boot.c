@@ -435,21 +435,6 @@ static hexi_rc boot_mpi(hexi_rt *rt, int *argc, char ***argv)
 #endif
 }
 
-/* Every rank ran a phase: fail together when any rank failed. */
-hexi_rc rt_together(hexi_rt *rt, hexi_rc rc, const char *phase)
-{
-	int ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
-
-	if (rc != HEXI_OK)
-		return rc;
-	if (!ok)
-		return hexi_error(HEXI_ERR_PEER,
-				  "rank %d: another rank failed during %s (see "
-				  "its message)",
-				  rt->rank, phase);
-	return HEXI_OK;
-}
-
 /* Collective: every rank chose the same backend (rows are compared in
  * registry order, the same on every rank), then that backend's setup. */
 static hexi_rc boot_backend(hexi_rt *rt)
@@ -523,20 +508,6 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 fail:
 	hexi_rt_destroy(rt);
 	return rc;
-}
-
-int hexi_rt_all_ok(hexi_rt *rt, int ok)
-{
-	double v = ok ? 0.0 : 1.0;
-
-	if (!rt->mpi_started || rt->world_size == 1)
-		return ok;
-#ifdef HAVE_MPI
-	if (MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM,
-			  MPI_COMM_WORLD) != MPI_SUCCESS)
-		return 0;
-#endif
-	return v == 0.0;
 }
 
 void hexi_rt_abort(hexi_rt *rt, hexi_rc rc)
