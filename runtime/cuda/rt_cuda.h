@@ -248,6 +248,8 @@ typedef struct rt_cuda_shard_cfg {
 	int B;				/* samples per micro-batch */
 	rt_cuda_dtype dt;
 	uint64_t seed; /* rt_init_tensor seed */
+	int recompute; /* 1: slots keep each layer's input only; the backward
+			  recomputes the layer (rt_model_config.recompute) */
 } rt_cuda_shard_cfg;
 
 /* One parameter (or its TP shard), device pointers. */
@@ -321,6 +323,11 @@ size_t rt_cuda_model_numel(const rt_cuda_model *m);
 double rt_cuda_model_flops(const rt_cuda_model *m);
 /* Bytes of one stage-boundary activation (B,T,C) in dt. */
 size_t rt_cuda_model_act_bytes(const rt_cuda_model *m);
+/* Device bytes the shard allocated, by what they hold (rt_model_mem of
+ * rt_model.h: params = fp32 master + dt copies, grads, optim = AdamW
+ * moments, acts = slots + the recompute layer, work = scratch). */
+struct rt_model_mem;
+void rt_cuda_model_mem_bytes(const rt_cuda_model *m, struct rt_model_mem *out);
 
 /* ---- trainer helpers (rt_train_ops.cu) ----------------------------------- */
 
