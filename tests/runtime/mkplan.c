@@ -1,7 +1,7 @@
 /*
  * mkplan - write a hand-made asymmetric plan (test helper).
  *
- *   mkplan MODEL SPEC OUT.json [recompute=0|1] [zero=N] [gpu=TYPE]
+ *   mkplan MODEL SPEC OUT.json [recompute=0|1] [zero=N] [reserve=GIB] [gpu=TYPE]
  *
  * SPEC lists pipelines separated by ';', each BATCH/MICROBATCHES:STAGES with
  * STAGES a comma list of TPxLAYERS, e.g. "8/4:2x3,1x5;4/1:4x8" (pipeline 0:
@@ -12,7 +12,8 @@
  * cluster (tests/slurm/cluster.sh: n1 3 x a800, n2 3 x rtx4090, n3 2 x
  * rtx3090), its GPUs taken in order; then every stage must name a node.
  * BATCH/MICROBATCHES+ or - sets that pipeline's own recompute (on, off);
- * recompute= sets train.recompute (default 1), zero= train.zero, gpu= the
+ * recompute= sets train.recompute (default 1), zero= train.zero, reserve=
+ * train.reserve_gib (default 2), gpu= the
  * GPU type of the generated nodes (default a800; "cpu" for host runs).
  */
 #include "config.h"
@@ -169,6 +170,9 @@ static int parse_keys(int n, char **kv, hexi_train *tr, spec *sp)
 			tr->recompute = v;
 		else if (sscanf(kv[i], "zero=%d", &v) == 1 && v >= 0)
 			tr->zero = v;
+		else if (sscanf(kv[i], "reserve=%lf", &tr->reserve_gib) == 1 &&
+			 tr->reserve_gib >= 0)
+			continue;
 		else if (strncmp(kv[i], "gpu=", 4) == 0 && kv[i][4])
 			sp->gpu = kv[i] + 4;
 		else
@@ -191,7 +195,7 @@ int main(int argc, char **argv)
 	if (argc < 4 || parse_spec(argv[2], &sp) != 0 ||
 	    parse_keys(argc - 4, argv + 4, &tr, &sp) != 0) {
 		fprintf(stderr, "usage: mkplan MODEL SPEC OUT.json "
-				"[recompute=0|1] [zero=N] [gpu=TYPE]\n");
+				"[recompute=0|1] [zero=N] [reserve=GIB] [gpu=TYPE]\n");
 		return 2;
 	}
 	rc = hexi_model_load(argv[1], &m);
