@@ -363,8 +363,7 @@ static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 		if (rc != HEXI_OK)
 			return rc;
 	}
-	rc = apply_recompute(rt, o->recompute,
-			     path == NULL || *path == '\0');
+	rc = apply_recompute(rt, o->recompute, path == NULL || *path == '\0');
 	if (rc != HEXI_OK)
 		return rc;
 	if (rt->plan->world_size != rt->world_size)

@@ -61,11 +61,11 @@ static void usage(FILE *f)
 		"(default 300, 0 = off)\n"
 		"  --dump PREFIX       write parameters to PREFIX.rankN at "
 		"the end\n"
-		"  --json              one JSON object per step on stdout (with "
-		"every rank's\n"
-		"                      peak memory)\n"
-		"  --verbose           per-stage times every step, memory per "
-		"rank at the end\n"
+		"  --json              one JSON object per step on stdout "
+		"(with\n"
+		"                      every rank's peak memory)\n"
+		"  --verbose           per-stage times every step, memory at "
+		"the end\n"
 		"  --help, --version\n");
 }
 

@@ -278,14 +278,14 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 		lx = a > lx ? a : lx;
 		work = w > work ? w : work;
 	}
-	out->mem_layer_b = params * x->t.bytes_per_param +
-			   e * i * (tok * C + (1.0 - rc) * lx);
+	out->mem_layer_b =
+	    params * x->t.bytes_per_param + e * i * (tok * C + (1.0 - rc) * lx);
 	/* per slot: the stage output, the last stage's head and targets;
 	 * with recompute one layer's tensors (+ the output buffer) once */
-	out->mem_fixed_b =
-	    x->t.reserve_gib * SCHED_GIB +
-	    e * (i * (d->last || !rc ? tok * C : 0.0) + rc * (lx + (d->last ? 0 : tok * C))) +
-	    e * i * 2.0 * tok + e * (work + tok + 2.0 * tok * C);
+	out->mem_fixed_b = x->t.reserve_gib * SCHED_GIB +
+			   e * (i * (d->last || !rc ? tok * C : 0.0) +
+				rc * (lx + (d->last ? 0 : tok * C))) +
+			   e * i * 2.0 * tok + e * (work + tok + 2.0 * tok * C);
 	if (d->first)
 		out->mem_fixed_b += V * C * x->t.bytes_per_param;
 	if (d->last)

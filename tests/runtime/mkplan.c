@@ -1,7 +1,8 @@
 /*
  * mkplan - write a hand-made asymmetric plan (test helper).
  *
- *   mkplan MODEL SPEC OUT.json [recompute=0|1] [zero=N] [reserve=GIB] [gpu=TYPE]
+ *   mkplan MODEL SPEC OUT.json [recompute=0|1] [zero=N] [reserve=GIB]
+ * [gpu=TYPE]
  *
  * SPEC lists pipelines separated by ';', each BATCH/MICROBATCHES:STAGES with
  * STAGES a comma list of TPxLAYERS, e.g. "8/4:2x3,1x5;4/1:4x8" (pipeline 0:
@@ -194,8 +195,9 @@ int main(int argc, char **argv)
 	hexi_train_defaults(&tr);
 	if (argc < 4 || parse_spec(argv[2], &sp) != 0 ||
 	    parse_keys(argc - 4, argv + 4, &tr, &sp) != 0) {
-		fprintf(stderr, "usage: mkplan MODEL SPEC OUT.json "
-				"[recompute=0|1] [zero=N] [reserve=GIB] [gpu=TYPE]\n");
+		fprintf(stderr,
+			"usage: mkplan MODEL SPEC OUT.json "
+			"[recompute=0|1] [zero=N] [reserve=GIB] [gpu=TYPE]\n");
 		return 2;
 	}
 	rc = hexi_model_load(argv[1], &m);

@@ -25,8 +25,7 @@ static hexi_rc noop_sum(void *ctx, float *buf, size_t n)
 	return HEXI_OK;
 }
 
-static hexi_plan *make_plan(const hexi_model *md, int recompute, int B,
-			    int m)
+static hexi_plan *make_plan(const hexi_model *md, int recompute, int B, int m)
 {
 	hexi_cluster *c = NULL;
 	hexi_plan *p = NULL;
@@ -82,8 +81,7 @@ static hexi_plan *make_plan(const hexi_model *md, int recompute, int B,
 
 /* Largest total of the stage's TP ranks: model bytes + 2 pipeline
  * buffers (train.c). */
-static double measured(const hexi_model *md, int s, int recompute, int B,
-		       int m)
+static double measured(const hexi_model *md, int s, int recompute, int B, int m)
 {
 	rt_tp_comm tp = {.allreduce_sum = noop_sum, .ctx = NULL};
 	double worst = 0;

@@ -346,8 +346,9 @@ static void test_recompute(void)
 	double rl = fabs(loss[1] - loss[0]) / fabs(loss[0]);
 	ok(rl <= 1e-7, "recompute: same loss over 3 steps (%.12g vs %.12g)",
 	   loss[1], loss[0]);
-	ok(d <= 1e-7, "recompute: same parameters after 3 AdamW steps "
-		      "(rel %.1e, %s)",
+	ok(d <= 1e-7,
+	   "recompute: same parameters after 3 AdamW steps "
+	   "(rel %.1e, %s)",
 	   d, bitwise ? "bit-identical" : "not bit-identical");
 	/* stage 0: 3 slots of 3 layers -> 3 x 3 layer inputs + one layer's
 	 * activations; stage 1 keeps its input, output and head. */
@@ -358,8 +359,7 @@ static void test_recompute(void)
 	   mem[1][0].acts, mem[0][0].acts);
 	ok(mem[1][0].params == mem[0][0].params &&
 	       mem[1][0].optim == 2 * mem[1][0].params &&
-	       mem[1][0].params ==
-		   rt_model_numel(m[1][0]) * sizeof(float),
+	       mem[1][0].params == rt_model_numel(m[1][0]) * sizeof(float),
 	   "memory: params %zu, grads %zu, optimizer %zu bytes",
 	   mem[1][0].params, mem[1][0].grads, mem[1][0].optim);
 	for (int r = 0; r < 2; r++) {
