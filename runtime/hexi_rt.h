@@ -152,7 +152,8 @@ hexi_rc hexi_trainer_gather_stats(hexi_trainer *t, const hexi_step_stats *mine,
  * since hexi_trainer_create, per kind and in total (the total's peak is
  * not the sum of the kinds' peaks).  On the nccl backend these are the
  * device allocations; on mpi the host ones.  Not counted: the CUDA
- * context, NCCL's and MPI's internal buffers, checkpoint staging. */
+ * context, cuDNN's attention workspace, NCCL's and MPI's internal
+ * buffers, checkpoint staging. */
 typedef enum hexi_mem_kind {
 	HEXI_MEM_PARAMS = 0, /* weights (fp32 master and bf16 copies) */
 	HEXI_MEM_GRADS,	     /* parameter gradients */
