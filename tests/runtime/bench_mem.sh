@@ -2,8 +2,10 @@
 # Benchmark (make bench): memory the plan predicts vs memory hexitrain
 # allocates, per rank.  Plans: three asymmetric layouts (TP 3/2/1 in one
 # pipeline with unequal micro-batch sizes; TP 2/1 + TP 4 with 8 vs 4
-# samples; a 1-layer stage and TP 3) x recompute on/off x train.zero 0/1/2
-# (zero stages the runtime does not implement yet are skipped, said so).
+# samples; a 1-layer stage and TP 3) x recompute on/off x the train.zero
+# stages in BENCH_MEM_ZERO (default "0"; "0 1 2" once the sharded optimizer
+# is on main: a runtime without it would run zero 1/2 plans unsharded;
+# a run refused over zero is skipped, said so).
 # Predicted: `hexiplan simulate --json` (hexiscale cost model, the plan's
 # GPUs of type "cpu", reserve 0) per stage, the TP rank with the largest
 # share.  Measured: hexitrain --json "memory" (peak bytes of the rank's own
