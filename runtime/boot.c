@@ -310,6 +310,35 @@ static hexi_rc load_plan(hexi_rt *rt, const char *path)
 	return HEXI_OK;
 }
 
+/* --recompute / --no-recompute (o->recompute): a plan-less run's plan
+ * takes it; a plan was priced with its own setting (memory per GPU), so a
+ * request that contradicts it is refused rather than silently changed. */
+static hexi_rc apply_recompute(hexi_rt *rt, int mode, int planless)
+{
+	hexi_plan *p = rt->plan;
+	int want = mode == HEXI_RECOMPUTE_ON;
+
+	if (mode == HEXI_RECOMPUTE_INHERIT)
+		return HEXI_OK;
+	if (mode != HEXI_RECOMPUTE_ON && mode != HEXI_RECOMPUTE_OFF)
+		return hexi_error(HEXI_ERR_INVAL, "recompute mode %d", mode);
+	if (planless) {
+		p->train.recompute = want;
+		return hexi_plan_hash(p);
+	}
+	for (int pi = 0; pi < p->npipelines; pi++)
+		if (hexi_plan_recompute(p, pi) != want)
+			return hexi_error(
+			    HEXI_ERR_USAGE,
+			    "rank %d: --%s contradicts the plan (hash %s): "
+			    "pipeline %d %s recompute; the plan decides (make "
+			    "it with hexiplan --%s)",
+			    rt->rank, want ? "recompute" : "no-recompute",
+			    p->hash, pi, want ? "does not" : "does",
+			    want ? "recompute" : "no-recompute");
+	return HEXI_OK;
+}
+
 /* Collective in a job of several ranks (the plan text travels). */
 static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 {
@@ -337,6 +366,9 @@ static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 		if (rc != HEXI_OK)
 			return rc;
 	}
+	rc = apply_recompute(rt, o->recompute, path == NULL || *path == '\0');
+	if (rc != HEXI_OK)
+		return rc;
 	if (rt->plan->world_size != rt->world_size)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "rank %d: the plan (hash %s) is for %d ranks "
