@@ -169,6 +169,25 @@ static hexi_rc self_allreduce(rt_group *g, void *buf, size_t count, rt_dtype dt)
 	return HEXI_OK;
 }
 
+static hexi_rc self_reduce_scatter(rt_group *g, const void *send, void *recv,
+				   size_t count, rt_dtype dt)
+{
+	(void)g;
+	memcpy(recv, send, count * (dt == RT_F64 ? sizeof(double)
+						  : sizeof(float)));
+	return HEXI_OK;
+}
+
+static hexi_rc self_allgather(rt_group *g, void *buf, size_t count,
+			      rt_dtype dt)
+{
+	(void)g;
+	(void)buf;
+	(void)count;
+	(void)dt;
+	return HEXI_OK;
+}
+
 static hexi_rc self_bcast(rt_group *g, void *buf, size_t bytes, int root)
 {
 	(void)g;
@@ -226,6 +245,8 @@ static const rt_comm_ops self_ops = {
     .group_create = self_group_create,
     .group_destroy = self_group_destroy,
     .allreduce_sum = self_allreduce,
+    .reduce_scatter_sum = self_reduce_scatter,
+    .allgather = self_allgather,
     .bcast = self_bcast,
     .send = self_p2p,
     .recv = self_recv,
@@ -363,6 +384,59 @@ static hexi_rc mpi_allreduce(rt_group *gb, void *buf, size_t count, rt_dtype dt)
 		count -= (size_t)k;
 	}
 	return HEXI_OK;
+}
+
+/* Block collectives of the sharded sync: one call (a block beyond the int
+ * range of MPI counts is refused; the sync's blocks are a bucket / n). */
+static hexi_rc mpi_block_count(const rt_group *gb, size_t count,
+			       const char *what, int *k)
+{
+	if (count > (size_t)1 << 30)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "MPI %s (group of rank %d): %zu elements "
+				  "per member, at most 2^30",
+				  what, gb->ranks[0], count);
+	*k = (int)count;
+	return HEXI_OK;
+}
+
+static hexi_rc mpi_reduce_scatter(rt_group *gb, const void *send, void *recv,
+				  size_t count, rt_dtype dt)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	hexi_rc rc;
+	int k = 0, err;
+
+	if (gb->n == 1) {
+		memcpy(recv, send,
+		       count * (dt == RT_F64 ? sizeof(double) : sizeof(float)));
+		return HEXI_OK;
+	}
+	if ((rc = mpi_block_count(gb, count, "Reduce_scatter", &k)) != HEXI_OK)
+		return rc;
+	err = MPI_Reduce_scatter_block(send, recv, k, t, MPI_SUM, g->comm);
+	return err == MPI_SUCCESS
+		   ? HEXI_OK
+		   : mpi_err(err, "Reduce_scatter_block", gb->ranks[0]);
+}
+
+static hexi_rc mpi_allgather(rt_group *gb, void *buf, size_t count,
+			     rt_dtype dt)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	hexi_rc rc;
+	int k = 0, err;
+
+	if (gb->n == 1)
+		return HEXI_OK;
+	if ((rc = mpi_block_count(gb, count, "Allgather", &k)) != HEXI_OK)
+		return rc;
+	err = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, k, t,
+			    g->comm);
+	return err == MPI_SUCCESS ? HEXI_OK
+				  : mpi_err(err, "Allgather", gb->ranks[0]);
 }
 
 static hexi_rc mpi_bcast(rt_group *gb, void *buf, size_t bytes, int root)
@@ -517,6 +591,8 @@ static const rt_comm_ops mpi_ops = {
     .group_create = mpi_group_create,
     .group_destroy = mpi_group_destroy,
     .allreduce_sum = mpi_allreduce,
+    .reduce_scatter_sum = mpi_reduce_scatter,
+    .allgather = mpi_allgather,
     .bcast = mpi_bcast,
     .send = mpi_send,
     .recv = mpi_recv,

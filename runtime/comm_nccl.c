@@ -349,6 +349,58 @@ static hexi_rc nccl_allreduce(rt_group *g, void *buf, size_t count, rt_dtype dt)
 	return wait_done(nc, &gn->comm, nc->coll, "all-reduce", who);
 }
 
+/* Sharded sync: ncclReduceScatter (recvcount per member) and an in-place
+ * ncclAllGather (member i's block at buf + i*count). */
+static hexi_rc nccl_reduce_scatter(rt_group *g, const void *send, void *recv,
+				   size_t count, rt_dtype dt)
+{
+	rt_group_nccl *gn = (rt_group_nccl *)g;
+	rt_comm_nccl *nc = NC(g->comm);
+	char who[128];
+	hexi_rc rc;
+
+	if ((rc = usable(nc, "reduce-scatter")) != HEXI_OK || count == 0)
+		return rc;
+	group_name(g, who, sizeof(who));
+	if (nccl_type(dt) == ncclNumTypes)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "NCCL reduce-scatter (%s): type %d", who,
+				  (int)dt);
+	rc = enqueued(nc, &gn->comm,
+		      ncclReduceScatter(send, recv, count, nccl_type(dt),
+					ncclSum, gn->comm, nc->coll),
+		      "reduce-scatter", who);
+	if (rc != HEXI_OK)
+		return rc;
+	return wait_done(nc, &gn->comm, nc->coll, "reduce-scatter", who);
+}
+
+static hexi_rc nccl_allgather(rt_group *g, void *buf, size_t count,
+			      rt_dtype dt)
+{
+	rt_group_nccl *gn = (rt_group_nccl *)g;
+	rt_comm_nccl *nc = NC(g->comm);
+	size_t esz = dt == RT_F64 ? sizeof(double) : sizeof(float);
+	char who[128];
+	hexi_rc rc;
+
+	if ((rc = usable(nc, "all-gather")) != HEXI_OK || count == 0)
+		return rc;
+	group_name(g, who, sizeof(who));
+	if (nccl_type(dt) == ncclNumTypes)
+		return hexi_error(HEXI_ERR_INVAL, "NCCL all-gather (%s): type %d",
+				  who, (int)dt);
+	rc = enqueued(nc, &gn->comm,
+		      ncclAllGather((const char *)buf + (size_t)g->me * count *
+							     esz,
+				    buf, count, nccl_type(dt), gn->comm,
+				    nc->coll),
+		      "all-gather", who);
+	if (rc != HEXI_OK)
+		return rc;
+	return wait_done(nc, &gn->comm, nc->coll, "all-gather", who);
+}
+
 static hexi_rc nccl_bcast(rt_group *g, void *buf, size_t bytes, int root)
 {
 	rt_group_nccl *gn = (rt_group_nccl *)g;
@@ -528,6 +580,8 @@ static const rt_comm_ops nccl_ops = {
     .group_create = nccl_group_create,
     .group_destroy = nccl_group_destroy,
     .allreduce_sum = nccl_allreduce,
+    .reduce_scatter_sum = nccl_reduce_scatter,
+    .allgather = nccl_allgather,
     .bcast = nccl_bcast,
     .send = nccl_send,
     .recv = nccl_recv,

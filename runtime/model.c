@@ -275,8 +275,19 @@ void rt_model_init_weights(rt_model *m, uint64_t seed)
 			       seed);
 	}
 	memset(m->gmem, 0, m->numel * sizeof(float));
-	memset(m->mmem, 0, m->numel * sizeof(float));
-	memset(m->vmem, 0, m->numel * sizeof(float));
+	if (m->mmem != NULL) /* NULL after rt_model_drop_moments */
+		memset(m->mmem, 0, m->numel * sizeof(float));
+	if (m->vmem != NULL)
+		memset(m->vmem, 0, m->numel * sizeof(float));
+}
+
+void rt_model_drop_moments(rt_model *m)
+{
+	free(m->mmem);
+	free(m->vmem);
+	m->mmem = m->vmem = NULL;
+	for (int i = 0; i < m->nparams; i++)
+		m->params[i].m = m->params[i].v = NULL;
 }
 
 /* ---- activations -------------------------------------------------------- */

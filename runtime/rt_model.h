@@ -138,6 +138,10 @@ typedef struct rt_adamw_opts {
 	float lr, beta1, beta2, eps, weight_decay;
 } rt_adamw_opts;
 
+/* Free the AdamW moments of every parameter (m, v become NULL): the
+ * sharded optimizer (train.zero > 0, sync.c) keeps its own. */
+void rt_model_drop_moments(rt_model *m);
+
 /* lr 1e-3, betas 0.9/0.95, eps 1e-8, weight_decay 0.0 */
 void rt_adamw_defaults(rt_adamw_opts *o);
 
@@ -146,6 +150,11 @@ void rt_adamw_defaults(rt_adamw_opts *o);
  *   w -= lr * (mhat / (sqrt(vhat) + eps) + decay * wd * w)
  * with bias correction for step (1-based) and decay 0 or 1. */
 void rt_param_adamw(rt_param *p, const rt_adamw_opts *o, int step, int decay);
+/* The same update over n elements of separate arrays (the sharded
+ * optimizer of sync.c), and the option check of rt_model_adamw. */
+void rt_adamw_span(float *w, const float *g, float *m, float *v, size_t n,
+		   const rt_adamw_opts *o, int step, int decay);
+hexi_rc rt_adamw_check(const rt_adamw_opts *o, int step);
 /* AdamW over every parameter of the shard; weight decay on 2-D tensors only
  * (norm weights are not decayed).  HEXI_ERR_INVAL on bad step/opts. */
 hexi_rc rt_model_adamw(rt_model *m, const rt_adamw_opts *o, int step);

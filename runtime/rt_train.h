@@ -64,6 +64,8 @@ void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg);
  * weights and the AdamW moments); store uploads a
  * staged parameter's weights (and moments) back (no-op on the CPU). */
 int rt_train_nparams(const hexi_trainer *t);
+/* train.zero: shard t->sync (after it is created; collective). */
+hexi_rc rt_train_shard(hexi_trainer *t);
 hexi_rc rt_train_param_host(hexi_trainer *t, int i, int fetch, rt_param **p);
 hexi_rc rt_train_param_store(hexi_trainer *t, int i, int moments);
 

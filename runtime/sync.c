@@ -28,13 +28,27 @@
 #include <string.h>
 
 #include "rt_dist.h"
+#include "rt_model.h"
 
 typedef struct sync_piece {
 	float *grad;	/* first element of the chunk in the local shard */
 	size_t count;	/* elements */
 	int contribute; /* 1: add my values, 0: add zeros */
 	int count_norm; /* 1: this rank counts the chunk in the norm */
+	float *w;	/* weights of the chunk in the local shard */
+	int param;	/* index into the params[] of rt_sync_create */
+	int row_begin;	/* global first row of the chunk */
+	int64_t cols;
+	int decay;
 } sync_piece;
+
+/* Sharded sync: the rows of one piece this rank owns and updates. */
+typedef struct sync_seg {
+	float *w, *g;	/* weights and summed gradient of the owned rows */
+	float *m, *v;	/* AdamW moments (in rt_sync.mom) */
+	size_t count;
+	int param, row_begin, row_end, decay;
+} sync_seg;
 
 /* Pieces [first, first + n) of a bucket, back to back in memory on every
  * member; all-reduced in place when long enough (or the whole bucket). */
@@ -52,6 +66,11 @@ typedef struct sync_bucket {
 	sync_run *runs;
 	size_t packed; /* elements of the pieces outside runs (packed) */
 	char *in_run;  /* [npieces] 1: the piece is in an in-place run */
+	/* sharded (zero > 0): member i owns bucket elements [cut[i],
+	 * cut[i+1]); blocks of blk elements per member in the staging buffer */
+	size_t *cut; /* [n+1] */
+	size_t blk;
+	float *own; /* [blk] the summed gradient of my range */
 } sync_bucket;
 
 /* A contiguous run at least this long (elements, 1 MiB) is all-reduced in
@@ -70,6 +89,11 @@ struct rt_sync {
 	sync_bucket solo; /* chunks held by this rank alone (norm only) */
 	float *buf;	  /* [max bucket total] */
 	size_t bufcap;
+	int zero;	  /* 0: all-reduce; 1, 2: sharded */
+	int nseg;
+	sync_seg *seg;	  /* owned rows, bucket order, then solo pieces */
+	float *mom;	  /* [2 * owned elements] moments of the segments */
+	size_t owned;
 };
 
 static hexi_rc bucket_add(sync_bucket *b, const sync_piece *p)
@@ -171,7 +195,7 @@ static int lowest_of_pipeline(const hexi_rt *rt, const int *pipe_of,
 	return 0;
 }
 
-static hexi_rc add_chunk(rt_sync *s, const rt_param_ref *pr,
+static hexi_rc add_chunk(rt_sync *s, const rt_param_ref *pr, int param,
 			 const hexi_chunk *c, const int *pipe_of,
 			 size_t *covered)
 {
@@ -183,6 +207,13 @@ static hexi_rc add_chunk(rt_sync *s, const rt_param_ref *pr,
 	pc.count = (size_t)(c->row_end - c->row_begin) * pr->cols;
 	pc.contribute = lowest_of_pipeline(s->rt, pipe_of, c);
 	pc.count_norm = c->ranks[0] == s->rt->rank;
+	pc.w = pr->w != NULL ? pr->w + (size_t)(c->row_begin - pr->row_begin) *
+					  pr->cols
+			     : NULL;
+	pc.param = param;
+	pc.row_begin = c->row_begin;
+	pc.cols = pr->cols;
+	pc.decay = pr->decay;
 	if (c->row_begin < pr->row_begin || c->row_end > pr->row_end)
 		return hexi_error(HEXI_ERR_INTERNAL,
 				  "rank %d: chunk rows [%d,%d) of %s outside "
@@ -333,7 +364,8 @@ hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
 				       rt->rank, k, l->tensors[c->tensor].name);
 			goto out;
 		}
-		rc = add_chunk(s, &params[pidx[c->tensor]], c, pipe_of,
+		rc = add_chunk(s, &params[pidx[c->tensor]], pidx[c->tensor],
+			       c, pipe_of,
 			       &covered[pidx[c->tensor]]);
 		if (rc != HEXI_OK)
 			goto out;
@@ -504,11 +536,15 @@ static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
 	return HEXI_OK;
 }
 
+static hexi_rc shard_run(rt_sync *s, double *sumsq);
+
 hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 {
 	double acc = 0, dev = 0;
 	hexi_rc rc;
 
+	if (s->zero > 0)
+		return shard_run(s, sumsq);
 	for (int i = 0; i < s->nb; i++)
 		if ((rc = bucket_run(s, &s->b[i], sumsq ? &acc : NULL)) !=
 		    HEXI_OK)
@@ -554,7 +590,11 @@ void rt_sync_destroy(rt_sync *s)
 		free(s->b[i].pieces);
 		free(s->b[i].runs);
 		free(s->b[i].in_run);
+		free(s->b[i].cut);
+		free(s->b[i].own);
 	}
+	free(s->seg);
+	free(s->mom);
 	free(s->b);
 	free(s->solo.pieces);
 	if (s->mem != NULL)
@@ -562,4 +602,310 @@ void rt_sync_destroy(rt_sync *s)
 	else
 		free(s->buf);
 	free(s);
+}
+
+/* ---- sharded data parallelism (zero 1, 2) -------------------------------- */
+
+/* Cut points of bucket b among its n members: member i's range ends at the
+ * first row boundary at or after (i+1)*total/n.  Pieces and their sizes are
+ * the same on every member, so every member computes the same cuts. */
+static hexi_rc bucket_cuts(sync_bucket *b)
+{
+	const int n = b->g->n;
+	size_t start = 0;
+	int k = 0;
+
+	b->cut = calloc((size_t)n + 1, sizeof(*b->cut));
+	if (b->cut == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "sync: owner cuts");
+	for (int i = 1; i < n; i++) {
+		size_t t = (size_t)((double)b->total * i / n);
+		size_t c;
+		while (k < b->npieces && start + b->pieces[k].count <= t)
+			start += b->pieces[k++].count;
+		if (k == b->npieces) {
+			c = b->total;
+		} else {
+			size_t cols = (size_t)b->pieces[k].cols;
+			c = start + (t - start + cols - 1) / cols * cols;
+		}
+		b->cut[i] = c > b->cut[i - 1] ? c : b->cut[i - 1];
+	}
+	b->cut[n] = b->total;
+	b->blk = 1;
+	for (int i = 0; i < n; i++)
+		if (b->cut[i + 1] - b->cut[i] > b->blk)
+			b->blk = b->cut[i + 1] - b->cut[i];
+	return HEXI_OK;
+}
+
+static hexi_rc seg_add(rt_sync *s, const sync_piece *p, size_t off,
+		       size_t count, float *g)
+{
+	void *q = realloc(s->seg, sizeof(*s->seg) * (size_t)(s->nseg + 1));
+	sync_seg *sg;
+
+	if (q == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "sync: owned ranges");
+	s->seg = q;
+	sg = &s->seg[s->nseg++];
+	sg->w = p->w + off;
+	sg->g = g;
+	sg->count = count;
+	sg->param = p->param;
+	sg->row_begin = p->row_begin + (int)(off / (size_t)p->cols);
+	sg->row_end = sg->row_begin + (int)(count / (size_t)p->cols);
+	sg->decay = p->decay;
+	sg->m = sg->v = NULL;
+	s->owned += count;
+	return HEXI_OK;
+}
+
+/* My owned rows of bucket b (their gradient lands in b->own). */
+static hexi_rc bucket_segs(rt_sync *s, sync_bucket *b)
+{
+	size_t lo = b->cut[b->g->me], hi = b->cut[b->g->me + 1], e = 0;
+	hexi_rc rc = HEXI_OK;
+
+	if ((b->own = calloc(b->blk, sizeof(float))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "sync: owned gradient");
+	for (int k = 0; rc == HEXI_OK && k < b->npieces; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t a = e > lo ? e : lo;
+		size_t z = e + p->count < hi ? e + p->count : hi;
+		if (a < z)
+			rc = seg_add(s, p, a - e, z - a, b->own + (a - lo));
+		e += p->count;
+	}
+	return rc;
+}
+
+hexi_rc rt_sync_shard(rt_sync *s, int zero)
+{
+	size_t cap = 0;
+	hexi_rc rc = HEXI_OK;
+
+	if (zero < 0 || zero > 2)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "sync: zero stage %d is out of range 0..2",
+				  zero);
+	if (zero == 0 || s->zero > 0)
+		return HEXI_OK;
+	if (s->mem != NULL)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "sync: zero %d: the sharded optimizer runs "
+				  "on host memory only (the nccl backend's "
+				  "optimizer is on the device)",
+				  zero);
+	for (int i = 0; rc == HEXI_OK && i < s->nb; i++) {
+		sync_bucket *b = &s->b[i];
+		if (b->g->comm->ops->reduce_scatter_sum == NULL ||
+		    b->g->comm->ops->allgather == NULL)
+			return hexi_error(HEXI_ERR_UNSUPPORTED,
+					  "sync: zero %d: backend %s has no "
+					  "reduce-scatter",
+					  zero, b->g->comm->ops->name);
+		for (int k = 0; k < b->npieces; k++)
+			if (b->pieces[k].w == NULL)
+				return hexi_error(HEXI_ERR_INTERNAL,
+						  "sync: zero %d without "
+						  "weights",
+						  zero);
+		if ((rc = bucket_cuts(b)) == HEXI_OK)
+			rc = bucket_segs(s, b);
+		if (b->blk * (size_t)b->g->n > cap)
+			cap = b->blk * (size_t)b->g->n;
+	}
+	for (int k = 0; rc == HEXI_OK && k < s->solo.npieces; k++)
+		rc = seg_add(s, &s->solo.pieces[k], 0, s->solo.pieces[k].count,
+			     s->solo.pieces[k].grad);
+	if (rc != HEXI_OK)
+		return rc;
+	if ((s->mom = calloc(2 * s->owned + 1, sizeof(float))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM,
+				  "sync: moments of %zu elements", s->owned);
+	for (int i = 0, off = 0; i < s->nseg; i++) {
+		s->seg[i].m = s->mom + off;
+		s->seg[i].v = s->mom + s->owned + off;
+		off += (int)s->seg[i].count;
+	}
+	if (cap > s->bufcap) {
+		float *q = realloc(s->buf, sizeof(float) * cap);
+		if (q == NULL)
+			return hexi_error(HEXI_ERR_NOMEM,
+					  "sync: %zu-element buffer", cap);
+		s->buf = q;
+		s->bufcap = cap;
+	}
+	s->zero = zero;
+	return HEXI_OK;
+}
+
+int rt_sync_zero(const rt_sync *s)
+{
+	return s != NULL ? s->zero : 0;
+}
+
+/* Pack bucket b into the staging buffer, member i's range at block i
+ * (the tail of a shorter range zero), and reduce-scatter: my range's sum
+ * lands in b->own. */
+static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
+{
+	const int n = b->g->n;
+	size_t e = 0;
+	int mem = 0;
+	hexi_rc rc;
+
+	for (int k = 0; k < b->npieces; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t done = 0;
+		while (done < p->count) {
+			while (mem + 1 < n && b->cut[mem + 1] <= e + done)
+				mem++;
+			size_t lim = b->cut[mem + 1] - (e + done);
+			size_t take = p->count - done < lim ? p->count - done
+							     : lim;
+			float *dst =
+			    s->buf + (size_t)mem * b->blk + (e + done - b->cut[mem]);
+			if (p->contribute)
+				memcpy(dst, p->grad + done, sizeof(float) * take);
+			else
+				memset(dst, 0, sizeof(float) * take);
+			done += take;
+		}
+		e += p->count;
+	}
+	for (int i = 0; i < n; i++) {
+		size_t len = b->cut[i + 1] - b->cut[i];
+		memset(s->buf + (size_t)i * b->blk + len, 0,
+		       sizeof(float) * (b->blk - len));
+	}
+	rc = b->g->comm->ops->reduce_scatter_sum(b->g, s->buf, b->own, b->blk,
+						 RT_F32);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient reduce-scatter (%zu "
+					 "elements per member)",
+					 b->blk);
+	if (acc != NULL)
+		*acc += sumsq_f32(b->own, b->cut[b->g->me + 1] - b->cut[b->g->me]);
+	return HEXI_OK;
+}
+
+static hexi_rc shard_run(rt_sync *s, double *sumsq)
+{
+	double acc = 0;
+	hexi_rc rc;
+
+	for (int i = 0; i < s->nb; i++)
+		if ((rc = shard_bucket(s, &s->b[i], sumsq ? &acc : NULL)) !=
+		    HEXI_OK)
+			return rc;
+	if (sumsq == NULL)
+		return HEXI_OK;
+	for (int i = 0; i < s->solo.npieces; i++)
+		acc += sumsq_f32(s->solo.pieces[i].grad, s->solo.pieces[i].count);
+	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
+					     RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient norm");
+	*sumsq = acc;
+	return HEXI_OK;
+}
+
+/* The updated weights of every member's range back to every holder. */
+static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
+{
+	const int n = b->g->n, me = b->g->me;
+	size_t e = 0;
+	int mem = 0;
+	hexi_rc rc;
+
+	/* my range into my block */
+	for (int k = 0; k < b->npieces; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t lo = b->cut[me], hi = b->cut[me + 1];
+		size_t a = e > lo ? e : lo;
+		size_t z = e + p->count < hi ? e + p->count : hi;
+		if (a < z)
+			memcpy(s->buf + (size_t)me * b->blk + (a - lo),
+			       p->w + (a - e), sizeof(float) * (z - a));
+		e += p->count;
+	}
+	rc = b->g->comm->ops->allgather(b->g, s->buf, b->blk, RT_F32);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "weight all-gather (%zu elements "
+					 "per member)",
+					 b->blk);
+	e = 0;
+	for (int k = 0; k < b->npieces; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t done = 0;
+		while (done < p->count) {
+			while (mem + 1 < n && b->cut[mem + 1] <= e + done)
+				mem++;
+			size_t lim = b->cut[mem + 1] - (e + done);
+			size_t take = p->count - done < lim ? p->count - done
+							     : lim;
+			if (mem != me)
+				memcpy(p->w + done,
+				       s->buf + (size_t)mem * b->blk +
+					   (e + done - b->cut[mem]),
+				       sizeof(float) * take);
+			done += take;
+		}
+		e += p->count;
+	}
+	return HEXI_OK;
+}
+
+hexi_rc rt_sync_step(rt_sync *s, float scale, float lr,
+		     const struct rt_adamw_opts *ao, int step)
+{
+	hexi_rc rc;
+
+	if (s->zero == 0)
+		return hexi_error(HEXI_ERR_INTERNAL, "sync: step unsharded");
+	if (ao != NULL && (rc = rt_adamw_check(ao, step)) != HEXI_OK)
+		return rc;
+	for (int i = 0; i < s->nseg; i++) {
+		sync_seg *g = &s->seg[i];
+		if (scale != 1.0f)
+			for (size_t j = 0; j < g->count; j++)
+				g->g[j] *= scale;
+		if (ao != NULL)
+			rt_adamw_span(g->w, g->g, g->m, g->v, g->count, ao,
+				      step, g->decay);
+		else
+			for (size_t j = 0; j < g->count; j++)
+				g->w[j] -= lr * g->g[j];
+	}
+	for (int i = 0; i < s->nb; i++)
+		if ((rc = gather_weights(s, &s->b[i])) != HEXI_OK)
+			return rc;
+	return HEXI_OK;
+}
+
+int rt_sync_nsegs(const rt_sync *s)
+{
+	return s != NULL && s->zero > 0 ? s->nseg : 0;
+}
+
+void rt_sync_seg_get(const rt_sync *s, int i, rt_sync_seg *out)
+{
+	const sync_seg *g = &s->seg[i];
+
+	out->param = g->param;
+	out->row_begin = g->row_begin;
+	out->row_end = g->row_end;
+	out->m = g->m;
+	out->v = g->v;
+}
+
+size_t rt_sync_shard_bytes(const rt_sync *s)
+{
+	size_t n = 2 * s->owned + s->bufcap;
+
+	for (int i = 0; i < s->nb; i++)
+		n += s->b[i].blk;
+	return s->zero > 0 ? n * sizeof(float) : 0;
 }

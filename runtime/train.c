@@ -196,9 +196,13 @@ static hexi_rc make_sync(hexi_trainer *t)
 		refs[i].row_end = p->row_end;
 		refs[i].cols = p->shape[1] > 0 ? p->shape[1] : 1;
 		refs[i].grad = p->g;
+		refs[i].w = p->w;
+		refs[i].decay = p->ndim == 2;
 	}
 	rc = rt_sync_create(t->rt, t->rt->comm, NULL, refs, n, &t->sync);
 	free(refs);
+	if (rc == HEXI_OK)
+		rc = rt_train_shard(t);
 	if (rc != HEXI_OK)
 		return rc;
 	/* the activation buffers of the pipeline (one micro-batch) */
@@ -210,6 +214,32 @@ static hexi_rc make_sync(hexi_trainer *t)
 				  "rank %d: pipeline buffers of %zu bytes",
 				  t->rt->rank, t->act_bytes);
 	return HEXI_OK;
+}
+
+/* train.zero of the plan: sharded optimizer state (1) and gradients (2)
+ * over the DP replicas (sync.c); with one pipeline there is nothing to
+ * shard, said once (rank 0), and the run is a zero-0 run. */
+hexi_rc rt_train_shard(hexi_trainer *t)
+{
+	const hexi_rt *rt = t->rt;
+	int zero = rt->role.zero;
+	hexi_rc rc;
+
+	if (zero == 0)
+		return HEXI_OK;
+	if (rt->plan->npipelines < 2) {
+		if (rt->rank == 0)
+			hexi_log(HEXI_LOG_INFO,
+				 "train.zero %d: the plan has one pipeline, "
+				 "no data-parallel replica to shard over; "
+				 "running unsharded (zero 0)",
+				 zero);
+		return HEXI_OK;
+	}
+	rc = rt_sync_shard(t->sync, zero);
+	if (rc == HEXI_OK && t->model != NULL)
+		rt_model_drop_moments(t->model);
+	return rc;
 }
 
 static const rt_stage_ops cpu_ops; /* below, with the step */
@@ -428,6 +458,41 @@ static hexi_rc optimizer_step(hexi_trainer *t)
 	return t->ops->adamw(t, &ao, (int)t->opt_step);
 }
 
+/* Clipping (scale to the global norm) and the optimizer, every holder
+ * alike. */
+static hexi_rc unsharded_step(hexi_trainer *t, double norm)
+{
+	hexi_rc rc;
+
+	if (t->o.clip > 0 && norm > t->o.clip &&
+	    (rc = t->ops->grad_scale(t, (float)(t->o.clip / (norm + 1e-6)))) !=
+		HEXI_OK)
+		return rc;
+	return optimizer_step(t);
+}
+
+/* Clipping and the optimizer on the owned ranges (zero > 0), then the
+ * all-gather of the weights: the same arithmetic as grad_scale + the
+ * optimizer of an unsharded run. */
+static hexi_rc sharded_step(hexi_trainer *t, rt_sync *sync, double norm)
+{
+	float scale = 1.0f;
+	rt_adamw_opts ao;
+
+	if (t->o.clip > 0 && norm > t->o.clip)
+		scale = (float)(t->o.clip / (norm + 1e-6));
+	if (t->o.optimizer == HEXI_OPT_SGD)
+		return rt_sync_step(sync, scale, (float)t->o.lr, NULL, 0);
+	rt_adamw_defaults(&ao);
+	ao.lr = (float)t->o.lr;
+	ao.beta1 = (float)t->o.beta1;
+	ao.beta2 = (float)t->o.beta2;
+	ao.eps = (float)t->o.eps;
+	ao.weight_decay = (float)t->o.weight_decay;
+	t->opt_step++;
+	return rt_sync_step(sync, scale, 0, &ao, (int)t->opt_step);
+}
+
 /* Global mean loss: last-stage leaders hold their pipeline's sum. */
 hexi_rc rt_train_global_loss(hexi_trainer *t, double loss_sum, double *loss)
 {
@@ -468,11 +533,11 @@ static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 		return rc;
 	t2 = hexi_now_s();
 	st->grad_norm = sqrt(sumsq);
-	if (t->o.clip > 0 && st->grad_norm > t->o.clip &&
-	    (rc = t->ops->grad_scale(
-		 t, (float)(t->o.clip / (st->grad_norm + 1e-6)))) != HEXI_OK)
-		return rc;
-	if ((rc = optimizer_step(t)) != HEXI_OK)
+	if (rt_sync_zero(sync) > 0)
+		rc = sharded_step(t, sync, st->grad_norm);
+	else
+		rc = unsharded_step(t, st->grad_norm);
+	if (rc != HEXI_OK)
 		return rc;
 	st->time_s = hexi_now_s() - t0;
 	st->dp_sync_s = t2 - t1;
