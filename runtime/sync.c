@@ -642,9 +642,20 @@ static hexi_rc bucket_cuts(sync_bucket *b)
 static hexi_rc seg_add(rt_sync *s, const sync_piece *p, size_t off,
 		       size_t count, float *g)
 {
-	void *q = realloc(s->seg, sizeof(*s->seg) * (size_t)(s->nseg + 1));
-	sync_seg *sg;
+	sync_seg *sg = s->nseg > 0 ? &s->seg[s->nseg - 1] : NULL;
+	void *q;
 
+	/* the next rows of the same tensor, back to back in the weights and
+	 * the gradient: one range (one checkpoint slice) */
+	if (sg != NULL && sg->param == p->param &&
+	    sg->row_end == p->row_begin + (int)(off / (size_t)p->cols) &&
+	    sg->w + sg->count == p->w + off && sg->g + sg->count == g) {
+		sg->count += count;
+		sg->row_end += (int)(count / (size_t)p->cols);
+		s->owned += count;
+		return HEXI_OK;
+	}
+	q = realloc(s->seg, sizeof(*s->seg) * (size_t)(s->nseg + 1));
 	if (q == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "sync: owned ranges");
 	s->seg = q;

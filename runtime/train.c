@@ -322,6 +322,13 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 	if (rc == HEXI_OK && o->data_path != NULL)
 		rc = load_text(t, o->data_path);
 #ifdef RT_GPU
+	if (rc == HEXI_OK && rt->backend == RT_BACKEND_NCCL &&
+	    rt->role.zero > 0 && rt->plan->npipelines > 1)
+		rc = hexi_error(HEXI_ERR_UNSUPPORTED,
+				"train.zero %d: the nccl backend does not "
+				"shard the optimizer yet (its AdamW runs on "
+				"the device); use zero 0 or the mpi backend",
+				rt->role.zero);
 	if (rc == HEXI_OK && rt->backend == RT_BACKEND_NCCL) {
 		rc = rt_gtrain_create(t);
 		ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
