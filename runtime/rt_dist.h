@@ -180,6 +180,8 @@ void rt_sync_seg_get(const rt_sync *s, int i, rt_sync_seg *out);
 /* Bytes of the sharded state of this rank: moments, owned gradients and
  * the staging buffer. */
 size_t rt_sync_shard_bytes(const rt_sync *s);
+/* Elements this rank owns (0 when not sharded). */
+size_t rt_sync_owned(const rt_sync *s);
 
 /* Bytes this rank all-reduces per step, and the number of groups used. */
 size_t rt_sync_bytes(const rt_sync *s);

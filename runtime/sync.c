@@ -912,6 +912,11 @@ void rt_sync_seg_get(const rt_sync *s, int i, rt_sync_seg *out)
 	out->v = g->v;
 }
 
+size_t rt_sync_owned(const rt_sync *s)
+{
+	return s->zero > 0 ? s->owned : 0;
+}
+
 size_t rt_sync_shard_bytes(const rt_sync *s)
 {
 	size_t n = 2 * s->owned + s->bufcap;

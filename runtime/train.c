@@ -224,6 +224,7 @@ hexi_rc rt_train_shard(hexi_trainer *t)
 {
 	const hexi_rt *rt = t->rt;
 	int zero = rt->role.zero;
+	size_t held = 0;
 	hexi_rc rc;
 
 	if (zero == 0)
@@ -238,9 +239,18 @@ hexi_rc rt_train_shard(hexi_trainer *t)
 		return HEXI_OK;
 	}
 	rc = rt_sync_shard(t->sync, zero);
-	if (rc == HEXI_OK && t->model != NULL)
-		rt_model_drop_moments(t->model);
-	return rc;
+	if (rc != HEXI_OK)
+		return rc;
+	for (int i = 0; i < rt_model_nparams(t->model); i++)
+		held += rt_model_param(t->model, i)->n;
+	rt_model_drop_moments(t->model);
+	if (t->o.verbose)
+		hexi_log(HEXI_LOG_INFO,
+		 "rank %d: zero %d: owns %zu of the %zu parameter elements "
+		 "it holds; sharded state %zu bytes",
+		 rt->rank, zero, rt_sync_owned(t->sync), held,
+		 rt_sync_shard_bytes(t->sync));
+	return HEXI_OK;
 }
 
 static const rt_stage_ops cpu_ops; /* below, with the step */
