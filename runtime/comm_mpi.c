@@ -173,13 +173,12 @@ static hexi_rc self_reduce_scatter(rt_group *g, const void *send, void *recv,
 				   size_t count, rt_dtype dt)
 {
 	(void)g;
-	memcpy(recv, send, count * (dt == RT_F64 ? sizeof(double)
-						  : sizeof(float)));
+	memcpy(recv, send,
+	       count * (dt == RT_F64 ? sizeof(double) : sizeof(float)));
 	return HEXI_OK;
 }
 
-static hexi_rc self_allgather(rt_group *g, void *buf, size_t count,
-			      rt_dtype dt)
+static hexi_rc self_allgather(rt_group *g, void *buf, size_t count, rt_dtype dt)
 {
 	(void)g;
 	(void)buf;
@@ -421,8 +420,7 @@ static hexi_rc mpi_reduce_scatter(rt_group *gb, const void *send, void *recv,
 		   : mpi_err(err, "Reduce_scatter_block", gb->ranks[0]);
 }
 
-static hexi_rc mpi_allgather(rt_group *gb, void *buf, size_t count,
-			     rt_dtype dt)
+static hexi_rc mpi_allgather(rt_group *gb, void *buf, size_t count, rt_dtype dt)
 {
 	rt_group_mpi *g = (rt_group_mpi *)gb;
 	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;

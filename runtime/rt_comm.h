@@ -60,12 +60,11 @@ typedef struct rt_comm_ops {
 	/* Sum over the group of send[0..n*count): member i receives block i
 	 * (elements [i*count, (i+1)*count)) in recv[0..count).  send and recv
 	 * do not overlap.  NULL in a backend without it (sharded sync). */
-	hexi_rc (*reduce_scatter_sum)(rt_group *g, const void *send,
-				      void *recv, size_t count, rt_dtype dt);
+	hexi_rc (*reduce_scatter_sum)(rt_group *g, const void *send, void *recv,
+				      size_t count, rt_dtype dt);
 	/* In place: buf[0..n*count) where member i filled block i; afterwards
 	 * every member has every block. */
-	hexi_rc (*allgather)(rt_group *g, void *buf, size_t count,
-			     rt_dtype dt);
+	hexi_rc (*allgather)(rt_group *g, void *buf, size_t count, rt_dtype dt);
 	/* Broadcast bytes from group member root (0..n-1). */
 	hexi_rc (*bcast)(rt_group *g, void *buf, size_t bytes, int root);
 	/* Point to point with a global peer rank; tag < 2^20. */

@@ -44,8 +44,8 @@ typedef struct rt_backend {
 } rt_backend;
 
 int rt_backend_count(void);
-const rt_backend *rt_backend_at(int i); /* NULL out of range */
-const rt_backend *rt_backend_default(void); /* the first row: mpi */
+const rt_backend *rt_backend_at(int i);		     /* NULL out of range */
+const rt_backend *rt_backend_default(void);	     /* the first row: mpi */
 const rt_backend *rt_backend_find(const char *name); /* NULL: unknown */
 const char *rt_backend_name(const rt_backend *b);
 /* opt: --backend (NULL/"": not given), env: $HEXISCALE_BACKEND.  The first
@@ -82,8 +82,8 @@ struct hexi_rt {
 	/* GPU backend: rt->comm stays the host (MPI/self) communicator for
 	 * control values (loss, stats, flags); gcomm carries device buffers. */
 	const rt_backend *backend; /* a registry row, never NULL */
-	struct rt_cuda *cuda; /* this rank's device context (nccl only) */
-	rt_comm *gcomm;	      /* NCCL communicator (nccl only) */
+	struct rt_cuda *cuda;	   /* this rank's device context (nccl only) */
+	rt_comm *gcomm;		   /* NCCL communicator (nccl only) */
 	/* watchdog (boot.c): exits the job if a step stalls */
 	double timeout_s;
 	pthread_t wd_thread;

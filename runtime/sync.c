@@ -44,8 +44,8 @@ typedef struct sync_piece {
 
 /* Sharded sync: the rows of one piece this rank owns and updates. */
 typedef struct sync_seg {
-	float *w, *g;	/* weights and summed gradient of the owned rows */
-	float *m, *v;	/* AdamW moments (in rt_sync.mom) */
+	float *w, *g; /* weights and summed gradient of the owned rows */
+	float *m, *v; /* AdamW moments (in rt_sync.mom) */
 	size_t count;
 	int param, row_begin, row_end, decay;
 } sync_seg;
@@ -82,17 +82,17 @@ typedef struct sync_bucket {
 
 struct rt_sync {
 	hexi_rt *rt;
-	rt_comm *comm;		 /* where the chunk groups live */
-	const rt_mem_ops *mem;	 /* NULL: host memory */
+	rt_comm *comm;	       /* where the chunk groups live */
+	const rt_mem_ops *mem; /* NULL: host memory */
 	int nb;
 	sync_bucket *b;	  /* buckets with more than one member */
 	sync_bucket solo; /* chunks held by this rank alone (norm only) */
 	float *buf;	  /* [max bucket total] */
 	size_t bufcap;
-	int zero;	  /* 0: all-reduce; 1, 2: sharded */
+	int zero; /* 0: all-reduce; 1, 2: sharded */
 	int nseg;
-	sync_seg *seg;	  /* owned rows, bucket order, then solo pieces */
-	float *mom;	  /* [2 * owned elements] moments of the segments */
+	sync_seg *seg; /* owned rows, bucket order, then solo pieces */
+	float *mom;    /* [2 * owned elements] moments of the segments */
 	size_t owned;
 };
 
@@ -207,9 +207,9 @@ static hexi_rc add_chunk(rt_sync *s, const rt_param_ref *pr, int param,
 	pc.count = (size_t)(c->row_end - c->row_begin) * pr->cols;
 	pc.contribute = lowest_of_pipeline(s->rt, pipe_of, c);
 	pc.count_norm = c->ranks[0] == s->rt->rank;
-	pc.w = pr->w != NULL ? pr->w + (size_t)(c->row_begin - pr->row_begin) *
-					  pr->cols
-			     : NULL;
+	pc.w = pr->w != NULL
+		   ? pr->w + (size_t)(c->row_begin - pr->row_begin) * pr->cols
+		   : NULL;
 	pc.param = param;
 	pc.row_begin = c->row_begin;
 	pc.cols = pr->cols;
@@ -293,7 +293,8 @@ static hexi_rc agree_inplace(rt_sync *s)
 			brk[k] = b->pieces[k].grad + b->pieces[k].count !=
 				 b->pieces[k + 1].grad;
 		/* host values: over the host communicator's group of the same
-		 * ranks (b->g may be an NCCL group, which needs device memory) */
+		 * ranks (b->g may be an NCCL group, which needs device memory)
+		 */
 		rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
 		if (rc == HEXI_OK)
 			rc = hg->comm->ops->allreduce_sum(
@@ -364,9 +365,8 @@ hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
 				       rt->rank, k, l->tensors[c->tensor].name);
 			goto out;
 		}
-		rc = add_chunk(s, &params[pidx[c->tensor]], pidx[c->tensor],
-			       c, pipe_of,
-			       &covered[pidx[c->tensor]]);
+		rc = add_chunk(s, &params[pidx[c->tensor]], pidx[c->tensor], c,
+			       pipe_of, &covered[pidx[c->tensor]]);
 		if (rc != HEXI_OK)
 			goto out;
 	}
@@ -527,9 +527,10 @@ static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
 					      sumsq != NULL && p->count_norm);
 			if (sumsq != NULL)
 				*sumsq += a;
-		} else if ((rc = mem_copy(s, p->grad, q, p->count)) != HEXI_OK ||
-			 (sumsq != NULL &&
-			  (rc = piece_sumsq(s, p, sumsq)) != HEXI_OK))
+		} else if ((rc = mem_copy(s, p->grad, q, p->count)) !=
+			       HEXI_OK ||
+			   (sumsq != NULL &&
+			    (rc = piece_sumsq(s, p, sumsq)) != HEXI_OK))
 			return rc;
 		q += p->count;
 	}
@@ -774,12 +775,13 @@ static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
 			while (mem + 1 < n && b->cut[mem + 1] <= e + done)
 				mem++;
 			size_t lim = b->cut[mem + 1] - (e + done);
-			size_t take = p->count - done < lim ? p->count - done
-							     : lim;
-			float *dst =
-			    s->buf + (size_t)mem * b->blk + (e + done - b->cut[mem]);
+			size_t take =
+			    p->count - done < lim ? p->count - done : lim;
+			float *dst = s->buf + (size_t)mem * b->blk +
+				     (e + done - b->cut[mem]);
 			if (p->contribute)
-				memcpy(dst, p->grad + done, sizeof(float) * take);
+				memcpy(dst, p->grad + done,
+				       sizeof(float) * take);
 			else
 				memset(dst, 0, sizeof(float) * take);
 			done += take;
@@ -794,11 +796,13 @@ static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
 	rc = b->g->comm->ops->reduce_scatter_sum(b->g, s->buf, b->own, b->blk,
 						 RT_F32);
 	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc, "gradient reduce-scatter (%zu "
+		return hexi_error_prefix(rc,
+					 "gradient reduce-scatter (%zu "
 					 "elements per member)",
 					 b->blk);
 	if (acc != NULL)
-		*acc += sumsq_f32(b->own, b->cut[b->g->me + 1] - b->cut[b->g->me]);
+		*acc +=
+		    sumsq_f32(b->own, b->cut[b->g->me + 1] - b->cut[b->g->me]);
 	return HEXI_OK;
 }
 
@@ -814,7 +818,8 @@ static hexi_rc shard_run(rt_sync *s, double *sumsq)
 	if (sumsq == NULL)
 		return HEXI_OK;
 	for (int i = 0; i < s->solo.npieces; i++)
-		acc += sumsq_f32(s->solo.pieces[i].grad, s->solo.pieces[i].count);
+		acc +=
+		    sumsq_f32(s->solo.pieces[i].grad, s->solo.pieces[i].count);
 	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
 					     RT_F64);
 	if (rc != HEXI_OK)
@@ -844,7 +849,8 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 	}
 	rc = b->g->comm->ops->allgather(b->g, s->buf, b->blk, RT_F32);
 	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc, "weight all-gather (%zu elements "
+		return hexi_error_prefix(rc,
+					 "weight all-gather (%zu elements "
 					 "per member)",
 					 b->blk);
 	e = 0;
@@ -855,8 +861,8 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 			while (mem + 1 < n && b->cut[mem + 1] <= e + done)
 				mem++;
 			size_t lim = b->cut[mem + 1] - (e + done);
-			size_t take = p->count - done < lim ? p->count - done
-							     : lim;
+			size_t take =
+			    p->count - done < lim ? p->count - done : lim;
 			if (mem != me)
 				memcpy(p->w + done,
 				       s->buf + (size_t)mem * b->blk +

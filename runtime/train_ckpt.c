@@ -84,7 +84,7 @@ static hexi_rc moment_slices(hexi_trainer *t, hexi_ckpt_writer *w,
 		for (int k = 0; rc == HEXI_OK && k < 2; k++) {
 			float *d = k == 0 ? sg.m : sg.v;
 			snprintf(name, sizeof(name), "opt.%c.%s", "mv"[k],
-				 p->name);
+				 p -> name);
 			rc = w != NULL
 				 ? hexi_ckpt_write_slice(w, name, p->ndim,
 							 p->shape, sg.row_begin,
