@@ -187,6 +187,33 @@ static hexi_rc self_allgather(rt_group *g, void *buf, size_t count, rt_dtype dt)
 	return HEXI_OK;
 }
 
+/* A finished request: the one-process backend completes at once. */
+static rt_req self_done_req = {.root = 0};
+
+static hexi_rc self_iallreduce(rt_group *g, void *buf, size_t count,
+			       rt_dtype dt, rt_req **req)
+{
+	(void)g;
+	(void)buf;
+	(void)count;
+	(void)dt;
+	*req = &self_done_req;
+	return HEXI_OK;
+}
+
+static hexi_rc self_test(rt_req *req, int *done)
+{
+	(void)req;
+	*done = 1;
+	return HEXI_OK;
+}
+
+static hexi_rc self_wait(rt_req *req)
+{
+	(void)req;
+	return HEXI_OK;
+}
+
 static hexi_rc self_bcast(rt_group *g, void *buf, size_t bytes, int root)
 {
 	(void)g;
@@ -246,6 +273,9 @@ static const rt_comm_ops self_ops = {
     .allreduce_sum = self_allreduce,
     .reduce_scatter_sum = self_reduce_scatter,
     .allgather = self_allgather,
+    .iallreduce_sum = self_iallreduce,
+    .test = self_test,
+    .wait = self_wait,
     .bcast = self_bcast,
     .send = self_p2p,
     .recv = self_recv,
@@ -288,6 +318,11 @@ typedef struct rt_group_mpi {
 	rt_group base;
 	MPI_Comm comm;
 } rt_group_mpi;
+
+typedef struct mpi_req {
+	rt_req base;
+	MPI_Request req;
+} mpi_req;
 
 static hexi_rc mpi_err(int err, const char *what, int peer)
 {
@@ -435,6 +470,56 @@ static hexi_rc mpi_allgather(rt_group *gb, void *buf, size_t count, rt_dtype dt)
 			    g->comm);
 	return err == MPI_SUCCESS ? HEXI_OK
 				  : mpi_err(err, "Allgather", gb->ranks[0]);
+}
+
+/* Non-blocking all-reduce (MPI_Iallreduce); one request per call. */
+static hexi_rc mpi_iallreduce(rt_group *gb, void *buf, size_t count,
+			      rt_dtype dt, rt_req **req)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	mpi_req *r;
+	hexi_rc rc;
+	int k = 0, err;
+
+	*req = NULL;
+	if ((rc = mpi_block_count(gb, count, "Iallreduce", &k)) != HEXI_OK)
+		return rc;
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "MPI Iallreduce: request");
+	r->base.root = gb->ranks[0];
+	r->req = MPI_REQUEST_NULL;
+	if (gb->n > 1 && (err = MPI_Iallreduce(MPI_IN_PLACE, buf, k, t,
+					       MPI_SUM, g->comm, &r->req)) !=
+			     MPI_SUCCESS) {
+		free(r);
+		return mpi_err(err, "Iallreduce", gb->ranks[0]);
+	}
+	*req = &r->base;
+	return HEXI_OK;
+}
+
+static hexi_rc mpi_test(rt_req *rb, int *done)
+{
+	mpi_req *r = (mpi_req *)rb;
+	int err = MPI_Test(&r->req, done, MPI_STATUS_IGNORE), root = rb->root;
+
+	if (err != MPI_SUCCESS)
+		*done = 1;
+	if (*done)
+		free(r);
+	return err == MPI_SUCCESS ? HEXI_OK
+				  : mpi_err(err, "Test (Iallreduce)", root);
+}
+
+static hexi_rc mpi_wait(rt_req *rb)
+{
+	mpi_req *r = (mpi_req *)rb;
+	int err = MPI_Wait(&r->req, MPI_STATUS_IGNORE), root = rb->root;
+
+	free(r);
+	return err == MPI_SUCCESS ? HEXI_OK
+				  : mpi_err(err, "Wait (Iallreduce)", root);
 }
 
 static hexi_rc mpi_bcast(rt_group *gb, void *buf, size_t bytes, int root)
@@ -591,6 +676,9 @@ static const rt_comm_ops mpi_ops = {
     .allreduce_sum = mpi_allreduce,
     .reduce_scatter_sum = mpi_reduce_scatter,
     .allgather = mpi_allgather,
+    .iallreduce_sum = mpi_iallreduce,
+    .test = mpi_test,
+    .wait = mpi_wait,
     .bcast = mpi_bcast,
     .send = mpi_send,
     .recv = mpi_recv,

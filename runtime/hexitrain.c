@@ -52,6 +52,8 @@ static void usage(FILE *f)
 		"else mpi)\n"
 		"  --dtype NAME        fp32 (default) or bf16 (nccl backend "
 		"only)\n"
+		"  --no-overlap        gradient sync after the backward, not "
+		"during it\n"
 		"  --timeout S         abort the job if a step stalls S s "
 		"(default 300, 0 = off)\n"
 		"  --dump PREFIX       write parameters to PREFIX.rankN at "
@@ -85,6 +87,7 @@ enum {
 	OPT_VERSION,
 	OPT_BACKEND,
 	OPT_DTYPE,
+	OPT_NO_OVERLAP,
 };
 
 static const struct option long_opts[] = {
@@ -109,6 +112,7 @@ static const struct option long_opts[] = {
     {"verbose", no_argument, NULL, OPT_VERBOSE},
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -226,6 +230,9 @@ static hexi_rc parse_one(cli *c, int opt, const char *a)
 		break;
 	case OPT_VERBOSE:
 		c->verbose = c->tr.verbose = 1;
+		break;
+	case OPT_NO_OVERLAP:
+		c->tr.no_overlap = 1;
 		break;
 	default:
 		rc = hexi_error(HEXI_ERR_USAGE, "unknown option (see --help)");

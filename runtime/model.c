@@ -73,6 +73,8 @@ struct rt_model {
 	size_t numel;
 	slot *slots; /* [max_slots] */
 	scratch s;
+	rt_grad_hook hook; /* rt_model_set_grad_hook (overlap), or NULL */
+	void *hook_ctx;
 };
 
 /* ---- configuration ------------------------------------------------------ */
@@ -279,6 +281,12 @@ void rt_model_init_weights(rt_model *m, uint64_t seed)
 		memset(m->mmem, 0, m->numel * sizeof(float));
 	if (m->vmem != NULL)
 		memset(m->vmem, 0, m->numel * sizeof(float));
+}
+
+void rt_model_set_grad_hook(rt_model *m, rt_grad_hook fn, void *ctx)
+{
+	m->hook = fn;
+	m->hook_ctx = ctx;
 }
 
 void rt_model_drop_moments(rt_model *m)
@@ -756,15 +764,22 @@ hexi_rc rt_model_backward(rt_model *m, int slot_i, const float *dy, float *dx)
 		head_backward(m, s);
 	else
 		memcpy(m->s.dres, dy, BTC * sizeof(float));
+	if (c->has_head && m->hook != NULL &&
+	    (rc = m->hook(m->hook_ctx, c->model.layers)) != HEXI_OK)
+		goto out;
 	for (int l = m->nl - 1; l >= 0; l--)
 		if ((rc = mlp_backward(m, l, s)) ||
-		    (rc = attn_backward(m, l, s)))
+		    (rc = attn_backward(m, l, s)) ||
+		    (m->hook != NULL &&
+		     (rc = m->hook(m->hook_ctx, c->layer_begin + l))))
 			goto out;
 	if (c->has_embed)
 		rt_embed_backward(m->embed->g, m->s.dres, s->tokens,
 				  s->B * m->T, m->C);
 	else
 		memcpy(dx, m->s.dres, BTC * sizeof(float));
+	if (c->has_embed && m->hook != NULL)
+		rc = m->hook(m->hook_ctx, -1);
 out:
 	s->busy = 0;
 	return rc;

@@ -183,6 +183,18 @@ size_t rt_sync_shard_bytes(const rt_sync *s);
 /* Elements this rank owns (0 when not sharded). */
 size_t rt_sync_owned(const rt_sync *s);
 
+/* ---- overlap of the sync with the backward (unsharded host sync) --------
+ * Collective setup: every bucket is cut into sub-buckets of at most cap
+ * elements (bounded buckets), ordered as the backward finishes them.
+ * rt_sync_ready(s, k) -- the backward has finished every tensor of layers
+ * >= k (rt_grad_hook) -- starts the non-blocking all-reduce of every
+ * sub-bucket it completed and polls those in flight; rt_sync_run then
+ * waits for them (starting any not started), unpacks and takes the norm.
+ * No-op for a sharded or device sync or a backend without iallreduce. */
+hexi_rc rt_sync_overlap(rt_sync *s, size_t cap);
+int rt_sync_overlapped(const rt_sync *s);
+hexi_rc rt_sync_ready(rt_sync *s, int layer);
+
 /* Bytes this rank all-reduces per step, and the number of groups used. */
 size_t rt_sync_bytes(const rt_sync *s);
 int rt_sync_ngroups(const rt_sync *s);

@@ -138,6 +138,16 @@ typedef struct rt_adamw_opts {
 	float lr, beta1, beta2, eps, weight_decay;
 } rt_adamw_opts;
 
+/* Called by rt_model_backward as the gradients of a backward become
+ * complete: with the model's layer count L after the head (final_norm,
+ * lm_head), with global layer index l after layer l, with -1 after the
+ * embedding; so after a call with k every tensor of layers >= k (head = L,
+ * embedding = -1) has this backward's contribution.  An error ends the
+ * backward.  The trainer uses it to start the gradient sync of finished
+ * chunks during the last micro-batch's backward (overlap, sync.c). */
+typedef hexi_rc (*rt_grad_hook)(void *ctx, int layer);
+void rt_model_set_grad_hook(rt_model *m, rt_grad_hook fn, void *ctx);
+
 /* Free the AdamW moments of every parameter (m, v become NULL): the
  * sharded optimizer (train.zero > 0, sync.c) keeps its own. */
 void rt_model_drop_moments(rt_model *m);

@@ -44,6 +44,7 @@ struct hexi_trainer {
 	double tp_s;	/* TP all-reduce time of the current step */
 	void *pin, *pout; /* CPU path: pipeline activation buffers */
 	size_t act_bytes;
+	int bwd_last;	  /* the backward running is the step's last */
 	rt_gtrain *gpu; /* nccl backend: the model on this rank's GPU; model
 			   and sync are then NULL */
 };

@@ -24,6 +24,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,8 @@ typedef struct sync_piece {
 	int row_begin;	/* global first row of the chunk */
 	int64_t cols;
 	int decay;
+	int key; /* ready after the backward's hook call with this value or
+		    lower: layer index, embedding -1, head L (overlap) */
 } sync_piece;
 
 /* Sharded sync: the rows of one piece this rank owns and updates. */
@@ -94,7 +97,25 @@ struct rt_sync {
 	sync_seg *seg; /* owned rows, bucket order, then solo pieces */
 	float *mom;    /* [2 * owned elements] moments of the segments */
 	size_t owned;
+	/* overlap (rt_sync_overlap): bounded sub-buckets in launch order */
+	int nsub;
+	struct sync_sub *sub;
+	float *obuf; /* staging of the packed sub-buckets, each its own part */
+	int next;    /* first sub not started yet */
 };
+
+/* Overlap: elements [e0, e1) of a bucket (bucket order), at most the cap,
+ * all-reduced with a non-blocking collective as soon as every piece they
+ * touch is final (the watermark of the backward reached key). */
+typedef struct sync_sub {
+	sync_bucket *b;
+	size_t e0, e1;
+	int key;      /* min key of the pieces touched */
+	int inplace;  /* contiguous in memory on every member */
+	float *stage; /* packed: its part of obuf */
+	rt_req *req;
+	int state; /* 0 idle, 1 in flight, 2 done */
+} sync_sub;
 
 static hexi_rc bucket_add(sync_bucket *b, const sync_piece *p)
 {
@@ -195,6 +216,19 @@ static int lowest_of_pipeline(const hexi_rt *rt, const int *pipe_of,
 	return 0;
 }
 
+/* The backward order of a tensor: layers.N.* -> N, the embedding -1,
+ * the head (final_norm, lm_head) L. */
+static int piece_key(const char *name, int L)
+{
+	int n = 0;
+
+	if (strncmp(name, "embed", 5) == 0)
+		return -1;
+	if (sscanf(name, "layers.%d.", &n) == 1)
+		return n;
+	return L;
+}
+
 static hexi_rc add_chunk(rt_sync *s, const rt_param_ref *pr, int param,
 			 const hexi_chunk *c, const int *pipe_of,
 			 size_t *covered)
@@ -214,6 +248,7 @@ static hexi_rc add_chunk(rt_sync *s, const rt_param_ref *pr, int param,
 	pc.row_begin = c->row_begin;
 	pc.cols = pr->cols;
 	pc.decay = pr->decay;
+	pc.key = piece_key(pr->name, s->rt->plan->model.layers);
 	if (c->row_begin < pr->row_begin || c->row_end > pr->row_end)
 		return hexi_error(HEXI_ERR_INTERNAL,
 				  "rank %d: chunk rows [%d,%d) of %s outside "
@@ -538,6 +573,7 @@ static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
 }
 
 static hexi_rc shard_run(rt_sync *s, double *sumsq);
+static hexi_rc overlap_finish(rt_sync *s, double *sumsq);
 
 hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 {
@@ -546,6 +582,8 @@ hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 
 	if (s->zero > 0)
 		return shard_run(s, sumsq);
+	if (s->nsub > 0)
+		return overlap_finish(s, sumsq);
 	for (int i = 0; i < s->nb; i++)
 		if ((rc = bucket_run(s, &s->b[i], sumsq ? &acc : NULL)) !=
 		    HEXI_OK)
@@ -596,6 +634,8 @@ void rt_sync_destroy(rt_sync *s)
 	}
 	free(s->seg);
 	free(s->mom);
+	free(s->sub);
+	free(s->obuf);
 	free(s->b);
 	free(s->solo.pieces);
 	if (s->mem != NULL)
@@ -930,4 +970,268 @@ size_t rt_sync_shard_bytes(const rt_sync *s)
 	for (int i = 0; i < s->nb; i++)
 		n += s->b[i].blk;
 	return s->zero > 0 ? n * sizeof(float) : 0;
+}
+
+/* ---- overlap: bounded buckets started during the backward ---------------- */
+
+/* Calls fn(piece, offset in piece, count, offset in the sub) for every
+ * piece part inside elements [e0, e1) of bucket b. */
+typedef hexi_rc (*part_fn)(rt_sync *s, const sync_piece *p, size_t off,
+			   size_t n, size_t at, void *arg);
+
+static hexi_rc sub_parts(rt_sync *s, const sync_sub *u, part_fn fn, void *arg)
+{
+	const sync_bucket *b = u->b;
+	size_t e = 0;
+	hexi_rc rc = HEXI_OK;
+
+	for (int k = 0; rc == HEXI_OK && k < b->npieces && e < u->e1; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t a = e > u->e0 ? e : u->e0;
+		size_t z = e + p->count < u->e1 ? e + p->count : u->e1;
+		if (a < z)
+			rc = fn(s, p, a - e, z - a, a - u->e0, arg);
+		e += p->count;
+	}
+	return rc;
+}
+
+typedef struct sub_scan {
+	int key;
+	const float *next; /* where the next part must start to be contiguous */
+	int contig;
+	const float *first;
+} sub_scan;
+
+static hexi_rc scan_part(rt_sync *s, const sync_piece *p, size_t off,
+			 size_t n, size_t at, void *arg)
+{
+	sub_scan *c = arg;
+
+	(void)s;
+	if (at == 0) {
+		c->first = p->grad + off;
+		c->key = p->key;
+	} else if (c->next != p->grad + off) {
+		c->contig = 0;
+	}
+	if (p->key < c->key)
+		c->key = p->key;
+	c->next = p->grad + off + n;
+	return HEXI_OK;
+}
+
+static int cmp_sub(const void *x, const void *y)
+{
+	const sync_sub *a = x, *b = y;
+
+	if (a->key != b->key)
+		return a->key > b->key ? -1 : 1; /* finished first */
+	if (a->b != b->b)
+		return a->b < b->b ? -1 : 1;
+	return a->e0 > b->e0 ? -1 : a->e0 < b->e0; /* later elements first */
+}
+
+/* Sub-buckets of every bucket, their contiguity agreed over the members
+ * (host group of the same ranks), in launch order. */
+hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
+{
+	double *flag = NULL;
+	size_t packed = 0;
+	int n = 0;
+	hexi_rc rc = HEXI_OK;
+
+	if (s->zero > 0 || s->mem != NULL || s->nb == 0)
+		return HEXI_OK; /* sharded / device sync: not overlapped */
+	if (cap < 1)
+		cap = 1;
+	for (int i = 0; i < s->nb; i++) {
+		if (s->b[i].g->comm->ops->iallreduce_sum == NULL)
+			return HEXI_OK;
+		n += (int)((s->b[i].total + cap - 1) / cap);
+	}
+	s->sub = calloc((size_t)n, sizeof(*s->sub));
+	flag = calloc((size_t)n, sizeof(*flag));
+	if (s->sub == NULL || flag == NULL) {
+		rc = hexi_error(HEXI_ERR_NOMEM, "sync: %d buckets", n);
+		goto out;
+	}
+	n = 0;
+	for (int i = 0; rc == HEXI_OK && i < s->nb; i++) {
+		sync_bucket *b = &s->b[i];
+		rt_group *hg = NULL;
+		int n0 = n;
+		for (size_t e = 0; e < b->total; e += cap) {
+			sync_sub *u = &s->sub[n];
+			sub_scan c = {.contig = 1};
+			u->b = b;
+			u->e0 = e;
+			u->e1 = e + cap < b->total ? e + cap : b->total;
+			sub_parts(s, u, scan_part, &c);
+			u->key = c.key;
+			flag[n++] = !c.contig;
+		}
+		rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
+		if (rc == HEXI_OK)
+			rc = hg->comm->ops->allreduce_sum(hg, flag + n0,
+							  (size_t)(n - n0),
+							  RT_F64);
+		for (int k = n0; k < n; k++)
+			s->sub[k].inplace = flag[k] == 0;
+	}
+	if (rc != HEXI_OK) {
+		rc = hexi_error_prefix(rc, "sync setup (overlap)");
+		goto out;
+	}
+	for (int k = 0; k < n; k++)
+		if (!s->sub[k].inplace)
+			packed += s->sub[k].e1 - s->sub[k].e0;
+	if ((s->obuf = malloc(sizeof(float) * (packed ? packed : 1))) == NULL) {
+		rc = hexi_error(HEXI_ERR_NOMEM, "sync: %zu-element buffer",
+				packed);
+		goto out;
+	}
+	packed = 0;
+	for (int k = 0; k < n; k++)
+		if (!s->sub[k].inplace) {
+			s->sub[k].stage = s->obuf + packed;
+			packed += s->sub[k].e1 - s->sub[k].e0;
+		}
+	/* the same order on every member: key, bucket (in creation order,
+	 * alike on the members), elements */
+	qsort(s->sub, (size_t)n, sizeof(*s->sub), cmp_sub);
+	s->nsub = n;
+out:
+	free(flag);
+	if (rc != HEXI_OK) {
+		free(s->sub);
+		s->sub = NULL;
+		free(s->obuf);
+		s->obuf = NULL;
+	}
+	return rc;
+}
+
+int rt_sync_overlapped(const rt_sync *s)
+{
+	return s != NULL && s->nsub > 0;
+}
+
+static hexi_rc pack_part(rt_sync *s, const sync_piece *p, size_t off, size_t n,
+			 size_t at, void *arg)
+{
+	sync_sub *u = arg;
+
+	(void)s;
+	if (u->inplace) {
+		if (!p->contribute)
+			memset(p->grad + off, 0, sizeof(float) * n);
+	} else if (p->contribute)
+		memcpy(u->stage + at, p->grad + off, sizeof(float) * n);
+	else
+		memset(u->stage + at, 0, sizeof(float) * n);
+	return HEXI_OK;
+}
+
+static hexi_rc sub_start(rt_sync *s, sync_sub *u)
+{
+	float *buf;
+	hexi_rc rc;
+
+	sub_parts(s, u, pack_part, u);
+	if (u->inplace) {
+		sub_scan c = {.contig = 1};
+		sub_parts(s, u, scan_part, &c);
+		buf = (float *)c.first;
+	} else
+		buf = u->stage;
+	rc = u->b->g->comm->ops->iallreduce_sum(u->b->g, buf, u->e1 - u->e0,
+						RT_F32, &u->req);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient sync (%zu elements)",
+					 u->e1 - u->e0);
+	u->state = 1;
+	return HEXI_OK;
+}
+
+/* Let the collectives in flight progress (MPI progresses inside calls). */
+static hexi_rc overlap_poll(rt_sync *s)
+{
+	for (int k = 0; k < s->next; k++) {
+		sync_sub *u = &s->sub[k];
+		int done = 0;
+		hexi_rc rc;
+		if (u->state != 1)
+			continue;
+		if ((rc = u->b->g->comm->ops->test(u->req, &done)) != HEXI_OK)
+			return hexi_error_prefix(rc, "gradient sync");
+		if (done) {
+			u->req = NULL;
+			u->state = 2;
+		}
+	}
+	return HEXI_OK;
+}
+
+hexi_rc rt_sync_ready(rt_sync *s, int layer)
+{
+	hexi_rc rc;
+
+	if (s == NULL || s->nsub == 0)
+		return HEXI_OK;
+	while (s->next < s->nsub && s->sub[s->next].key >= layer)
+		if ((rc = sub_start(s, &s->sub[s->next++])) != HEXI_OK)
+			return rc;
+	return overlap_poll(s);
+}
+
+static hexi_rc unpack_part(rt_sync *s, const sync_piece *p, size_t off,
+			   size_t n, size_t at, void *arg)
+{
+	sync_sub *u = ((void **)arg)[0];
+	double *acc = ((void **)arg)[1];
+	float *g = p->grad + off;
+
+	(void)s;
+	if (!u->inplace)
+		memcpy(g, u->stage + at, sizeof(float) * n);
+	if (acc != NULL && p->count_norm)
+		*acc += sumsq_f32(g, n);
+	return HEXI_OK;
+}
+
+/* Start what the backward did not (a stage that ran no hook), wait for
+ * every sub-bucket in launch order, unpack, norm. */
+static hexi_rc overlap_finish(rt_sync *s, double *sumsq)
+{
+	double acc = 0;
+	hexi_rc rc = HEXI_OK;
+
+	while (rc == HEXI_OK && s->next < s->nsub)
+		rc = sub_start(s, &s->sub[s->next++]);
+	for (int k = 0; k < s->nsub; k++) {
+		sync_sub *u = &s->sub[k];
+		void *arg[2] = {u, sumsq ? &acc : NULL};
+		if (u->state == 1) {
+			hexi_rc w = u->b->g->comm->ops->wait(u->req);
+			if (w != HEXI_OK && rc == HEXI_OK)
+				rc = hexi_error_prefix(w, "gradient sync");
+		}
+		u->req = NULL;
+		u->state = 0;
+		if (rc == HEXI_OK)
+			sub_parts(s, u, unpack_part, arg);
+	}
+	s->next = 0;
+	if (rc != HEXI_OK || sumsq == NULL)
+		return rc;
+	for (int i = 0; i < s->solo.npieces; i++)
+		acc += sumsq_f32(s->solo.pieces[i].grad,
+				 s->solo.pieces[i].count);
+	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
+					     RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient norm");
+	*sumsq = acc;
+	return HEXI_OK;
 }

@@ -149,8 +149,35 @@ static hexi_rc stage_backward(void *arg, int mb, int slot, const void *dout,
 {
 	hexi_trainer *t = arg;
 
-	(void)mb;
+	/* 1F1B runs the backwards in micro-batch order: the last one
+	 * finishes the gradients, layer by layer (overlap_hook) */
+	t->bwd_last = mb == t->rt->role.micro_batches - 1;
 	return rt_model_backward(t->model, slot, dout, din);
+}
+
+/* rt_grad_hook: the last backward finished layers >= layer: start their
+ * gradient sync. */
+static hexi_rc overlap_hook(void *ctx, int layer)
+{
+	hexi_trainer *t = ctx;
+
+	return t->bwd_last ? rt_sync_ready(t->sync, layer) : HEXI_OK;
+}
+
+/* Overlap of the sync with the backward (unless --no-overlap): bounded
+ * buckets of HEXI_RT_SYNC_BUCKET elements (default 2^20, 4 MiB). */
+static hexi_rc setup_overlap(hexi_trainer *t)
+{
+	const char *e = getenv("HEXI_RT_SYNC_BUCKET");
+	long cap = e != NULL ? atol(e) : 0;
+	hexi_rc rc;
+
+	if (t->o.no_overlap)
+		return HEXI_OK;
+	rc = rt_sync_overlap(t->sync, cap > 0 ? (size_t)cap : (size_t)1 << 20);
+	if (rc == HEXI_OK && rt_sync_overlapped(t->sync))
+		rt_model_set_grad_hook(t->model, overlap_hook, t);
+	return rc;
 }
 
 /* ---- create -------------------------------------------------------------- */
@@ -204,6 +231,8 @@ static hexi_rc make_sync(hexi_trainer *t)
 	free(refs);
 	if (rc == HEXI_OK)
 		rc = rt_train_shard(t);
+	if (rc == HEXI_OK)
+		rc = setup_overlap(t);
 	if (rc != HEXI_OK)
 		return rc;
 	/* the activation buffers of the pipeline (one micro-batch) */
