@@ -6,7 +6,8 @@
 # saved under zero 2 (moments written by their owners as slices) verifies,
 # reshards, and resumes under zero 0 on another plan (other DP degree and TP
 # layout) identical to an uninterrupted run; a zero-0 checkpoint resumes
-# under zero 1.  Bad input: zero 3, zero > 0 with one pipeline (a notice).
+# under zero 1.  The sync overlapped with the backward in bounded buckets
+# (the default) and --no-overlap give the same numbers too.  Bad input: zero 3, zero > 0 with one pipeline (a notice).
 #   E: [TP1 x 1, TP2 x 2, TP3 x 1, TP1 x 4] 8 in 4 + [TP2 x 8] 4 in 1
 #      (mixed TP 1/2/3 in one pipeline, 1-layer stages, micro-batch sizes
 #      2 and 4, unequal batches; 9 ranks)
@@ -63,11 +64,23 @@ equiv() {
 	expect_eq "zero $2 $tag plan $1: same parameters" "$st" 0
 }
 equiv E 1 sgd
+equiv E 0 adamw
 equiv E 2 adamw
 equiv E 1 adamw
 equiv B 2 sgd
 equiv B 1 adamw
 equiv D 2 adamw
+
+# Overlap (issue 17 item 4): tiny bounded buckets (97 elements: many
+# sub-buckets, parts of chunks, packed and in place) started during the
+# backward, and --no-overlap: the same numbers.
+HEXI_RT_SYNC_BUCKET=97
+export HEXI_RT_SYNC_BUCKET
+equiv D 0 sgd
+unset HEXI_RT_SYNC_BUCKET
+SGD="$SGD --no-overlap"
+equiv B 0 sgd
+SGD="--optimizer sgd --lr 0.5"
 
 # Ownership: every element of the model is owned once (the sum over the
 # ranks is the model's parameter count: the same for every plan), and a
