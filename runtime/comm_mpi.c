@@ -472,6 +472,63 @@ static hexi_rc mpi_allgather(rt_group *gb, void *buf, size_t count, rt_dtype dt)
 				  : mpi_err(err, "Allgather", gb->ranks[0]);
 }
 
+/* counts and displacements of cut[0..n] as MPI ints */
+static hexi_rc mpi_cuts(const rt_group *gb, const size_t *cut, const char *what,
+			int **cnt, int **dsp)
+{
+	*cnt = malloc(sizeof(int) * (size_t)gb->n);
+	*dsp = malloc(sizeof(int) * (size_t)gb->n);
+	if (*cnt == NULL || *dsp == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "MPI %s: counts", what);
+	if (cut[gb->n] > (size_t)1 << 30)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "MPI %s (group of rank %d): %zu elements, "
+				  "at most 2^30",
+				  what, gb->ranks[0], cut[gb->n]);
+	for (int i = 0; i < gb->n; i++) {
+		(*cnt)[i] = (int)(cut[i + 1] - cut[i]);
+		(*dsp)[i] = (int)cut[i];
+	}
+	return HEXI_OK;
+}
+
+static hexi_rc mpi_reduce_scatterv(rt_group *gb, const void *send, void *recv,
+				   const size_t *cut, rt_dtype dt)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	int *cnt = NULL, *dsp = NULL, err;
+	hexi_rc rc = mpi_cuts(gb, cut, "Reduce_scatter", &cnt, &dsp);
+
+	if (rc == HEXI_OK) {
+		err = MPI_Reduce_scatter(send, recv, cnt, t, MPI_SUM, g->comm);
+		if (err != MPI_SUCCESS)
+			rc = mpi_err(err, "Reduce_scatter", gb->ranks[0]);
+	}
+	free(cnt);
+	free(dsp);
+	return rc;
+}
+
+static hexi_rc mpi_allgatherv(rt_group *gb, void *buf, const size_t *cut,
+			      rt_dtype dt)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	int *cnt = NULL, *dsp = NULL, err;
+	hexi_rc rc = mpi_cuts(gb, cut, "Allgatherv", &cnt, &dsp);
+
+	if (rc == HEXI_OK) {
+		err = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf,
+				     cnt, dsp, t, g->comm);
+		if (err != MPI_SUCCESS)
+			rc = mpi_err(err, "Allgatherv", gb->ranks[0]);
+	}
+	free(cnt);
+	free(dsp);
+	return rc;
+}
+
 /* Non-blocking all-reduce (MPI_Iallreduce); one request per call. */
 static hexi_rc mpi_iallreduce(rt_group *gb, void *buf, size_t count,
 			      rt_dtype dt, rt_req **req)
@@ -489,9 +546,9 @@ static hexi_rc mpi_iallreduce(rt_group *gb, void *buf, size_t count,
 		return hexi_error(HEXI_ERR_NOMEM, "MPI Iallreduce: request");
 	r->base.root = gb->ranks[0];
 	r->req = MPI_REQUEST_NULL;
-	if (gb->n > 1 && (err = MPI_Iallreduce(MPI_IN_PLACE, buf, k, t,
-					       MPI_SUM, g->comm, &r->req)) !=
-			     MPI_SUCCESS) {
+	if (gb->n > 1 &&
+	    (err = MPI_Iallreduce(MPI_IN_PLACE, buf, k, t, MPI_SUM, g->comm,
+				  &r->req)) != MPI_SUCCESS) {
 		free(r);
 		return mpi_err(err, "Iallreduce", gb->ranks[0]);
 	}
@@ -676,6 +733,8 @@ static const rt_comm_ops mpi_ops = {
     .allreduce_sum = mpi_allreduce,
     .reduce_scatter_sum = mpi_reduce_scatter,
     .allgather = mpi_allgather,
+    .reduce_scatterv_sum = mpi_reduce_scatterv,
+    .allgatherv = mpi_allgatherv,
     .iallreduce_sum = mpi_iallreduce,
     .test = mpi_test,
     .wait = mpi_wait,

@@ -66,6 +66,15 @@ typedef struct rt_comm_ops {
 	/* In place: buf[0..n*count) where member i filled block i; afterwards
 	 * every member has every block. */
 	hexi_rc (*allgather)(rt_group *g, void *buf, size_t count, rt_dtype dt);
+	/* The same with member i's block at elements [cut[i], cut[i+1]) of
+	 * send (reduce-scatter; recv gets the caller's block) or of buf
+	 * (all-gather, in place): no padding, no staging copy.  NULL where
+	 * the backend has no variable counts (NCCL). */
+	hexi_rc (*reduce_scatterv_sum)(rt_group *g, const void *send,
+				       void *recv, const size_t *cut,
+				       rt_dtype dt);
+	hexi_rc (*allgatherv)(rt_group *g, void *buf, const size_t *cut,
+			      rt_dtype dt);
 	/* Non-blocking in-place sum (overlap of the gradient sync with the
 	 * backward): starts the all-reduce and returns a request; test()
 	 * sets *done (and lets the backend progress), wait() completes it;

@@ -182,6 +182,8 @@ void rt_sync_seg_get(const rt_sync *s, int i, rt_sync_seg *out);
 size_t rt_sync_shard_bytes(const rt_sync *s);
 /* Elements this rank owns (0 when not sharded). */
 size_t rt_sync_owned(const rt_sync *s);
+/* Buckets reduce-scattered and gathered in place (no staging copy). */
+int rt_sync_flat(const rt_sync *s);
 
 /* ---- overlap of the sync with the backward (unsharded host sync) --------
  * Collective setup: every bucket is cut into sub-buckets of at most cap

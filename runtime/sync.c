@@ -72,6 +72,8 @@ typedef struct sync_bucket {
 	/* sharded (zero > 0): member i owns bucket elements [cut[i],
 	 * cut[i+1]); blocks of blk elements per member in the staging buffer */
 	size_t *cut; /* [n+1] */
+	int flat;    /* gradients and weights of the bucket back to back on
+			every member: reduce-scatter and all-gather in place */
 	size_t blk;
 	float *own; /* [blk] the summed gradient of my range */
 } sync_bucket;
@@ -732,6 +734,30 @@ static hexi_rc bucket_segs(rt_sync *s, sync_bucket *b)
 	return rc;
 }
 
+/* b->flat: every member has the bucket's gradients and weights back to
+ * back in memory and the backend has variable-count collectives. */
+static hexi_rc agree_flat(rt_sync *s, sync_bucket *b)
+{
+	const rt_comm_ops *ops = b->g->comm->ops;
+	rt_group *hg = NULL;
+	double bad =
+	    ops->reduce_scatterv_sum == NULL || ops->allgatherv == NULL;
+	hexi_rc rc;
+
+	for (int k = 0; k + 1 < b->npieces; k++)
+		if (b->pieces[k].grad + b->pieces[k].count !=
+			b->pieces[k + 1].grad ||
+		    b->pieces[k].w + b->pieces[k].count != b->pieces[k + 1].w)
+			bad = 1;
+	rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
+	if (rc == HEXI_OK)
+		rc = hg->comm->ops->allreduce_sum(hg, &bad, 1, RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "sync setup (zero)");
+	b->flat = bad == 0;
+	return HEXI_OK;
+}
+
 hexi_rc rt_sync_shard(rt_sync *s, int zero)
 {
 	size_t cap = 0;
@@ -765,7 +791,9 @@ hexi_rc rt_sync_shard(rt_sync *s, int zero)
 						  zero);
 		if ((rc = bucket_cuts(b)) == HEXI_OK)
 			rc = bucket_segs(s, b);
-		if (b->blk * (size_t)b->g->n > cap)
+		if (rc == HEXI_OK)
+			rc = agree_flat(s, b);
+		if (!b->flat && b->blk * (size_t)b->g->n > cap)
 			cap = b->blk * (size_t)b->g->n;
 	}
 	for (int k = 0; rc == HEXI_OK && k < s->solo.npieces; k++)
@@ -808,6 +836,15 @@ static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
 	int mem = 0;
 	hexi_rc rc;
 
+	if (b->flat) { /* in place: the local gradient is not needed after */
+		for (int k = 0; k < b->npieces; k++)
+			if (!b->pieces[k].contribute)
+				memset(b->pieces[k].grad, 0,
+				       sizeof(float) * b->pieces[k].count);
+		rc = b->g->comm->ops->reduce_scatterv_sum(
+		    b->g, b->pieces[0].grad, b->own, b->cut, RT_F32);
+		goto done;
+	}
 	for (int k = 0; k < b->npieces; k++) {
 		const sync_piece *p = &b->pieces[k];
 		size_t done = 0;
@@ -835,6 +872,7 @@ static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
 	}
 	rc = b->g->comm->ops->reduce_scatter_sum(b->g, s->buf, b->own, b->blk,
 						 RT_F32);
+done:
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc,
 					 "gradient reduce-scatter (%zu "
@@ -876,6 +914,13 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 	int mem = 0;
 	hexi_rc rc;
 
+	if (b->flat) { /* my range is in place already */
+		rc = b->g->comm->ops->allgatherv(b->g, b->pieces[0].w, b->cut,
+						 RT_F32);
+		return rc == HEXI_OK
+			   ? HEXI_OK
+			   : hexi_error_prefix(rc, "weight all-gather");
+	}
 	/* my range into my block */
 	for (int k = 0; k < b->npieces; k++) {
 		const sync_piece *p = &b->pieces[k];
@@ -958,6 +1003,15 @@ void rt_sync_seg_get(const rt_sync *s, int i, rt_sync_seg *out)
 	out->v = g->v;
 }
 
+int rt_sync_flat(const rt_sync *s)
+{
+	int n = 0;
+
+	for (int i = 0; s->zero > 0 && i < s->nb; i++)
+		n += s->b[i].flat;
+	return n;
+}
+
 size_t rt_sync_owned(const rt_sync *s)
 {
 	return s->zero > 0 ? s->owned : 0;
@@ -1003,8 +1057,8 @@ typedef struct sub_scan {
 	const float *first;
 } sub_scan;
 
-static hexi_rc scan_part(rt_sync *s, const sync_piece *p, size_t off,
-			 size_t n, size_t at, void *arg)
+static hexi_rc scan_part(rt_sync *s, const sync_piece *p, size_t off, size_t n,
+			 size_t at, void *arg)
 {
 	sub_scan *c = arg;
 
@@ -1073,9 +1127,8 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 		}
 		rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
 		if (rc == HEXI_OK)
-			rc = hg->comm->ops->allreduce_sum(hg, flag + n0,
-							  (size_t)(n - n0),
-							  RT_F64);
+			rc = hg->comm->ops->allreduce_sum(
+			    hg, flag + n0, (size_t)(n - n0), RT_F64);
 		for (int k = n0; k < n; k++)
 			s->sub[k].inplace = flag[k] == 0;
 	}
@@ -1226,8 +1279,8 @@ static hexi_rc overlap_finish(rt_sync *s, double *sumsq)
 	if (rc != HEXI_OK || sumsq == NULL)
 		return rc;
 	for (int i = 0; i < s->solo.npieces; i++)
-		acc += sumsq_f32(s->solo.pieces[i].grad,
-				 s->solo.pieces[i].count);
+		acc +=
+		    sumsq_f32(s->solo.pieces[i].grad, s->solo.pieces[i].count);
 	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
 					     RT_F64);
 	if (rc != HEXI_OK)

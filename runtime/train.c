@@ -276,9 +276,11 @@ hexi_rc rt_train_shard(hexi_trainer *t)
 	if (t->o.verbose)
 		hexi_log(HEXI_LOG_INFO,
 		 "rank %d: zero %d: owns %zu of the %zu parameter elements "
-		 "it holds; sharded state %zu bytes",
+		 "it holds; sharded state %zu bytes; %d of %d buckets in "
+		 "place",
 		 rt->rank, zero, rt_sync_owned(t->sync), held,
-		 rt_sync_shard_bytes(t->sync));
+		 rt_sync_shard_bytes(t->sync), rt_sync_flat(t->sync),
+		 rt_sync_ngroups(t->sync));
 	return HEXI_OK;
 }
 

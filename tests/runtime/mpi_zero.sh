@@ -11,6 +11,9 @@
 #   E: [TP1 x 1, TP2 x 2, TP3 x 1, TP1 x 4] 8 in 4 + [TP2 x 8] 4 in 1
 #      (mixed TP 1/2/3 in one pipeline, 1-layer stages, micro-batch sizes
 #      2 and 4, unequal batches; 9 ranks)
+#   S: [TP1 x 4, TP1 x 4] 6 in 3 + [TP1 x 8] 6 in 2: every bucket back to
+#      back in memory, so reduce-scatter and all-gather run in place
+#      (MPI_Reduce_scatter / MPI_Allgatherv)                      (3 ranks)
 #   B: [TP3 x 4, TP2 x 4] 6 in 3 + [TP1 x 8] 6 in 2               (6 ranks)
 #   D: [TP1 x 1, TP2 x 4, TP1 x 3] 9 in 3 + [TP3 x 5, TP1 x 3] 3 in 3
 #                                                                   (8 ranks)
@@ -21,11 +24,12 @@ SGD="--optimizer sgd --lr 0.5"
 ADAMW="--optimizer adamw --lr 0.01 --eps 1e-4"
 "$MKPLAN" tiny-8l "8/4:1x1,2x2,3x1,1x4;4/1:2x8" "$WORK/E.json" ||
 	hard "mkplan E"
+"$MKPLAN" tiny-8l "6/3:1x4,1x4;6/2:1x8" "$WORK/S.json" || hard "mkplan S"
 # with_zero PLAN N OUT: PLAN with train.zero N (the hash goes: an edit)
 with_zero() { jq "del(.hash) | .train.zero = $2" "$1" >"$3" || hard "jq $1"; }
-for p in E B D; do
+for p in E S B D; do
 	src="$PLANS/equiv-$p.json"
-	[ "$p" = E ] && src="$WORK/E.json"
+	[ "$p" = E ] || [ "$p" = S ] && src="$WORK/$p.json"
 	for z in 0 1 2; do with_zero "$src" $z "$WORK/$p$z.json"; done
 done
 # shellcheck disable=SC2086
@@ -68,6 +72,8 @@ equiv E 0 adamw
 equiv E 2 adamw
 equiv E 1 adamw
 equiv B 2 sgd
+equiv S 2 adamw
+equiv S 1 sgd
 equiv B 1 adamw
 equiv D 2 adamw
 
@@ -97,6 +103,9 @@ echo "# owned elements: E $nE, B $nB, D $nD"
 more=$(sed -n 's/.*owns \([0-9]*\) of the \([0-9]*\) .*/\1 \2/p' \
 	"$WORK/E2-adamw.err" | awk '$1 >= $2 {n++} END {print n + 0}')
 expect_eq "plan E: no rank owns all it holds" "$more" 0
+flat=$(sed -n 's/.* \([0-9]*\) of \([0-9]*\) buckets in place/\1 \2/p' \
+	"$WORK/S2-adamw.err" | awk '$1 == $2 && $1 > 0 {n++} END {print n + 0}')
+expect_eq "plan S: every rank's buckets reduced in place" "$flat" 3
 
 # Save under zero 2 (plan E, 9 ranks) at step 3, resume under zero 0 on
 # plan B (6 ranks: another DP split, TP layout and layer split).
