@@ -178,6 +178,20 @@ st=$?
 	"$WORK/bad.err" && ! ls "$WORK"/bad.rank* >/dev/null 2>&1 &&
 	pass "zero 3: refused ($st), one clear error, nothing written" ||
 	fail "zero 3: exit $st: $(head -n 3 "$WORK/bad.err")"
+# The nccl backend (here its host emulation, when built) refuses a sharded
+# plan with replicas rather than running it unsharded.
+EMU="$top_builddir/tests/gpuemu/hexitrain_emu"
+if [ -x "$EMU" ]; then
+	hx_mpirun 6 "$EMU" --backend nccl --plan "$WORK/B1.json" --steps 1 \
+		--dump "$WORK/emu" >/dev/null 2>"$WORK/emu.err"
+	st=$?
+	[ "$st" -ne 0 ] && grep -q "train.zero 1: the nccl backend does not" \
+		"$WORK/emu.err" && ! ls "$WORK"/emu.rank* >/dev/null 2>&1 &&
+		pass "nccl (emulated): zero 1 refused ($st), nothing written" ||
+		fail "nccl zero 1: exit $st: $(head -n 3 "$WORK/emu.err")"
+else
+	echo "# no emulated GPU trainer built: nccl refusal not checked"
+fi
 with_zero "$PLANS/single-tiny4l.json" 1 "$WORK/one.json"
 "$HT" --plan "$WORK/one.json" --steps 2 $SGD --json --dump "$WORK/one" \
 	>"$WORK/one.json.out" 2>"$WORK/one.err"
