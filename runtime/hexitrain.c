@@ -248,6 +248,7 @@ static hexi_rc parse_one(cli *c, int opt, const char *a)
 		/* the last one given wins */
 		c->rt.recompute = opt == OPT_RECOMPUTE ? HEXI_RECOMPUTE_ON
 						       : HEXI_RECOMPUTE_OFF;
+		break;
 	case OPT_NO_OVERLAP:
 		c->tr.no_overlap = 1;
 		break;
