@@ -66,7 +66,9 @@ pack() {
 	tar -czf "$OUT/.device-check.tar.gz.tmp" -C "$work" . 2>/dev/null &&
 		mv -f "$OUT/.device-check.tar.gz.tmp" "$OUT/device-check.tar.gz"
 }
+step_pid=""
 on_exit() {
+	[ -z "$step_pid" ] || kill -TERM "$step_pid" 2>/dev/null
 	[ "$finished" = 1 ] || { summary_text running >"$work/SUMMARY.txt"; pack; }
 	rm -rf "$work"
 }
@@ -93,8 +95,13 @@ run() {
 		return 125
 	fi
 	[ "$limit" -le "$rem" ] || limit=$rem
-	timeout -k 5 "$limit" "$@" >"$work/$name.txt" 2>&1
+	# in the background and waited for, so a signal to this script runs
+	# its trap at once (on_exit stops the step, then packs the logs)
+	timeout -k 5 "$limit" "$@" >"$work/$name.txt" 2>&1 &
+	step_pid=$!
+	wait "$step_pid"
 	st=$?
+	step_pid=""
 	[ $st -ne 124 ] || echo "device-check: $name timed out after $limit s" >>"$work/$name.txt"
 	summary_text running >"$work/SUMMARY.txt"
 	pack
@@ -153,7 +160,10 @@ for l in nccl:libnccl.so.2 cublas:'libcublas.so.*' cublasLt:'libcublasLt.so.*' c
 	case ":$ldirs:" in *":$d:"*) ;; *) ldirs=${ldirs:+$ldirs:}$d ;; esac
 done
 export LD_LIBRARY_PATH=${ldirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-run probe 20 probe
+# timeout runs programs, not functions: the probe runs in a child bash
+export BUILD bundle work PY
+export -f probe
+run probe 20 bash -c probe
 gpu_name="" cc=""
 if command -v nvidia-smi >/dev/null 2>&1; then
 	gpu_name=$(timeout 5 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
