@@ -211,6 +211,9 @@ if [ $st -eq 77 ]; then
 	note "reason" "no usable GPU: $(grep -m1 'SKIP' "$work/kernels.txt" | sed 's/^1..0 # SKIP //')"
 	finish 77
 fi
+# which attention test_kernels could compare: cuDNN's, or why not
+note "attention" "$(grep -m1 -E '^# attention: |SKIP cuDNN attention' "$work/kernels.txt" |
+	sed 's/^# attention: /cuDNN checked: /; s/^ok [0-9]* - # SKIP /not checked: /')"
 k_pass=$(grep -c '^ok ' "$work/kernels.txt")
 k_fail=$(grep -c '^not ok ' "$work/kernels.txt")
 if [ $st -eq 0 ]; then
@@ -295,7 +298,8 @@ import json, sys
 s = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
 print(f"{s['model']} ({s['params'] / 1e9:.2f}B params) {s['dtype']}, batch {s['batch']}x{s['seq']}: "
       f"{s['tokens_per_s']:.0f} tokens/s, {s['tflops']:.1f} TFLOP/s, "
-      f"MFU {100 * s['mfu']:.1f} % of {s['peak_tflops']:.1f} ({s['gpu_type']} catalog peak)")
+      f"MFU {100 * s['mfu']:.1f} % of {s['peak_tflops']:.1f} ({s['gpu_type']} catalog peak); "
+      f"attention {s.get('attention', '?')}")
 PY
 )"
 	else
