@@ -1,6 +1,7 @@
 #!/bin/bash
 # run.sh - README's test command: install what is needed, build, and run the
-# whole test suite (plain build, then the unit tests again under ASan+UBSan).
+# whole test suite (plain build, then the unit tests again under ASan+UBSan),
+# static analysis (tests/analyze.sh) and a bounded libFuzzer run.
 # Safe to run twice.  Prints "N passed, N failed, N skipped" last.
 set -u
 HEXI_SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +41,28 @@ if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
 		TESTS="test_emu_ops.t gpu_model_emu.sh" \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	grep -E '^(FAIL|ERROR|XPASS):' "$HEXI_SRC/build-san/check.out" || true
+fi
+
+# Static analysis of the whole tree (cppcheck, clang's analyzer through
+# scan-build in build-analyze): any finding not suppressed with a reason in
+# tests/analysis/ fails the run.
+if [ "${HEXI_NO_ANALYSIS:-0}" != 1 ]; then
+	echo "== static analysis (tests/analyze.sh)"
+	bash "$HEXI_SRC/tests/analyze.sh" "$HEXI_SRC" "$HEXI_SRC/build-analyze" \
+		>"$HEXI_SRC/build/analyze.out" 2>&1
+	rc=$?
+	grep -E '^(PASS|FAIL):|^  ' "$HEXI_SRC/build/analyze.out" | head -n 60
+	[ $rc -eq 0 ] || { echo "FAIL: static analysis (exit $rc)"; status=1; }
+fi
+
+# Coverage-guided fuzzing, bounded: every target of tests/fuzz/targets.list
+# for HEXI_FUZZ_SECONDS (default 5) in build-fuzz (clang, libFuzzer).
+if [ "${HEXI_NO_FUZZ:-0}" != 1 ]; then
+	hexi_build "$HEXI_SRC/build-fuzz" --enable-werror --enable-sanitizers \
+		--enable-fuzzing --without-cuda CC=clang || exit 1
+	echo "== fuzz (libFuzzer, ${HEXI_FUZZ_SECONDS:-5} s per target)"
+	make -s -C "$HEXI_SRC/build-fuzz" fuzz FUZZ_SECONDS="${HEXI_FUZZ_SECONDS:-5}" ||
+		{ echo "FAIL: fuzz"; status=1; }
 fi
 
 if [ $status -ne 0 ]; then

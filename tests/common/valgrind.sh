@@ -1,7 +1,9 @@
 # valgrind.sh: the command-line tools run clean under valgrind memcheck
 # (no invalid access, no use of uninitialised values, no definite leaks)
 # on a small real job: plan, simulate, show, train, checkpoint, verify,
-# reshard, profile.  ASan+UBSan cover the unit tests (tests/run.sh); this
+# reshard, profile; and on bad input (issue 18): the unit tests that walk
+# the bad-input tables (formats, strict parsers, plugin options, GRES,
+# hand-off) and a table of bad command lines and files for the CLIs.  ASan+UBSan cover the unit tests (tests/run.sh); this
 # covers the programs as installed users run them, with the real libraries.
 . "$top_srcdir/tests/tap.sh"
 command -v valgrind >/dev/null 2>&1 || skip "valgrind is not installed"
@@ -29,7 +31,8 @@ vg() {
 vg_err() {
 	local name=$1 rc
 	shift
-	valgrind -q --error-exitcode=97 --leak-check=full \
+	# timeout: a FIFO among the inputs must fail, not hang the suite
+	timeout 300 valgrind -q --error-exitcode=97 --leak-check=full \
 		--errors-for-leak-kinds=definite --suppressions="$S/tests/common/valgrind.supp" \
 		--log-file="$tmp/vg.log" "$@" >"$tmp/out" 2>&1
 	rc=$?
@@ -58,6 +61,43 @@ printf '{"nodes": [{"name": "n1", "gpu": "a800", "count": 3}' >"$tmp/bad.json"
 vg_err "hexiplan rejects truncated JSON cleanly" "$plan" plan "$tmp/bad.json" --model llama2-7b
 vg_err "hexiplan rejects an unknown model cleanly" "$plan" plan \
 	"$S/examples/clusters/paper.json" --model no-such-model
+
+# ---- bad input: the tables of the unit tests, then bad CLI inputs --------
+for t in "scheduler test_badinput.t" "common test_error.t" "spank test_parse.t"; do
+	set -- $t
+	# tests/common runs first: build the other directories' programs here
+	make -s -C "$B/tests/$1" "$2" >/dev/null 2>&1
+	tb=$(bin "tests/$1" "$2")
+	if [ -x "$tb" ]; then
+		cd "$B/tests/$1" && vg "bad-input table: tests/$1/$2" "$tb"
+		cd "$tmp" || hard "cd $tmp"
+	else
+		echo "# tests/$1/$2 not built: its bad-input table not run under valgrind"
+	fi
+done
+C=$S/examples/clusters/homo-a100-8.json
+mkfifo "$tmp/fifo.json"
+printf '{"format":"hexiscale-profile","version":1,"host":"n1","bogus":1}' >"$tmp/badprof.json"
+sed 's/"hidden": 48/"hidden": 50/' "$S/examples/models/tiny-8l.json" >"$tmp/badmodel.json"
+printf '{"format": "hexiscale-plan", "version": 1,' >"$tmp/cutplan.json"
+while IFS='|' read -r name args; do
+	# shellcheck disable=SC2086 # args are split on purpose
+	eval "set -- $args"
+	vg_err "hexiplan bad input: $name" "$plan" "$@"
+done <<TABLE
+cluster is a FIFO|plan "$tmp/fifo.json" --model llama2-7b
+cluster is a directory|plan "$tmp" --model llama2-7b
+model file does not validate|plan "$C" --model "$tmp/badmodel.json"
+model file is a FIFO|plan "$C" --model "$tmp/fifo.json"
+profile with an unknown key|plan "$C" --model llama2-7b --profiles "$tmp/badprof.json"
+truncated plan|validate "$tmp/cutplan.json"
+truncated plan (show)|show "$tmp/cutplan.json"
+global batch not a number|plan "$C" --model llama2-7b --global-batch 12x
+micro-batch out of range|plan "$C" --model llama2-7b --micro-batch 0
+unknown option|plan "$C" --model llama2-7b --bogus
+unknown strategy|plan "$C" --model llama2-7b --strategy nosuch
+-o onto a directory|plan "$C" --model llama2-7b -o "$tmp"
+TABLE
 
 train=$(bin runtime hexitrain)
 ckpt=$(bin checkpoint hexickpt)
