@@ -238,6 +238,13 @@ typedef struct hexi_plan {
 	int npipelines;
 	hexi_pipeline *pipelines; /* [npipelines] */
 	hexi_prediction pred;
+	/* GPUs of the cluster the plan leaves idle (hexiscale-plan(5),
+	 * "idle"): every GPU of the cluster is in exactly one stage or here.
+	 * Their ranks continue the training ranks: W .. W+nidle-1 as the
+	 * planner writes them (any permutation of 0 .. W+nidle-1 over the
+	 * stages' and idle devices is valid, so a launcher may renumber). */
+	int nidle;
+	hexi_device *idle; /* [nidle], malloc'ed, freed by hexi_plan_destroy */
 } hexi_plan;
 
 /* A plan to fill in code: copies of c (cloned), m and t, npipelines zeroed
@@ -276,13 +283,25 @@ typedef struct hexi_role {
 	int local_rank, local_world_size; /* among ranks on the same node */
 	int recompute; /* 0/1: this rank's pipeline recomputes activations */
 	int zero;      /* the plan's train.zero */
+	/* 1: the rank is one of the plan's idle GPUs; it trains nothing.
+	 * Then pipeline, stage, tp_rank are -1, nstages, tp_size, layers,
+	 * batch and micro-batches 0, recompute 0; rank, world_size (the
+	 * training ranks W), node, gpu, local_rank and local_world_size (over
+	 * every task of the node, idle ones included) are set. */
+	int idle;
 } hexi_role;
 
 /* 0 or 1: whether pipeline pi of p recomputes activations (its own
  * setting, else train.recompute). */
 int hexi_plan_recompute(const hexi_plan *p, int pi);
 
+/* Role of rank 0 .. hexi_plan_tasks(p)-1: a training rank or an idle GPU
+ * (out->idle); HEXI_ERR_NOTFOUND for any other rank. */
 hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out);
+/* Tasks the plan needs, one per GPU: world_size + nidle. */
+int hexi_plan_tasks(const hexi_plan *p);
+/* Index in p->idle of the idle GPU with this rank, or -1. */
+int hexi_plan_find_idle(const hexi_plan *p, int rank);
 /* Stage holding a global rank: pipeline/stage/tp_rank, or HEXI_ERR_NOTFOUND. */
 hexi_rc hexi_plan_find_rank(const hexi_plan *p, int rank, int *pipeline,
 			    int *stage, int *tp_rank);

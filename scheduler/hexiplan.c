@@ -335,6 +335,29 @@ static const char *gpu_name(const hexi_plan *p, const hexi_stage *s)
 	return p->cluster->nodes[s->devices[0].node].gpu_type;
 }
 
+/* "idle: 3 GPUs: n2 (rtx3090) 0,1; n3 (rtx3090) 0" when the plan leaves
+ * any out; nothing otherwise. */
+static void print_idle(const hexi_plan *p)
+{
+	int prev = -1;
+
+	if (p->nidle == 0)
+		return;
+	printf("  idle: %d GPU%s (ranks %d-%d, train nothing):", p->nidle,
+	       p->nidle == 1 ? "" : "s", p->world_size,
+	       p->world_size + p->nidle - 1);
+	for (int i = 0; i < p->nidle; i++) {
+		const hexi_node *n = &p->cluster->nodes[p->idle[i].node];
+		if (p->idle[i].node != prev)
+			printf("%s %s (%s) %d", i ? ";" : "", n->name,
+			       n->gpu_type, p->idle[i].gpu);
+		else
+			printf(",%d", p->idle[i].gpu);
+		prev = p->idle[i].node;
+	}
+	printf("\n");
+}
+
 static void print_summary(const hexi_plan *p)
 {
 	printf("plan: %d pipeline(s) on %d GPUs, strategy %s, cost model %s\n",
@@ -352,6 +375,7 @@ static void print_summary(const hexi_plan *p)
 			       pl->stages[s].layer_end - 1);
 		printf("\n");
 	}
+	print_idle(p);
 	printf("iteration %.4f s, DP sync %.4f s, %.1f tokens/s, MFU %.2f%%\n",
 	       p->pred.iter_s, p->pred.dp_sync_s, p->pred.tokens_per_s,
 	       100.0 * p->pred.mfu);
@@ -516,6 +540,7 @@ static int cmd_show(cli *a)
 		free(js);
 	} else if (rc == HEXI_OK) {
 		rc = hexi_plan_render_text(p, stdout);
+		print_idle(p);
 	}
 	if (rc == HEXI_OK && a->svg)
 		rc = hexi_plan_render_svg(p, a->svg);

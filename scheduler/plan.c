@@ -27,6 +27,7 @@ void hexi_plan_destroy(hexi_plan *p)
 		free(pl->stages);
 	}
 	free(p->pipelines);
+	free(p->idle);
 	hexi_cluster_destroy(p->cluster);
 	free(p);
 }
@@ -120,10 +121,21 @@ hexi_rc hexi_plan_clone(const hexi_plan *p, hexi_plan **out)
 		*d = *p;
 		d->cluster = c;
 		d->pipelines = pls;
+		d->idle = NULL;
+		d->nidle = 0;
 	}
 	memset(pls, 0, (size_t)p->npipelines * sizeof(*pls));
 	for (int i = 0; rv == HEXI_OK && i < p->npipelines; i++)
 		rv = copy_pipeline(&pls[i], &p->pipelines[i]);
+	if (rv == HEXI_OK && p->nidle > 0) {
+		d->idle = malloc((size_t)p->nidle * sizeof(hexi_device));
+		if (d->idle == NULL)
+			rv = hexi_error(HEXI_ERR_NOMEM, "plan: out of memory");
+		else
+			memcpy(d->idle, p->idle,
+			       (size_t)p->nidle * sizeof(hexi_device));
+		d->nidle = d->idle != NULL ? p->nidle : 0;
+	}
 	if (rv != HEXI_OK) {
 		hexi_plan_destroy(d);
 		return rv;
@@ -150,46 +162,65 @@ typedef struct vstate {
 	unsigned char *rank_used; /* [world_size] */
 } vstate;
 
-static hexi_rc check_device(vstate *v, int pi, int si, int di, int node0)
+/* One device (of a stage, or an idle one: node0 < 0) at path w. */
+static hexi_rc check_dev(vstate *v, const hexi_device *d, const char *w,
+			 int node0)
 {
 	const hexi_cluster *c = v->p->cluster;
-	const hexi_device *d = &v->p->pipelines[pi].stages[si].devices[di];
-	int slot;
+	int ntasks = hexi_plan_tasks(v->p), slot;
 
 	if (d->node < 0 || d->node >= c->nnodes)
 		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d].node: "
-				  "index %d is not a node of the cluster",
-				  pi, si, di, d->node);
-	if (d->node != node0)
+				  "%s.node: index %d is not a node of the "
+				  "cluster",
+				  w, d->node);
+	if (node0 >= 0 && d->node != node0)
 		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d].node: "
-				  "'%s' differs from '%s'; a TP group must be "
-				  "on one node",
-				  pi, si, di, c->nodes[d->node].name,
+				  "%s.node: '%s' differs from '%s'; a TP group "
+				  "must be on one node",
+				  w, c->nodes[d->node].name,
 				  c->nodes[node0].name);
 	slot = gpu_slot(&c->nodes[d->node], d->gpu);
 	if (slot < 0)
 		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d].gpu: "
-				  "node '%s' has no GPU %d",
-				  pi, si, di, c->nodes[d->node].name, d->gpu);
+				  "%s.gpu: node '%s' has no GPU %d", w,
+				  c->nodes[d->node].name, d->gpu);
 	if (v->dev_used[v->node_base[d->node] + slot]++)
 		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d]: GPU "
-				  "%d of node '%s' is used twice",
-				  pi, si, di, d->gpu, c->nodes[d->node].name);
-	if (d->rank < 0 || d->rank >= v->p->world_size)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d].rank: "
-				  "%d is not in 0..%d",
-				  pi, si, di, d->rank, v->p->world_size - 1);
+				  "%s: GPU %d of node '%s' is used twice", w,
+				  d->gpu, c->nodes[d->node].name);
+	if (d->rank < 0 || d->rank >= ntasks)
+		return hexi_error(HEXI_ERR_INVAL, "%s.rank: %d is not in 0..%d",
+				  w, d->rank, ntasks - 1);
 	if (v->rank_used[d->rank]++)
 		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d].rank: "
-				  "rank %d is used twice",
-				  pi, si, di, d->rank);
+				  "%s.rank: rank %d is used twice", w, d->rank);
 	return HEXI_OK;
+}
+
+static hexi_rc check_device(vstate *v, int pi, int si, int di, int node0)
+{
+	char w[96];
+
+	snprintf(w, sizeof(w), "pipelines[%d].stages[%d].devices[%d]", pi, si,
+		 di);
+	return check_dev(v, &v->p->pipelines[pi].stages[si].devices[di], w,
+			 node0);
+}
+
+/* The idle GPUs: each an existing GPU in no stage, with its own rank.  A
+ * GPU in neither is accepted: it has no task (plans from before "idle",
+ * plans built in code for part of a cluster). */
+static hexi_rc check_idle(vstate *v)
+{
+	hexi_rc rv = HEXI_OK;
+
+	for (int i = 0; rv == HEXI_OK && i < v->p->nidle; i++) {
+		char w[48];
+		snprintf(w, sizeof(w), "idle[%d]", i);
+		rv = check_dev(v, &v->p->idle[i], w, -1);
+	}
+	return rv;
 }
 
 static hexi_rc check_stage(vstate *v, int pi, int si, int *next_layer)
@@ -292,6 +323,13 @@ static hexi_rc check_top(const hexi_plan *p, int *total)
 				  "of the stages and be <= the cluster's %d "
 				  "GPUs",
 				  p->world_size, devs, *total);
+	if (p->nidle < 0 || (p->nidle > 0 && p->idle == NULL) ||
+	    p->world_size + p->nidle > *total)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "idle: %d idle GPUs and %d ranks make %d, "
+				  "the cluster has %d GPUs",
+				  p->nidle, p->world_size,
+				  p->world_size + p->nidle, *total);
 	return HEXI_OK;
 }
 
@@ -307,7 +345,7 @@ hexi_rc hexi_plan_validate(const hexi_plan *p)
 		return rv;
 	v.node_base = calloc((size_t)p->cluster->nnodes, sizeof(int));
 	v.dev_used = calloc((size_t)total, 1);
-	v.rank_used = calloc((size_t)p->world_size, 1);
+	v.rank_used = calloc((size_t)hexi_plan_tasks(p), 1);
 	if (v.node_base == NULL || v.dev_used == NULL || v.rank_used == NULL) {
 		rv = hexi_error(HEXI_ERR_NOMEM, "plan: out of memory");
 		goto out;
@@ -317,6 +355,8 @@ hexi_rc hexi_plan_validate(const hexi_plan *p)
 		    v.node_base[i - 1] + p->cluster->nodes[i - 1].ngpus;
 	for (int i = 0; rv == HEXI_OK && i < p->npipelines; i++)
 		rv = check_pipeline(&v, i, &batch_sum);
+	if (rv == HEXI_OK)
+		rv = check_idle(&v);
 	if (rv == HEXI_OK && batch_sum != p->train.global_batch)
 		rv = hexi_error(HEXI_ERR_INVAL,
 				"pipelines: batches sum to %ld, "
@@ -388,7 +428,24 @@ static json_t *pipeline_json(const hexi_plan *p, const hexi_pipeline *pl)
 	return o;
 }
 
-/* world_size, model, train, cluster, pipelines: the hashed content. */
+/* The idle GPUs; written only when there are any, so plans that use
+ * every GPU keep the hash they had before the key existed. */
+static json_t *idle_json(const hexi_plan *p)
+{
+	json_t *a = json_array();
+	hexi_rc rv = a != NULL ? HEXI_OK : HEXI_ERR_NOMEM;
+
+	for (int i = 0; rv == HEXI_OK && i < p->nidle; i++)
+		rv = hsj_append(a, device_json(p, &p->idle[i]));
+	if (rv != HEXI_OK) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* world_size, model, train, cluster, pipelines (and idle): the hashed
+ * content. */
 static hexi_rc add_core(json_t *o, const hexi_plan *p)
 {
 	json_t *pls = json_array();
@@ -407,6 +464,8 @@ static hexi_rc add_core(json_t *o, const hexi_plan *p)
 		rv = hsj_set(o, "train", hexi__train_to_json(&p->train));
 	if (rv == HEXI_OK)
 		rv = hsj_set(o, "cluster", hexi__cluster_to_json(p->cluster));
+	if (rv == HEXI_OK && p->nidle > 0)
+		rv = hsj_set(o, "idle", idle_json(p));
 	if (rv == HEXI_OK)
 		return hsj_set(o, "pipelines", pls);
 	json_decref(pls);
@@ -546,7 +605,7 @@ hexi_rc hexi_plan_to_json(const hexi_plan *p, char **out)
 static const char *const plan_keys[] = {
     "format",	  "version",	"hash",	 "strategy", "cost_model",
     "world_size", "model",	"train", "cluster",  "pipelines",
-    "sync",	  "prediction", NULL};
+    "sync",	  "prediction", "idle", NULL};
 static const char *const pipeline_keys[] = {"batch", "micro_batches",
 					    "recompute", "stages", NULL};
 static const char *const stage_keys[] = {"layer_begin", "layer_end", "tp",
@@ -746,6 +805,29 @@ static hexi_rc parse_prediction(const json_t *j, hexi_plan *p)
 	return rv;
 }
 
+static hexi_rc parse_idle(const json_t *j, hexi_plan *p)
+{
+	json_t *a = NULL, *dj;
+	size_t i;
+	hexi_rc rv = hsj_get_array(j, "", "idle", 0, HEXI_MAX_GPUS, 0, &a);
+
+	if (rv != HEXI_OK || a == NULL || json_array_size(a) == 0)
+		return rv;
+	p->idle = calloc(json_array_size(a), sizeof(hexi_device));
+	if (p->idle == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "plan: out of memory");
+	json_array_foreach(a, i, dj)
+	{
+		char w[HSJ_PATH_MAX];
+		hsj_index(w, sizeof(w), "idle", i);
+		rv = parse_device(p->cluster, dj, w, &p->idle[i]);
+		if (rv != HEXI_OK)
+			return rv;
+		p->nidle = (int)i + 1;
+	}
+	return HEXI_OK;
+}
+
 static hexi_rc parse_head(const json_t *j, hexi_plan *p, char *hash)
 {
 	json_t *sync;
@@ -816,6 +898,8 @@ static hexi_rc plan_from_json(const json_t *j, const hexi_catalog *cat,
 		hsj_index(w, sizeof(w), "pipelines", i);
 		rv = parse_pipeline(p->cluster, pj, w, &p->pipelines[i]);
 	}
+	if (rv == HEXI_OK)
+		rv = parse_idle(j, p);
 	if (rv == HEXI_OK)
 		rv = parse_prediction(j, p);
 	if (rv == HEXI_OK) {
@@ -910,15 +994,72 @@ int hexi_plan_recompute(const hexi_plan *p, int pi)
 	return p->train.recompute != 0;
 }
 
+int hexi_plan_tasks(const hexi_plan *p)
+{
+	return p->world_size + (p->nidle > 0 ? p->nidle : 0);
+}
+
+int hexi_plan_find_idle(const hexi_plan *p, int rank)
+{
+	for (int i = 0; p != NULL && i < p->nidle; i++)
+		if (p->idle[i].rank == rank)
+			return i;
+	return -1;
+}
+
+/* Local rank and size of (node, rank) over every task of the node: the
+ * stages' devices and the idle GPUs, ordered by rank. */
+static void local_counts(const hexi_plan *p, int node, int rank,
+			 hexi_role *out)
+{
+	out->local_rank = 0;
+	out->local_world_size = 0;
+	for (int i = 0; i < p->npipelines; i++)
+		for (int s = 0; s < p->pipelines[i].nstages; s++) {
+			const hexi_stage *x = &p->pipelines[i].stages[s];
+			for (int d = 0; d < x->tp; d++) {
+				if (x->devices[d].node != node)
+					continue;
+				out->local_world_size++;
+				out->local_rank += x->devices[d].rank < rank;
+			}
+		}
+	for (int i = 0; i < p->nidle; i++)
+		if (p->idle[i].node == node) {
+			out->local_world_size++;
+			out->local_rank += p->idle[i].rank < rank;
+		}
+}
+
+static hexi_rc idle_role(const hexi_plan *p, int k, hexi_role *out)
+{
+	const hexi_device *d = &p->idle[k];
+
+	*out = (hexi_role){.rank = d->rank,
+			   .world_size = p->world_size,
+			   .pipeline = -1,
+			   .stage = -1,
+			   .tp_rank = -1,
+			   .node = d->node,
+			   .gpu = d->gpu,
+			   .zero = p->train.zero,
+			   .idle = 1};
+	local_counts(p, d->node, d->rank, out);
+	return HEXI_OK;
+}
+
 hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out)
 {
-	int pi, si, ti, node;
+	int pi, si, ti, node, k;
 	const hexi_pipeline *pl;
 	const hexi_stage *st;
 	hexi_rc rv;
 
 	if (p == NULL || out == NULL)
 		return hexi_error(HEXI_ERR_INVAL, "plan: NULL");
+	k = hexi_plan_find_idle(p, rank);
+	if (k >= 0)
+		return idle_role(p, k, out);
 	rv = hexi_plan_find_rank(p, rank, &pi, &si, &ti);
 	if (rv != HEXI_OK)
 		return rv;
@@ -942,15 +1083,6 @@ hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out)
 			   .gpu = st->devices[ti].gpu,
 			   .recompute = hexi_plan_recompute(p, pi),
 			   .zero = p->train.zero};
-	for (int i = 0; i < p->npipelines; i++)
-		for (int s = 0; s < p->pipelines[i].nstages; s++) {
-			const hexi_stage *x = &p->pipelines[i].stages[s];
-			for (int d = 0; d < x->tp; d++) {
-				if (x->devices[d].node != node)
-					continue;
-				out->local_world_size++;
-				out->local_rank += x->devices[d].rank < rank;
-			}
-		}
+	local_counts(p, node, rank, out);
 	return HEXI_OK;
 }

@@ -668,6 +668,52 @@ static hexi_rc check_inputs(const hexi_cluster *c, const hexi_model *m,
 	return HEXI_OK;
 }
 
+/* Every GPU of the cluster in no stage goes to p->idle, in cluster order,
+ * with the ranks after the training ranks (hexiscale-plan(5), "idle"). */
+static hexi_rc plan_idle(hexi_plan *p)
+{
+	const hexi_cluster *c = p->cluster;
+	int total = hexi_cluster_total_gpus(c), k = 0;
+	unsigned char *used = calloc((size_t)total, 1);
+	int *base = calloc((size_t)c->nnodes + 1, sizeof(int));
+	hexi_rc rc = HEXI_OK;
+
+	if (used == NULL || base == NULL)
+		rc = hexi_error(HEXI_ERR_NOMEM, "plan: out of memory");
+	for (int n = 0; rc == HEXI_OK && n < c->nnodes; n++)
+		base[n + 1] = base[n] + c->nodes[n].ngpus;
+	for (int q = 0; rc == HEXI_OK && q < p->npipelines; q++)
+		for (int s = 0; s < p->pipelines[q].nstages; s++)
+			for (int i = 0; i < p->pipelines[q].stages[s].tp; i++) {
+				const hexi_device *d =
+				    &p->pipelines[q].stages[s].devices[i];
+				for (int g = 0; g < c->nodes[d->node].ngpus;
+				     g++)
+					if (c->nodes[d->node].gpu_index[g] ==
+					    d->gpu)
+						used[base[d->node] + g] = 1;
+			}
+	if (rc == HEXI_OK && total > p->world_size) {
+		p->idle = calloc((size_t)(total - p->world_size),
+				 sizeof(hexi_device));
+		if (p->idle == NULL)
+			rc = hexi_error(HEXI_ERR_NOMEM, "plan: out of memory");
+	}
+	for (int n = 0; rc == HEXI_OK && n < c->nnodes; n++)
+		for (int g = 0; g < c->nodes[n].ngpus; g++)
+			if (!used[base[n] + g] && k < total - p->world_size) {
+				p->idle[k] = (hexi_device){
+				    .node = n,
+				    .gpu = c->nodes[n].gpu_index[g],
+				    .rank = p->world_size + k};
+				k++;
+			}
+	p->nidle = k;
+	free(base);
+	free(used);
+	return rc;
+}
+
 static hexi_rc cand_to_plan(pl_state *st, const hexi_cluster *c,
 			    const hexi_model *m, const hexi_train *t,
 			    pl_cand *cd, hexi_plan **out)
@@ -699,6 +745,9 @@ static hexi_rc cand_to_plan(pl_state *st, const hexi_cluster *c,
 				p->pipelines[q].stages[s].devices[i].rank =
 				    rank++;
 	p->world_size = rank;
+	rc = plan_idle(p);
+	if (rc != HEXI_OK)
+		goto out;
 	p->pred.iter_s = cd->ev.iter_s;
 	p->pred.dp_sync_s = cd->ev.dp_sync_s;
 	p->pred.tokens_per_s = cd->ev.tokens_per_s;
