@@ -558,3 +558,34 @@ out:
 	free(load);
 	return end;
 }
+
+/* The optimizer step follows the last gradient; MFU in SI TFLOPS. */
+static void hexi_finish(const sched_ctx *x, const hexi_pipeline *pp, int np,
+			double dp_end, double dp_total, sched_eval *ev)
+{
+	double G = 0;
+
+	for (int p = 0; p < np; p++)
+		G += pp[p].batch;
+	ev->dp_sync_s = dp_total;
+	ev->iter_s = dp_end + ev->opt_s;
+	ev->tokens_per_s = G * x->m.seq_len / ev->iter_s;
+	ev->mfu = G * sched_model_flops(&x->m) / ev->iter_s /
+		  (x->peak_sum_tflops * 1e12);
+}
+
+/* 1F1B grows by the largest stage per micro-batch from the first one. */
+static int hexi_linear_from(int S)
+{
+	(void)S;
+	return 1;
+}
+
+const sched_cost_model sched_cost_hexiscale = {
+    .name = "hexiscale",
+    .stage = sched_hexi_stage,
+    .pipe_s = sched_hexi_pipe_s,
+    .linear_from = hexi_linear_from,
+    .dp = sched_hexi_dp,
+    .finish = hexi_finish,
+};

@@ -183,3 +183,47 @@ out:
 	free(base);
 	return total;
 }
+
+/* Their DP formula knows no overlap: the whole sync follows the pipelines. */
+static double ref_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
+		     const sched_map *map, const double *stage_s,
+		     double *total_s)
+{
+	(void)stage_s;
+	*total_s = sched_ref_dp_s(x, pp, np, map);
+	return 0;
+}
+
+/* T = 1.8 max_p T_p + 1.1 T_dp; MFU with a_c over every GPU's peak. */
+static void ref_finish(const sched_ctx *x, const hexi_pipeline *pp, int np,
+		       double dp_end, double dp_total, sched_eval *ev)
+{
+	double G = 0, h = x->m.hidden, s = SCHED_REF_SEQ, V = SCHED_REF_VOCAB;
+	double ac = x->t.recompute ? 96.0 : 72.0, flop;
+
+	(void)dp_end;
+	for (int p = 0; p < np; p++)
+		G += pp[p].batch;
+	flop = ac * x->m.layers * G * s * h * h *
+	       (1.0 + s / (6.0 * h) + V / (16.0 * x->m.layers * h));
+	ev->dp_sync_s = dp_total;
+	ev->iter_s = 1.8 * ev->max_pipe_s + 1.1 * dp_total;
+	ev->tokens_per_s = G * s / ev->iter_s;
+	ev->mfu = flop / ev->iter_s / (x->peak_sum_tflops * SCHED_TWO40);
+}
+
+/* The slot sum grows by the largest stage per micro-batch from m = S-1 on
+ * (every later column spans all stages). */
+static int ref_linear_from(int S)
+{
+	return S - 1 > 1 ? S - 1 : 1;
+}
+
+const sched_cost_model sched_cost_reference = {
+    .name = "reference",
+    .stage = sched_ref_stage,
+    .pipe_s = sched_ref_pipe_s,
+    .linear_from = ref_linear_from,
+    .dp = ref_dp,
+    .finish = ref_finish,
+};
