@@ -629,7 +629,7 @@ static hexi_rc prof_cpu(hexi_catalog *cat, prof_acc *acc, const json_t *cpu,
 
 static hexi_rc prof_doc(hexi_catalog *cat, prof_acc *acc, const json_t *j)
 {
-	json_t *gpus, *cpu, *links, *g;
+	json_t *gpus = NULL, *cpu = NULL, *links = NULL, *g;
 	char host[256];
 	double intra = -1, x;
 	size_t i;

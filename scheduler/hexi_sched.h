@@ -226,6 +226,21 @@ typedef struct hexi_prediction {
 	double mfu; /* 0..1 over all GPUs of the plan */
 } hexi_prediction;
 
+/* Why a search stopped (hexiscale-plan(5), "search"). */
+typedef enum hexi_search_stop {
+	HEXI_SEARCH_DONE = 0, /* converged or ran through its space */
+	HEXI_SEARCH_WORK = 1, /* reached max_evals: deterministic */
+	HEXI_SEARCH_TIME = 2, /* the wall-clock safety stop: the plan may
+				 differ between an idle and a loaded machine */
+} hexi_search_stop;
+
+typedef struct hexi_search {
+	long evaluations; /* candidates evaluated; 0: not planned here */
+	long max_evals;
+	double time_budget_s;
+	int stop; /* hexi_search_stop */
+} hexi_search;
+
 typedef struct hexi_plan {
 	int version;
 	char hash[HEXI_HASH_HEX]; /* content hash, see hexi_plan_hash() */
@@ -238,6 +253,7 @@ typedef struct hexi_plan {
 	int npipelines;
 	hexi_pipeline *pipelines; /* [npipelines] */
 	hexi_prediction pred;
+	hexi_search search; /* how the planner got it; not hashed */
 	/* GPUs of the cluster the plan leaves idle (hexiscale-plan(5),
 	 * "idle"): every GPU of the cluster is in exactly one stage or here.
 	 * Their ranks continue the training ranks: W .. W+nidle-1 as the
@@ -379,12 +395,32 @@ typedef struct hexi_plan_opts {
 	hexi_strategy strategy;
 	hexi_cost_kind cost_model;
 	uint64_t seed;
-	double time_budget_s; /* 0 = default */
+	/* The search is bounded by work, so the same inputs and seed give the
+	 * same plan on any machine; the time budget is only a safety stop,
+	 * recorded in the plan (hexi_plan.search) when it cuts the search. */
+	long max_evals;	      /* candidates evaluated; 0 = default */
+	double time_budget_s; /* wall-clock safety stop; 0 = default */
 	int no_asymmetric_tp; /* ablation */
 	int uniform_batch;    /* ablation */
 	int verbose;	      /* search trace through hexi_log */
 	int max_pipelines;    /* 0 = no limit */
+	/* 1: every GPU of the cluster in the plan (no idle GPUs), as before
+	 * subsets were searched; the hexiscale strategy otherwise also plans
+	 * on the fastest GPU types and nodes alone and keeps what is faster */
+	int use_all_gpus;
+	/* Micro-batch sizes.  Default (micro_batch_exact 0): the planner
+	 * chooses each pipeline's micro-batch size among the divisors of its
+	 * batch up to micro_batch_max (0 = no bound); train.micro_batch is
+	 * then not used.  micro_batch_exact 1: micro-batches of
+	 * train.micro_batch samples, or a power-of-two multiple of it when
+	 * that is faster (the meaning before bounds existed). */
+	int micro_batch_max;
+	int micro_batch_exact;
 } hexi_plan_opts;
+
+/* Defaults of max_evals and time_budget_s. */
+#define HEXI_PLAN_MAX_EVALS 20000
+#define HEXI_PLAN_BUDGET_S  600.0
 
 void hexi_plan_opts_defaults(hexi_plan_opts *o);
 /* Find the best plan; the cluster is copied into the plan. */

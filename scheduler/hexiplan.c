@@ -22,6 +22,7 @@ typedef struct cli {
 	const char *input; /* CLUSTER or PLAN */
 	const char *model, *catalog, *profiles, *out, *svg;
 	long global_batch, micro_batch, seq, recompute;
+	int mb_exact; /* --micro-batch-exact given */
 	int json, verbose, no_overlap;
 	hexi_plan_opts o;
 	int have_cost;
@@ -39,14 +40,15 @@ static void usage(FILE *f)
 	       "  compare CLUSTER --model M                 strategies side by "
 	       "side\n"
 	       "options:\n"
-	       "  --model NAME|FILE  --global-batch N  --micro-batch N  "
+	       "  --model NAME|FILE  --global-batch N  --micro-batch N | "
+	       "--micro-batch-exact N  "
 	       "--seq N\n"
 	       "  --recompute | --no-recompute  --catalog FILE  --profiles "
 	       "PATH\n"
 	       "  --strategy hexiscale|megatron|random|exhaustive  "
 	       "--cost-model hexiscale|reference\n"
-	       "  --seed N  --time-budget S  --max-pipelines N  "
-	       "--no-asymmetric-tp  --uniform-batch\n"
+	       "  --seed N  --max-evals N  --time-budget S  --max-pipelines N  "
+	       "--no-asymmetric-tp  --uniform-batch  --use-all-gpus\n"
 	       "  --no-overlap  -o, --output FILE  --svg FILE  --json  -v, "
 	       "--verbose\n"
 	       "  -h, --help  -V, --version\n"
@@ -76,6 +78,7 @@ enum {
 	OPT_MODEL = 256,
 	OPT_GB,
 	OPT_MB,
+	OPT_MBEXACT,
 	OPT_SEQ,
 	OPT_RECOMPUTE,
 	OPT_NO_RECOMPUTE,
@@ -85,10 +88,12 @@ enum {
 	OPT_COST,
 	OPT_SEED,
 	OPT_BUDGET,
+	OPT_MAXEVALS,
 	OPT_MAXP,
 	OPT_NOASYM,
 	OPT_UNIFORM,
 	OPT_NOOVERLAP,
+	OPT_ALLGPUS,
 	OPT_SVG,
 	OPT_JSON,
 };
@@ -97,6 +102,7 @@ static const struct option longopts[] = {
     {"model", required_argument, NULL, OPT_MODEL},
     {"global-batch", required_argument, NULL, OPT_GB},
     {"micro-batch", required_argument, NULL, OPT_MB},
+    {"micro-batch-exact", required_argument, NULL, OPT_MBEXACT},
     {"seq", required_argument, NULL, OPT_SEQ},
     {"recompute", no_argument, NULL, OPT_RECOMPUTE},
     {"no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE},
@@ -106,10 +112,12 @@ static const struct option longopts[] = {
     {"cost-model", required_argument, NULL, OPT_COST},
     {"seed", required_argument, NULL, OPT_SEED},
     {"time-budget", required_argument, NULL, OPT_BUDGET},
+    {"max-evals", required_argument, NULL, OPT_MAXEVALS},
     {"max-pipelines", required_argument, NULL, OPT_MAXP},
     {"no-asymmetric-tp", no_argument, NULL, OPT_NOASYM},
     {"uniform-batch", no_argument, NULL, OPT_UNIFORM},
     {"no-overlap", no_argument, NULL, OPT_NOOVERLAP},
+    {"use-all-gpus", no_argument, NULL, OPT_ALLGPUS},
     {"output", required_argument, NULL, 'o'},
     {"svg", required_argument, NULL, OPT_SVG},
     {"json", no_argument, NULL, OPT_JSON},
@@ -149,8 +157,14 @@ static int parse_opts(cli *a, int argc, char **argv)
 				     &a->global_batch);
 			break;
 		case OPT_MB:
-			rc = num_opt("--micro-batch", optarg, 1, 65536,
-				     &a->micro_batch);
+		case OPT_MBEXACT:
+			rc = num_opt(c == OPT_MB ? "--micro-batch"
+						 : "--micro-batch-exact",
+				     optarg, 1, 65536, &a->micro_batch);
+			a->mb_exact = c == OPT_MBEXACT;
+			a->o.micro_batch_exact = a->mb_exact;
+			a->o.micro_batch_max =
+			    a->mb_exact ? 0 : (int)a->micro_batch;
 			break;
 		case OPT_SEQ:
 			rc = num_opt("--seq", optarg, 1, 1048576, &a->seq);
@@ -193,6 +207,10 @@ static int parse_opts(cli *a, int argc, char **argv)
 			}
 			a->o.time_budget_s = d;
 			break;
+		case OPT_MAXEVALS:
+			rc = num_opt("--max-evals", optarg, 1, 100000000L, &v);
+			a->o.max_evals = v;
+			break;
 		case OPT_MAXP:
 			rc = num_opt("--max-pipelines", optarg, 1,
 				     HEXI_MAX_GPUS, &v);
@@ -206,6 +224,9 @@ static int parse_opts(cli *a, int argc, char **argv)
 			break;
 		case OPT_NOOVERLAP:
 			a->no_overlap = 1;
+			break;
+		case OPT_ALLGPUS:
+			a->o.use_all_gpus = 1;
 			break;
 		case 'o':
 			a->out = optarg;
@@ -280,7 +301,7 @@ static hexi_rc load_inputs(const cli *a, hexi_cluster **c, hexi_model *m,
 	hexi_train_defaults(t);
 	if (a->global_batch > 0)
 		t->global_batch = (int)a->global_batch;
-	if (a->micro_batch > 0)
+	if (a->micro_batch > 0 && a->mb_exact)
 		t->micro_batch = (int)a->micro_batch;
 	if (a->recompute >= 0)
 		t->recompute = (int)a->recompute;
@@ -290,7 +311,7 @@ static hexi_rc load_inputs(const cli *a, hexi_cluster **c, hexi_model *m,
 	if (rc == HEXI_OK && t->global_batch % t->micro_batch)
 		rc = hexi_error(HEXI_ERR_INVAL,
 				"--global-batch: %d is not divisible by "
-				"--micro-batch %d",
+				"--micro-batch-exact %d",
 				t->global_batch, t->micro_batch);
 	return rc;
 }
@@ -335,17 +356,47 @@ static const char *gpu_name(const hexi_plan *p, const hexi_stage *s)
 	return p->cluster->nodes[s->devices[0].node].gpu_type;
 }
 
+/* " rtx4090 x1024, rtx3090 x1024": idle GPUs per type, in first-seen
+ * order. */
+static void print_idle_types(const hexi_plan *p)
+{
+	const char *seen[32];
+	int cnt[32], n = 0;
+
+	for (int i = 0; i < p->nidle; i++) {
+		const char *t = p->cluster->nodes[p->idle[i].node].gpu_type;
+		int k = 0;
+		while (k < n && strcmp(seen[k], t) != 0)
+			k++;
+		if (k == n && n < 32) {
+			seen[n] = t;
+			cnt[n++] = 0;
+		}
+		if (k < n)
+			cnt[k]++;
+	}
+	for (int k = 0; k < n; k++)
+		printf("%s %s x%d", k ? "," : "", seen[k], cnt[k]);
+	printf(" (hexiplan show --json lists them)\n");
+}
+
 /* "idle: 3 GPUs: n2 (rtx3090) 0,1; n3 (rtx3090) 0" when the plan leaves
  * any out; nothing otherwise. */
 static void print_idle(const hexi_plan *p)
 {
-	int prev = -1;
+	int prev = -1, nodes = 0;
 
 	if (p->nidle == 0)
 		return;
-	printf("  idle: %d GPU%s (ranks %d-%d, train nothing):", p->nidle,
-	       p->nidle == 1 ? "" : "s", p->world_size,
-	       p->world_size + p->nidle - 1);
+	for (int i = 0; i < p->nidle; i++)
+		nodes += i == 0 || p->idle[i].node != p->idle[i - 1].node;
+	printf("  idle: %d GPU%s on %d node%s (ranks %d-%d, train nothing):",
+	       p->nidle, p->nidle == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s",
+	       p->world_size, p->world_size + p->nidle - 1);
+	if (nodes > 8) { /* GPUs per type, not every node */
+		print_idle_types(p);
+		return;
+	}
 	for (int i = 0; i < p->nidle; i++) {
 		const hexi_node *n = &p->cluster->nodes[p->idle[i].node];
 		if (p->idle[i].node != prev)
@@ -356,6 +407,26 @@ static void print_idle(const hexi_plan *p)
 		prev = p->idle[i].node;
 	}
 	printf("\n");
+}
+
+/* The search's work, and a warning when the time budget cut it short
+ * (then the plan depends on the machine's load). */
+static void print_search(const hexi_plan *p)
+{
+	const hexi_search *s = &p->search;
+
+	if (s->evaluations == 0)
+		return;
+	printf("search: %ld candidates evaluated (bound %ld)%s\n",
+	       s->evaluations, s->max_evals,
+	       s->stop == HEXI_SEARCH_WORK ? ", stopped by the bound" : "");
+	if (s->stop == HEXI_SEARCH_TIME)
+		fprintf(stderr,
+			PROG ": warning: the search stopped at its time budget "
+			"(%g s) after %ld candidates, so this plan may differ "
+			"on a machine with another load; raise --time-budget "
+			"or lower --max-evals for a reproducible plan\n",
+			s->time_budget_s, s->evaluations);
 }
 
 static void print_summary(const hexi_plan *p)
@@ -379,6 +450,7 @@ static void print_summary(const hexi_plan *p)
 	printf("iteration %.4f s, DP sync %.4f s, %.1f tokens/s, MFU %.2f%%\n",
 	       p->pred.iter_s, p->pred.dp_sync_s, p->pred.tokens_per_s,
 	       100.0 * p->pred.mfu);
+	print_search(p);
 }
 
 /* ---- commands --------------------------------------------------------------
@@ -409,6 +481,13 @@ static int cmd_plan(cli *a)
 		json_object_set_new(j, "planning_s",
 				    json_real(hexi_now_s() - t0));
 		json_object_set_new(j, "hash", json_string(p->hash));
+		json_object_set_new(j, "evaluations",
+				    json_integer(p->search.evaluations));
+		json_object_set_new(
+		    j, "stopped_by",
+		    json_string(p->search.stop == HEXI_SEARCH_TIME   ? "time"
+				: p->search.stop == HEXI_SEARCH_WORK ? "work"
+								     : "done"));
 		if (a->out)
 			json_object_set_new(j, "output", json_string(a->out));
 		print_json(j);

@@ -343,6 +343,56 @@ static json_t *pred_json(const hexi_plan *p)
 	return NULL;
 }
 
+static const char *const stop_names[] = {"done", "work", "time"};
+
+/* How the planner got the plan; like the prediction, not hashed. */
+static json_t *search_json(const hexi_search *s)
+{
+	int k = s->stop >= 0 && s->stop <= HEXI_SEARCH_TIME ? s->stop : 0;
+
+	return json_pack("{s:I,s:I,s:f,s:s}", "evaluations",
+			 (json_int_t)s->evaluations, "max_evals",
+			 (json_int_t)s->max_evals, "time_budget_s",
+			 s->time_budget_s, "stopped_by", stop_names[k]);
+}
+
+static hexi_rc parse_search(const json_t *j, hexi_plan *p)
+{
+	static const char *const keys[] = {"evaluations", "max_evals",
+					   "time_budget_s", "stopped_by", NULL};
+	const char *w = "search";
+	char by[16] = "done";
+	long ev = 0, mx = 0;
+	json_t *o = NULL;
+	hexi_rc rv = hsj_get_object(j, "", w, 0, &o);
+
+	if (rv != HEXI_OK || o == NULL)
+		return rv;
+	rv = hsj_check_keys(o, w, keys);
+	if (rv == HEXI_OK)
+		rv = hsj_get_int(o, w, "evaluations", 0, 0, 1L << 40, &ev);
+	if (rv == HEXI_OK)
+		rv = hsj_get_int(o, w, "max_evals", 0, 0, 1L << 40, &mx);
+	if (rv == HEXI_OK)
+		rv = hsj_get_num(o, w, "time_budget_s", 0, 0, 0, 1e9,
+				 &p->search.time_budget_s);
+	if (rv == HEXI_OK)
+		rv = hsj_get_str(o, w, "stopped_by", 0, by, sizeof(by));
+	p->search.evaluations = ev;
+	p->search.max_evals = mx;
+	for (int k = 0; rv == HEXI_OK && k <= HEXI_SEARCH_TIME; k++)
+		if (strcmp(by, stop_names[k]) == 0) {
+			p->search.stop = k;
+			return HEXI_OK;
+		}
+	if (rv == HEXI_OK)
+		rv = hexi_error(HEXI_ERR_PARSE,
+				"search.stopped_by: '%s' is not done, work "
+				"or time",
+				by);
+	return rv;
+}
+
 hexi_rc hexi_plan_to_json(const hexi_plan *p, char **out)
 {
 	char hex[HEXI_HASH_HEX];
@@ -368,6 +418,8 @@ hexi_rc hexi_plan_to_json(const hexi_plan *p, char **out)
 		rv = hsj_set(o, "sync", sync_json(p));
 	if (rv == HEXI_OK && p->pred.iter_s > 0)
 		rv = hsj_set(o, "prediction", pred_json(p));
+	if (rv == HEXI_OK && p->search.evaluations > 0)
+		rv = hsj_set(o, "search", search_json(&p->search));
 	if (rv == HEXI_OK)
 		rv = hsj_dump(o, 1, out);
 	json_decref(o);
@@ -380,7 +432,7 @@ hexi_rc hexi_plan_to_json(const hexi_plan *p, char **out)
 static const char *const plan_keys[] = {
     "format",	  "version",	"hash",	 "strategy", "cost_model",
     "world_size", "model",	"train", "cluster",  "pipelines",
-    "sync",	  "prediction", "idle", NULL};
+    "sync",	  "prediction", "idle", "search", NULL};
 static const char *const pipeline_keys[] = {"batch", "micro_batches",
 					    "recompute", "stages", NULL};
 static const char *const stage_keys[] = {"layer_begin", "layer_end", "tp",
@@ -675,6 +727,8 @@ static hexi_rc plan_from_json(const json_t *j, const hexi_catalog *cat,
 	}
 	if (rv == HEXI_OK)
 		rv = parse_idle(j, p);
+	if (rv == HEXI_OK)
+		rv = parse_search(j, p);
 	if (rv == HEXI_OK)
 		rv = parse_prediction(j, p);
 	if (rv == HEXI_OK) {

@@ -48,11 +48,15 @@ static hexi_rc check_inputs(const hexi_cluster *c, const hexi_model *m,
 				  "train.global_batch/micro_batch: must be "
 				  ">= 1 (got %d, %d)",
 				  t->global_batch, t->micro_batch);
-	if (t->global_batch % t->micro_batch)
+	if (o->micro_batch_exact && t->global_batch % t->micro_batch)
 		return hexi_error(HEXI_ERR_INVAL,
 				  "train.global_batch: %d is not divisible by "
 				  "micro_batch %d",
 				  t->global_batch, t->micro_batch);
+	if (o->micro_batch_max < 0)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "micro_batch_max: %d is negative",
+				  o->micro_batch_max);
 	if (o->max_pipelines > n)
 		return hexi_error(
 		    HEXI_ERR_RANGE,
@@ -142,6 +146,10 @@ static hexi_rc cand_to_plan(pl_state *st, const hexi_cluster *c,
 				p->pipelines[q].stages[s].devices[i].rank =
 				    rank++;
 	p->world_size = rank;
+	p->search = (hexi_search){.evaluations = st->evals,
+				  .max_evals = st->max_evals,
+				  .time_budget_s = st->budget_s,
+				  .stop = st->stop};
 	rc = plan_idle(p);
 	if (rc != HEXI_OK)
 		goto out;
@@ -163,6 +171,47 @@ out:
 	return rc;
 }
 
+/* Weights, gradients and optimizer state must fit in the sum of every
+ * GPU's memory (above the reserve) whatever the plan: sharding spreads
+ * them, it cannot make them smaller. */
+static hexi_rc check_total_memory(const pl_state *st)
+{
+	const sched_ctx *x = &st->x;
+	double need = hexi_model_params(&x->m) * x->t.bytes_per_param, have = 0;
+
+	for (int i = 0; i < x->ndev; i++)
+		if (x->dev[i].mem_gib > x->t.reserve_gib)
+			have += (x->dev[i].mem_gib - x->t.reserve_gib) * SCHED_GIB;
+	if (need <= have)
+		return HEXI_OK;
+	return hexi_error(HEXI_ERR_NOFIT,
+			  "model '%s': no plan: its %.2f G parameters need "
+			  "%.0f GiB of weights, gradients and optimizer state "
+			  "(%g B each), the cluster's %d GPUs have %.0f GiB "
+			  "above the %g GiB reserve",
+			  x->m.name, hexi_model_params(&x->m) / 1e9,
+			  need / SCHED_GIB, x->t.bytes_per_param, x->ndev,
+			  have / SCHED_GIB, x->t.reserve_gib);
+}
+
+/* The error of a search that found no plan: the constraint of its best
+ * candidate (the one closest to fitting), else one met outside them. */
+static hexi_rc no_plan(const pl_state *st, const pl_cand *best,
+		       const hexi_model *m)
+{
+	const pl_why *w = best->pp && best->why.rc != HEXI_OK ? &best->why
+			  : st->why.rc != HEXI_OK	      ? &st->why
+							      : NULL;
+
+	if (w == NULL)
+		return hexi_error(HEXI_ERR_NOFIT,
+				  "model '%s': no plan tried fits in the "
+				  "memory of the cluster's GPUs (micro-batch "
+				  "%d, recompute %d)",
+				  m->name, st->mb, st->x.t.recompute);
+	return hexi_error(w->rc, "model '%s': no plan: %s", m->name, w->msg);
+}
+
 static hexi_rc state_init(pl_state *st, const hexi_cluster *c,
 			  const hexi_model *m, const hexi_train *t,
 			  const hexi_plan_opts *o)
@@ -172,11 +221,14 @@ static hexi_rc state_init(pl_state *st, const hexi_cluster *c,
 	memset(st, 0, sizeof(*st));
 	st->t0 = hexi_now_s();
 	st->o = o;
-	st->mb = t->micro_batch;
-	st->M = t->global_batch / t->micro_batch;
+	st->mb = o->micro_batch_exact ? t->micro_batch : 1;
+	st->M = t->global_batch / st->mb;
+	st->mb_max = o->micro_batch_exact ? 0 : o->micro_batch_max;
 	st->kv = m->kv_heads;
 	st->rng = o->seed * 0x2545f4914f6cdd1dull + 1;
-	st->budget_s = o->time_budget_s > 0 ? o->time_budget_s : 10.0;
+	st->budget_s = o->time_budget_s > 0 ? o->time_budget_s
+					    : HEXI_PLAN_BUDGET_S;
+	st->max_evals = o->max_evals > 0 ? o->max_evals : HEXI_PLAN_MAX_EVALS;
 	rc = sched_ctx_init(&st->x, c, m, t, o->cost_model);
 	if (rc != HEXI_OK)
 		return rc;
@@ -222,58 +274,248 @@ static hexi_rc also_uniform(pl_state *st, pl_cand *best, int mb0, int M0)
 	return rc;
 }
 
+static void state_fini(pl_state *st)
+{
+	free(st->type_max);
+	st->type_max = NULL;
+	sched_ctx_fini(&st->x);
+}
+
+/* One search on cluster c (the job's or a subset of it).  st and *best
+ * are the caller's to finish (state_fini, pl_cand_free) whatever the
+ * result. */
+static hexi_rc search_on(const hexi_cluster *c, const hexi_model *m,
+			 const hexi_train *t, const hexi_plan_opts *o,
+			 pl_state *st, pl_cand *best)
+{
+	int mb0, M0;
+	hexi_rc rc;
+
+	best->score = DBL_MAX;
+	rc = state_init(st, c, m, t, o);
+	if (rc == HEXI_OK)
+		rc = check_total_memory(st);
+	if (rc != HEXI_OK)
+		return rc;
+	mb0 = st->mb;
+	M0 = st->M;
+	switch (o->strategy) {
+	case HEXI_STRATEGY_MEGATRON:
+		return pl_search_megatron(st, best);
+	case HEXI_STRATEGY_RANDOM:
+		return pl_search_random(st, best);
+	case HEXI_STRATEGY_EXHAUSTIVE:
+		return pl_search_exhaustive(st, best);
+	default:
+		rc = pl_search_hexiscale(st, best);
+		if (rc == HEXI_OK && !o->no_asymmetric_tp && !o->uniform_batch)
+			rc = also_uniform(st, best, mb0, M0);
+		return rc;
+	}
+}
+
+/* The cluster of the nodes keep[k] (k < n, ascending) of c: same links,
+ * pair bandwidths cut to those nodes. */
+static hexi_rc sub_cluster(const hexi_cluster *c, const int *keep, int n,
+			   hexi_cluster **out)
+{
+	hexi_cluster *s = NULL;
+	hexi_rc rc = hexi_cluster_create(n, c->catalog, &s);
+
+	for (int k = 0; rc == HEXI_OK && k < n; k++) {
+		const hexi_node *nd = &c->nodes[keep[k]];
+		rc = hexi_cluster_set_node(s, k, nd->name, nd->gpu_type,
+					   nd->ngpus, nd->gpu_index,
+					   nd->intra_bw_gbps);
+	}
+	if (rc == HEXI_OK) {
+		s->inter_bw_gbps = c->inter_bw_gbps;
+		s->inter_lat_s = c->inter_lat_s;
+		s->intra_lat_s = c->intra_lat_s;
+	}
+	if (rc == HEXI_OK && c->pair_bw_gbps != NULL) {
+		s->pair_bw_gbps = calloc((size_t)n * (size_t)n, sizeof(double));
+		if (s->pair_bw_gbps == NULL)
+			rc = hexi_error(HEXI_ERR_NOMEM, "planner: subset");
+		for (int a = 0; rc == HEXI_OK && a < n; a++)
+			for (int b = 0; b < n; b++)
+				s->pair_bw_gbps[(size_t)a * (size_t)n +
+						(size_t)b] =
+				    c->pair_bw_gbps[(size_t)keep[a] *
+							(size_t)c->nnodes +
+						    (size_t)keep[b]];
+	}
+	if (rc == HEXI_OK)
+		rc = hexi_cluster_validate(s);
+	if (rc != HEXI_OK)
+		hexi_cluster_destroy(s);
+	else
+		*out = s;
+	return rc;
+}
+
+/* Plan on the nodes keep[n] of the job's cluster; a better plan replaces
+ * *best (its devices renumbered to the job's nodes) and st's micro-batch
+ * settings.  A subset on which the model cannot fit is no error. */
+static hexi_rc try_subset(pl_state *st, pl_cand *best, const hexi_cluster *c,
+			  const hexi_model *m, const hexi_train *t,
+			  const hexi_plan_opts *o, const int *keep, int n)
+{
+	hexi_cluster *sub = NULL;
+	pl_state s2;
+	pl_cand cand = {0};
+	hexi_rc rc = sub_cluster(c, keep, n, &sub);
+
+	memset(&s2, 0, sizeof(s2));
+	if (rc == HEXI_OK)
+		rc = search_on(sub, m, t, o, &s2, &cand);
+	if (rc == HEXI_ERR_NOFIT)
+		rc = HEXI_OK; /* too little memory on this subset */
+	st->evals += s2.evals;
+	st->stop = s2.stop > st->stop ? s2.stop : st->stop;
+	if (rc == HEXI_OK && cand.pp && cand.score < PL_INFEASIBLE &&
+	    cand.score < best->score * (1 - 1e-9)) {
+		for (int p = 0; p < cand.np; p++)
+			for (int q = 0; q < cand.pp[p].nstages; q++)
+				for (int i = 0; i < cand.pp[p].stages[q].tp;
+				     i++) {
+					hexi_device *d =
+					    &cand.pp[p].stages[q].devices[i];
+					d->node = keep[d->node];
+				}
+		hexi_log(HEXI_LOG_VERBOSE,
+			 "planner: %d of %d nodes: %.4f s/iter (was %.4f)", n,
+			 c->nnodes, cand.score,
+			 best->score < PL_INFEASIBLE ? best->score : 0.0);
+		pl_cand_free(best);
+		*best = cand;
+		memset(&cand, 0, sizeof(cand));
+		st->mb = s2.mb;
+		st->M = s2.M;
+	}
+	pl_cand_free(&cand);
+	state_fini(&s2);
+	hexi_cluster_destroy(sub);
+	return rc;
+}
+
+/* Per-GPU achievable TFLOPS of node i (its GPU type's). */
+static double node_speed(const sched_ctx *x, int i)
+{
+	const sched_dev *d = &x->dev[x->node_first[i]];
+
+	return x->node_first[i + 1] > x->node_first[i] ? d->peak_tflops * d->eff
+						       : 0;
+}
+
+/*
+ * Leave GPUs idle when that is faster: plan on the nodes of the fastest
+ * GPU types only (the fastest k types for k = types-1 .. 1), and when no
+ * plan fits yet, on the fastest 1, 2, 4 ... nodes, so a plan exists
+ * whenever the model fits on some nodes.  Whole nodes only: a node's GPUs
+ * are one type and share its links.
+ */
+static hexi_rc try_subsets(pl_state *st, pl_cand *best, const hexi_cluster *c,
+			   const hexi_model *m, const hexi_train *t,
+			   const hexi_plan_opts *o)
+{
+	int N = c->nnodes, *keep = calloc((size_t)N + 1, sizeof(int));
+	int *ord = calloc((size_t)N + 1, sizeof(int));
+	double *sp = calloc((size_t)N + 1, sizeof(double));
+	hexi_rc rc = keep && ord && sp ? HEXI_OK : HEXI_ERR_NOMEM;
+	int ndist = 0;
+
+	for (int i = 0; rc == HEXI_OK && i < N; i++) {
+		double v = node_speed(&st->x, i);
+		int k = 0;
+		while (k < ndist && sp[k] != v)
+			k++;
+		if (k == ndist)
+			sp[ndist++] = v;
+	}
+	/* distinct speeds, fastest first (insertion sort: few of them) */
+	for (int i = 1; i < ndist; i++)
+		for (int k = i; k > 0 && sp[k - 1] < sp[k]; k--) {
+			double tmp = sp[k];
+			sp[k] = sp[k - 1];
+			sp[k - 1] = tmp;
+		}
+	for (int kt = ndist - 1; rc == HEXI_OK && kt >= 1; kt--) {
+		int n = 0;
+		for (int i = 0; i < N; i++)
+			if (node_speed(&st->x, i) >= sp[kt - 1])
+				keep[n++] = i;
+		rc = try_subset(st, best, c, m, t, o, keep, n);
+	}
+	/* nodes by speed times GPUs, fastest first, ties by index */
+	for (int i = 0; i < N; i++)
+		ord[i] = i;
+	for (int i = 1; i < N; i++)
+		for (int k = i; k > 0; k--) {
+			double a = node_speed(&st->x, ord[k - 1]) *
+				   c->nodes[ord[k - 1]].ngpus;
+			double b = node_speed(&st->x, ord[k]) *
+				   c->nodes[ord[k]].ngpus;
+			int tmp;
+			if (a >= b)
+				break;
+			tmp = ord[k];
+			ord[k] = ord[k - 1];
+			ord[k - 1] = tmp;
+		}
+	for (int n = 1; rc == HEXI_OK && n < N &&
+			(!best->pp || best->score >= PL_INFEASIBLE);
+	     n *= 2) {
+		memcpy(keep, ord, sizeof(int) * (size_t)n);
+		for (int i = 1; i < n; i++) /* ascending node index */
+			for (int k = i; k > 0 && keep[k - 1] > keep[k]; k--) {
+				int tmp = keep[k];
+				keep[k] = keep[k - 1];
+				keep[k - 1] = tmp;
+			}
+		rc = try_subset(st, best, c, m, t, o, keep, n);
+	}
+	if (rc == HEXI_ERR_NOMEM)
+		rc = hexi_error(rc, "planner: subsets");
+	free(keep);
+	free(ord);
+	free(sp);
+	return rc;
+}
+
 hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 			 const hexi_train *t, const hexi_plan_opts *o,
 			 hexi_plan **out)
 {
 	pl_state st;
 	pl_cand best = {0};
-	int mb0, M0;
 	hexi_rc rc;
 
+	memset(&st, 0, sizeof(st));
 	best.score = DBL_MAX;
 	rc = check_inputs(c, m, t, o);
 	if (rc != HEXI_OK)
 		return rc;
-	rc = state_init(&st, c, m, t, o);
-	if (rc != HEXI_OK)
-		goto out;
-	mb0 = st.mb;
-	M0 = st.M;
-	switch (o->strategy) {
-	case HEXI_STRATEGY_MEGATRON:
-		rc = pl_search_megatron(&st, &best);
-		break;
-	case HEXI_STRATEGY_RANDOM:
-		rc = pl_search_random(&st, &best);
-		break;
-	case HEXI_STRATEGY_EXHAUSTIVE:
-		rc = pl_search_exhaustive(&st, &best);
-		break;
-	default:
-		rc = pl_search_hexiscale(&st, &best);
-		if (rc == HEXI_OK && !o->no_asymmetric_tp && !o->uniform_batch)
-			rc = also_uniform(&st, &best, mb0, M0);
-		break;
-	}
+	rc = search_on(c, m, t, o, &st, &best);
+	if (rc == HEXI_OK && !o->use_all_gpus &&
+	    o->strategy == HEXI_STRATEGY_HEXISCALE && c->nnodes > 1)
+		rc = try_subsets(&st, &best, c, m, t, o);
 	if (rc != HEXI_OK)
 		goto out;
 	if (!best.pp || best.score >= PL_INFEASIBLE) {
-		rc = hexi_error(HEXI_ERR_NOFIT,
-				"model '%s': does not fit in the memory of "
-				"the cluster's GPUs with any plan tried "
-				"(micro_batch %d, recompute %d)",
-				m->name, t->micro_batch, t->recompute);
+		rc = no_plan(&st, &best, m);
 		goto out;
 	}
 	hexi_log(HEXI_LOG_VERBOSE,
 		 "planner: %s: %ld candidates in %.3f s, best %.4f s/iter",
 		 sched_strategy_name(o->strategy), st.evals,
 		 hexi_now_s() - st.t0, best.score);
-	rc = cand_to_plan(&st, c, m, t, &best, out);
+	/* the prediction over the job's cluster (MFU counts idle GPUs) */
+	rc = sched_evaluate(&st.x, best.pp, best.np, &best.ev, NULL);
+	if (rc == HEXI_OK)
+		rc = cand_to_plan(&st, c, m, t, &best, out);
 out:
 	pl_cand_free(&best);
-	free(st.type_max);
-	sched_ctx_fini(&st.x);
+	state_fini(&st);
 	return rc;
 }

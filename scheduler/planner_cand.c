@@ -7,6 +7,8 @@
 #include "config.h"
 
 #include <float.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,9 +22,15 @@ uint64_t pl_rand(pl_state *st)
 	return z ^ (z >> 31);
 }
 
-int pl_out_of_time(const pl_state *st)
+int pl_out_of_time(pl_state *st)
 {
-	return hexi_now_s() - st->t0 > st->budget_s;
+	if (st->stop != HEXI_SEARCH_DONE)
+		return 1;
+	if (st->evals >= st->max_evals)
+		st->stop = HEXI_SEARCH_WORK;
+	else if (hexi_now_s() - st->t0 > st->budget_s)
+		st->stop = HEXI_SEARCH_TIME;
+	return st->stop != HEXI_SEARCH_DONE;
 }
 
 void pl_cand_free(pl_cand *c)
@@ -36,6 +44,16 @@ void pl_cand_free(pl_cand *c)
 	free(c->pp);
 	memset(c, 0, sizeof(*c));
 	c->score = DBL_MAX;
+}
+
+void pl_why_set(pl_why *w, hexi_rc rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	w->rc = rc;
+	va_start(ap, fmt);
+	vsnprintf(w->msg, sizeof(w->msg), fmt, ap);
+	va_end(ap);
 }
 
 int pl_cand_take(pl_cand *best, pl_cand *c)

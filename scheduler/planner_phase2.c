@@ -247,18 +247,46 @@ static void order_nodes(const sched_ctx *x, int *nd, int k)
 	memcpy(nd, cur, sizeof(int) * (size_t)k);
 }
 
+/* The memory constraint of the stage that holds the fewest layers, for a
+ * pipeline whose caps cap[S] cannot hold L layers. */
+static void why_memory(pl_state *st, pl_grp **g, int S, const int *cap,
+		       const sched_scost *k, pl_why *why)
+{
+	const sched_ctx *x = &st->x;
+	int L = x->m.layers, w = 0, want;
+	const sched_dev *d;
+	double need;
+
+	for (int s = 1; s < S; s++)
+		if (cap[s] < cap[w])
+			w = s;
+	want = (L + S - 1) / S;
+	want = cap[w] + 1 > want ? cap[w] + 1 : want;
+	want = want > L ? L : want;
+	d = &x->dev[g[w]->dev[0]];
+	need = (want * k[w].mem_layer_b + k[w].mem_fixed_b) / SCHED_GIB;
+	pl_why_set(why, HEXI_ERR_NOFIT,
+		   "stage %d of %d on %s (%s x%d, %.0f GiB) needs %.1f GiB for "
+		   "%d of the %d layers at micro-batch %d",
+		   w, S, x->c->nodes[d->node].name, x->c->nodes[d->node].gpu_type,
+		   g[w]->tp, k[w].cap_b / SCHED_GIB, need, want, L, st->mb);
+}
+
 /* Stage costs of the ordered groups g[S]; layer split; fills pl. Returns
- * the min-max stage time, or a negative deficit when it cannot fit. */
-static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl)
+ * the min-max stage time, or a negative deficit when it cannot fit (then
+ * *why names the stage). */
+static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl,
+			 pl_why *why)
 {
 	const sched_ctx *x = &st->x;
 	int L = x->m.layers, mcap = st->M; /* no pipeline gets more */
 	double *a = calloc((size_t)S, sizeof(double) * 2);
 	int *cap = calloc((size_t)S, sizeof(int) * 2), *n = cap + S;
+	sched_scost *ks = calloc((size_t)S, sizeof(sched_scost));
 	double *c = a + S, res = -1;
 	long capsum = 0;
 
-	if (!a || !cap)
+	if (!a || !cap || !ks)
 		goto out;
 	mcap = mcap < 1 ? 1 : mcap;
 	for (int s = 0; s < S; s++) {
@@ -278,9 +306,17 @@ static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl)
 		room = (k.cap_b - k.mem_fixed_b) / k.mem_layer_b;
 		cap[s] = room < 0 ? 0 : room > L ? L : (int)floor(room);
 		capsum += cap[s];
+		ks[s] = k;
 	}
 	if (sched_split_layers(L, S, a, c, cap, n) != 0) {
 		res = -(double)(L > capsum ? L - capsum : 0) - 1;
+		if (S > L)
+			pl_why_set(why, HEXI_ERR_SHAPE,
+				   "a pipeline of %d stages for the %d layers "
+				   "of %s",
+				   S, L, x->m.name);
+		else
+			why_memory(st, g, S, cap, ks, why);
 		goto out;
 	}
 	pl->nstages = S;
@@ -308,6 +344,7 @@ static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl)
 out:
 	free(a);
 	free(cap);
+	free(ks);
 	return res;
 }
 
@@ -344,9 +381,11 @@ static int cmp_node_mem(const void *a, const void *b, void *arg)
 /* Build the pipeline with nodes in the order nd[k]; keep it in *pl if it
  * beats *best (min-max stage time; a negative value is a deficit). */
 static void try_order(pl_state *st, pl_grp *g, int ng, const int *nd, int k,
-		      pl_grp **ord, hexi_pipeline *pl, double *best, int *have)
+		      pl_grp **ord, hexi_pipeline *pl, double *best, int *have,
+		      pl_why *why)
 {
 	hexi_pipeline tmp = {0};
+	pl_why w = {0};
 	int q = 0;
 	double r;
 
@@ -354,7 +393,7 @@ static void try_order(pl_state *st, pl_grp *g, int ng, const int *nd, int k,
 		for (int j = 0; j < ng; j++)
 			if (g[j].node == nd[i])
 				ord[q++] = &g[j];
-	r = build_pipe(st, ord, ng, &tmp);
+	r = build_pipe(st, ord, ng, &tmp, &w);
 	if (r >= 0 && (!*have || r < *best)) {
 		free_stages(pl);
 		*pl = tmp;
@@ -362,8 +401,10 @@ static void try_order(pl_state *st, pl_grp *g, int ng, const int *nd, int k,
 		*have = 1;
 		return;
 	}
-	if (!*have && r > *best)
+	if (!*have && r > *best) {
 		*best = r; /* smallest deficit so far */
+		*why = w;
+	}
 	free_stages(&tmp);
 }
 
@@ -393,7 +434,7 @@ static int next_perm(int *a, int k)
  * pipeline spans at most 3 nodes (5 for the exhaustive search).  Keep the
  * best. */
 static double order_and_split(pl_state *st, pl_grp *g, int ng,
-			      hexi_pipeline *pl)
+			      hexi_pipeline *pl, pl_why *why)
 {
 	int *nd = calloc((size_t)ng, sizeof(int)), k = 0, have = 0;
 	pl_grp **ord = calloc((size_t)ng, sizeof(*ord));
@@ -406,7 +447,8 @@ static double order_and_split(pl_state *st, pl_grp *g, int ng,
 			nd[k++] = g[i].node;
 	if (k <= (st->all_orders ? 5 : 3)) {
 		do
-			try_order(st, g, ng, nd, k, ord, pl, &best, &have);
+			try_order(st, g, ng, nd, k, ord, pl, &best, &have,
+				  why);
 		while (next_perm(nd, k));
 		goto out;
 	}
@@ -414,7 +456,7 @@ static double order_and_split(pl_state *st, pl_grp *g, int ng,
 		node_key nk = {.x = &st->x, .dir = dir};
 		qsort_r(nd, (size_t)k, sizeof(int), cmp_node_mem, &nk);
 		order_nodes(&st->x, nd, k);
-		try_order(st, g, ng, nd, k, ord, pl, &best, &have);
+		try_order(st, g, ng, nd, k, ord, pl, &best, &have, why);
 	}
 out:
 	free(ord);
@@ -463,7 +505,14 @@ int pl_phase2_groups(pl_state *st, const int *part, int P, const int *grp,
 			j++;
 		if (j == i)
 			goto out; /* empty pipeline */
-		r = order_and_split(st, g + i, j - i, &out->pp[p]);
+		pl_why w = {0};
+		r = order_and_split(st, g + i, j - i, &out->pp[p], &w);
+		if (r < 0 && out->why.rc == HEXI_OK) {
+			out->why = w;
+			if (P > 1)
+				pl_why_set(&out->why, w.rc, "pipeline %d: %.200s",
+					   p, w.msg);
+		}
 		if (r < 0)
 			deficit += -r;
 		i = j;
@@ -505,6 +554,11 @@ int pl_phase2(pl_state *st, const int *part, int P, const int *tp_of_type,
 		k = j - i;
 		t = tp_of_type[x->dev[d].type];
 		if (st->o->no_asymmetric_tp && (t > k || k % t)) {
+			pl_why_set(&st->why, HEXI_ERR_SHAPE,
+				   "one TP degree for every stage: TP %d does "
+				   "not divide the %d GPUs of pipeline %d on "
+				   "%s",
+				   t, k, part[d], x->c->nodes[x->dev[d].node].name);
 			out->score = PL_INFEASIBLE * 4;
 			rc = 0;
 			goto out;
@@ -522,6 +576,47 @@ out:
 	free(grp);
 	free(idx);
 	return rc;
+}
+
+/* The stage of c furthest over its GPUs' memory, by name (the layer split
+ * honours each stage's cap at the planned micro-batch count; a pipeline
+ * that got fewer micro-batches than stages in flight, or the evaluation's
+ * own terms, can still exceed it). */
+void pl_why_fit(pl_state *st, pl_cand *c)
+{
+	const sched_ctx *x = &st->x;
+	hexi_stage_report *rep;
+	int ns = 0, k = 0, wp = 0, ws = 0, wk = 0;
+	double worst = -1;
+
+	for (int p = 0; p < c->np; p++)
+		ns += c->pp[p].nstages;
+	rep = calloc((size_t)ns, sizeof(*rep));
+	if (rep == NULL ||
+	    sched_evaluate(x, c->pp, c->np, &c->ev, rep) != HEXI_OK) {
+		free(rep);
+		return;
+	}
+	for (int p = 0; p < c->np; p++)
+		for (int s = 0; s < c->pp[p].nstages; s++, k++)
+			if (rep[k].mem_gib / rep[k].mem_cap_gib > worst) {
+				worst = rep[k].mem_gib / rep[k].mem_cap_gib;
+				wp = p;
+				ws = s;
+				wk = k;
+			}
+	{
+		const hexi_stage *sg = &c->pp[wp].stages[ws];
+		const hexi_node *nd = &x->c->nodes[sg->devices[0].node];
+		pl_why_set(&c->why, HEXI_ERR_NOFIT,
+			   "pipeline %d stage %d on %s (%s x%d, %.0f GiB) "
+			   "needs %.1f GiB for %d layers at micro-batch %d",
+			   wp, ws, nd->name, nd->gpu_type, sg->tp,
+			   rep[wk].mem_cap_gib, rep[wk].mem_gib,
+			   sg->layer_end - sg->layer_begin,
+			   c->pp[wp].batch / c->pp[wp].micro_batches);
+	}
+	free(rep);
 }
 
 int pl_finish(pl_state *st, pl_cand *c)
@@ -548,6 +643,10 @@ int pl_finish(pl_state *st, pl_cand *c)
 		for (int p = 0; p < c->np; p++)
 			m[p] = st->M / c->np + (p < st->M % c->np);
 	} else if (sched_split_batches(&st->x, c->np, st->M, ss, S, m)) {
+		pl_why_set(&c->why, HEXI_ERR_BATCH,
+			   "global batch %d (%d micro-batches of %d) cannot "
+			   "feed %d pipelines",
+			   st->M * st->mb, st->M, st->mb, c->np);
 		c->score = PL_INFEASIBLE * 8;
 		rc = 0;
 		goto out;
@@ -561,6 +660,8 @@ int pl_finish(pl_state *st, pl_cand *c)
 		goto out;
 	c->score = c->ev.fits ? c->ev.iter_s
 			      : PL_INFEASIBLE * (1.0 + c->ev.worst_mem_ratio);
+	if (!c->ev.fits)
+		pl_why_fit(st, c);
 	rc = 0;
 out:
 	free(ss);
