@@ -20,11 +20,11 @@ static double ref_bw(const sched_ctx *x, int i, int j)
 }
 
 /* a_c b s h^2 (1 + s/(6h) + V/(16 L h)): FLOP of one layer, one micro-batch */
-static double ref_layer_flop(const sched_ctx *x, int mb)
+static double ref_layer_flop(const sched_ctx *x, int mb, int recompute)
 {
 	double h = x->m.hidden, s = SCHED_REF_SEQ, V = SCHED_REF_VOCAB;
 	double L = x->m.layers;
-	double ac = x->t.recompute ? 96.0 : 72.0;
+	double ac = recompute ? 96.0 : 72.0;
 
 	return ac * mb * s * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h));
 }
@@ -34,7 +34,7 @@ static double ref_tp_s(const sched_ctx *x, const sched_sdesc *d)
 {
 	double msg =
 	    (double)d->mb * SCHED_REF_SEQ * x->m.hidden * SCHED_REF_BYTES;
-	double at = x->t.recompute ? 12.0 : 8.0, worst = 0;
+	double at = d->recompute ? 12.0 : 8.0, worst = 0;
 
 	for (int i = 0; i < d->tp; i++) {
 		double sum = 0;
@@ -77,16 +77,25 @@ void sched_ref_stage(const sched_ctx *x, const sched_sdesc *d, sched_scost *out)
 	double B = SCHED_REF_BYTES, t = d->tp, cap = DBL_MAX;
 	const sched_dev *d0 = &x->dev[d->dev[0]];
 
-	out->comp_layer_s =
-	    ref_layer_flop(x, d->mb) / (d0->peak_tflops * SCHED_TWO40 * t);
+	out->comp_layer_s = ref_layer_flop(x, d->mb, d->recompute) /
+			    (d0->peak_tflops * SCHED_TWO40 * t);
 	out->tp_layer_s = ref_tp_s(x, d);
 	out->fixed_s = 0;
 	out->pp_s = ref_pp_s(x, d);
-	/* parameters x4 (weights, grads, 2 Adam moments) at B bytes */
-	out->mem_layer_b = 12.0 * h * h / t * B * 4.0 + d->mb * s * h / t * B;
-	out->mem_fixed_b =
-	    (h * d->last + V * h * d->last + h * (V + s) * d->first) * B * 4.0 +
-	    d->mb * s * h * 2.0 * B;
+	/* parameters x4 (weights, grads, 2 Adam moments) at B bytes; ZeRO
+	 * (not in their formulas) divides the copies it shards over the DP
+	 * replicas: zero 1 the 2 moments, zero 2 the gradient as well */
+	double D = d->dp > 1 ? d->dp : 1;
+	double copies = x->t.zero >= 2	 ? 1.0 + 3.0 / D
+			: x->t.zero == 1 ? 2.0 + 2.0 / D
+					 : 4.0;
+
+	out->mem_layer_b =
+	    12.0 * h * h / t * B * copies + d->mb * s * h / t * B;
+	out->mem_fixed_b = (h * d->last + V * h * d->last +
+			    h * (V + s) * d->first) *
+			       B * copies +
+			   d->mb * s * h * 2.0 * B;
 	for (int i = 0; i < d->tp; i++)
 		if (x->dev[d->dev[i]].mem_gib * SCHED_GIB < cap)
 			cap = x->dev[d->dev[i]].mem_gib * SCHED_GIB;

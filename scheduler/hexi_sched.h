@@ -416,7 +416,16 @@ typedef struct hexi_plan_opts {
 	 * that is faster (the meaning before bounds existed). */
 	int micro_batch_max;
 	int micro_batch_exact;
+	/* Memory options searched with the rest of the plan: -1 (default)
+	 * = searched (zero 0, 1, 2; recompute on and off), else fixed to
+	 * that value (train.zero / train.recompute are then not used).
+	 * Clusters of more than HEXI_PLAN_MEMSEARCH_GPUS GPUs search only
+	 * what train says, to keep planning time in bounds. */
+	int zero;
+	int recompute;
 } hexi_plan_opts;
+
+#define HEXI_PLAN_MEMSEARCH_GPUS 512
 
 /* Defaults of max_evals and time_budget_s. */
 #define HEXI_PLAN_MAX_EVALS 20000

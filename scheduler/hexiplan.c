@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sched_int.h"
 
@@ -43,7 +44,8 @@ static void usage(FILE *f)
 	       "  --model NAME|FILE  --global-batch N  --micro-batch N | "
 	       "--micro-batch-exact N  "
 	       "--seq N\n"
-	       "  --recompute | --no-recompute  --catalog FILE  --profiles "
+	       "  --recompute | --no-recompute  --zero 0|1|2  --catalog FILE  "
+	       "--profiles "
 	       "PATH\n"
 	       "  --strategy hexiscale|megatron|random|exhaustive  "
 	       "--cost-model hexiscale|reference\n"
@@ -79,6 +81,7 @@ enum {
 	OPT_GB,
 	OPT_MB,
 	OPT_MBEXACT,
+	OPT_ZERO,
 	OPT_SEQ,
 	OPT_RECOMPUTE,
 	OPT_NO_RECOMPUTE,
@@ -103,6 +106,7 @@ static const struct option longopts[] = {
     {"global-batch", required_argument, NULL, OPT_GB},
     {"micro-batch", required_argument, NULL, OPT_MB},
     {"micro-batch-exact", required_argument, NULL, OPT_MBEXACT},
+    {"zero", required_argument, NULL, OPT_ZERO},
     {"seq", required_argument, NULL, OPT_SEQ},
     {"recompute", no_argument, NULL, OPT_RECOMPUTE},
     {"no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE},
@@ -172,6 +176,11 @@ static int parse_opts(cli *a, int argc, char **argv)
 		case OPT_RECOMPUTE:
 		case OPT_NO_RECOMPUTE:
 			a->recompute = c == OPT_RECOMPUTE;
+			a->o.recompute = (int)a->recompute;
+			break;
+		case OPT_ZERO:
+			rc = num_opt("--zero", optarg, 0, 2, &v);
+			a->o.zero = (int)v;
 			break;
 		case OPT_CATALOG:
 			a->catalog = optarg;
@@ -660,18 +669,88 @@ typedef struct cmp_row {
 	hexi_rc rc;
 	double iter_s, mfu, tokens, plan_s;
 	int np;
+	char msg[320]; /* the error, when rc is not HEXI_OK */
 } cmp_row;
+
+/* Plan one row of the comparison; on a terminal a progress line on
+ * stderr while it runs. */
+static void cmp_plan(const cli *a, const hexi_cluster *c, const hexi_model *m,
+		     const hexi_train *t, cmp_row *r, int i, int n)
+{
+	hexi_plan_opts o = a->o;
+	hexi_plan *p = NULL;
+	double t0 = hexi_now_s();
+	int tty = isatty(STDERR_FILENO);
+
+	if (tty) {
+		fprintf(stderr, "\r[%d/%d] planning %s ...", i + 1, n, r->name);
+		fflush(stderr);
+	}
+	o.strategy = r->s;
+	o.no_asymmetric_tp = r->no_asym;
+	o.uniform_batch = r->uniform;
+	r->rc = hexi_plan_create(c, m, t, &o, &p);
+	r->plan_s = hexi_now_s() - t0;
+	if (r->rc == HEXI_OK) {
+		r->iter_s = p->pred.iter_s;
+		r->mfu = p->pred.mfu;
+		r->tokens = p->pred.tokens_per_s;
+		r->np = p->npipelines;
+	} else {
+		snprintf(r->msg, sizeof(r->msg), "%s", hexi_errmsg(r->rc));
+	}
+	if (tty)
+		fprintf(stderr, "\r%*s\r", 60, "");
+	hexi_plan_destroy(p);
+}
+
+/* Row i as soon as it is planned (row 0, megatron, is the baseline). */
+static void cmp_print(const cli *a, const cmp_row *rows, int i, json_t *arr)
+{
+	double sp = rows[0].rc == HEXI_OK && rows[i].rc == HEXI_OK
+			? rows[0].iter_s / rows[i].iter_s
+			: 0;
+
+	if (a->json) {
+		json_array_append_new(
+		    arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:i, s:o, s:f, "
+				   "s:s}",
+				   "strategy", rows[i].name, "status",
+				   hexi_errname(rows[i].rc), "iteration_s",
+				   rows[i].iter_s, "mfu", rows[i].mfu,
+				   "tokens_per_s", rows[i].tokens, "pipelines",
+				   rows[i].np, "speedup_over_megatron",
+				   sp > 0 ? json_real(sp) : json_null(),
+				   "planning_s", rows[i].plan_s, "message",
+				   rows[i].msg));
+		return;
+	}
+	if (rows[i].rc != HEXI_OK)
+		printf("%-17s %s (%s): %s\n", rows[i].name,
+		       hexi_strerror(rows[i].rc), hexi_errname(rows[i].rc),
+		       rows[i].msg);
+	else if (sp > 0)
+		printf("%-17s %9.4f %7.2f %6d %12.1f %8.2fx %10.3f\n",
+		       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
+		       rows[i].np, rows[i].tokens, sp, rows[i].plan_s);
+	else /* megatron does not fit: no speed-up to print */
+		printf("%-17s %9.4f %7.2f %6d %12.1f %9s %10.3f\n",
+		       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
+		       rows[i].np, rows[i].tokens, "n/a", rows[i].plan_s);
+	fflush(stdout);
+}
 
 static int cmd_compare(cli *a)
 {
 	cmp_row rows[] = {
-	    {"megatron", HEXI_STRATEGY_MEGATRON, 0, 0, 0, 0, 0, 0, 0, 0},
-	    {"hexiscale", HEXI_STRATEGY_HEXISCALE, 0, 0, 0, 0, 0, 0, 0, 0},
-	    {"no-asymmetric-tp", HEXI_STRATEGY_HEXISCALE, 1, 0, 0, 0, 0, 0, 0,
-	     0},
-	    {"uniform-batch", HEXI_STRATEGY_HEXISCALE, 0, 1, 0, 0, 0, 0, 0, 0},
-	    {"random", HEXI_STRATEGY_RANDOM, 0, 0, 0, 0, 0, 0, 0, 0},
-	    {"exhaustive", HEXI_STRATEGY_EXHAUSTIVE, 0, 0, 0, 0, 0, 0, 0, 0},
+	    {.name = "megatron", .s = HEXI_STRATEGY_MEGATRON},
+	    {.name = "hexiscale", .s = HEXI_STRATEGY_HEXISCALE},
+	    {.name = "no-asymmetric-tp",
+	     .s = HEXI_STRATEGY_HEXISCALE,
+	     .no_asym = 1},
+	    {.name = "uniform-batch", .s = HEXI_STRATEGY_HEXISCALE, .uniform = 1},
+	    {.name = "random", .s = HEXI_STRATEGY_RANDOM},
+	    {.name = "exhaustive", .s = HEXI_STRATEGY_EXHAUSTIVE},
 	};
 	int nrows = (int)(sizeof(rows) / sizeof(rows[0]));
 	hexi_cluster *c = NULL;
@@ -684,58 +763,16 @@ static int cmd_compare(cli *a)
 		return fail(rc);
 	if (hexi_cluster_total_gpus(c) > 8)
 		nrows--; /* exhaustive only for <= 8 GPUs */
-	for (int i = 0; i < nrows; i++) {
-		hexi_plan_opts o = a->o;
-		hexi_plan *p = NULL;
-		double t0 = hexi_now_s();
-		o.strategy = rows[i].s;
-		o.no_asymmetric_tp = rows[i].no_asym;
-		o.uniform_batch = rows[i].uniform;
-		rows[i].rc = hexi_plan_create(c, &m, &t, &o, &p);
-		rows[i].plan_s = hexi_now_s() - t0;
-		if (rows[i].rc == HEXI_OK) {
-			rows[i].iter_s = p->pred.iter_s;
-			rows[i].mfu = p->pred.mfu;
-			rows[i].tokens = p->pred.tokens_per_s;
-			rows[i].np = p->npipelines;
-		}
-		hexi_plan_destroy(p);
-	}
 	arr = json_array();
-	if (!a->json)
+	if (!a->json) {
 		printf("%-17s %9s %7s %6s %12s %9s %10s\n", "strategy",
 		       "iter_s", "MFU%", "pipes", "tokens/s", "speedup",
 		       "planning_s");
+		fflush(stdout);
+	}
 	for (int i = 0; i < nrows; i++) {
-		double sp = rows[0].rc == HEXI_OK && rows[i].rc == HEXI_OK
-				? rows[0].iter_s / rows[i].iter_s
-				: 0;
-		if (a->json) {
-			json_array_append_new(
-			    arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:i, "
-					   "s:o, s:f}",
-					   "strategy", rows[i].name, "status",
-					   hexi_errname(rows[i].rc),
-					   "iteration_s", rows[i].iter_s, "mfu",
-					   rows[i].mfu, "tokens_per_s",
-					   rows[i].tokens, "pipelines",
-					   rows[i].np, "speedup_over_megatron",
-					   sp > 0 ? json_real(sp) : json_null(),
-					   "planning_s", rows[i].plan_s));
-		} else if (rows[i].rc != HEXI_OK) {
-			printf("%-17s %s (%s)\n", rows[i].name,
-			       hexi_strerror(rows[i].rc),
-			       hexi_errname(rows[i].rc));
-		} else if (sp > 0) {
-			printf("%-17s %9.4f %7.2f %6d %12.1f %8.2fx %10.3f\n",
-			       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
-			       rows[i].np, rows[i].tokens, sp, rows[i].plan_s);
-		} else { /* megatron does not fit: no speed-up to print */
-			printf("%-17s %9.4f %7.2f %6d %12.1f %9s %10.3f\n",
-			       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
-			       rows[i].np, rows[i].tokens, "n/a",
-			       rows[i].plan_s);
-		}
+		cmp_plan(a, c, &m, &t, &rows[i], i, nrows);
+		cmp_print(a, rows, i, arr);
 	}
 	if (a->json)
 		print_json(json_pack("{s:o}", "strategies", arr));

@@ -20,6 +20,8 @@ void hexi_plan_opts_defaults(hexi_plan_opts *o)
 	o->strategy = HEXI_STRATEGY_HEXISCALE;
 	o->cost_model = HEXI_COST_HEXISCALE;
 	o->seed = 1;
+	o->zero = -1;
+	o->recompute = -1;
 }
 
 /* ---- entry point -----------------------------------------------------------
@@ -483,23 +485,90 @@ static hexi_rc try_subsets(pl_state *st, pl_cand *best, const hexi_cluster *c,
 	return rc;
 }
 
+/* One memory setting (t's zero and recompute): the search on the whole
+ * cluster, then on its subsets.  st and *best are the caller's. */
+static hexi_rc plan_memory(const hexi_cluster *c, const hexi_model *m,
+			   const hexi_train *t, const hexi_plan_opts *o,
+			   pl_state *st, pl_cand *best)
+{
+	hexi_rc rc = search_on(c, m, t, o, st, best);
+
+	if (rc == HEXI_OK && !o->use_all_gpus &&
+	    o->strategy == HEXI_STRATEGY_HEXISCALE && c->nnodes > 1)
+		rc = try_subsets(st, best, c, m, t, o);
+	return rc;
+}
+
+/* The memory settings to search, zero-major: fixed ones as given, else
+ * zero 0..2 and recompute on, then off (train's own values only on big
+ * clusters).  Returns the count; z[], r[] get them. */
+static int memory_options(const hexi_cluster *c, const hexi_train *t,
+			  const hexi_plan_opts *o, int *z, int *r)
+{
+	int big = hexi_cluster_total_gpus(c) > HEXI_PLAN_MEMSEARCH_GPUS;
+	int z0 = o->zero >= 0 ? o->zero : big ? t->zero : 0;
+	/* Megatron-LM's distributed optimizer is zero 1; it has no zero 2 */
+	int z1 = o->zero >= 0 ? o->zero
+		 : big	      ? t->zero
+		 : o->strategy == HEXI_STRATEGY_MEGATRON ? 1
+							 : 2;
+	int r0 = o->recompute >= 0 ? o->recompute : big ? t->recompute : 1;
+	int r1 = o->recompute >= 0 ? o->recompute : big ? t->recompute : 0;
+	int n = 0;
+
+	for (int zz = z0; zz <= z1; zz++)
+		for (int rr = r0;; rr = r1) {
+			z[n] = zz;
+			r[n++] = rr;
+			if (rr == r1)
+				break;
+		}
+	return n;
+}
+
 hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 			 const hexi_train *t, const hexi_plan_opts *o,
 			 hexi_plan **out)
 {
-	pl_state st;
-	pl_cand best = {0};
-	hexi_rc rc;
+	pl_state st, s2;
+	pl_cand best = {0}, cand = {0};
+	hexi_train tb, t2;
+	int z[6], r[6], nopt;
+	hexi_rc rc, first = HEXI_OK;
 
 	memset(&st, 0, sizeof(st));
 	best.score = DBL_MAX;
 	rc = check_inputs(c, m, t, o);
 	if (rc != HEXI_OK)
 		return rc;
-	rc = search_on(c, m, t, o, &st, &best);
-	if (rc == HEXI_OK && !o->use_all_gpus &&
-	    o->strategy == HEXI_STRATEGY_HEXISCALE && c->nnodes > 1)
-		rc = try_subsets(&st, &best, c, m, t, o);
+	nopt = memory_options(c, t, o, z, r);
+	tb = *t;
+	for (int k = 0; k < nopt; k++) {
+		t2 = *t;
+		t2.zero = z[k];
+		t2.recompute = r[k];
+		memset(&s2, 0, sizeof(s2));
+		rc = plan_memory(c, m, &t2, o, &s2, &cand);
+		if (k == 0 || (rc == HEXI_OK && cand.pp &&
+			       cand.score < best.score * (1 - 1e-12))) {
+			s2.evals += st.evals;
+			state_fini(&st);
+			st = s2;
+			pl_cand_free(&best);
+			best = cand;
+			tb = t2;
+			first = k == 0 ? rc : first;
+		} else {
+			st.evals += s2.evals;
+			st.stop = s2.stop > st.stop ? s2.stop : st.stop;
+			state_fini(&s2);
+			pl_cand_free(&cand);
+		}
+		memset(&cand, 0, sizeof(cand));
+		if (rc != HEXI_OK && rc != HEXI_ERR_NOFIT)
+			goto out;
+	}
+	rc = best.pp && best.score < PL_INFEASIBLE ? HEXI_OK : first;
 	if (rc != HEXI_OK)
 		goto out;
 	if (!best.pp || best.score >= PL_INFEASIBLE) {
@@ -507,13 +576,14 @@ hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 		goto out;
 	}
 	hexi_log(HEXI_LOG_VERBOSE,
-		 "planner: %s: %ld candidates in %.3f s, best %.4f s/iter",
+		 "planner: %s: %ld candidates in %.3f s, best %.4f s/iter "
+		 "(zero %d, recompute %d)",
 		 sched_strategy_name(o->strategy), st.evals,
-		 hexi_now_s() - st.t0, best.score);
+		 hexi_now_s() - st.t0, best.score, tb.zero, tb.recompute);
 	/* the prediction over the job's cluster (MFU counts idle GPUs) */
 	rc = sched_evaluate(&st.x, best.pp, best.np, &best.ev, NULL);
 	if (rc == HEXI_OK)
-		rc = cand_to_plan(&st, c, m, t, &best, out);
+		rc = cand_to_plan(&st, c, m, &tb, &best, out);
 out:
 	pl_cand_free(&best);
 	state_fini(&st);

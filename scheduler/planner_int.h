@@ -28,6 +28,7 @@ typedef struct pl_state {
 	int M;		 /* micro-batches in the global batch */
 	int mb;		 /* micro-batch size, samples */
 	int mb_max;	 /* largest micro-batch allowed; 0 none */
+	int np_cur;	 /* pipelines of the candidate phase 2 builds */
 	int kv;		 /* largest TP degree allowed (KV heads) */
 	int max_p;	 /* most pipelines tried */
 	double t0;	 /* hexi_now_s() at start */

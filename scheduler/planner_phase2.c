@@ -297,7 +297,9 @@ static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl,
 				 .first = s == 0,
 				 .last = s == S - 1,
 				 .inflight = S - s < mcap ? S - s : mcap,
-				 .mb = st->mb};
+				 .mb = st->mb,
+				 .recompute = x->t.recompute != 0,
+				 .dp = st->np_cur};
 		sched_scost k;
 		double room;
 		sched_stage_cost(x, &d, &k);
@@ -479,6 +481,7 @@ int pl_phase2_groups(pl_state *st, const int *part, int P, const int *grp,
 	if (!idx || !g || !out->pp)
 		goto out;
 	out->np = P;
+	st->np_cur = P;
 	for (int i = 0; i < n; i++)
 		idx[i] = i;
 	{

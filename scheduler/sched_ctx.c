@@ -80,6 +80,33 @@ void sched_ctx_fini(sched_ctx *x)
 	x->node_first = NULL;
 }
 
+double sched_param_bytes(const sched_ctx *x, int cpu, int dp)
+{
+	double b = x->t.bytes_per_param, w = cpu ? b / 4 : b / 8;
+	double g = w, os = b - w - g;
+	int D = dp > 1 ? dp : 1;
+
+	if (x->t.zero >= 1)
+		os /= D;
+	if (x->t.zero >= 2)
+		g /= D;
+	return w + g + os;
+}
+
+int sched_pipe_recompute(const sched_ctx *x, const hexi_pipeline *pl)
+{
+	if (pl->recompute == HEXI_RECOMPUTE_ON)
+		return 1;
+	if (pl->recompute == HEXI_RECOMPUTE_OFF)
+		return 0;
+	return x->t.recompute != 0;
+}
+
+double sched_opt_share(const sched_ctx *x, int cpu, int dp)
+{
+	return sched_param_bytes(x, cpu, dp) / x->t.bytes_per_param;
+}
+
 int sched_dev_index(const sched_ctx *x, int node, int gpu)
 {
 	if (node < 0 || node >= x->c->nnodes)

@@ -80,7 +80,23 @@ typedef struct sched_sdesc {
 	int first, last; /* holds embedding / LM head */
 	int inflight;	 /* micro-batches whose activations it keeps */
 	int mb;		 /* micro-batch size, samples */
+	int recompute;	 /* 0/1: its pipeline recomputes activations */
+	int dp;		 /* pipelines (DP replicas) holding each of its
+			    layers: the ZeRO shard count, 0 counts as 1 */
 } sched_sdesc;
+
+/* Bytes per parameter of weights, gradients and optimizer state on one GPU
+ * of a stage under train.zero with dp replicas (doc/COSTMODEL.md "ZeRO"):
+ * bytes_per_param split as the runtime holds it (GPU types: 2 weights,
+ * 2 gradients, 12 fp32 master + Adam moments of 16; the fp32 CPU runtime:
+ * 4, 4, 8), the optimizer state (zero >= 1) and the gradients (zero 2)
+ * divided over the dp replicas. */
+double sched_param_bytes(const sched_ctx *x, int cpu, int dp);
+/* 0/1: whether pipeline pl recomputes (its own mode, else train's). */
+int sched_pipe_recompute(const sched_ctx *x, const hexi_pipeline *pl);
+/* The optimizer step's share of the bytes per parameter a GPU touches:
+ * 1 without ZeRO, 1/dp of the optimizer state with it. */
+double sched_opt_share(const sched_ctx *x, int cpu, int dp);
 
 /* ---- evaluation of a set of pipelines ------------------------------------ */
 

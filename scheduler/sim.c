@@ -96,9 +96,9 @@ static hexi_rc check_pipes(const sched_ctx *x, const hexi_pipeline *pp, int np)
 }
 
 /* Stage times and memory of pipeline p; c[] gets time per micro-batch. */
-static void eval_pipe(const sched_ctx *x, hexi_pipeline *pl, int *const *dev,
-		      double *c, hexi_stage_report *rep, double *worst,
-		      double *opt)
+static void eval_pipe(const sched_ctx *x, hexi_pipeline *pl, int np,
+		      int *const *dev, double *c, hexi_stage_report *rep,
+		      double *worst, double *opt)
 {
 	int S = pl->nstages, m = pl->micro_batches;
 
@@ -111,7 +111,9 @@ static void eval_pipe(const sched_ctx *x, hexi_pipeline *pl, int *const *dev,
 				 .first = s == 0,
 				 .last = s == S - 1,
 				 .inflight = S - s < m ? S - s : m,
-				 .mb = pl->batch / m};
+				 .mb = pl->batch / m,
+				 .recompute = sched_pipe_recompute(x, pl),
+				 .dp = np};
 		sched_scost k;
 		int n = st->layer_end - st->layer_begin;
 		double mem;
@@ -161,7 +163,7 @@ hexi_rc sched_evaluate(const sched_ctx *x, hexi_pipeline *pp, int np,
 		goto out;
 	}
 	for (int p = 0; p < np; p++) {
-		eval_pipe(x, &pp[p], map.dev + k, c + k, rep ? rep + k : NULL,
+		eval_pipe(x, &pp[p], np, map.dev + k, c + k, rep ? rep + k : NULL,
 			  &ev->worst_mem_ratio, &ev->opt_s);
 		if (pp[p].time_s > ev->max_pipe_s)
 			ev->max_pipe_s = pp[p].time_s;
