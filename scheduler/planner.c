@@ -485,19 +485,7 @@ static hexi_rc try_subsets(pl_state *st, pl_cand *best, const hexi_cluster *c,
 	return rc;
 }
 
-/* One memory setting (t's zero and recompute): the search on the whole
- * cluster, then on its subsets.  st and *best are the caller's. */
-static hexi_rc plan_memory(const hexi_cluster *c, const hexi_model *m,
-			   const hexi_train *t, const hexi_plan_opts *o,
-			   pl_state *st, pl_cand *best)
-{
-	hexi_rc rc = search_on(c, m, t, o, st, best);
 
-	if (rc == HEXI_OK && !o->use_all_gpus &&
-	    o->strategy == HEXI_STRATEGY_HEXISCALE && c->nnodes > 1)
-		rc = try_subsets(st, best, c, m, t, o);
-	return rc;
-}
 
 /* The memory settings to search, zero-major: fixed ones as given, else
  * zero 0..2 and recompute on, then off (train's own values only on big
@@ -516,7 +504,9 @@ static int memory_options(const hexi_cluster *c, const hexi_train *t,
 	int r1 = o->recompute >= 0 ? o->recompute : big ? t->recompute : 0;
 	int n = 0;
 
-	for (int zz = z0; zz <= z1; zz++)
+	/* zero 1 prices as zero 2 but keeps more memory: searched only when
+	 * zero 2 is not allowed (megatron) or asked for */
+	for (int zz = z0; zz <= z1; zz += z0 == 0 && z1 == 2 ? 2 : 1)
 		for (int rr = r0;; rr = r1) {
 			z[n] = zz;
 			r[n++] = rr;
@@ -548,7 +538,7 @@ hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 		t2.zero = z[k];
 		t2.recompute = r[k];
 		memset(&s2, 0, sizeof(s2));
-		rc = plan_memory(c, m, &t2, o, &s2, &cand);
+		rc = search_on(c, m, &t2, o, &s2, &cand);
 		if (k == 0 || (rc == HEXI_OK && cand.pp &&
 			       cand.score < best.score * (1 - 1e-12))) {
 			s2.evals += st.evals;
@@ -569,6 +559,12 @@ hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 			goto out;
 	}
 	rc = best.pp && best.score < PL_INFEASIBLE ? HEXI_OK : first;
+	/* subsets with the memory setting that won on the whole cluster (or
+	 * the first when none fits there) */
+	if (rc == HEXI_OK && st.x.dev != NULL &&
+	    !o->use_all_gpus && o->strategy == HEXI_STRATEGY_HEXISCALE &&
+	    c->nnodes > 1)
+		rc = try_subsets(&st, &best, c, m, &tb, o);
 	if (rc != HEXI_OK)
 		goto out;
 	if (!best.pp || best.score >= PL_INFEASIBLE) {
