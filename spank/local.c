@@ -189,6 +189,9 @@ static hexi_rc auto_plan(local_ctx *c)
 		t.micro_batch = c->set.micro_batch;
 		c->lib.hexi_plan_opts_defaults(&o);
 		o.time_budget_s = hx_g_conf.time_budget_s;
+		/* every GPU of the step gets a rank until idle tasks get a
+		 * role here (hexiscale-plan(5) "idle", issue 16.1) */
+		o.use_all_gpus = 1;
 		rv = from_lib(c,
 			      c->lib.hexi_plan_create(cl, &m, &t, &o, &c->plan),
 			      "planner");
