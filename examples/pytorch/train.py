@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+sys.dont_write_bytecode = True  # no __pycache__ in a shared source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hexiscale_torch as hx  # noqa: E402
 
