@@ -433,7 +433,7 @@ static hexi_rc boot_mpi(hexi_rt *rt, int *argc, char ***argv)
 }
 
 /* Every rank ran a phase: fail together when any rank failed. */
-static hexi_rc together(hexi_rt *rt, hexi_rc rc, const char *phase)
+hexi_rc rt_together(hexi_rt *rt, hexi_rc rc, const char *phase)
 {
 	int ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
 
@@ -447,102 +447,23 @@ static hexi_rc together(hexi_rt *rt, hexi_rc rc, const char *phase)
 	return HEXI_OK;
 }
 
-#ifdef RT_GPU
-/* rt_device_probe over the CUDA runtime. */
-static int cuda_probe(void *ctx, char *why, size_t cap)
+/* Collective: every rank chose the same backend (rows are compared in
+ * registry order, the same on every rank), then that backend's setup. */
+static hexi_rc boot_backend(hexi_rt *rt)
 {
-	int n = 0;
-	hexi_rc rc = rt_cuda_device_count(&n);
+	int same = 0;
 
-	(void)ctx;
-	if (rc != HEXI_OK) {
-		snprintf(why, cap, "no usable CUDA device (%s)",
-			 hexi_errmsg(rc));
-		hexi_error_clear();
-		return 0;
-	}
-	if (n <= 0)
-		snprintf(why, cap,
-			 "no usable CUDA device (the CUDA "
-			 "runtime sees none)");
-	return n;
-}
-#endif
-
-#ifdef RT_GPU
-/* Collective: NCCL needs one GPU per rank and, given two ranks on one GPU,
- * fails with a bare "invalid usage"; say which ranks share which GPU. */
-static hexi_rc one_gpu_each(hexi_rt *rt)
-{
-	double *id;
-	hexi_rc rc = HEXI_OK;
-
-	if (!rt->mpi_started || rt->world_size == 1)
-		return HEXI_OK;
-	id = calloc((size_t)rt->world_size, sizeof(*id));
-	if (id == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "GPU identities");
-	id[rt->rank] = (double)rt_cuda_device_id(rt->cuda);
-#ifdef HAVE_MPI
-	/* before the groups exist: over MPI_COMM_WORLD, indexed by plan rank */
-	if (MPI_Allreduce(MPI_IN_PLACE, id, rt->world_size, MPI_DOUBLE,
-			  MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
-		rc = hexi_error(HEXI_ERR_MPI, "rank %d: GPU identities",
-				rt->rank);
-#endif
-	for (int r = 0; rc == HEXI_OK && r < rt->world_size; r++)
-		if (r != rt->rank && id[r] == id[rt->rank])
-			rc = hexi_error(
-			    HEXI_ERR_NODEV,
-			    "ranks %d and %d both drive GPU %d (%s) of node "
-			    "%d: NCCL needs one GPU per rank (give each task "
-			    "its own GPU, e.g. srun --gpus-per-task=1, or "
-			    "use --backend mpi)",
-			    r < rt->rank ? r : rt->rank,
-			    r < rt->rank ? rt->rank : r,
-			    rt_cuda_device(rt->cuda),
-			    rt_cuda_device_name(rt->cuda), rt->node);
-	free(id);
-	return rc;
-}
-#endif
-
-/* Collective: every rank chose the same backend; with nccl, this rank's
- * device (CUDA_VISIBLE_DEVICES and the local rank, rt_cuda_pick_device)
- * and the NCCL communicator over the host one. */
-static hexi_rc boot_gpu(hexi_rt *rt)
-{
-	int all_gpu = hexi_rt_all_ok(rt, rt->backend == RT_BACKEND_NCCL);
-	int no_gpu = hexi_rt_all_ok(rt, rt->backend != RT_BACKEND_NCCL);
-	hexi_rc rc = HEXI_OK;
-
-	if (!all_gpu && !no_gpu)
+	for (int i = 0; !same && i < rt_backend_count(); i++)
+		same = hexi_rt_all_ok(rt, rt->backend == rt_backend_at(i));
+	if (!same)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "rank %d chose backend %s but other ranks "
 				  "chose another (--backend auto on nodes "
 				  "with and without a GPU?)",
 				  rt->rank, rt_backend_name(rt->backend));
-	if (rt->backend != RT_BACKEND_NCCL)
+	if (rt->backend->setup == NULL)
 		return HEXI_OK;
-#ifdef RT_GPU
-	rc = rt_cuda_create(rt->local_rank, rt->local_size, &rt->cuda);
-	if (rc != HEXI_OK)
-		hexi_error_prefix(rc, "rank %d (local rank %d of %d): GPU",
-				  rt->rank, rt->local_rank, rt->local_size);
-	rc = together(rt, rc, "GPU setup");
-	if (rc == HEXI_OK)
-		rc = one_gpu_each(rt);
-	if (rc != HEXI_OK)
-		return rc;
-	rc =
-	    rt_comm_nccl_create(rt->comm, rt_cuda_device(rt->cuda), &rt->gcomm);
-	if (rc != HEXI_OK)
-		hexi_error_prefix(rc, "rank %d: NCCL communicator", rt->rank);
-#else
-	rc = hexi_error(HEXI_ERR_UNSUPPORTED,
-			"rank %d: backend nccl: built without CUDA", rt->rank);
-#endif
-	return rc;
+	return rt->backend->setup(rt);
 }
 
 static hexi_rc boot_comm(hexi_rt *rt)
@@ -569,31 +490,27 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 	pthread_mutex_init(&rt->wd_lock, NULL);
 	pthread_cond_init(&rt->wd_cond, NULL);
 	rt->timeout_s = o->timeout_s;
-#ifdef RT_GPU
-	rc = rt_backend_choose(o->backend, getenv("HEXISCALE_BACKEND"),
-			       BUILT_CUDA, cuda_probe, NULL, &rt->backend);
-#else
+	rt->backend = rt_backend_default();
 	rc = rt_backend_choose(o->backend, getenv("HEXISCALE_BACKEND"),
 			       BUILT_CUDA, NULL, NULL, &rt->backend);
-#endif
 	if (rc != HEXI_OK)
 		goto fail;
 	if ((rc = boot_identity(rt)) != HEXI_OK ||
 	    (rc = boot_mpi(rt, argc, argv)) != HEXI_OK)
 		goto fail;
 	/* From here every rank can talk: fail together, never alone. */
-	rc = together(rt, env_identity(rt), "bootstrap");
+	rc = rt_together(rt, env_identity(rt), "bootstrap");
 	if (rc == HEXI_OK)
-		rc = together(rt, boot_comm(rt), "communicator setup");
+		rc = rt_together(rt, boot_comm(rt), "communicator setup");
 	if (rc == HEXI_OK)
-		rc = together(rt, boot_gpu(rt), "NCCL setup");
+		rc = rt_together(rt, boot_backend(rt), "backend setup");
 	if (rc == HEXI_OK)
-		rc = together(rt, boot_plan(rt, o), "plan loading");
+		rc = rt_together(rt, boot_plan(rt, o), "plan loading");
 	if (rc == HEXI_OK) {
 		rc = hexi_layout_create(rt->plan, &rt->layout);
 		if (rc != HEXI_OK)
 			hexi_error_prefix(rc, "rank %d: layout", rt->rank);
-		rc = together(rt, rc, "layout");
+		rc = rt_together(rt, rc, "layout");
 	}
 	if (rc != HEXI_OK || (rc = rt_groups_build(rt)) != HEXI_OK ||
 	    (rc = watchdog_start(rt)) != HEXI_OK)

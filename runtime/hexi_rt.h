@@ -73,6 +73,8 @@ const hexi_role *hexi_rt_role(const hexi_rt *rt);     /* owned by rt */
 const hexi_layout *hexi_rt_layout(const hexi_rt *rt); /* owned by rt */
 /* The backend in use: "mpi" or "nccl". */
 const char *hexi_rt_backend(const hexi_rt *rt);
+/* 1 if name is a backend of the registry or "auto". */
+int hexi_rt_backend_known(const char *name);
 /* Bring the whole job down with exit status rc (never returns). */
 void hexi_rt_abort(hexi_rt *rt, hexi_rc rc) __attribute__((noreturn));
 /* Collective: 1 if every rank passed ok != 0, else 0 (keeps error exits

@@ -212,8 +212,7 @@ static hexi_rc parse_one(cli *c, int opt, const char *a)
 		c->json = 1;
 		break;
 	case OPT_BACKEND:
-		if (strcmp(a, "mpi") != 0 && strcmp(a, "nccl") != 0 &&
-		    strcmp(a, "auto") != 0)
+		if (!hexi_rt_backend_known(a))
 			rc = hexi_error(HEXI_ERR_USAGE,
 					"--backend '%.40s': mpi, nccl or auto",
 					a);

@@ -20,26 +20,52 @@ typedef struct rt_groups {
 	int next_leader; /* next stage's leader, -1 on the last stage */
 } rt_groups;
 
-/* ---- backend choice (backend.c) ---------------------------------------- */
+/* ---- backends (backend.c: the registry) --------------------------------- */
 
-typedef enum rt_backend {
-	RT_BACKEND_MPI = 0,  /* host buffers over MPI (or one process) */
-	RT_BACKEND_NCCL = 1, /* one GPU per rank, device buffers over NCCL */
-} rt_backend;
+/* Where a rank's tensors live; "runs on a GPU" is a property of the
+ * backend row, never a string compare. */
+typedef enum rt_device_kind {
+	RT_DEVICE_HOST = 0, /* host memory: CPU ranks */
+	RT_DEVICE_CUDA = 1, /* one CUDA device per rank, device buffers */
+} rt_device_kind;
 
-/* Number of usable CUDA devices (0: none, why says what the driver said). */
+/* Number of usable devices (0: none, why says what the driver said). */
 typedef int (*rt_device_probe)(void *ctx, char *why, size_t cap);
 
-const char *rt_backend_name(rt_backend b);
+/* One row of the registry.  setup (NULL: nothing to do) runs collectively
+ * on every rank once the host communicator exists, and sets up what the
+ * backend needs (rt->cuda, rt->gcomm). */
+typedef struct rt_backend {
+	const char *name; /* --backend NAME, HEXISCALE_BACKEND */
+	rt_device_kind device;
+	const char *what; /* one line for messages */
+	rt_device_probe probe;
+	hexi_rc (*setup)(hexi_rt *rt);
+} rt_backend;
+
+int rt_backend_count(void);
+const rt_backend *rt_backend_at(int i); /* NULL out of range */
+const rt_backend *rt_backend_default(void); /* the first row: mpi */
+const rt_backend *rt_backend_find(const char *name); /* NULL: unknown */
+const char *rt_backend_name(const rt_backend *b);
 /* opt: --backend (NULL/"": not given), env: $HEXISCALE_BACKEND.  The first
- * one given wins, else "mpi".  "nccl" fails with HEXI_ERR_UNSUPPORTED when
- * built_cuda is 0 and HEXI_ERR_NODEV when probe finds no device; "auto"
- * falls back to mpi in both cases.  An unknown name is HEXI_ERR_USAGE
- * (option) or HEXI_ERR_INVAL (environment).  probe is called only when a
- * GPU backend is asked for and built. */
-hexi_rc rt_backend_choose(const char *opt, const char *env, int built_cuda,
+ * one given wins, else the default.  A device backend fails with
+ * HEXI_ERR_UNSUPPORTED when built_devices is 0 and HEXI_ERR_NODEV when the
+ * probe (probe, else the row's own) finds no device; "auto" takes the first
+ * usable device backend, else the default.  An unknown name is
+ * HEXI_ERR_USAGE (option) or HEXI_ERR_INVAL (environment).  The probe runs
+ * only when a device backend is asked for and built. */
+hexi_rc rt_backend_choose(const char *opt, const char *env, int built_devices,
 			  rt_device_probe probe, void *probe_ctx,
-			  rt_backend *out);
+			  const rt_backend **out);
+
+/* The "nccl" row (backend_nccl.c). */
+int rt_nccl_probe(void *ctx, char *why, size_t cap);
+hexi_rc rt_nccl_setup(hexi_rt *rt);
+
+/* Collective: every rank ran a phase; fail together when any rank failed
+ * (rc, or HEXI_ERR_PEER naming the phase). */
+hexi_rc rt_together(hexi_rt *rt, hexi_rc rc, const char *phase);
 
 struct hexi_rt {
 	int rank, world_size; /* plan rank (HEXISCALE_RANK) and size */
@@ -55,7 +81,7 @@ struct hexi_rt {
 	rt_groups groups;
 	/* GPU backend: rt->comm stays the host (MPI/self) communicator for
 	 * control values (loss, stats, flags); gcomm carries device buffers. */
-	rt_backend backend;
+	const rt_backend *backend; /* a registry row, never NULL */
 	struct rt_cuda *cuda; /* this rank's device context (nccl only) */
 	rt_comm *gcomm;	      /* NCCL communicator (nccl only) */
 	/* watchdog (boot.c): exits the job if a step stalls */
