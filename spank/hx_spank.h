@@ -1,7 +1,8 @@
 /*
  * hx_spank.h - the Slurm-facing parts of hexiscale.so: global plugin state
- * and one entry function per context.  Only plugin.c, allocator.c, local.c,
- * remote.c and discover.c include it.
+ * and one entry function per context.  Only the plugin's own files
+ * (plugin.c, state.c, allocator.c, local.c, remote.c, discover.c,
+ * sched_dl.c, nvml.c) include it.
  */
 #ifndef HX_SPANK_H
 #define HX_SPANK_H
@@ -10,7 +11,8 @@
 
 #include "hexiscale_int.h"
 
-/* Parsed plugstack arguments of this process (plugin.c). */
+/* Parsed plugstack arguments of this process (state.c, set by plugin.c;
+ * the shared state lives below every context file, see state.c). */
 extern hx_conf hx_g_conf;
 /* Option values given on the command line (copies, NULL = not given). */
 extern char *hx_g_cmdline[HX_OPT_COUNT];

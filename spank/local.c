@@ -316,20 +316,19 @@ static hexi_rc roles_by_rank(local_ctx *c, hx_task_role *byrank, char *seen)
 					    "which the job does not have",
 					    r, dev->gpu,
 					    c->alloc.nodes[sn].name);
-				byrank[r] = (hx_task_role){r,
-							   sn,
-							   dev->gpu,
-							   pi,
-							   si,
-							   pp->nstages,
-							   d,
-							   st->tp,
-							   st->layer_begin,
-							   st->layer_end,
-							   pp->batch,
-							   pp->micro_batches,
-							   0,
-							   0};
+				byrank[r] = (hx_task_role){
+				    .rank = r,
+				    .node = sn,
+				    .gpu = dev->gpu,
+				    .pipeline = pi,
+				    .stage = si,
+				    .nstages = pp->nstages,
+				    .tp_rank = d,
+				    .tp_size = st->tp,
+				    .layer_begin = st->layer_begin,
+				    .layer_end = st->layer_end,
+				    .batch = pp->batch,
+				    .micro_batches = pp->micro_batches};
 			}
 		}
 	}

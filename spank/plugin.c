@@ -11,29 +11,14 @@
 
 #include "hx_spank.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 SPANK_PLUGIN(hexiscale, 1);
 
-hx_conf hx_g_conf;
 static hexi_rc conf_rc = HEXI_OK;
 static char conf_msg[512];
-char *hx_g_cmdline[HX_OPT_COUNT];
-struct spank_option hx_g_opts[HX_OPT_COUNT];
-
-void hx_err(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	slurm_error("hexiscale: %s", msg);
-}
 
 static void log_sink(hexi_log_level level, const char *msg, void *arg)
 {
@@ -81,13 +66,13 @@ static int opt_cb(int val, const char *optarg, int remote)
 static int register_options(spank_t sp)
 {
 	for (int i = 0; i < HX_OPT_COUNT; i++) {
-		hx_g_opts[i] =
-		    (struct spank_option){(char *)hx_opt_table[i].name,
-					  (char *)hx_opt_table[i].arginfo,
-					  (char *)hx_opt_table[i].usage,
-					  1,
-					  i,
-					  opt_cb};
+		hx_g_opts[i] = (struct spank_option){
+		    .name = (char *)hx_opt_table[i].name,
+		    .arginfo = (char *)hx_opt_table[i].arginfo,
+		    .usage = (char *)hx_opt_table[i].usage,
+		    .has_arg = 1,
+		    .val = i,
+		    .cb = opt_cb};
 		if (spank_option_register(sp, &hx_g_opts[i]) != ESPANK_SUCCESS)
 			return -1;
 	}
