@@ -121,8 +121,12 @@ static hexi_rc set_key(hx_conf *c, const key_desc *k, const char *val)
 	return HEXI_OK;
 }
 
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
 hexi_rc hx_conf_parse(hx_conf *c, int ac, char **av)
 {
+	unsigned char seen[NKEYS] = {0};
+
 	hx_conf_defaults(c);
 	for (int i = 0; i < ac; i++) {
 		const char *eq = strchr(av[i], '=');
@@ -134,7 +138,7 @@ hexi_rc hx_conf_parse(hx_conf *c, int ac, char **av)
 					  "plugstack argument '%.64s' is not "
 					  "key=value",
 					  av[i]);
-		for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++)
+		for (size_t j = 0; j < NKEYS; j++)
 			if (strlen(keys[j].key) == klen &&
 			    strncmp(keys[j].key, av[i], klen) == 0)
 				k = &keys[j];
@@ -142,6 +146,11 @@ hexi_rc hx_conf_parse(hx_conf *c, int ac, char **av)
 			return hexi_error(HEXI_ERR_INVAL,
 					  "plugstack key '%.*s' is unknown",
 					  (int)(klen > 64 ? 64 : klen), av[i]);
+		/* a second value would silently win: say so instead */
+		if (seen[k - keys]++)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "plugstack key '%s' is given twice",
+					  k->key);
 		hexi_rc rc = set_key(c, k, eq + 1);
 		if (rc != HEXI_OK)
 			return rc;

@@ -14,6 +14,9 @@
 /* Parsed plugstack arguments of this process (state.c, set by plugin.c;
  * the shared state lives below every context file, see state.c). */
 extern hx_conf hx_g_conf;
+/* The plugstack line's error ("" if it parsed); hx_g_conf then holds the
+ * defaults, and only steps that ask for HexiScale are refused. */
+extern char hx_g_conf_error[512];
 /* Option values given on the command line (copies, NULL = not given). */
 extern char *hx_g_cmdline[HX_OPT_COUNT];
 extern struct spank_option hx_g_opts[HX_OPT_COUNT];

@@ -645,6 +645,22 @@ static hexi_rc check_gpus(local_ctx *c)
 	return HEXI_OK;
 }
 
+/* default_mode=on plans only steps of one task per GPU of the job on
+ * every node; others (e.g. one task using three GPUs) are left alone. */
+static hexi_rc check_one_task_per_gpu(local_ctx *c)
+{
+	for (int i = 0; i < c->alloc.nnodes; i++) {
+		const hx_alloc_node *n = &c->alloc.nodes[i];
+
+		if (n->ntasks != n->gres.ngpus)
+			return hexi_error(HEXI_ERR_MISMATCH,
+					  "node %s: %d tasks for %d GPUs, not "
+					  "one task per GPU",
+					  n->name, n->ntasks, n->gres.ngpus);
+	}
+	return HEXI_OK;
+}
+
 int hx_local_post_opt(spank_t sp)
 {
 	hx_settings s;
@@ -699,24 +715,35 @@ int hx_local_user_init(spank_t sp)
 	t[0] = hexi_now_s();
 	rv = hx_discover(job, step, &c.alloc);
 	t[1] = hexi_now_s();
-	if (rv == HEXI_OK && (rv = check_gpus(&c)) == HEXI_ERR_NODEV &&
-	    c.set.mode_from_default) {
-		/* default_mode=on must not break steps without GPUs */
-		slurm_verbose("hexiscale: step %u.%u not planned: %s", job,
-			      step, hexi_errmsg(rv));
-		local_fini(&c);
-		return 0;
-	}
+	if (rv == HEXI_OK)
+		rv = check_gpus(&c);
+	if (rv == HEXI_OK && c.set.mode_from_default)
+		rv = check_one_task_per_gpu(&c);
 	if (rv == HEXI_OK)
 		rv = make_plan(&c);
 	t[2] = hexi_now_s();
 	if (rv == HEXI_OK)
 		rv = publish(&c);
 	t[3] = hexi_now_s();
-	if (rv != HEXI_OK)
-		hx_err("step %u.%u: %s", job, step, hexi_errmsg(rv));
-	else
+	if (rv != HEXI_OK && c.set.mode_from_default) {
+		/* default_mode=on never refuses a step the user did not ask
+		 * to plan: it says why and steps aside (no hand-off, the
+		 * GPUs as Slurm bound them). */
+		unsetenv(HX_HANDOFF_VAR);
+		if (rv == HEXI_ERR_NODEV) /* no GPUs: nothing to say */
+			slurm_verbose("hexiscale: step %u.%u not planned: %s",
+				      job, step, hexi_errmsg(rv));
+		else
+			slurm_info("hexiscale: step %u.%u not planned "
+				   "(default_mode=on; --hexiscale=auto to "
+				   "insist): %s",
+				   job, step, hexi_errmsg(rv));
 		ret = 0;
+	} else if (rv != HEXI_OK) {
+		hx_err("step %u.%u: %s", job, step, hexi_errmsg(rv));
+	} else {
+		ret = 0;
+	}
 	slurm_verbose("hexiscale: step %u.%u: discovery %.1f ms, plan %.1f ms, "
 		      "file and hand-off %.1f ms",
 		      job, step, 1e3 * (t[1] - t[0]), 1e3 * (t[2] - t[1]),

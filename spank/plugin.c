@@ -17,8 +17,6 @@
 
 SPANK_PLUGIN(hexiscale, 1);
 
-static hexi_rc conf_rc = HEXI_OK;
-static char conf_msg[512];
 
 static void log_sink(hexi_log_level level, const char *msg, void *arg)
 {
@@ -85,22 +83,28 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 
 	hexi_log_set_sink(log_sink, NULL);
 	hexi_log_set_level(HEXI_LOG_DEBUG);
-	conf_rc = hx_conf_parse(&hx_g_conf, ac, av);
-	if (conf_rc != HEXI_OK)
-		snprintf(conf_msg, sizeof(conf_msg), "%s",
-			 hexi_errmsg(conf_rc));
+	hx_g_conf_error[0] = '\0';
+	if (hx_conf_parse(&hx_g_conf, ac, av) != HEXI_OK) {
+		/* Keep nothing of a half-parsed line: defaults, and the
+		 * message for the steps that ask for HexiScale. */
+		snprintf(hx_g_conf_error, sizeof(hx_g_conf_error), "%s",
+			 hexi_errmsg(HEXI_ERR_INVAL));
+		hx_conf_defaults(&hx_g_conf);
+	}
 	if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR) {
-		if (conf_rc != HEXI_OK) {
-			hx_err("plugstack.conf: %s", conf_msg);
-			return -1;
-		}
+		/* A bad line never blocks --help or a job that does not use
+		 * HexiScale: say it, register the options, go on. */
+		if (hx_g_conf_error[0] != '\0')
+			slurm_info("hexiscale: plugstack.conf: %s (HexiScale "
+				   "is off until it is fixed)",
+				   hx_g_conf_error);
 		return register_options(sp);
 	}
 	if (ctx == S_CTX_REMOTE) {
-		if (conf_rc != HEXI_OK)
+		if (hx_g_conf_error[0] != '\0')
 			hx_err("plugstack.conf: %s (tasks of planned steps "
 			       "will fail)",
-			       conf_msg);
+			       hx_g_conf_error);
 		register_options(sp);
 	}
 	return 0; /* never fail in slurmd/slurmstepd here: it drains nodes */
@@ -133,7 +137,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (spank_context() != S_CTX_REMOTE)
 		return 0;
-	return hx_remote_task_init(sp, conf_rc == HEXI_OK ? NULL : conf_msg);
+	return hx_remote_task_init(
+	    sp, hx_g_conf_error[0] == '\0' ? NULL : hx_g_conf_error);
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)

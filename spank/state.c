@@ -16,6 +16,7 @@
 #include <string.h>
 
 hx_conf hx_g_conf;
+char hx_g_conf_error[512];
 char *hx_g_cmdline[HX_OPT_COUNT];
 struct spank_option hx_g_opts[HX_OPT_COUNT];
 
@@ -53,6 +54,14 @@ int hx_check_settings(hx_settings *s)
 	if (hx_settings_resolve(s, &hx_g_conf,
 				(const char *const *)hx_g_cmdline) != HEXI_OK) {
 		hx_err("%s", hexi_errmsg(HEXI_ERR_INVAL));
+		return -1;
+	}
+	/* A bad plugstack line refuses only what asked for HexiScale (the
+	 * defaults are in force, so default_mode is optin here). */
+	if (hx_g_conf_error[0] != '\0' && s->mode != HX_MODE_OFF) {
+		hx_err("plugstack.conf: %s; HexiScale cannot run until the "
+		       "administrator fixes that line (hexiscale(8))",
+		       hx_g_conf_error);
 		return -1;
 	}
 	if (s->mode == HX_MODE_FILE && load_plan_file(s) != 0)
