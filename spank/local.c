@@ -386,11 +386,43 @@ static hexi_rc assign_tasks(local_ctx *c, hx_task_role *byrank)
 				return hexi_error(HEXI_ERR_SLURM,
 						  "task id %u out of range",
 						  n->tids[j]);
+			/* LOCAL_RANK as torchrun and SLURM_LOCALID: the
+			 * task's place on its node (tids ascend) */
+			byrank[list[j]].local_rank = j;
 			byrank[list[j]].local_world_size = cnt;
 			c->ho.roles[n->tids[j]] = byrank[list[j]];
 		}
 	}
 	return HEXI_OK;
+}
+
+/* Plan rank = task id (SLURM_PROCID), as torchrun's RANK: the plan's
+ * ranks are renumbered to the step's task order once every rank has its
+ * task, and the plan is hashed again, so the plan file, its hash and every
+ * task's RANK agree (doc/DECISIONS.md). */
+static hexi_rc renumber(local_ctx *c)
+{
+	hexi_plan *p = c->plan;
+	int *task_of = calloc((size_t)p->world_size, sizeof(int));
+	hexi_rc rv;
+
+	if (task_of == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "no memory");
+	for (int t = 0; t < c->ho.ntasks; t++) {
+		task_of[c->ho.roles[t].rank] = t;
+		c->ho.roles[t].rank = t;
+	}
+	for (int pi = 0; pi < p->npipelines; pi++)
+		for (int si = 0; si < p->pipelines[pi].nstages; si++) {
+			hexi_stage *st = &p->pipelines[pi].stages[si];
+			for (int d = 0; d < st->tp; d++)
+				st->devices[d].rank = task_of[st->devices[d].rank];
+		}
+	free(task_of);
+	rv = from_lib(c, c->lib.hexi_plan_hash(p), "plan");
+	if (rv == HEXI_OK)
+		rv = from_lib(c, c->lib.hexi_plan_validate(p), "renumbered plan");
+	return rv;
 }
 
 static hexi_rc build_roles(local_ctx *c)
@@ -416,6 +448,8 @@ static hexi_rc build_roles(local_ctx *c)
 		rv = roles_by_rank(c, byrank, seen);
 	if (rv == HEXI_OK)
 		rv = assign_tasks(c, byrank);
+	if (rv == HEXI_OK)
+		rv = renumber(c);
 	if (rv == HEXI_OK)
 		for (int i = 0; i < c->alloc.nnodes; i++)
 			hexi_strlcpy(c->ho.gpu_type[i],

@@ -80,6 +80,50 @@ static hexi_rc bind_gpu(spank_t sp, const char *node, int gpu, char *cvd,
 	return HEXI_OK;
 }
 
+/* CUDA_VISIBLE_DEVICES of a task.  gpu_bind=local_rank (default, as
+ * torchrun): every GPU of this step on the node, in local-rank order, so
+ * that device LOCAL_RANK is the task's own; gpu_bind=single: the task's GPU
+ * alone (device 0).  Each entry is Slurm's name for the GPU (bind_gpu). */
+static hexi_rc visible_devices(spank_t sp, const hx_handoff *h,
+			       const hx_task_role *me, const char *node,
+			       char *cvd, size_t cap)
+{
+	char one[64];
+	size_t len = 0;
+	hexi_rc rc;
+
+	if (hx_g_conf.gpu_bind_single)
+		return bind_gpu(sp, node, me->gpu, cvd, cap);
+	cvd[0] = '\0';
+	for (int lr = 0; lr < me->local_world_size; lr++) {
+		int gpu = -1;
+
+		for (int t = 0; t < h->ntasks && gpu < 0; t++)
+			if (h->roles[t].node == me->node &&
+			    h->roles[t].local_rank == lr)
+				gpu = h->roles[t].gpu;
+		if (gpu < 0)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "node %s: no task has local rank %d",
+					  node, lr);
+		/* another task's GPU may be missing from this task's
+		 * SLURM_STEP_GPUS (per-task binding): its device index */
+		rc = bind_gpu(sp, node, gpu, one, sizeof(one));
+		if (rc != HEXI_OK && gpu == me->gpu)
+			return rc;
+		if (rc != HEXI_OK)
+			snprintf(one, sizeof(one), "%d", gpu);
+		len += (size_t)snprintf(cvd + len, cap - len, "%s%s",
+					lr ? "," : "", one);
+		if (len >= cap)
+			return hexi_error(HEXI_ERR_RANGE,
+					  "node %s: CUDA_VISIBLE_DEVICES too "
+					  "long",
+					  node);
+	}
+	return HEXI_OK;
+}
+
 /* Values of a task's environment that are neither a role field nor a
  * hand-off field. */
 typedef struct task_vals {
@@ -232,14 +276,14 @@ static int apply(spank_t sp, const hx_handoff *h)
 {
 	uint32_t gtid = 0;
 	const hx_task_role *r;
-	char node[HX_NAME_MAX] = "?", cvd[64], found[96];
+	char node[HX_NAME_MAX] = "?", cvd[HX_GPUS_MAX * 20], found[96];
 	hexi_rc rc;
 
 	if (check_ids(sp, h, &gtid) != 0)
 		return -1;
 	r = &h->roles[gtid];
 	node_name(sp, r->node, node, sizeof(node));
-	if (bind_gpu(sp, node, r->gpu, cvd, sizeof(cvd)) != HEXI_OK) {
+	if (visible_devices(sp, h, r, node, cvd, sizeof(cvd)) != HEXI_OK) {
 		hx_err("task %u (rank %d): %s", gtid, r->rank,
 		       hexi_errmsg(HEXI_ERR_NODEV));
 		return -1;

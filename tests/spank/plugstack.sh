@@ -81,6 +81,16 @@ time_budget_s=0|'time_budget_s'
 global_batch|not key=value
 model=tiny-8l model=tiny-4l|'model' is given twice
 TABLE
+# gpu_bind=single: each task sees only its GPU (device 0).
+echo "required $HEXI_PLUGIN libsched=$HEXI_LIBSCHED plan_dir=$JOBS/plans gpu_bind=single" >"$conf"
+srun -N3 -n8 --gpus-per-task=1 --hexiscale=auto --hexiscale-model=tiny-8l \
+	"$top_srcdir/examples/print-role.sh" >single.out 2>/dev/null </dev/null
+check "gpu_bind=single: roles match, CUDA_VISIBLE_DEVICES = the task's GPU only" \
+	python3 "$top_srcdir/tests/spank/check-roles.py" --bind single "$(latest_plan)" single.out
+srun -N1 -n3 -w n1 --gres=gpu:3 --hexiscale=auto --hexiscale-model=tiny-8l \
+	"$top_srcdir/examples/print-role.sh" >single3.out 2>/dev/null </dev/null
+expect_eq "gpu_bind=single: 3 tasks sharing 3 GPUs narrowed to distinct ones" \
+	"$(grep -o 'cvd=[0-9,]*' single3.out | sort -u | wc -l)" 3
 echo "$good" >"$conf"
 expect_eq "good plugstack line works again" "$(srun -N1 -n1 -w n1 --gpus-per-task=1 sh -c 'echo $WORLD_SIZE' 2>/dev/null)" 1
 no_drain
