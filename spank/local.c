@@ -679,6 +679,53 @@ static hexi_rc check_gpus(local_ctx *c)
 	return HEXI_OK;
 }
 
+/* 1 if a --het-group value names more than one component ("0,1", "0-1"). */
+static int several_groups(const char *v)
+{
+	return strpbrk(v, ",-") != NULL;
+}
+
+/* A step over several components of a heterogeneous job (srun ... : ...,
+ * srun --het-group=0,1).  Slurm 22.05 calls local_user_init for one
+ * component only, with that component's job id, nodes and tasks, and
+ * S_JOB_TOTAL_TASK_COUNT is that component's too: a plan of it would leave
+ * the other components' tasks without roles.  Nothing in the SPANK API
+ * tells such a step apart, so srun's own command line does (srun runs as
+ * the user; /proc/self/cmdline is its argv).  Such a step is refused,
+ * naming what works (one component per step). */
+static hexi_rc check_one_component(const local_ctx *c)
+{
+	char buf[65536];
+	size_t n = 0;
+	FILE *f = fopen("/proc/self/cmdline", "rb");
+	int het = 0;
+
+	if (f == NULL)
+		return HEXI_OK; /* no /proc: nothing to learn */
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	for (size_t k = 0; k < n && !het; k += strlen(buf + k) + 1) {
+		const char *a = buf + k, *next = a + strlen(a) + 1;
+
+		if (strcmp(a, ":") == 0)
+			het = 1;
+		else if (strncmp(a, "--het-group=", 12) == 0)
+			het = several_groups(a + 12);
+		else if (strcmp(a, "--het-group") == 0 && next < buf + n)
+			het = several_groups(next);
+	}
+	if (!het)
+		return HEXI_OK;
+	return hexi_error(HEXI_ERR_UNSUPPORTED,
+			  "job %u: this step spans several components of a "
+			  "heterogeneous job (srun ... : ... or --het-group "
+			  "with several groups); one plan over several "
+			  "components is not supported yet: give each "
+			  "component its own step (srun --het-group=N)",
+			  (unsigned)c->alloc.job_id);
+}
+
 /* default_mode=on plans only steps of one task per GPU of the job on
  * every node; others (e.g. one task using three GPUs) are left alone. */
 static hexi_rc check_one_task_per_gpu(local_ctx *c)
@@ -749,6 +796,8 @@ int hx_local_user_init(spank_t sp)
 	t[0] = hexi_now_s();
 	rv = hx_discover(job, step, &c.alloc);
 	t[1] = hexi_now_s();
+	if (rv == HEXI_OK)
+		rv = check_one_component(&c);
 	if (rv == HEXI_OK)
 		rv = check_gpus(&c);
 	if (rv == HEXI_OK && c.set.mode_from_default)
