@@ -92,10 +92,13 @@ static hexi_rc pmix_u32(const pmix_proc_t *p, const char *key, long *out)
 	case PMIX_PROC_RANK:
 		*out = v->data.rank;
 		break;
-	default:
+	default: {
+		int type = (int)v->type; /* read before the release frees v */
+
 		PMIX_VALUE_RELEASE(v);
 		return hexi_error(HEXI_ERR_PMIX, "PMIx_Get(%s): value type %d",
-				  key, (int)v->type);
+				  key, type);
+	}
 	}
 	PMIX_VALUE_RELEASE(v);
 	return HEXI_OK;

@@ -144,7 +144,9 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 				  .max_slots = mc.max_slots,
 				  .B = mc.max_batch,
 				  .dt = g->dt,
-				  .seed = mc.seed};
+				  .seed = mc.seed,
+				  .init = {.tensor = rt_init_tensor,
+					   .std = rt_init_std}};
 	rc = rt_cuda_shard_create(rt->cuda, &cfg, mc.tp_size > 1 ? &tp : NULL,
 				  &g->m);
 	if (rc != HEXI_OK)
