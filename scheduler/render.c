@@ -304,8 +304,8 @@ static void svg_stage(FILE *f, const hexi_plan *p, const svg_types *t,
 		"stroke=\"#333\"/>\n"
 		"<rect x=\"%d\" y=\"%d\" width=\"8\" height=\"%d\" "
 		"fill=\"%s\"/>\n",
-		x, y, SVG_BOX_W, SVG_BOX_H, colour, x + 1, y + 6, SVG_BOX_H - 12,
-		colour);
+		x, y, SVG_BOX_W, SVG_BOX_H, colour, x + 1, y + 6,
+		SVG_BOX_H - 12, colour);
 	for (int k = 0; k < BOX_LINES; k++) {
 		box_line(p, s, k, line);
 		fprintf(f, "<text x=\"%d\" y=\"%d\">", x + 14, y + 18 + 17 * k);
@@ -343,8 +343,8 @@ static int pipe_rows(const hexi_pipeline *pl)
 }
 
 /* Pipeline i at height y; returns the height it took. */
-static int svg_pipeline(FILE *f, const hexi_plan *p, const svg_types *t,
-			int i, int y)
+static int svg_pipeline(FILE *f, const hexi_plan *p, const svg_types *t, int i,
+			int y)
 {
 	const hexi_pipeline *pl = &p->pipelines[i];
 
@@ -375,7 +375,8 @@ static void svg_idle(FILE *f, const hexi_plan *p, const svg_types *t, int y)
 			int g = node_gpu(n, k);
 			if (gpu_used(p, ni, g))
 				continue;
-			if (x + SVG_IDLE_W > SVG_LEFT + SVG_WRAP * (SVG_BOX_W + SVG_GAP)) {
+			if (x + SVG_IDLE_W >
+			    SVG_LEFT + SVG_WRAP * (SVG_BOX_W + SVG_GAP)) {
 				x = SVG_LEFT;
 				y += SVG_BOX_H / 2 + 8;
 			}
@@ -390,8 +391,10 @@ static void svg_idle(FILE *f, const hexi_plan *p, const svg_types *t, int y)
 				type_colour(t, n->gpu_type),
 				type_colour(t, n->gpu_type), x + 4, y + 28);
 			xml_text(f, n->name);
-			fprintf(f, "</text>\n<text x=\"%d\" y=\"%d\">gpu %d</text>\n",
-				x + 4, y + 44, g);
+			fprintf(
+			    f,
+			    "</text>\n<text x=\"%d\" y=\"%d\">gpu %d</text>\n",
+			    x + 4, y + 44, g);
 			x += SVG_IDLE_W;
 		}
 	}
@@ -436,7 +439,8 @@ static void svg_body(FILE *f, const hexi_plan *p)
 	for (int i = 0; i < p->npipelines; i++) {
 		if (p->pipelines[i].nstages > maxs)
 			maxs = p->pipelines[i].nstages;
-		height += pipe_rows(&p->pipelines[i]) * SVG_ROW_H + SVG_PIPE_GAP;
+		height +=
+		    pipe_rows(&p->pipelines[i]) * SVG_ROW_H + SVG_PIPE_GAP;
 	}
 	if (idle_rows(&t) > 0)
 		height += idle_rows(&t) * (SVG_BOX_H / 2 + 8) + 24;

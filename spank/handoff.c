@@ -23,12 +23,18 @@
 /* The fields of a role row, in wire order (the table is the format: a new
  * field is a new row at the end and a new hand-off version). */
 static const size_t row_field[] = {
-    offsetof(hx_task_role, rank),	 offsetof(hx_task_role, node),
-    offsetof(hx_task_role, gpu),	 offsetof(hx_task_role, pipeline),
-    offsetof(hx_task_role, stage),	 offsetof(hx_task_role, nstages),
-    offsetof(hx_task_role, tp_rank),	 offsetof(hx_task_role, tp_size),
-    offsetof(hx_task_role, layer_begin), offsetof(hx_task_role, layer_end),
-    offsetof(hx_task_role, batch),	 offsetof(hx_task_role, micro_batches),
+    offsetof(hx_task_role, rank),
+    offsetof(hx_task_role, node),
+    offsetof(hx_task_role, gpu),
+    offsetof(hx_task_role, pipeline),
+    offsetof(hx_task_role, stage),
+    offsetof(hx_task_role, nstages),
+    offsetof(hx_task_role, tp_rank),
+    offsetof(hx_task_role, tp_size),
+    offsetof(hx_task_role, layer_begin),
+    offsetof(hx_task_role, layer_end),
+    offsetof(hx_task_role, batch),
+    offsetof(hx_task_role, micro_batches),
     offsetof(hx_task_role, local_rank),
     offsetof(hx_task_role, local_world_size),
 };

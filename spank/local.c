@@ -416,12 +416,14 @@ static hexi_rc renumber(local_ctx *c)
 		for (int si = 0; si < p->pipelines[pi].nstages; si++) {
 			hexi_stage *st = &p->pipelines[pi].stages[si];
 			for (int d = 0; d < st->tp; d++)
-				st->devices[d].rank = task_of[st->devices[d].rank];
+				st->devices[d].rank =
+				    task_of[st->devices[d].rank];
 		}
 	free(task_of);
 	rv = from_lib(c, c->lib.hexi_plan_hash(p), "plan");
 	if (rv == HEXI_OK)
-		rv = from_lib(c, c->lib.hexi_plan_validate(p), "renumbered plan");
+		rv = from_lib(c, c->lib.hexi_plan_validate(p),
+			      "renumbered plan");
 	return rv;
 }
 
@@ -572,9 +574,10 @@ static hexi_rc write_plan_file(char *path, size_t cap, const char *data,
 	if (rename(tmp, path) == 0)
 		return HEXI_OK;
 	err = errno;
-	fprintf(stderr,
-		"hexiscale: %s: cannot be replaced (%s); the plan stays at %s\n",
-		path, strerror(err), tmp);
+	fprintf(
+	    stderr,
+	    "hexiscale: %s: cannot be replaced (%s); the plan stays at %s\n",
+	    path, strerror(err), tmp);
 	return hexi_strlcpy(path, tmp, cap);
 }
 

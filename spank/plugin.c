@@ -17,7 +17,6 @@
 
 SPANK_PLUGIN(hexiscale, 1);
 
-
 static void log_sink(hexi_log_level level, const char *msg, void *arg)
 {
 	(void)arg;

@@ -145,10 +145,22 @@ typedef struct env_row {
 	size_t off;
 } env_row;
 
-#define ROLE(n, f)    {n, FROM_ROLE, AS_INT, offsetof(hx_task_role, f)}
-#define HO_INT(n, f)  {n, FROM_HANDOFF, AS_INT, offsetof(hx_handoff, f)}
-#define HO_STR(n, f)  {n, FROM_HANDOFF, AS_CHARS, offsetof(hx_handoff, f)}
-#define TASK(n, k, f) {n, FROM_TASK, k, offsetof(task_vals, f)}
+#define ROLE(n, f)                                                             \
+	{                                                                      \
+		n, FROM_ROLE, AS_INT, offsetof(hx_task_role, f)                \
+	}
+#define HO_INT(n, f)                                                           \
+	{                                                                      \
+		n, FROM_HANDOFF, AS_INT, offsetof(hx_handoff, f)               \
+	}
+#define HO_STR(n, f)                                                           \
+	{                                                                      \
+		n, FROM_HANDOFF, AS_CHARS, offsetof(hx_handoff, f)             \
+	}
+#define TASK(n, k, f)                                                          \
+	{                                                                      \
+		n, FROM_TASK, k, offsetof(task_vals, f)                        \
+	}
 static const env_row env_rows[] = {
     HO_STR("HEXISCALE_PLAN", plan_path),
     HO_STR("HEXISCALE_PLAN_HASH", plan_hash),
@@ -201,9 +213,8 @@ static int export_all(spank_t sp, const hx_handoff *h, const hx_task_role *r,
 			      .gpu_type = h->gpu_type[r->node],
 			      .cvd = cvd,
 			      .device_order = "PCI_BUS_ID"};
-	const void *const base[3] = {[FROM_ROLE] = r,
-				     [FROM_HANDOFF] = h,
-				     [FROM_TASK] = &tv};
+	const void *const base[3] = {
+	    [FROM_ROLE] = r, [FROM_HANDOFF] = h, [FROM_TASK] = &tv};
 	char value[HX_PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(env_rows) / sizeof(env_rows[0]); i++) {

@@ -89,4 +89,3 @@ void hx_setting_origin(const hx_settings *s, hx_opt_id id, const char *key,
 	else
 		snprintf(buf, cap, "plugstack.conf %s=", key);
 }
-
