@@ -107,6 +107,11 @@ typedef struct hexi_train_opts {
 	/* "fp32" (default, NULL) or "bf16" (bf16 weights and activations,
 	 * fp32 master weights; the nccl backend only). */
 	const char *dtype;
+	/* 1: the gradient sync runs after the backward (--no-overlap);
+	 * 0 (default): it starts during the last micro-batch's backward, in
+	 * bounded buckets, as each layer's gradients are final (CPU path,
+	 * zero 0; doc/DECISIONS.md 78). */
+	int no_overlap;
 } hexi_train_opts;
 
 void hexi_train_opts_defaults(hexi_train_opts *o);

@@ -57,6 +57,8 @@ static void usage(FILE *f)
 		"else mpi)\n"
 		"  --dtype NAME        fp32 (default) or bf16 (nccl backend "
 		"only)\n"
+		"  --no-overlap        gradient sync after the backward, not "
+		"during it\n"
 		"  --timeout S         abort the job if a step stalls S s "
 		"(default 300, 0 = off)\n"
 		"  --dump PREFIX       write parameters to PREFIX.rankN at "
@@ -95,6 +97,7 @@ enum {
 	OPT_DTYPE,
 	OPT_RECOMPUTE,
 	OPT_NO_RECOMPUTE,
+	OPT_NO_OVERLAP,
 };
 
 static const struct option long_opts[] = {
@@ -121,6 +124,7 @@ static const struct option long_opts[] = {
     {"dtype", required_argument, NULL, OPT_DTYPE},
     {"recompute", no_argument, NULL, OPT_RECOMPUTE},
     {"no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE},
+    {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -244,6 +248,9 @@ static hexi_rc parse_one(cli *c, int opt, const char *a)
 		/* the last one given wins */
 		c->rt.recompute = opt == OPT_RECOMPUTE ? HEXI_RECOMPUTE_ON
 						       : HEXI_RECOMPUTE_OFF;
+		break;
+	case OPT_NO_OVERLAP:
+		c->tr.no_overlap = 1;
 		break;
 	default:
 		rc = hexi_error(HEXI_ERR_USAGE, "unknown option (see --help)");

@@ -78,6 +78,8 @@ struct rt_model {
 	layer_act ract;
 	float *ract_mem, *xlast;
 	rt_model_mem mem; /* bytes allocated, for rt_model_mem_bytes */
+	rt_grad_hook hook; /* rt_model_set_grad_hook (overlap), or NULL */
+	void *hook_ctx;
 };
 
 /* ---- configuration ------------------------------------------------------ */
@@ -254,20 +256,23 @@ static hexi_rc build_params(rt_model *m)
 	size_t bytes = (m->numel ? m->numel : 1) * sizeof(float);
 	m->wmem = calloc(1, bytes);
 	m->gmem = calloc(1, bytes);
-	m->mmem = calloc(1, bytes);
-	m->vmem = calloc(1, bytes);
-	if (!m->wmem || !m->gmem || !m->mmem || !m->vmem)
+	if (!c->no_moments) {
+		m->mmem = calloc(1, bytes);
+		m->vmem = calloc(1, bytes);
+	}
+	if (!m->wmem || !m->gmem ||
+	    (!c->no_moments && (!m->mmem || !m->vmem)))
 		return hexi_error(HEXI_ERR_NOMEM, "model shard: %zu parameters",
 				  m->numel);
 	m->mem.params = m->mem.grads = bytes;
-	m->mem.optim = 2 * bytes;
+	m->mem.optim = c->no_moments ? 0 : 2 * bytes;
 	size_t off = 0;
 	for (int i = 0; i < n; i++) {
 		rt_param *q = &m->params[i];
 		q->w = m->wmem + off;
 		q->g = m->gmem + off;
-		q->m = m->mmem + off;
-		q->v = m->vmem + off;
+		q->m = m->mmem != NULL ? m->mmem + off : NULL;
+		q->v = m->vmem != NULL ? m->vmem + off : NULL;
 		off += q->n;
 	}
 	return HEXI_OK;
@@ -282,8 +287,26 @@ void rt_model_init_weights(rt_model *m, uint64_t seed)
 			       seed);
 	}
 	memset(m->gmem, 0, m->numel * sizeof(float));
-	memset(m->mmem, 0, m->numel * sizeof(float));
-	memset(m->vmem, 0, m->numel * sizeof(float));
+	if (m->mmem != NULL) /* NULL after rt_model_drop_moments */
+		memset(m->mmem, 0, m->numel * sizeof(float));
+	if (m->vmem != NULL)
+		memset(m->vmem, 0, m->numel * sizeof(float));
+}
+
+void rt_model_set_grad_hook(rt_model *m, rt_grad_hook fn, void *ctx)
+{
+	m->hook = fn;
+	m->hook_ctx = ctx;
+}
+
+void rt_model_drop_moments(rt_model *m)
+{
+	m->mem.optim = 0;
+	free(m->mmem);
+	free(m->vmem);
+	m->mmem = m->vmem = NULL;
+	for (int i = 0; i < m->nparams; i++)
+		m->params[i].m = m->params[i].v = NULL;
 }
 
 /* ---- activations -------------------------------------------------------- */
@@ -834,16 +857,23 @@ hexi_rc rt_model_backward(rt_model *m, int slot_i, const float *dy, float *dx)
 		head_backward(m, s);
 	else
 		memcpy(m->s.dres, dy, BTC * sizeof(float));
+	if (c->has_head && m->hook != NULL &&
+	    (rc = m->hook(m->hook_ctx, c->model.layers)) != HEXI_OK)
+		goto out;
 	for (int l = m->nl - 1; l >= 0; l--)
 		if ((rc = block_recompute(m, l, s)) ||
 		    (rc = mlp_backward(m, l, s)) ||
-		    (rc = attn_backward(m, l, s)))
+		    (rc = attn_backward(m, l, s)) ||
+		    (m->hook != NULL &&
+		     (rc = m->hook(m->hook_ctx, c->layer_begin + l))))
 			goto out;
 	if (c->has_embed)
 		rt_embed_backward(m->embed->g, m->s.dres, s->tokens,
 				  s->B * m->T, m->C);
 	else
 		memcpy(dx, m->s.dres, BTC * sizeof(float));
+	if (c->has_embed && m->hook != NULL)
+		rc = m->hook(m->hook_ctx, -1);
 out:
 	s->busy = 0;
 	return rc;

@@ -60,6 +60,8 @@ typedef struct rt_model_config {
 	int recompute;	      /* 1: a slot keeps only each layer's input;
 				 the backward recomputes the layer's
 				 forward, one layer at a time */
+	int no_moments;	      /* 1: no AdamW moments here (train.zero > 0:
+				 the sync's owners keep them) */
 } rt_model_config;
 
 /* One parameter tensor (or its TP shard) of the shard. */
@@ -155,6 +157,20 @@ typedef struct rt_adamw_opts {
 	float lr, beta1, beta2, eps, weight_decay;
 } rt_adamw_opts;
 
+/* Called by rt_model_backward as the gradients of a backward become
+ * complete: with the model's layer count L after the head (final_norm,
+ * lm_head), with global layer index l after layer l, with -1 after the
+ * embedding; so after a call with k every tensor of layers >= k (head = L,
+ * embedding = -1) has this backward's contribution.  An error ends the
+ * backward.  The trainer uses it to start the gradient sync of finished
+ * chunks during the last micro-batch's backward (overlap, sync.c). */
+typedef hexi_rc (*rt_grad_hook)(void *ctx, int layer);
+void rt_model_set_grad_hook(rt_model *m, rt_grad_hook fn, void *ctx);
+
+/* Free the AdamW moments of every parameter (m, v become NULL): the
+ * sharded optimizer (train.zero > 0, sync.c) keeps its own. */
+void rt_model_drop_moments(rt_model *m);
+
 /* lr 1e-3, betas 0.9/0.95, eps 1e-8, weight_decay 0.0 */
 void rt_adamw_defaults(rt_adamw_opts *o);
 
@@ -163,6 +179,11 @@ void rt_adamw_defaults(rt_adamw_opts *o);
  *   w -= lr * (mhat / (sqrt(vhat) + eps) + decay * wd * w)
  * with bias correction for step (1-based) and decay 0 or 1. */
 void rt_param_adamw(rt_param *p, const rt_adamw_opts *o, int step, int decay);
+/* The same update over n elements of separate arrays (the sharded
+ * optimizer of sync.c), and the option check of rt_model_adamw. */
+void rt_adamw_span(float *w, const float *g, float *m, float *v, size_t n,
+		   const rt_adamw_opts *o, int step, int decay);
+hexi_rc rt_adamw_check(const rt_adamw_opts *o, int step);
 /* AdamW over every parameter of the shard; weight decay on 2-D tensors only
  * (norm weights are not decayed).  HEXI_ERR_INVAL on bad step/opts. */
 hexi_rc rt_model_adamw(rt_model *m, const rt_adamw_opts *o, int step);
