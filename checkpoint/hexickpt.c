@@ -44,8 +44,7 @@ static void usage(FILE *f)
 	    "CKPT is a checkpoint directory (its latest commit) or a step "
 	    "directory.\n"
 	    "Options:\n"
-	    "  --json            machine-readable output (info, verify, diff, "
-	    "ls)\n"
+	    "  --json            machine-readable output (every command)\n"
 	    "  --step N          open step N instead of the latest\n"
 	    "  --plan PLAN       target plan file (reshard)\n"
 	    "  -o, --output P    output directory (reshard) or file (export)\n"
@@ -316,6 +315,33 @@ static int cmd_verify(int argc, char **argv, const opts *o)
 
 /* ---- export ------------------------------------------------------------ */
 
+/* End of export and reshard: close r; on success say what was written
+ * (--json: the source's metadata plus command, output and target plan). */
+static int wrote(hexi_ckpt_reader *r, hexi_rc rc, const char *cmd,
+		 const opts *o, const char *plan)
+{
+	json_t *j = NULL;
+
+	if (rc == HEXI_OK && o->json) {
+		j = meta_json(r);
+		if (j != NULL) {
+			json_object_set_new(j, "command", json_string(cmd));
+			json_object_set_new(j, "output", json_string(o->out));
+			if (plan != NULL)
+				json_object_set_new(j, "target_plan",
+						    json_string(plan));
+		}
+	}
+	hexi_ckpt_close(r);
+	if (rc != HEXI_OK)
+		return fail(rc);
+	if (o->json)
+		return print_json(j);
+	if (!o->quiet)
+		fprintf(stderr, PROG ": wrote %s\n", o->out);
+	return 0;
+}
+
 static int cmd_export(int argc, char **argv, const opts *o)
 {
 	hexi_ckpt_reader *r = NULL;
@@ -325,12 +351,7 @@ static int cmd_export(int argc, char **argv, const opts *o)
 		return usage_error("export: expected SRC -o FILE", NULL);
 	if ((rc = open_ckpt(argv[0], o, 1, &r)) == HEXI_OK)
 		rc = hexi_ckpt_export(r, o->out, bar(o), NULL);
-	hexi_ckpt_close(r);
-	if (rc != HEXI_OK)
-		return fail(rc);
-	if (!o->quiet)
-		fprintf(stderr, PROG ": wrote %s\n", o->out);
-	return 0;
+	return wrote(r, rc, "export", o, NULL);
 }
 
 /* ---- reshard ----------------------------------------------------------- */
@@ -345,12 +366,7 @@ static int cmd_reshard(int argc, char **argv, const opts *o)
 				   NULL);
 	if ((rc = open_ckpt(argv[0], o, 1, &r)) == HEXI_OK)
 		rc = ckpt_reshard_with_plan(r, o->plan, o->out, bar(o));
-	hexi_ckpt_close(r);
-	if (rc != HEXI_OK)
-		return fail(rc);
-	if (!o->quiet)
-		fprintf(stderr, PROG ": wrote %s\n", o->out);
-	return 0;
+	return wrote(r, rc, "reshard", o, o->plan);
 }
 
 /* ---- diff -------------------------------------------------------------- */

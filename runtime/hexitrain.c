@@ -68,7 +68,7 @@ static void usage(FILE *f)
 		"                      every rank's peak memory)\n"
 		"  --verbose           per-stage times every step, memory at "
 		"the end\n"
-		"  --help, --version\n");
+		"  -h, --help, -V, --version\n");
 }
 
 enum {
@@ -268,13 +268,13 @@ static int parse_args(cli *c, int argc, char **argv)
 	hexi_train_opts_defaults(&c->tr);
 	c->rt.timeout_s = 300;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "hV", long_opts, NULL)) != -1) {
 		hexi_rc rc;
-		if (opt == OPT_HELP) {
+		if (opt == 'h' || opt == OPT_HELP) {
 			usage(stdout);
 			return 1;
 		}
-		if (opt == OPT_VERSION) {
+		if (opt == 'V' || opt == OPT_VERSION) {
 			printf("hexitrain (%s) %s\n", PACKAGE_NAME,
 			       PACKAGE_VERSION);
 			return 1;
