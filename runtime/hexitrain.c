@@ -422,26 +422,19 @@ static void print_stages(const cli *c, const hexi_rt *rt,
 		}
 }
 
-/* The save/load line of hexitrain(1) (rank 0, after the event). */
-static void print_event(const cli *c, hexi_rt *rt, hexi_trainer *t)
+/* The save/load line of hexitrain(1) (rank 0, after the event), on
+ * stderr so that --json's stdout stays one object per step. */
+static void print_event(hexi_rt *rt, hexi_trainer *t)
 {
 	hexi_ckpt_event ev;
 
 	if (!hexi_trainer_take_event(t, &ev) || hexi_rt_rank(rt) != 0)
 		return;
-	if (c->json)
-		printf("{\"checkpoint\":\"%s\",\"path\":\"%s\",\"step\":%lld,"
-		       "\"bytes\":%llu,\"seconds\":%.6f}\n",
-		       ev.loaded ? "loaded" : "saved", ev.path,
-		       (long long)ev.step, (unsigned long long)ev.bytes,
-		       ev.seconds);
-	else
-		printf("hexitrain: %s checkpoint %s (step %lld, %llu bytes, "
-		       "%.3f s)\n",
-		       ev.loaded ? "loaded" : "saved", ev.path,
-		       (long long)ev.step, (unsigned long long)ev.bytes,
-		       ev.seconds);
-	fflush(stdout);
+	fprintf(stderr,
+		"hexitrain: %s checkpoint %s (step %lld, %llu bytes, %.3f s)\n",
+		ev.loaded ? "loaded" : "saved", ev.path, (long long)ev.step,
+		(unsigned long long)ev.bytes, ev.seconds);
+	fflush(stderr);
 }
 
 static hexi_rc maybe_eval(const cli *c, hexi_rt *rt, hexi_trainer *t,
@@ -490,7 +483,7 @@ static int stop_now(const cli *c, hexi_rt *rt, hexi_trainer *t, hexi_rc *rc)
 		*rc = hexi_trainer_save(t, c->tr.ckpt_dir);
 	if (*rc != HEXI_OK)
 		return HEXITRAIN_EXIT_STOPPED_UNSAVED;
-	print_event(c, rt, t);
+	print_event(rt, t);
 	return HEXITRAIN_EXIT_PREEMPTED;
 }
 
@@ -503,7 +496,7 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 	if (rc == HEXI_OK && c->resume != NULL)
 		rc = hexi_trainer_resume(t, c->resume);
 	if (rc == HEXI_OK)
-		print_event(c, rt, t);
+		print_event(rt, t);
 	if (rc == HEXI_OK && c->verbose) {
 		all = calloc((size_t)hexi_rt_world_size(rt), sizeof(*all));
 		if (all == NULL)
@@ -521,7 +514,7 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 			break;
 		if (hexi_rt_rank(rt) == 0)
 			print_step(c, &st);
-		print_event(c, rt, t);
+		print_event(rt, t);
 		if (c->verbose) {
 			rc = hexi_trainer_gather_stats(t, &st, all);
 			if (rc == HEXI_OK && hexi_rt_rank(rt) == 0)
