@@ -502,7 +502,7 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 		if (all == NULL)
 			rc = hexi_error(HEXI_ERR_NOMEM, "stats");
 	}
-	if (rc == HEXI_OK && hexi_trainer_steps_done(t) == 0)
+	if (rc == HEXI_OK) /* step 0, or the step resumed from */
 		rc = maybe_eval(c, rt, t, 0);
 	while (rc == HEXI_OK && hexi_trainer_steps_done(t) < c->tr.steps) {
 		if (stop_agreed(rt)) {
