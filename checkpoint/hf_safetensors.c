@@ -149,9 +149,13 @@ static hexi_rc check_overlaps(const char *what, hf_st *st)
 
 	if (s == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "%s", what);
-	memcpy(s, st->t, sizeof(*s) * (size_t)st->n);
-	qsort(s, (size_t)st->n, sizeof(*s), by_begin);
-	for (int i = 1; i < st->n; i++)
+	int m = 0;
+
+	for (int i = 0; i < st->n; i++) /* empty tensors occupy nothing */
+		if (st->t[i].end > st->t[i].begin)
+			s[m++] = st->t[i];
+	qsort(s, (size_t)m, sizeof(*s), by_begin);
+	for (int i = 1; i < m; i++)
 		if (s[i].begin < s[i - 1].end) {
 			hexi_rc rc = hexi_error(
 			    HEXI_ERR_PARSE,
