@@ -112,10 +112,41 @@ int hexi_is_printable(const char *s);
 
 /* Monotonic clock in seconds. */
 double hexi_now_s(void);
-/* Read a whole file (at most max_bytes) into a NUL-terminated heap buffer. */
+/*
+ * Read a whole input file (at most max_bytes) into a NUL-terminated heap
+ * buffer (*out, caller frees; *len without the NUL).  Opened with
+ * O_NONBLOCK|O_NOCTTY|O_CLOEXEC and checked with fstat on that descriptor:
+ * anything but a regular file (FIFO, device, directory, socket) is refused
+ * at once with a message naming its type, so a FIFO never blocks the
+ * caller and a name swapped after a check cannot be read.
+ */
 hexi_rc hexi_read_file(const char *path, size_t max_bytes, char **out,
 		       size_t *len);
-/* Write a whole file atomically: PATH.tmp.PID, fsync, rename, fsync dir. */
+/* Flags of hexi_read_file_ex. */
+#define HEXI_READ_NOFOLLOW 1u /* refuse a symbolic link as the last part */
+hexi_rc hexi_read_file_ex(const char *path, size_t max_bytes, unsigned flags,
+			  char **out, size_t *len);
+/* "regular file", "FIFO", "directory", ... for a st_mode (messages). */
+const char *hexi_file_kind(unsigned mode);
+
+/*
+ * Create PREFIX<16 random hex digits>SUFFIX with O_CREAT|O_EXCL|O_NOFOLLOW
+ * and mode (umask applies): an existing name, link or not, is never opened;
+ * names planted in advance cannot be guessed.  *fdp is the open descriptor
+ * (O_WRONLY, caller closes), path the name made.
+ */
+hexi_rc hexi_create_unique(const char *prefix, const char *suffix, int mode,
+			   char *path, size_t cap, int *fdp);
+
+/*
+ * Write a whole file at path.  A target that is absent, a regular file or a
+ * symbolic link to one is replaced atomically: PATH.tmp.<random> created
+ * by hexi_create_unique, fsync, rename over path (a link is replaced, never
+ * written through), fsync of the directory.  A character device or FIFO at
+ * path (-o /dev/null, -o /dev/stdout) is written in place, never replaced
+ * (a FIFO without a reader is an error, not a wait).  A directory, socket
+ * or block device is refused and left as it is.
+ */
 hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,
 			       int mode);
 

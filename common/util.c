@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,58 +40,126 @@ static hexi_rc errno_rc(int err)
 	}
 }
 
-hexi_rc hexi_read_file(const char *path, size_t max_bytes, char **out,
-		       size_t *len)
+/* Open an input file without ever blocking: O_NONBLOCK makes open(2) of a
+ * FIFO with no writer return at once (and of a device not wait for
+ * carrier); the type is then checked with fstat on the descriptor that will
+ * be read, so a name flipped to a FIFO between a check and the read cannot
+ * be read.  Regular files ignore O_NONBLOCK, so reads behave as usual. */
+static hexi_rc open_regular(const char *path, unsigned flags, int *fdp,
+			    struct stat *st)
 {
-	hexi_rc rv = HEXI_ERR_IO;
+	int oflags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+	int fd;
+
+	if (flags & HEXI_READ_NOFOLLOW)
+		oflags |= O_NOFOLLOW;
+	fd = open(path, oflags);
+	if (fd < 0 && errno == ELOOP && (flags & HEXI_READ_NOFOLLOW))
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s: is a symbolic link, not followed", path);
+	if (fd < 0)
+		return hexi_error(errno_rc(errno), "%s: cannot open: %s", path,
+				  strerror(errno));
+	if (fstat(fd, st) != 0) {
+		hexi_rc rv = hexi_error(errno_rc(errno), "%s: cannot stat: %s",
+					path, strerror(errno));
+		close(fd);
+		return rv;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return hexi_error(HEXI_ERR_IO,
+				  "%s: not a regular file (%s), refused", path,
+				  hexi_file_kind(st->st_mode));
+	}
+	*fdp = fd;
+	return HEXI_OK;
+}
+
+const char *hexi_file_kind(unsigned mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "regular file";
+	case S_IFDIR:
+		return "directory";
+	case S_IFIFO:
+		return "FIFO";
+	case S_IFSOCK:
+		return "socket";
+	case S_IFCHR:
+		return "character device";
+	case S_IFBLK:
+		return "block device";
+	case S_IFLNK:
+		return "symbolic link";
+	default:
+		return "unknown file type";
+	}
+}
+
+/* Read exactly size bytes; a file that shrank meanwhile is an error. */
+static hexi_rc read_exact(int fd, const char *path, char *buf, size_t size)
+{
+	size_t got = 0;
+
+	while (got < size) {
+		ssize_t n = read(fd, buf + got, size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return hexi_error(HEXI_ERR_IO, "%s: read failed: %s",
+					  path,
+					  n < 0 ? strerror(errno)
+						: "file shrank while read");
+		got += (size_t)n;
+	}
+	return HEXI_OK;
+}
+
+hexi_rc hexi_read_file_ex(const char *path, size_t max_bytes, unsigned flags,
+			  char **out, size_t *len)
+{
+	hexi_rc rv;
 	struct stat st;
 	char *buf = NULL;
-	size_t got = 0;
+	size_t size;
 	int fd = -1;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rv = hexi_error(errno_rc(errno), "%s: cannot open: %s", path,
-				strerror(errno));
-		goto out;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		rv = hexi_error(HEXI_ERR_IO, "%s: not a regular file", path);
-		goto out;
-	}
-	if ((size_t)st.st_size > max_bytes) {
+	*out = NULL;
+	rv = open_regular(path, flags, &fd, &st);
+	if (rv != HEXI_OK)
+		return rv;
+	size = (size_t)st.st_size;
+	if (st.st_size < 0 || (unsigned long long)st.st_size > max_bytes) {
 		rv = hexi_error(HEXI_ERR_RANGE,
 				"%s: %lld bytes exceeds the limit of %zu", path,
 				(long long)st.st_size, max_bytes);
 		goto out;
 	}
-	buf = malloc((size_t)st.st_size + 1);
+	buf = malloc(size + 1);
 	if (buf == NULL) {
 		rv = hexi_error(HEXI_ERR_NOMEM, "%s: no memory to read", path);
 		goto out;
 	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rv = hexi_error(HEXI_ERR_IO, "%s: read failed: %s",
-					path, n < 0 ? strerror(errno) : "EOF");
-			goto out;
-		}
-		got += (size_t)n;
-	}
-	buf[got] = '\0';
+	rv = read_exact(fd, path, buf, size);
+	if (rv != HEXI_OK)
+		goto out;
+	buf[size] = '\0';
 	*out = buf;
 	buf = NULL;
 	if (len != NULL)
-		*len = got;
-	rv = HEXI_OK;
+		*len = size;
 out:
 	free(buf);
-	if (fd >= 0)
-		close(fd);
+	close(fd);
 	return rv;
+}
+
+hexi_rc hexi_read_file(const char *path, size_t max_bytes, char **out,
+		       size_t *len)
+{
+	return hexi_read_file_ex(path, max_bytes, 0, out, len);
 }
 
 static hexi_rc write_all(int fd, const char *path, const void *data, size_t len)
@@ -126,24 +195,133 @@ static void fsync_parent(const char *path)
 	free(copy);
 }
 
+/* 64 unpredictable bits: getrandom, or (never seen on Linux >= 3.17) a
+ * mix of clock, pid and a counter so a name is still unique per process. */
+static uint64_t name_bits(void)
+{
+	static unsigned counter;
+	uint64_t r = 0;
+	struct timespec ts;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) == (ssize_t)sizeof(r))
+		return r;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^
+	    ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_sec ^ ++counter;
+	return r;
+}
+
+hexi_rc hexi_create_unique(const char *prefix, const char *suffix, int mode,
+			   char *path, size_t cap, int *fdp)
+{
+	*fdp = -1;
+	for (int attempt = 0; attempt < 32; attempt++) {
+		int n = snprintf(path, cap, "%s%016llx%s", prefix,
+				 (unsigned long long)name_bits(), suffix);
+		int fd;
+
+		if (n < 0 || (size_t)n >= cap)
+			return hexi_error(HEXI_ERR_RANGE,
+					  "%.200s: path too long", prefix);
+		fd = open(path,
+			  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+			      O_NOCTTY | O_CLOEXEC,
+			  mode);
+		if (fd >= 0) {
+			*fdp = fd;
+			return HEXI_OK;
+		}
+		if (errno != EEXIST)
+			return hexi_error(errno_rc(errno),
+					  "%s: cannot create: %s", path,
+					  strerror(errno));
+	}
+	return hexi_error(HEXI_ERR_IO, "%.200s*%s: no free unique name",
+			  prefix, suffix);
+}
+
+/* Write into an existing character device or FIFO (-o /dev/null,
+ * -o /dev/stdout): opened without blocking (a FIFO with no reader is an
+ * error, not a hang), checked on the descriptor, never truncated. */
+static hexi_rc write_in_place(const char *path, const void *data, size_t len)
+{
+	struct stat st;
+	hexi_rc rv;
+	int fd;
+
+	fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 && errno == ENXIO)
+		return hexi_error(HEXI_ERR_IO, "%s: FIFO has no reader", path);
+	if (fd < 0)
+		return hexi_error(errno_rc(errno), "%s: cannot open: %s", path,
+				  strerror(errno));
+	if (fstat(fd, &st) != 0 ||
+	    !(S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+		close(fd);
+		return hexi_error(HEXI_ERR_IO,
+				  "%s: changed type while opened, refused",
+				  path);
+	}
+	/* a reader exists: from here on writes wait for it as cat(1) does */
+	if (S_ISFIFO(st.st_mode))
+		(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	rv = write_all(fd, path, data, len);
+	if (close(fd) != 0 && rv == HEXI_OK)
+		rv = hexi_error(errno_rc(errno), "%s: close failed: %s", path,
+				strerror(errno));
+	return rv;
+}
+
+/* How hexi_write_file_atomic treats what is at the target name now. */
+typedef enum target_kind {
+	TARGET_REPLACE,	 /* nothing, a regular file, a link to one: rename */
+	TARGET_IN_PLACE, /* a character device or FIFO (maybe via a link) */
+	TARGET_REFUSE,	 /* directory, socket, block device */
+} target_kind;
+
+static target_kind classify_target(const char *path, const char **kind)
+{
+	struct stat st;
+
+	*kind = "regular file";
+	if (lstat(path, &st) != 0)
+		return TARGET_REPLACE;
+	/* a link is replaced by rename, never written through, unless it
+	 * names a device or FIFO (/dev/stdout -> /proc/self/fd/1 -> pipe) */
+	if (S_ISLNK(st.st_mode) && stat(path, &st) != 0)
+		return TARGET_REPLACE;
+	*kind = hexi_file_kind(st.st_mode);
+	if (S_ISREG(st.st_mode))
+		return TARGET_REPLACE;
+	if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+		return TARGET_IN_PLACE;
+	return TARGET_REFUSE;
+}
+
 hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,
 			       int mode)
 {
 	hexi_rc rv = HEXI_ERR_IO;
-	char tmp[4096];
+	char prefix[4096], tmp[4096 + 32];
+	const char *kind;
 	int fd = -1;
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
-	    (int)sizeof(tmp))
+	switch (classify_target(path, &kind)) {
+	case TARGET_IN_PLACE:
+		return write_in_place(path, data, len);
+	case TARGET_REFUSE:
+		return hexi_error(HEXI_ERR_IO, "%s: is a %s, not replaced",
+				  path, kind);
+	case TARGET_REPLACE:
+		break;
+	}
+	if ((size_t)snprintf(prefix, sizeof(prefix), "%s.tmp.", path) >=
+	    sizeof(prefix))
 		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long",
 				  path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-		  mode);
-	if (fd < 0) {
-		rv = hexi_error(errno_rc(errno), "%s: cannot create: %s", tmp,
-				strerror(errno));
-		goto out;
-	}
+	rv = hexi_create_unique(prefix, "", mode, tmp, sizeof(tmp), &fd);
+	if (rv != HEXI_OK)
+		return rv;
 	rv = write_all(fd, tmp, data, len);
 	if (rv != HEXI_OK)
 		goto out;

@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -606,28 +607,75 @@ int hexi_trainer_saved_step(const hexi_trainer *t)
 	return t->saved_step;
 }
 
+/* Every field of hexi_step_stats, as the gather packs it (one double per
+ * field, in this order): adding a field is one row, and the assertion
+ * below fails to compile when a field is added to the struct without one. */
+#define STAT_D(f) {#f, offsetof(hexi_step_stats, f), 0}
+static const struct {
+	const char *name;
+	size_t off;
+	int is_int;
+} stat_fields[] = {
+    {"step", offsetof(hexi_step_stats, step), 1},
+    STAT_D(loss),
+    STAT_D(grad_norm),
+    STAT_D(time_s),
+    STAT_D(tokens_per_s),
+    STAT_D(compute_s),
+    STAT_D(tp_s),
+    STAT_D(pp_wait_s),
+    STAT_D(dp_sync_s),
+    STAT_D(lr),
+};
+#undef STAT_D
+#define NSTATS ((int)(sizeof(stat_fields) / sizeof(stat_fields[0])))
+/* the int step is padded to a double's size */
+_Static_assert(sizeof(hexi_step_stats) == NSTATS * sizeof(double),
+	       "hexi_step_stats: a field without a row in stat_fields");
+
+static void stats_pack(const hexi_step_stats *s, double *out)
+{
+	const char *base = (const char *)s;
+
+	for (int i = 0; i < NSTATS; i++)
+		if (stat_fields[i].is_int)
+			out[i] = (double)*(const int *)(const void *)(
+			    base + stat_fields[i].off);
+		else
+			memcpy(&out[i], base + stat_fields[i].off,
+			       sizeof(double));
+}
+
+static void stats_unpack(const double *in, hexi_step_stats *s)
+{
+	char *base = (char *)s;
+
+	memset(s, 0, sizeof(*s));
+	for (int i = 0; i < NSTATS; i++)
+		if (stat_fields[i].is_int) {
+			int v = (int)in[i];
+			memcpy(base + stat_fields[i].off, &v, sizeof(v));
+		} else
+			memcpy(base + stat_fields[i].off, &in[i],
+			       sizeof(double));
+}
+
 hexi_rc hexi_trainer_gather_stats(hexi_trainer *t, const hexi_step_stats *mine,
 				  hexi_step_stats *all)
 {
-	const int n = (int)(sizeof(*mine) / sizeof(double));
 	hexi_rt *rt = t->rt;
-	double *buf = calloc((size_t)rt->world_size * n, sizeof(double));
-	hexi_step_stats s = *mine;
+	double *buf = calloc((size_t)rt->world_size * NSTATS, sizeof(double));
 	hexi_rc rc;
 
 	if (buf == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "gather stats");
-	/* step is an int in the first slot: send it as a double. */
-	s.step = 0;
-	memcpy(buf + (size_t)rt->rank * n, &s, sizeof(s));
-	((double *)(buf + (size_t)rt->rank * n))[0] = (double)mine->step;
+	stats_pack(mine, buf + (size_t)rt->rank * NSTATS);
 	rc = rt->comm->ops->allreduce_sum(rt->groups.world, buf,
-					  (size_t)rt->world_size * n, RT_F64);
+					  (size_t)rt->world_size * NSTATS,
+					  RT_F64);
 	if (rc == HEXI_OK && all != NULL && rt->rank == 0)
-		for (int i = 0; i < rt->world_size; i++) {
-			memcpy(&all[i], buf + (size_t)i * n, sizeof(all[i]));
-			all[i].step = (int)buf[(size_t)i * n];
-		}
+		for (int i = 0; i < rt->world_size; i++)
+			stats_unpack(buf + (size_t)i * NSTATS, &all[i]);
 	free(buf);
 	return rc;
 }

@@ -12,36 +12,23 @@
 
 #include "hx_spank.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define HX_PLAN_FILE_MAX (16u << 20)
 
-/* Open the user's plan file with the caller's own privileges (sbatch and
- * srun run as the user) and check it is a regular file of sane size. */
-static int check_plan_file(const char *path)
+/* Read the user's plan file with the caller's own privileges (sbatch and
+ * srun run as the user): one open with O_NONBLOCK, fstat on that
+ * descriptor (regular file only, size capped), and the read, so a FIFO
+ * never blocks and a name swapped after the check is never read. */
+static int load_plan_file(hx_settings *s)
 {
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	hexi_rc rc = hexi_read_file(s->plan_file, HX_PLAN_FILE_MAX,
+				    &s->plan_text, &s->plan_len);
 
-	if (fd < 0) {
-		hx_err("plan file %s: cannot open: %s", path, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		hx_err("plan file %s: not a regular file", path);
-		close(fd);
-		return -1;
-	}
-	close(fd);
-	if ((unsigned long long)st.st_size > HX_PLAN_FILE_MAX) {
-		hx_err("plan file %s: %lld bytes, the limit is %u", path,
-		       (long long)st.st_size, HX_PLAN_FILE_MAX);
+	if (rc != HEXI_OK) {
+		hx_err("plan file %s", hexi_errmsg(rc));
 		return -1;
 	}
 	return 0;
@@ -54,9 +41,16 @@ int hx_check_settings(hx_settings *s)
 		hx_err("%s", hexi_errmsg(HEXI_ERR_INVAL));
 		return -1;
 	}
-	if (s->mode == HX_MODE_FILE && check_plan_file(s->plan_file) != 0)
+	if (s->mode == HX_MODE_FILE && load_plan_file(s) != 0)
 		return -1;
 	return 0;
+}
+
+void hx_settings_fini(hx_settings *s)
+{
+	free(s->plan_text);
+	s->plan_text = NULL;
+	s->plan_len = 0;
 }
 
 /* Where a setting came from, for messages: "option --hexiscale-model",
@@ -94,16 +88,13 @@ static hexi_rc check_plan(const hx_sched *lib, const hx_settings *s,
 {
 	hexi_catalog *cat = NULL;
 	hexi_plan *plan = NULL;
-	char *buf = NULL;
-	size_t len = 0;
 	hexi_rc rc;
 
 	rc = hx_sched_catalog(lib, &cat);
 	if (rc == HEXI_OK)
-		rc = hexi_read_file(s->plan_file, HX_PLAN_FILE_MAX, &buf, &len);
-	if (rc == HEXI_OK)
 		rc = hx_sched_err(lib,
-				  lib->hexi_plan_parse(buf, len, cat, &plan),
+				  lib->hexi_plan_parse(s->plan_text,
+						       s->plan_len, cat, &plan),
 				  "plan file");
 	if (rc == HEXI_OK)
 		rc = hx_sched_err(lib, lib->hexi_plan_validate(plan),
@@ -114,7 +105,6 @@ static hexi_rc check_plan(const hx_sched *lib, const hx_settings *s,
 		lib->hexi_plan_destroy(plan);
 	if (cat != NULL)
 		lib->hexi_catalog_destroy(cat);
-	free(buf);
 	return rc;
 }
 
@@ -155,9 +145,12 @@ static int check_with_library(const hx_settings *s)
 int hx_allocator_post_opt(spank_t sp)
 {
 	hx_settings s;
+	int ret;
 
 	(void)sp;
-	if (hx_check_settings(&s) != 0)
-		return -1;
-	return check_with_library(&s);
+	ret = hx_check_settings(&s);
+	if (ret == 0)
+		ret = check_with_library(&s);
+	hx_settings_fini(&s);
+	return ret;
 }

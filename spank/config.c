@@ -35,27 +35,32 @@ typedef struct key_desc {
 	key_kind kind;
 	size_t off;
 	double min, max;
+	size_t cap; /* K_PATH, K_STR: size of the field */
 } key_desc;
 
+/* offset and, for strings, the field's own size: a key never copies more
+ * than its field holds (model is HX_VALUE_MAX, paths HX_PATH_MAX) */
 #define F(m) offsetof(hx_conf, m)
+#define S(m) offsetof(hx_conf, m), 0, 0, sizeof(((hx_conf *)0)->m)
 static const key_desc keys[] = {
-    {"catalog", K_PATH, F(catalog), 0, 0},
-    {"profiles", K_PATH, F(profiles), 0, 0},
-    {"topology", K_PATH, F(topology), 0, 0},
-    {"model", K_STR, F(model), 0, 0},
-    {"plan_dir", K_PATH, F(plan_dir), 0, 0},
-    {"libsched", K_PATH, F(libsched), 0, 0},
-    {"nvml", K_STR, F(nvml), 0, 0},
-    {"global_batch", K_INT, F(global_batch), 1, 1 << 24},
-    {"micro_batch", K_INT, F(micro_batch), 1, 1 << 16},
-    {"seq_len", K_INT, F(seq_len), 0, 1 << 22},
-    {"port_base", K_INT, F(port_base), 1024, 60000},
-    {"inter_bw_gbps", K_DOUBLE, F(inter_bw_gbps), 1e-3, 1e4},
-    {"inter_lat_s", K_DOUBLE, F(inter_lat_s), 0, 1},
-    {"time_budget_s", K_DOUBLE, F(time_budget_s), 0.01, 600},
-    {"default_mode", K_MODE, F(default_on), 0, 0},
+    {"catalog", K_PATH, S(catalog)},
+    {"profiles", K_PATH, S(profiles)},
+    {"topology", K_PATH, S(topology)},
+    {"model", K_STR, S(model)},
+    {"plan_dir", K_PATH, S(plan_dir)},
+    {"libsched", K_PATH, S(libsched)},
+    {"nvml", K_STR, S(nvml)},
+    {"global_batch", K_INT, F(global_batch), 1, 1 << 24, 0},
+    {"micro_batch", K_INT, F(micro_batch), 1, 1 << 16, 0},
+    {"seq_len", K_INT, F(seq_len), 0, 1 << 22, 0},
+    {"port_base", K_INT, F(port_base), 1024, 60000, 0},
+    {"inter_bw_gbps", K_DOUBLE, F(inter_bw_gbps), 1e-3, 1e4, 0},
+    {"inter_lat_s", K_DOUBLE, F(inter_lat_s), 0, 1, 0},
+    {"time_budget_s", K_DOUBLE, F(time_budget_s), 0.01, 600, 0},
+    {"default_mode", K_MODE, F(default_on), 0, 0, 0},
 };
 #undef F
+#undef S
 
 static hexi_rc set_key(hx_conf *c, const key_desc *k, const char *val)
 {
@@ -77,11 +82,11 @@ static hexi_rc set_key(hx_conf *c, const key_desc *k, const char *val)
 					  k->key, val);
 		/* fall through */
 	case K_STR:
-		if (hexi_strlcpy(base, val, HX_PATH_MAX) != HEXI_OK)
+		if (hexi_strlcpy(base, val, k->cap) != HEXI_OK)
 			return hexi_error(HEXI_ERR_RANGE,
 					  "plugstack key '%s': value longer "
-					  "than %d bytes",
-					  k->key, HX_PATH_MAX - 1);
+					  "than %zu bytes",
+					  k->key, k->cap - 1);
 		return HEXI_OK;
 	case K_INT:
 		rc = hexi_parse_long(val, (long)k->min, (long)k->max, &l);

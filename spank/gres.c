@@ -3,6 +3,7 @@
 
 #include "hexiscale_int.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,4 +177,51 @@ void hx_fnv1a_hex(const char *s, size_t len, char *buf)
 		h *= 1099511628211ULL;
 	}
 	snprintf(buf, 17, "%016llx", (unsigned long long)h);
+}
+
+/* Lower-case alphanumerics only: "NVIDIA GeForce RTX 4090" ->
+ * "nvidiageforcertx4090". */
+static void squash(const char *in, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (; *in != '\0' && n + 1 < cap; in++)
+		if (isalnum((unsigned char)*in))
+			out[n++] = (char)tolower((unsigned char)*in);
+	out[n] = '\0';
+}
+
+/* Does the NVML name have the GRES type as a run of whole words?  Words are
+ * the name's alphanumeric runs, lower-cased; the type (squashed the same
+ * way) must equal one word or several consecutive words joined:
+ * "NVIDIA GeForce RTX 4090" has "rtx4090" and "4090"; "NVIDIA
+ * A100-SXM4-80GB" has "a100" but not "a10" (a substring match took an A100
+ * for an A10). */
+int hx_gpu_name_matches(const char *nvml_name, const char *gres_type)
+{
+	char want[96];
+	size_t wlen;
+
+	squash(gres_type, want, sizeof(want));
+	wlen = strlen(want);
+	if (wlen == 0)
+		return 0;
+	for (const char *p = nvml_name; *p != '\0'; p++) {
+		size_t n = 0;
+
+		if (!isalnum((unsigned char)*p) ||
+		    (p > nvml_name && isalnum((unsigned char)p[-1])))
+			continue; /* words start only after a separator */
+		for (const char *q = p; *q != '\0' && n <= wlen; q++) {
+			if (!isalnum((unsigned char)*q))
+				continue;
+			if ((char)tolower((unsigned char)*q) != want[n++])
+				break;
+			if (n == wlen && !isalnum((unsigned char)q[1]))
+				return 1; /* the type ends where a word ends */
+			if (n == wlen)
+				break;
+		}
+	}
+	return 0;
 }

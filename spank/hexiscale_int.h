@@ -94,7 +94,16 @@ typedef struct hx_settings {
 	int global_batch, micro_batch, seq_len;
 	char plan_dir[HX_PATH_MAX];
 	const char *source[HX_OPT_COUNT]; /* "command line", "env ...", ... */
+	/* HX_MODE_FILE: the plan file's bytes, read once (open, fstat, read
+	 * on one non-blocking descriptor) by hx_check_settings; owned, freed
+	 * by hx_settings_fini.  Everything after the check uses these bytes,
+	 * never the name again. */
+	char *plan_text;
+	size_t plan_len;
 } hx_settings;
+
+/* Free what hx_settings owns (plan_text); safe on a zeroed struct. */
+void hx_settings_fini(hx_settings *s);
 
 /* Check one option value (from the command line or its env twin): length,
  * printable ASCII, syntax and range.  Message names the option. */
@@ -103,6 +112,12 @@ hexi_rc hx_opt_check(hx_opt_id id, const char *value, const char *origin);
  * conf defaults.  Every value is checked. */
 hexi_rc hx_settings_resolve(hx_settings *s, const hx_conf *c,
 			    const char *const cmdline[HX_OPT_COUNT]);
+
+/* ---- GPU names (nvml.c) ------------------------------------------------ */
+
+/* 1 if the GRES type names the NVML device name as a run of whole words
+ * ("rtx4090" in "NVIDIA GeForce RTX 4090"; "a10" is not in "NVIDIA A100"). */
+int hx_gpu_name_matches(const char *nvml_name, const char *gres_type);
 
 /* ---- GRES strings (gres.c) ---------------------------------------------- */
 

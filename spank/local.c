@@ -255,18 +255,16 @@ static hexi_rc check_plan_fits(local_ctx *c)
 	return HEXI_OK;
 }
 
+/* The plan file's bytes were read once by hx_check_settings (one
+ * non-blocking open + fstat + read); the name is not opened again. */
 static hexi_rc file_plan(local_ctx *c)
 {
-	char *buf = NULL;
-	size_t len = 0;
 	hexi_rc rv;
 
-	rv = hexi_read_file(c->set.plan_file, HX_PLAN_FILE_MAX, &buf, &len);
-	if (rv != HEXI_OK)
-		return hexi_error_prefix(rv, "plan file");
-	rv = from_lib(c, c->lib.hexi_plan_parse(buf, len, c->cat, &c->plan),
+	rv = from_lib(c,
+		      c->lib.hexi_plan_parse(c->set.plan_text, c->set.plan_len,
+					     c->cat, &c->plan),
 		      c->set.plan_file);
-	free(buf);
 	if (rv == HEXI_OK)
 		rv = from_lib(c, c->lib.hexi_plan_validate(c->plan),
 			      c->set.plan_file);
@@ -495,23 +493,34 @@ static void summary(local_ctx *c)
 	fprintf(stderr, "hexiscale:   plan file %s\n", c->plan_path);
 }
 
-/* Write the plan file as the user: a new temporary file (O_EXCL,
- * O_NOFOLLOW) renamed over the target, so readers never see half a plan.
+/* Write the plan file as the user, never through a name someone else may
+ * have planted (finding 6 of issue 18): the bytes go into a new file
+ * DIR/hexiscale-plan.JOB.STEP.<16 random hex digits>.json created with
+ * O_EXCL|O_NOFOLLOW (hexi_create_unique: no name for it can be planted
+ * ahead), which is then renamed to the usual DIR/hexiscale-plan.JOB.STEP.json
+ * so readers never see half a plan.  rename replaces a link or an old file
+ * of the user's and never writes through it.  If the usual name is held by
+ * something the user may not replace (another user's file in a sticky
+ * directory, a directory), the plan keeps its unique name, which the
+ * hand-off carries to the tasks, and stderr says so: the step runs.
  * No fsync: the file is for people and tools and is rewritten for every
  * step, and two fsyncs cost tens of milliseconds of step launch. */
-static hexi_rc write_plan_file(const char *path, const char *data, size_t len,
-			       int mode)
+static hexi_rc write_plan_file(char *path, size_t cap, const char *data,
+			       size_t len, int mode)
 {
-	char tmp[HX_PATH_MAX + 32];
-	size_t done = 0;
-	int fd;
+	char prefix[HX_PATH_MAX], tmp[HX_PATH_MAX + 32];
+	size_t done = 0, plen = strlen(path);
+	int fd = -1, err;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		  mode);
-	if (fd < 0)
-		return hexi_error(HEXI_ERR_IO, "%s: cannot create: %s", tmp,
-				  strerror(errno));
+	/* room for ".<16 hex digits>" in path and in the hand-off */
+	if (plen < 5 || plen + 17 >= cap || plen + 17 >= sizeof(prefix))
+		return hexi_error(HEXI_ERR_RANGE, "%.64s...: path too long",
+				  path);
+	memcpy(prefix, path, plen - 5); /* without ".json" */
+	strcpy(prefix + plen - 5, ".");
+	if (hexi_create_unique(prefix, ".json", mode, tmp, sizeof(tmp), &fd) !=
+	    HEXI_OK)
+		return HEXI_ERR_IO;
 	while (done < len) {
 		ssize_t n = write(fd, data + done, len - done);
 
@@ -521,13 +530,19 @@ static hexi_rc write_plan_file(const char *path, const char *data, size_t len,
 			break;
 		done += (size_t)n;
 	}
-	if (close(fd) != 0 || done != len || rename(tmp, path) != 0) {
+	if (close(fd) != 0 || done != len) {
 		hexi_rc rv = hexi_error(HEXI_ERR_IO, "%s: cannot write: %s",
-					path, strerror(errno));
+					tmp, strerror(errno));
 		unlink(tmp);
 		return rv;
 	}
-	return HEXI_OK;
+	if (rename(tmp, path) == 0)
+		return HEXI_OK;
+	err = errno;
+	fprintf(stderr,
+		"hexiscale: %s: cannot be replaced (%s); the plan stays at %s\n",
+		path, strerror(err), tmp);
+	return hexi_strlcpy(path, tmp, cap);
 }
 
 static hexi_rc publish(local_ctx *c)
@@ -540,7 +555,8 @@ static hexi_rc publish(local_ctx *c)
 	rv = from_lib(c, c->lib.hexi_plan_to_json(c->plan, &c->json), "plan");
 	if (rv != HEXI_OK)
 		return rv;
-	rv = write_plan_file(c->plan_path, c->json, strlen(c->json), 0644);
+	rv = write_plan_file(c->plan_path, sizeof(c->plan_path), c->json,
+			     strlen(c->json), 0644);
 	if (rv != HEXI_OK)
 		return hexi_error_prefix(rv, "plan file");
 	c->ho.job_id = c->alloc.job_id;
@@ -612,6 +628,7 @@ static void local_fini(local_ctx *c)
 	free(c->handoff);
 	free(c->nodemap);
 	hx_handoff_fini(&c->ho);
+	hx_settings_fini(&c->set);
 	hx_alloc_fini(&c->alloc);
 	hx_sched_close(&c->lib);
 }
@@ -632,9 +649,12 @@ static hexi_rc check_gpus(local_ctx *c)
 int hx_local_post_opt(spank_t sp)
 {
 	hx_settings s;
+	int ret;
 
 	(void)sp;
-	return hx_check_settings(&s);
+	ret = hx_check_settings(&s);
+	hx_settings_fini(&s);
+	return ret;
 }
 
 static void collect_cmdline(spank_t sp)
@@ -663,13 +683,18 @@ int hx_local_user_init(spank_t sp)
 	hx_handoff_init(&c.ho);
 	unsetenv(HX_HANDOFF_VAR); /* never pass on a stale hand-off */
 	collect_cmdline(sp);
-	if (hx_check_settings(&c.set) != 0)
+	if (hx_check_settings(&c.set) != 0) {
+		hx_settings_fini(&c.set);
 		return -1;
-	if (c.set.mode == HX_MODE_OFF)
+	}
+	if (c.set.mode == HX_MODE_OFF) {
+		hx_settings_fini(&c.set);
 		return 0;
+	}
 	if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) {
 		hx_err("cannot get the job and step id from Slurm");
+		hx_settings_fini(&c.set);
 		return -1;
 	}
 	t[0] = hexi_now_s();

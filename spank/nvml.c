@@ -18,18 +18,6 @@ typedef int (*nvml_shutdown_fn)(void);
 typedef int (*nvml_handle_fn)(unsigned int index, void **device);
 typedef int (*nvml_name_fn)(void *device, char *name, unsigned int len);
 
-/* Lower-case alphanumerics only: "NVIDIA GeForce RTX 4090" ->
- * "nvidiageforcertx4090". */
-static void squash(const char *in, char *out, size_t cap)
-{
-	size_t n = 0;
-
-	for (; *in != '\0' && n + 1 < cap; in++)
-		if (isalnum((unsigned char)*in))
-			out[n++] = (char)tolower((unsigned char)*in);
-	out[n] = '\0';
-}
-
 hexi_rc hx_nvml_check(const char *lib, int gpu, const char *want_type,
 		      char *found, size_t cap)
 {
@@ -39,7 +27,7 @@ hexi_rc hx_nvml_check(const char *lib, int gpu, const char *want_type,
 	nvml_handle_fn handle;
 	nvml_name_fn name;
 	void *dev = NULL;
-	char raw[96] = "", a[96], b[96];
+	char raw[96] = "";
 	hexi_rc rv = HEXI_ERR_NOTFOUND;
 
 	found[0] = '\0';
@@ -56,10 +44,8 @@ hexi_rc hx_nvml_check(const char *lib, int gpu, const char *want_type,
 	    name(dev, raw, sizeof(raw)) == 0) {
 		raw[sizeof(raw) - 1] = '\0';
 		hexi_strlcpy(found, raw, cap);
-		squash(raw, a, sizeof(a));
-		squash(want_type, b, sizeof(b));
-		rv = b[0] != '\0' && strstr(a, b) != NULL ? HEXI_OK
-							  : HEXI_ERR_MISMATCH;
+		rv = hx_gpu_name_matches(raw, want_type) ? HEXI_OK
+							 : HEXI_ERR_MISMATCH;
 	}
 	shutdown();
 out:

@@ -184,7 +184,7 @@ static void node_name(spank_t sp, int index, char *out, size_t cap)
 	hostlist_t hl;
 	char *h;
 
-	snprintf(out, cap, "node index %d", index);
+	snprintf(out, cap, "index %d", index); /* messages say "node %s" */
 	if (spank_getenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) !=
 		ESPANK_SUCCESS ||
 	    (hl = slurm_hostlist_create(list)) == NULL)

@@ -5,8 +5,12 @@
 #include "tap.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void test_table(void)
@@ -110,6 +114,237 @@ static void test_files(void)
 	rmdir(dir);
 }
 
+/* A regression would block in open(2) on a FIFO: SIGALRM (default action)
+ * kills the test so it fails instead of hanging. */
+#define WATCHDOG_S 20
+
+static int mode_of(const char *path, int follow)
+{
+	struct stat st;
+
+	if ((follow ? stat(path, &st) : lstat(path, &st)) != 0)
+		return -1;
+	return (int)(st.st_mode & S_IFMT);
+}
+
+/* Issue 18 finding 3: special files as input never block, are refused with
+ * a message naming their type. */
+static void test_read_special(const char *dir)
+{
+	char fifo[256], link[256], reg[256];
+	char *data = NULL;
+	hexi_rc rc;
+
+	snprintf(fifo, sizeof(fifo), "%s/fifo.json", dir);
+	snprintf(link, sizeof(link), "%s/link.json", dir);
+	snprintf(reg, sizeof(reg), "%s/reg.json", dir);
+	if (mkfifo(fifo, 0600) != 0)
+		tap_bail("mkfifo failed");
+	alarm(WATCHDOG_S);
+	rc = hexi_read_file(fifo, 100, &data, NULL);
+	ok(rc == HEXI_ERR_IO && strstr(hexi_errmsg(rc), "FIFO") != NULL,
+	   "FIFO refused at once: %s", hexi_errmsg(rc));
+	ok(data == NULL, "nothing returned for the FIFO");
+	rc = hexi_read_file(dir, 100, &data, NULL);
+	ok(rc == HEXI_ERR_IO && strstr(hexi_errmsg(rc), "directory") != NULL,
+	   "directory refused: %s", hexi_errmsg(rc));
+	rc = hexi_read_file("/dev/zero", 100, &data, NULL);
+	ok(rc == HEXI_ERR_IO &&
+	       strstr(hexi_errmsg(rc), "character device") != NULL,
+	   "/dev/zero refused: %s", hexi_errmsg(rc));
+	is_int(hexi_write_file_atomic(reg, "{}", 2, 0644), HEXI_OK, "regular");
+	if (symlink(reg, link) != 0)
+		tap_bail("symlink failed");
+	rc = hexi_read_file(link, 100, &data, NULL);
+	is_int(rc, HEXI_OK, "a link to a regular file is read");
+	free(data);
+	data = NULL;
+	rc = hexi_read_file_ex(link, 100, HEXI_READ_NOFOLLOW, &data, NULL);
+	ok(rc == HEXI_ERR_PERM && strstr(hexi_errmsg(rc), "symbolic link"),
+	   "HEXI_READ_NOFOLLOW refuses a link: %s", hexi_errmsg(rc));
+	unlink(link);
+	if (symlink(fifo, link) != 0)
+		tap_bail("symlink failed");
+	rc = hexi_read_file(link, 100, &data, NULL);
+	ok(rc == HEXI_ERR_IO && strstr(hexi_errmsg(rc), "FIFO") != NULL,
+	   "a link to a FIFO refused at once");
+	alarm(0);
+	unlink(link);
+	unlink(reg);
+	unlink(fifo);
+}
+
+/* A link flipping between a plan and a FIFO while it is read (the
+ * check-then-read race of finding 3): every read either gets the whole
+ * plan or refuses the FIFO; none blocks. */
+struct flipper {
+	const char *dir;
+	volatile int stop;
+};
+
+static void *flip(void *arg)
+{
+	struct flipper *f = arg;
+	char a[256], b[256], cur[256];
+
+	snprintf(a, sizeof(a), "%s/to-reg", f->dir);
+	snprintf(b, sizeof(b), "%s/to-fifo", f->dir);
+	snprintf(cur, sizeof(cur), "%s/cur.json", f->dir);
+	for (unsigned i = 0; !f->stop; i++) {
+		const char *src = (i & 1) ? b : a;
+		const char *dst = (i & 1) ? "fifo.json" : "reg.json";
+
+		unlink(src);
+		if (symlink(dst, src) == 0)
+			rename(src, cur);
+	}
+	return NULL;
+}
+
+static void test_read_flip(const char *dir)
+{
+	struct flipper f = {dir, 0};
+	char fifo[256], reg[256], cur[256];
+	int good = 0, refused = 0, other = 0;
+	pthread_t th;
+
+	snprintf(fifo, sizeof(fifo), "%s/fifo.json", dir);
+	snprintf(reg, sizeof(reg), "%s/reg.json", dir);
+	snprintf(cur, sizeof(cur), "%s/cur.json", dir);
+	if (mkfifo(fifo, 0600) != 0 ||
+	    hexi_write_file_atomic(reg, "{\"plan\":1}", 10, 0644) != HEXI_OK ||
+	    symlink("reg.json", cur) != 0)
+		tap_bail("flip setup failed");
+	if (pthread_create(&th, NULL, flip, &f) != 0)
+		tap_bail("pthread_create failed");
+	alarm(WATCHDOG_S);
+	for (int i = 0; i < 3000; i++) {
+		char *data = NULL;
+		size_t len = 0;
+		hexi_rc rc = hexi_read_file(cur, 100, &data, &len);
+
+		if (rc == HEXI_OK && len == 10 && !strcmp(data, "{\"plan\":1}"))
+			good++;
+		else if (rc == HEXI_ERR_IO &&
+			 strstr(hexi_errmsg(rc), "FIFO") != NULL)
+			refused++;
+		else if (rc != HEXI_ERR_NOTFOUND) /* between unlink+rename */
+			other++;
+		free(data);
+	}
+	alarm(0);
+	f.stop = 1;
+	pthread_join(th, NULL);
+	ok(good > 0 && refused > 0 && other == 0,
+	   "3000 reads of a link flipping plan/FIFO: %d whole plans, %d FIFO "
+	   "refusals, %d other, none blocked",
+	   good, refused, other);
+	unlink(cur);
+	snprintf(cur, sizeof(cur), "%s/to-reg", dir);
+	unlink(cur);
+	snprintf(cur, sizeof(cur), "%s/to-fifo", dir);
+	unlink(cur);
+	unlink(reg);
+	unlink(fifo);
+}
+
+/* Finding 4: atomic writes onto non-regular targets write in place
+ * (character devices, FIFOs with a reader) or refuse; never replace. */
+static void test_write_special(const char *dir)
+{
+	char fifo[256], sub[256], reg[256], link[256], victim[256], tmp[300];
+	char *data = NULL;
+	hexi_rc rc;
+
+	snprintf(fifo, sizeof(fifo), "%s/out.fifo", dir);
+	snprintf(sub, sizeof(sub), "%s/subdir", dir);
+	snprintf(reg, sizeof(reg), "%s/out.json", dir);
+	snprintf(link, sizeof(link), "%s/link.json", dir);
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	alarm(WATCHDOG_S);
+	rc = hexi_write_file_atomic("/dev/null", "{}\n", 3, 0644);
+	is_int(rc, HEXI_OK, "write to /dev/null succeeds (in place)");
+	is_int(mode_of("/dev/null", 0), S_IFCHR,
+	       "/dev/null is still a character device%s",
+	       geteuid() == 0 ? " (as root)" : " (not root: weaker check)");
+	if (mkfifo(fifo, 0600) != 0 || mkdir(sub, 0700) != 0)
+		tap_bail("setup failed");
+	rc = hexi_write_file_atomic(fifo, "{}\n", 3, 0644);
+	ok(rc == HEXI_ERR_IO && strstr(hexi_errmsg(rc), "no reader"),
+	   "FIFO without a reader: error at once: %s", hexi_errmsg(rc));
+	is_int(mode_of(fifo, 0), S_IFIFO, "the FIFO is still a FIFO");
+	rc = hexi_write_file_atomic(sub, "{}\n", 3, 0644);
+	ok(rc == HEXI_ERR_IO && strstr(hexi_errmsg(rc), "directory"),
+	   "directory target refused: %s", hexi_errmsg(rc));
+	is_int(mode_of(sub, 0), S_IFDIR, "the directory is left as it is");
+	alarm(0);
+	/* a link to a regular file is replaced, never written through */
+	is_int(hexi_write_file_atomic(victim, "keep", 4, 0600), HEXI_OK,
+	       "victim");
+	if (symlink(victim, link) != 0)
+		tap_bail("symlink failed");
+	is_int(hexi_write_file_atomic(link, "new", 3, 0644), HEXI_OK,
+	       "write over a link");
+	is_int(mode_of(link, 0), S_IFREG, "the link was replaced by a file");
+	is_int(hexi_read_file(victim, 10, &data, NULL), HEXI_OK, "victim read");
+	is_str(data, "keep", "the link's target is untouched");
+	free(data);
+	/* the old predictable temporary name, planted as a link: unused */
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", reg, (long)getpid());
+	if (symlink(victim, tmp) != 0)
+		tap_bail("symlink failed");
+	is_int(hexi_write_file_atomic(reg, "x", 1, 0644), HEXI_OK,
+	       "write with a planted PATH.tmp.PID link");
+	data = NULL;
+	is_int(hexi_read_file(victim, 10, &data, NULL), HEXI_OK, "victim read");
+	is_str(data, "keep", "planted temporary name not written through");
+	free(data);
+	unlink(tmp);
+	unlink(link);
+	unlink(victim);
+	unlink(reg);
+	rmdir(sub);
+	unlink(fifo);
+}
+
+static void test_create_unique(const char *dir)
+{
+	char prefix[256], a[300], b[300];
+	int fa = -1, fb = -1;
+
+	snprintf(prefix, sizeof(prefix), "%s/u.", dir);
+	is_int(hexi_create_unique(prefix, ".json", 0600, a, sizeof(a), &fa),
+	       HEXI_OK, "unique name 1");
+	is_int(hexi_create_unique(prefix, ".json", 0600, b, sizeof(b), &fb),
+	       HEXI_OK, "unique name 2");
+	ok(strcmp(a, b) != 0 && strlen(a) == strlen(prefix) + 16 + 5,
+	   "two different names of 16 hex digits: %s %s", a, b);
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	unlink(b);
+	is_int(hexi_create_unique(prefix, ".json", 0600, b, 20, &fb),
+	       HEXI_ERR_RANGE, "too small a buffer refused");
+	unlink(a);
+}
+
+static void test_hostile_files(void)
+{
+	char dir[] = "/tmp/hexi-test-XXXXXX";
+	char cmd[300];
+
+	if (mkdtemp(dir) == NULL)
+		tap_bail("mkdtemp failed");
+	test_read_special(dir);
+	test_read_flip(dir);
+	test_write_special(dir);
+	test_create_unique(dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		tap_diag("could not remove %s", dir);
+}
+
 int main(void)
 {
 	test_table();
@@ -118,5 +353,6 @@ int main(void)
 	test_parse_double();
 	test_strings();
 	test_files();
+	test_hostile_files();
 	return tap_done();
 }

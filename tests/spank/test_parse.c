@@ -289,9 +289,64 @@ static void test_example_conf(void)
 	       HEXI_OK, "example plugstack arguments parse");
 }
 
+/* Issue 18 finding 8: GRES types match NVML names by whole words, not by
+ * substring (GRES a10 took an A100). */
+static void test_gpu_names(void)
+{
+	static const struct {
+		const char *nvml, *gres;
+		int want;
+	} rows[] = {
+	    {"NVIDIA A100-SXM4-80GB", "a100", 1},
+	    {"NVIDIA A100-SXM4-80GB", "a10", 0},
+	    {"NVIDIA A100-SXM4-80GB", "A100-SXM4", 1},
+	    {"NVIDIA A100-SXM4-80GB", "100", 0},
+	    {"NVIDIA A10", "a10", 1},
+	    {"NVIDIA A10G", "a10", 0},
+	    {"NVIDIA GeForce RTX 4090", "rtx4090", 1},
+	    {"NVIDIA GeForce RTX 4090", "4090", 1},
+	    {"NVIDIA GeForce RTX 4090", "rtx409", 0},
+	    {"NVIDIA GeForce RTX 4090", "tx4090", 0},
+	    {"NVIDIA H100 80GB HBM3", "h100", 1},
+	    {"NVIDIA H100 80GB HBM3", "h10", 0},
+	    {"NVIDIA A800-SXM4-80GB", "a800", 1},
+	    {"NVIDIA A800-SXM4-80GB", "", 0},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		is_int(hx_gpu_name_matches(rows[i].nvml, rows[i].gres),
+		       rows[i].want, "GRES '%s' %s NVML '%s'", rows[i].gres,
+		       rows[i].want ? "matches" : "does not match",
+		       rows[i].nvml);
+}
+
+/* Each string key is copied with its own field's size (finding 8). */
+static void test_conf_key_sizes(void)
+{
+	hx_conf c;
+	char *v = malloc(HX_VALUE_MAX + 16);
+	char *av[1] = {v};
+
+	if (v == NULL)
+		return;
+	hx_conf_defaults(&c);
+	snprintf(v, HX_VALUE_MAX + 16, "model=");
+	memset(v + 6, 'm', HX_VALUE_MAX - 1);
+	v[6 + HX_VALUE_MAX - 1] = '\0';
+	is_int(hx_conf_parse(&c, 1, av), HEXI_OK, "model= of %d bytes fits",
+	       HX_VALUE_MAX - 1);
+	is_int((int)strlen(c.model), HX_VALUE_MAX - 1, "model= copied whole");
+	strcat(v, "m");
+	is_int(hx_conf_parse(&c, 1, av), HEXI_ERR_RANGE,
+	       "model= of %d bytes refused", HX_VALUE_MAX);
+	free(v);
+}
+
 int main(void)
 {
 	test_conf();
+	test_conf_key_sizes();
+	test_gpu_names();
 	test_example_conf();
 	test_options();
 	test_gres();
