@@ -17,8 +17,8 @@
 
 #include "hexi_common.h"
 
-#define HF_ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
-#define HF_ST_MAX_DIMS 8
+#define HF_ST_MAX_HEADER  ((uint64_t)100 * 1000 * 1000)
+#define HF_ST_MAX_DIMS	  8
 #define HF_ST_MAX_TENSORS 1000000
 
 typedef enum hf_dtype { HF_F32 = 0, HF_F16 = 1, HF_BF16 = 2 } hf_dtype;

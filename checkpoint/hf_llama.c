@@ -41,8 +41,8 @@
 #include "hf_llama.h"
 
 #define HF_ROPE_THETA 10000.0
-#define HF_NORM_EPS 1e-5
-#define HF_MAX_FILES 4096
+#define HF_NORM_EPS   1e-5
+#define HF_MAX_FILES  4096
 #define HF_CONFIG_MAX (1 << 20)
 
 enum { K_COPY = 0, K_TRANSPOSE = 1, K_ROPE_Q = 2, K_ROPE_K = 3 };
@@ -105,8 +105,8 @@ static hexi_rc make_map(const hexi_model *m, map_row **out, int *n)
 	v[k].ndim = 2, v[k].shape[0] = m->vocab, v[k++].shape[1] = m->hidden;
 	for (int l = 0; l < m->layers; l++)
 		for (int j = 0; j < NPER; j++, k++) {
-			snprintf(v[k].ours, sizeof(v[k].ours), "layers.%d.%s", l,
-				 per_layer[j].ours);
+			snprintf(v[k].ours, sizeof(v[k].ours), "layers.%d.%s",
+				 l, per_layer[j].ours);
 			snprintf(v[k].hf, sizeof(v[k].hf), "model.layers.%d.%s",
 				 l, per_layer[j].hf);
 			v[k].kind = per_layer[j].kind;
@@ -195,8 +195,8 @@ static char *config_text(const hexi_model *m, const char *dtype)
 	    "tie_word_embeddings", 0, "attention_bias", 0, "mlp_bias", 0,
 	    "rope_scaling", "torch_dtype", dtype, "initializer_range", 0.02,
 	    "hexiscale_model", m->name);
-	char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER)
-		    : NULL;
+	char *s =
+	    j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 
 	json_decref(j);
 	return s;
@@ -227,7 +227,7 @@ hexi_rc hexi_hf_export(hexi_ckpt_reader *r, const hexi_model *m,
 	hf_dtype dt;
 	int n = 0;
 	hexi_rc rc = hf_dtype_parse(dtype_name, &dt);
-	const char *tdt = dt == HF_F32 ? "float32"
+	const char *tdt = dt == HF_F32	 ? "float32"
 			  : dt == HF_F16 ? "float16"
 					 : "bfloat16";
 
@@ -246,9 +246,8 @@ hexi_rc hexi_hf_export(hexi_ckpt_reader *r, const hexi_model *m,
 	for (int i = 0; rc == HEXI_OK && i < n; i++) {
 		hexi_ckpt_tensor_info ti;
 		rc = hexi_ckpt_tensor_find(r, map[i].ours, &ti, NULL);
-		if (rc == HEXI_OK &&
-		    (ti.shape[0] != map[i].shape[0] ||
-		     ti.shape[1] != map[i].shape[1]))
+		if (rc == HEXI_OK && (ti.shape[0] != map[i].shape[0] ||
+				      ti.shape[1] != map[i].shape[1]))
 			rc = hexi_error(HEXI_ERR_MISMATCH,
 					"%s is (%lld,%lld) in the checkpoint, "
 					"(%lld,%lld) for model %s",
@@ -310,7 +309,8 @@ hexi_rc hexi_hf_model_of(hexi_ckpt_reader *r, const char *ckpt,
 	snprintf(path, sizeof(path), "%s/model.json", ckpt);
 	rc = hexi_model_load(path, m);
 	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc, "%s: model %s unknown; give --model",
+		return hexi_error_prefix(rc,
+					 "%s: model %s unknown; give --model",
 					 ckpt, hexi_ckpt_reader_meta(r)->model);
 	return HEXI_OK;
 }
@@ -333,8 +333,8 @@ static hexi_rc read_small(const char *path, size_t cap, char **out)
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 		rc = hexi_error(HEXI_ERR_INVAL, "%s: not a regular file", path);
 	else if ((uint64_t)st.st_size > cap)
-		rc = hexi_error(HEXI_ERR_RANGE, "%s: over %zu bytes", path,
-				cap);
+		rc =
+		    hexi_error(HEXI_ERR_RANGE, "%s: over %zu bytes", path, cap);
 	else if ((buf = malloc((size_t)st.st_size + 1)) == NULL)
 		rc = hexi_error(HEXI_ERR_NOMEM, "%s", path);
 	else if (read(fd, buf, (size_t)st.st_size) != (ssize_t)st.st_size)
@@ -514,8 +514,8 @@ static hexi_rc check_names(const hf_files *fs, const map_row *map, int n)
 
 /* Find HF tensor r (or, tied, the embedding for lm_head) with the shape
  * the mapping wants, and read it in our layout into dst. */
-static hexi_rc import_one(const hf_files *fs, const map_row *r, int tied,
-			  int d, float *tmp, float *dst)
+static hexi_rc import_one(const hf_files *fs, const map_row *r, int tied, int d,
+			  float *tmp, float *dst)
 {
 	const char *nm = r->hf;
 	int64_t want0 = r->kind == K_TRANSPOSE ? r->shape[1] : r->shape[0];
@@ -548,7 +548,8 @@ static hexi_rc import_one(const hf_files *fs, const map_row *r, int tied,
 			break;
 		nm = "model.embed_tokens.weight";
 	}
-	return hexi_error(HEXI_ERR_NOTFOUND, "import: tensor %s missing", r->hf);
+	return hexi_error(HEXI_ERR_NOTFOUND, "import: tensor %s missing",
+			  r->hf);
 }
 
 static hexi_rc write_ckpt(const char *ckpt, const hexi_model *m,
@@ -557,9 +558,10 @@ static hexi_rc write_ckpt(const char *ckpt, const hexi_model *m,
 {
 	hexi_ckpt_meta meta;
 	hexi_ckpt_writer *w = NULL;
-	size_t big = (size_t)m->hidden *
-		     (size_t)(m->vocab > m->ffn ? m->vocab : m->ffn);
-	float *tmp = malloc(sizeof(float) * big), *buf = malloc(sizeof(float) * big);
+	size_t big =
+	    (size_t)m->hidden * (size_t)(m->vocab > m->ffn ? m->vocab : m->ffn);
+	float *tmp = malloc(sizeof(float) * big),
+	      *buf = malloc(sizeof(float) * big);
 	hexi_rc rc = HEXI_OK;
 
 	memset(&meta, 0, sizeof(meta));

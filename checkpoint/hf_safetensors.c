@@ -96,8 +96,9 @@ static hexi_rc parse_entry(const char *what, const char *name, json_t *e,
 				  what, name, json_string_value(dt));
 	t->dtype = dtypes[i].dt;
 	if (json_array_size(sh) > HF_ST_MAX_DIMS)
-		return hexi_error(HEXI_ERR_RANGE, "%s: tensor '%.80s': %zu dims",
-				  what, name, json_array_size(sh));
+		return hexi_error(HEXI_ERR_RANGE,
+				  "%s: tensor '%.80s': %zu dims", what, name,
+				  json_array_size(sh));
 	t->ndim = (int)json_array_size(sh);
 	for (i = 0; i < json_array_size(sh); i++) {
 		json_t *d = json_array_get(sh, i);
@@ -105,8 +106,8 @@ static hexi_rc parse_entry(const char *what, const char *name, json_t *e,
 		if (v < 0 || v > ((json_int_t)1 << 40) ||
 		    (v > 0 && numel > ((uint64_t)1 << 40) / (uint64_t)v))
 			return hexi_error(HEXI_ERR_RANGE,
-					  "%s: tensor '%.80s': bad shape",
-					  what, name);
+					  "%s: tensor '%.80s': bad shape", what,
+					  name);
 		t->shape[i] = v;
 		numel *= (uint64_t)v;
 	}
@@ -199,10 +200,11 @@ hexi_rc hf_st_parse(const char *what, const char *json, size_t len,
 		{
 			if (strcmp(key, "__metadata__") == 0) {
 				if (!json_is_object(e))
-					rc = hexi_error(HEXI_ERR_PARSE,
-							"%s: __metadata__ is not "
-							"an object",
-							what);
+					rc = hexi_error(
+					    HEXI_ERR_PARSE,
+					    "%s: __metadata__ is not "
+					    "an object",
+					    what);
 			} else {
 				hf_st_tensor *t = &st->t[st->n];
 				rc = parse_entry(what, key, e, data_len, t);
@@ -418,14 +420,14 @@ static char *header_json(const hf_st_out *t, int nt, hf_dtype dtype,
 		json_t *sh = json_array();
 		for (int d = 0; d < t[i].ndim; d++)
 			json_array_append_new(sh, json_integer(t[i].shape[d]));
-		json_object_set_new(
-		    root, t[i].name,
-		    json_pack("{s:s,s:o,s:[I,I]}", "dtype",
-			      dtype == HF_F32   ? "F32"
-			      : dtype == HF_F16 ? "F16"
-						: "BF16",
-			      "shape", sh, "data_offsets", (json_int_t)off,
-			      (json_int_t)(off + b)));
+		json_object_set_new(root, t[i].name,
+				    json_pack("{s:s,s:o,s:[I,I]}", "dtype",
+					      dtype == HF_F32	? "F32"
+					      : dtype == HF_F16 ? "F16"
+								: "BF16",
+					      "shape", sh, "data_offsets",
+					      (json_int_t)off,
+					      (json_int_t)(off + b)));
 		off += b;
 	}
 	s = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -443,20 +445,19 @@ static hexi_rc write_all(int fd, const char *path, const void *buf, size_t n)
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0)
-			return hexi_error(errno == ENOSPC ? HEXI_ERR_NOSPACE
-							  : HEXI_ERR_IO,
-					  "%s: write: %s", path,
-					  strerror(errno));
+			return hexi_error(
+			    errno == ENOSPC ? HEXI_ERR_NOSPACE : HEXI_ERR_IO,
+			    "%s: write: %s", path, strerror(errno));
 		done += (size_t)k;
 	}
 	return HEXI_OK;
 }
 
-static hexi_rc write_tensor(int fd, const char *path, const hf_st_out *t,
-			    int i, hf_dtype dtype, hf_st_get_fn get, void *ctx)
+static hexi_rc write_tensor(int fd, const char *path, const hf_st_out *t, int i,
+			    hf_dtype dtype, hf_st_get_fn get, void *ctx)
 {
-	uint64_t n = (uint64_t)t->shape[0] *
-		     (uint64_t)(t->ndim == 2 ? t->shape[1] : 1);
+	uint64_t n =
+	    (uint64_t)t->shape[0] * (uint64_t)(t->ndim == 2 ? t->shape[1] : 1);
 	float *buf = malloc(sizeof(float) * (size_t)(n ? n : 1));
 	hexi_rc rc;
 
@@ -495,8 +496,8 @@ hexi_rc hf_st_write(const char *path, const hf_st_out *t, int nt,
 		rc = hexi_error(HEXI_ERR_RANGE, "%s: path too long", path);
 	if (rc == HEXI_OK) {
 		(void)unlink(tmp);
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-				   O_CLOEXEC,
+		fd = open(tmp,
+			  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 			  0644);
 		if (fd < 0)
 			rc = hexi_error(HEXI_ERR_IO, "%s: %s", tmp,

@@ -40,7 +40,6 @@ void hexi_rt_data_sample(uint64_t seed, int vocab, int T, int64_t sample,
 
 /* ---- token files and raw bytes (rt_data.h, hexiscale-data(5)) ------------ */
 
-
 static uint32_t le32(const unsigned char *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
@@ -95,14 +94,14 @@ hexi_rc rt_data_parse_header(const char *path, const unsigned char *buf,
 				  path, (unsigned long long)n);
 	need = RT_DATA_HEADER_BYTES + n * (uint64_t)w;
 	if (need != (uint64_t)file_bytes)
-		return hexi_error(HEXI_ERR_PARSE,
-				  "--data %s: header says %llu tokens of %d "
-				  "bytes (%llu bytes with the header), the file "
-				  "has %zu bytes (%s)",
-				  path, (unsigned long long)n, w,
-				  (unsigned long long)need, file_bytes,
-				  need > file_bytes ? "truncated"
-						    : "trailing bytes");
+		return hexi_error(
+		    HEXI_ERR_PARSE,
+		    "--data %s: header says %llu tokens of %d "
+		    "bytes (%llu bytes with the header), the file "
+		    "has %zu bytes (%s)",
+		    path, (unsigned long long)n, w, (unsigned long long)need,
+		    file_bytes,
+		    need > file_bytes ? "truncated" : "trailing bytes");
 	*width = w;
 	*ntokens = n;
 	return HEXI_OK;
@@ -164,7 +163,8 @@ hexi_rc rt_data_open(rt_data *d, const char *path, rt_data_format fmt, int T,
 	} else if (rc == HEXI_OK) {
 		rc = rt_data_parse_header(path, d->map, d->map_len, &d->width,
 					  &d->ntokens);
-		d->tokens = (const unsigned char *)d->map + RT_DATA_HEADER_BYTES;
+		d->tokens =
+		    (const unsigned char *)d->map + RT_DATA_HEADER_BYTES;
 	}
 	if (rc == HEXI_OK && d->ntokens < (uint64_t)T + 1)
 		rc = hexi_error(HEXI_ERR_INVAL,

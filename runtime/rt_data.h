@@ -18,9 +18,9 @@
 
 #include "hexi_common.h"
 
-#define RT_DATA_MAGIC 20240520u /* llm.c's magic, kept for its files */
+#define RT_DATA_MAGIC	     20240520u /* llm.c's magic, kept for its files */
 #define RT_DATA_HEADER_BYTES 1024
-#define RT_DATA_VERSION 2
+#define RT_DATA_VERSION	     2
 
 typedef enum rt_data_format {
 	RT_DATA_TOKENS = 0, /* token file (default of --data) */
@@ -29,7 +29,7 @@ typedef enum rt_data_format {
 
 typedef struct rt_data {
 	char *path;
-	void *map;	     /* whole file, PROT_READ */
+	void *map; /* whole file, PROT_READ */
 	size_t map_len;
 	const unsigned char *tokens; /* first token */
 	int width;		     /* bytes per token: 1, 2 or 4 */

@@ -64,9 +64,11 @@ static int remove_step(const char *dir, const char *name)
 	}
 	while ((de = readdir(d)) != NULL) {
 		struct stat st;
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
 			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) !=
+			0 ||
 		    S_ISDIR(st.st_mode) ||
 		    unlinkat(dirfd(d), de->d_name, 0) != 0)
 			bad = 1;
@@ -78,8 +80,8 @@ static int remove_step(const char *dir, const char *name)
 	return bad ? -1 : 0;
 }
 
-static void rotate(hexi_trainer *t, const char *dir,
-		   const hexi_ckpt_entry *e, int n)
+static void rotate(hexi_trainer *t, const char *dir, const hexi_ckpt_entry *e,
+		   int n)
 {
 	int committed = 0;
 

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = hf_st_parse("fuzz", (const char *)data + 8, (size_t)hl,
 			 size - 8 - hl, &st);
 	if (rc != HEXI_OK && hexi_errmsg(rc)[0] == '\0')
-		abort(); /* every failure must say why */
+		abort();     /* every failure must say why */
 	if (rc == HEXI_OK) { /* what it accepts is inside the data */
 		for (int i = 0; i < st->n; i++)
 			if (st->t[i].end > size - 8 - hl ||

@@ -20,8 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (rc != HEXI_OK && hexi_errmsg(rc)[0] == '\0')
 		abort();
-	if (rc == HEXI_OK &&
-	    ((w != 2 && w != 4) || RT_DATA_HEADER_BYTES + n * (uint64_t)w != size))
+	if (rc == HEXI_OK && ((w != 2 && w != 4) ||
+			      RT_DATA_HEADER_BYTES + n * (uint64_t)w != size))
 		abort(); /* accepted sizes must match the file exactly */
 	hexi_error_clear();
 	return 0;

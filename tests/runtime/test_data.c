@@ -55,7 +55,8 @@ static const char *write_tok(const char *name, uint64_t n, int w, int mod,
 
 static void test_permutation(void)
 {
-	static const uint64_t ns[] = {1, 2, 3, 5, 7, 64, 100, 1000, 4097, 65535};
+	static const uint64_t ns[] = {1,  2,   3,    5,	   7,
+				      64, 100, 1000, 4097, 65535};
 	int bad = 0;
 
 	for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
@@ -75,9 +76,9 @@ static void test_permutation(void)
  * trainer draws them (rt_data_window over samples 0..W-1). */
 static void test_coverage(void)
 {
-	static const size_t lens[] = {791916, 791917, 791915, 65536, 65537,
-				      100003, 7919 * 16 + 1, 12345, 999999,
-				      524288, 33};
+	static const size_t lens[] = {
+	    791916,	   791917, 791915, 65536,  65537, 100003,
+	    7919 * 16 + 1, 12345,  999999, 524288, 33};
 	static const int Ts[] = {16, 64, 100};
 	double worst = 1.0;
 	char path[512];
@@ -111,8 +112,9 @@ static void test_coverage(void)
 			free(seen);
 			rt_data_fini(&d);
 		}
-	ok(worst >= 0.99, "distinct windows >= 99%% of ideal for 33 "
-			  "length/T pairs (worst %.4f)",
+	ok(worst >= 0.99,
+	   "distinct windows >= 99%% of ideal for 33 "
+	   "length/T pairs (worst %.4f)",
 	   worst);
 }
 
@@ -200,8 +202,7 @@ static void test_bad_files(void)
 	hexi_rc rc = rt_data_read(&d, 3, seq); /* tokens 48..64: 64 >= V */
 	ok(rc == HEXI_ERR_RANGE &&
 	       strstr(hexi_errmsg(rc), "token 64 at token position 64") != NULL,
-	   "out-of-vocab token named with its position: '%s'",
-	   hexi_errmsg(rc));
+	   "out-of-vocab token named with its position: '%s'", hexi_errmsg(rc));
 	hexi_error_clear();
 	rt_data_fini(&d);
 	const char *w4 = write_tok("w4.tok", 100, 4, 70000, 2, 0);
