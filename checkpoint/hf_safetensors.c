@@ -133,7 +133,7 @@ static hexi_rc parse_entry(const char *what, const char *name, json_t *e,
 				  "%llu elements of %s",
 				  what, name,
 				  (unsigned long long)(t->end - t->begin),
-				  (unsigned long long)numel, dtypes[i].name);
+				  (unsigned long long)numel, json_string_value(dt));
 	return HEXI_OK;
 }
 

@@ -121,7 +121,7 @@ truncated header|open(f, "wb").write(raw[:8 + n // 2])|truncated
 header over 100 MB|put(h, data, 200 * 1000 * 1000)|over the
 offsets past the end|h[k[0]]["data_offsets"][1] += 1 << 30; put(h, data)|past the end
 overlapping tensors|b, e = h[k[0]]["data_offsets"]; h[k[1]]["data_offsets"] = [b, b + h[k[1]]["data_offsets"][1] - h[k[1]]["data_offsets"][0]]; put(h, data)|overlap
-dtype/shape mismatch|h[k[0]]["dtype"] = "F16"; put(h, data)|bytes of data for
+dtype/shape mismatch|h[k[0]]["dtype"] = "F16"; put(h, data)|bytes of data for [0-9]* elements of F16
 unsupported dtype|h[k[0]]["dtype"] = "I64"; put(h, data)|dtype 'I64'
 header not JSON|put(h, data, 3); open(f, "r+b").write(struct.pack("<Q", 3) + b"{x}")|not a JSON object
 unknown tensor|h["model.layers.9.extra"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}; put(h, data)|unknown tensor
