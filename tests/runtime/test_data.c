@@ -43,7 +43,7 @@ static const char *write_tok(const char *name, uint64_t n, int w, int mod,
 	}
 	fwrite(hdr, 1, sizeof(hdr), f);
 	for (uint64_t i = 0; i < n; i++) {
-		unsigned char b[4];
+		unsigned char b[8] = {0};
 		put32(b, (uint32_t)(i % (uint64_t)mod));
 		fwrite(b, 1, w == 2 || w == 3 ? 2 : (size_t)w, f);
 	}
