@@ -4,6 +4,8 @@
 #ifndef HEXI_CKPT_INTERNAL_H
 #define HEXI_CKPT_INTERNAL_H
 
+#include <sys/stat.h>
+
 #include <hdf5.h>
 #include <jansson.h>
 
@@ -61,6 +63,7 @@ typedef struct ck_manifest {
 	hexi_ckpt_meta meta;
 	int version;
 	uint64_t *file_bytes; /* [world_size] */
+	uint64_t *file_xxh;   /* [world_size], version >= 2 (else NULL) */
 	int nraw, rawcap;
 	ck_raw *raw; /* consumed by ck_manifest_validate */
 	int ntensors;
@@ -100,6 +103,8 @@ hexi_rc ck_json_rows(json_t *o, int64_t *b, int64_t *e, const char *where);
 json_t *ck_json_shape_new(int ndim, const int64_t shape[2]);
 json_t *ck_json_hex64_new(uint64_t v);
 
+int ck_is_step_name(const char *s, long *step);
+
 /* writer.c: save_end with the fsyncs optional (one process writing many
  * rank files syncs them together afterwards). */
 hexi_rc ck_save_end(hexi_ckpt_writer *w, int sync);
@@ -132,6 +137,42 @@ hexi_rc ck_h5_check_meta(hid_t fid, const hexi_ckpt_meta *m, int rank,
 herr_t ck_h5_close_discard(hid_t f, const char *path);
 /* fsync a file or directory by path. */
 hexi_rc ck_fsync_path(const char *path, int is_dir);
+
+/* safeio.c: descriptor-relative, never-following file access */
+#define CK_LOCK_NAME	  ".hexickpt.lock"
+#define CK_STAGE_RAND	  10
+#define CK_STAGE_NAME_MAX HEXI_CKPT_STAGE_MAX
+/* Open directory PATH component by component (symlinks only when owned by
+ * root or the caller), creating missing ones (0755) when CREATE. */
+hexi_rc ck_dir_open(const char *path, int create, int *fd);
+/* NAME below DFD for reading: O_NOFOLLOW|O_NONBLOCK, a regular file by
+ * fstat of the opened descriptor; WHAT names it in messages. */
+hexi_rc ck_open_at(int dfd, const char *name, const char *what, int *fd,
+		   struct stat *st);
+hexi_rc ck_read_at(int dfd, const char *name, size_t max, const char *what,
+		   char **out, size_t *len);
+/* Size and xxh64 of a whole file, streaming (8 MiB buffer). */
+hexi_rc ck_hash_fd(int fd, const char *what, uint64_t *bytes, uint64_t *xxh);
+/* "/proc/self/fd/FD[/NAME]": a path that names what FD holds. */
+int ck_fd_path(char *buf, size_t cap, int fd, const char *name);
+int ck_have_proc_fd(void);
+hexi_rc ck_fsync_fd(int fd, const char *what);
+/* Temporary name (O_EXCL|O_NOFOLLOW), fsync, renameat, fsync DFD. */
+hexi_rc ck_write_at_atomic(int dfd, const char *name, const char *text,
+			   size_t len, const char *what);
+int ck_is_stage_name(const char *s);
+/* N random characters of [a-z0-9] and a NUL into BUF (N <= 32). */
+void ck_random_name(char *buf, size_t n);
+hexi_rc ck_stage_create(int dfd, int64_t step, const char *dir, char *name,
+			size_t cap);
+/* A staging directory owned by the caller with mode 0700. */
+hexi_rc ck_stage_open(int dfd, const char *name, const char *dir, int *fd);
+/* Remove directory NAME (ours) and the files in it. */
+hexi_rc ck_dir_remove(int dfd, const char *name);
+void ck_stage_cleanup(int dfd);
+/* DIR's writer lock, kept until the process exits; *fresh set when taken
+ * now (not already held). */
+hexi_rc ck_lock_dir(int dfd, const char *dir, int *fresh);
 
 /* paths */
 int ck_step_dir(char *buf, size_t cap, const char *dir, int64_t step);

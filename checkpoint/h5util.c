@@ -96,11 +96,19 @@ static int note_open_failure(void)
 {
 	h5_open_msg[0] = '\0';
 	snprintf(h5_open_msg, sizeof(h5_open_msg), "%s", ck_h5_msg());
+	/* EAGAIN/EWOULDBLOCK (errno 11) is a real conflict: another process
+	 * holds the file.  Never retried without locks (issue 18: the retry
+	 * truncated the other job's file). */
+	if (strstr(h5_open_msg, "errno = 11") != NULL ||
+	    strstr(h5_open_msg, "temporarily unavailable") != NULL)
+		return 0;
 	return strstr(h5_open_msg, "lock") != NULL;
 }
 
-/* Open or create; retry once without file locking when locking itself
- * failed (NFS without lockd, Lustre with flock off: ENOLCK, EACCES...). */
+/* Open or create (exclusively: O_CREAT|O_EXCL, so never through a symlink
+ * or onto an existing file); retry once without file locking when locking
+ * itself is unsupported (NFS without lockd, Lustre with flock off: ENOLCK,
+ * ENOSYS), never on a lock conflict. */
 static hid_t open_or_create(const char *path, int create)
 {
 	hid_t fid = H5I_INVALID_HID, fapl;
@@ -113,7 +121,7 @@ static hid_t open_or_create(const char *path, int create)
 		if (fapl < 0)
 			return H5I_INVALID_HID;
 		if (create)
-			fid = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+			fid = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
 		else
 			fid = H5Fopen(path, H5F_ACC_RDONLY, fapl);
 		locked = fid < 0 && note_open_failure();
@@ -388,11 +396,12 @@ hexi_rc ck_h5_check_meta(hid_t fid, const hexi_ckpt_meta *m, int rank,
 				  path, HEXI_CKPT_FORMAT);
 	if (ck_h5_read_i64_attr(fid, "version", &v) < 0)
 		return ck_h5_error("%s: attribute 'version'", path);
-	if (v != HEXI_CKPT_VERSION)
-		return hexi_error(
-		    HEXI_ERR_VERSION,
-		    "%s: format version %lld, this build reads %d", path,
-		    (long long)v, HEXI_CKPT_VERSION);
+	if (v < HEXI_CKPT_VERSION_MIN || v > HEXI_CKPT_VERSION)
+		return hexi_error(HEXI_ERR_VERSION,
+				  "%s: format version %lld, this build reads "
+				  "versions %d to %d",
+				  path, (long long)v, HEXI_CKPT_VERSION_MIN,
+				  HEXI_CKPT_VERSION);
 	if (ck_h5_read_str_attr(fid, "model", s, sizeof(s)) < 0 ||
 	    strcmp(s, m->model) != 0)
 		return hexi_error(HEXI_ERR_MISMATCH,

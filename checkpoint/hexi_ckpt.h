@@ -39,13 +39,17 @@
 extern "C" {
 #endif
 
-#define HEXI_CKPT_FORMAT    "hexiscale-ckpt"
-#define HEXI_CKPT_VERSION   1
-#define HEXI_CKPT_NAME_MAX  128 /* tensor / blob name, NUL included */
-#define HEXI_CKPT_MANIFEST  "MANIFEST.json"
-#define HEXI_CKPT_LATEST    "latest"
-#define HEXI_CKPT_MAX_RANKS 65536
-#define HEXI_CKPT_MAX_STEP  99999999 /* step-%08d */
+#define HEXI_CKPT_FORMAT "hexiscale-ckpt"
+/* Format versions this build reads: HEXI_CKPT_VERSION_MIN..HEXI_CKPT_VERSION
+ * (hexiscale-ckpt(5), VERSIONS).  It writes HEXI_CKPT_VERSION.  Version 2
+ * added each rank file's whole-file xxh64 to the manifest. */
+#define HEXI_CKPT_VERSION     2
+#define HEXI_CKPT_VERSION_MIN 1
+#define HEXI_CKPT_NAME_MAX    128 /* tensor / blob name, NUL included */
+#define HEXI_CKPT_MANIFEST    "MANIFEST.json"
+#define HEXI_CKPT_LATEST      "latest"
+#define HEXI_CKPT_MAX_RANKS   65536
+#define HEXI_CKPT_MAX_STEP    99999999 /* step-%08d */
 
 /* Non-tensor training state; stored in every rank file and the manifest. */
 typedef struct hexi_ckpt_meta {
@@ -62,11 +66,42 @@ typedef struct hexi_ckpt_meta {
 
 typedef struct hexi_ckpt_writer hexi_ckpt_writer;
 
-/* Start rank RANK's part of the save of DIR/step-NNNNNNNN (meta->step):
- * creates DIR and the step directory if needed and the rank file
- * rank-RRRRR.h5 (replacing one left by a crashed save).  Every rank
+/* A save is written into a fresh private staging directory
+ * DIR/.step-NNNNNNNN.XXXXXXXXXX (mode 0700, created by the saving user) and
+ * renamed to DIR/step-NNNNNNNN at the commit; rank files are created with
+ * O_CREAT|O_EXCL|O_NOFOLLOW semantics only.  The process that prepares a
+ * save takes DIR's writer lock (DIR/.hexickpt.lock, held until it exits): a
+ * second writer of DIR (another job, another user) fails at once with a
+ * message naming the holder.
+ *
+ * Several processes (the runtime's ranks): one process calls
+ * hexi_ckpt_save_prepare, hands the staging name STAGE to every rank, each
+ * rank calls hexi_ckpt_save_begin_staged, and after all save_end the
+ * preparing process calls hexi_ckpt_commit_staged (or, on failure,
+ * hexi_ckpt_save_discard).  [Added in format version 2.]
+ *
+ * One process writing every rank file (tools, importers, tests): the
+ * original calls hexi_ckpt_save_begin / hexi_ckpt_commit do the same
+ * implicitly (the first save_begin of a step prepares it). */
+#define HEXI_CKPT_STAGE_MAX 32 /* staging name, NUL included */
+
+hexi_rc hexi_ckpt_save_prepare(const char *dir, const hexi_ckpt_meta *meta,
+			       char stage[HEXI_CKPT_STAGE_MAX]);
+hexi_rc hexi_ckpt_save_begin_staged(const char *dir, const char *stage,
+				    const hexi_ckpt_meta *meta, int rank,
+				    hexi_ckpt_writer **out);
+hexi_rc hexi_ckpt_commit_staged(const char *dir, const char *stage,
+				const hexi_ckpt_meta *meta,
+				const char *plan_json);
+/* Remove an uncommitted staging directory (the save failed). */
+void hexi_ckpt_save_discard(const char *dir, const char *stage);
+
+/* Start rank RANK's part of the save of DIR/step-NNNNNNNN (meta->step) in
+ * this process's staging directory of that step (prepared on first use):
+ * creates DIR if needed and the rank file rank-RRRRR.h5.  Every rank
  * 0..meta->world_size-1 calls it, even one that writes no slice.  Fails with
- * HEXI_ERR_INVAL if that step is already committed. */
+ * HEXI_ERR_INVAL if that step is already committed, HEXI_ERR_PERM if
+ * another writer holds DIR or DIR/step-NNNNNNNN exists and is not ours. */
 hexi_rc hexi_ckpt_save_begin(const char *dir, const hexi_ckpt_meta *meta,
 			     int rank, hexi_ckpt_writer **out);
 
@@ -100,12 +135,15 @@ hexi_rc hexi_ckpt_save_end(hexi_ckpt_writer *w);
 /* Give up (error path elsewhere): close and remove this rank's file. */
 void hexi_ckpt_save_abort(hexi_ckpt_writer *w);
 
-/* Commit, by one process after every rank's save_end succeeded: checks that
- * rank files 0..W-1 exist, are complete and agree with META, that every
- * tensor is covered exactly once (no gap, no overlap) with one global shape,
- * then writes MANIFEST.json (temporary name, fsync, rename, directory fsync)
- * with PLAN_JSON (a JSON object; the plan that wrote it) and points
- * DIR/latest at it.  PLAN_JSON may be NULL only if meta->plan_hash is "". */
+/* Commit, by the process that began the save (hexi_ckpt_save_begin) after
+ * every rank's save_end succeeded: checks that rank files 0..W-1 exist, are
+ * complete and agree with META, that every tensor is covered exactly once
+ * (no gap, no overlap) with one global shape, then writes MANIFEST.json
+ * (with each rank file's size and whole-file xxh64) with PLAN_JSON (a JSON
+ * object; the plan that wrote it) into the staging directory, renames that
+ * to DIR/step-NNNNNNNN (the commit point) and points DIR/latest at it.  A
+ * failed commit removes the staging directory (the save is lost).
+ * PLAN_JSON may be NULL only if meta->plan_hash is "". */
 hexi_rc hexi_ckpt_commit(const char *dir, const hexi_ckpt_meta *meta,
 			 const char *plan_json);
 
@@ -126,6 +164,10 @@ typedef struct hexi_ckpt_open_opts {
 	const char *model; /* non-NULL: must match, else HEXI_ERR_MISMATCH */
 	const char
 	    *plan_hash; /* non-NULL: must match, else HEXI_ERR_MISMATCH */
+	/* Added with format 2 (initialise with hexi_ckpt_open_opts_init):
+	 * 1 lets root open a format-1 checkpoint (no whole-file checksums)
+	 * owned by another user; 0 (default) refuses it with HEXI_ERR_PERM. */
+	int allow_unchecked;
 } hexi_ckpt_open_opts;
 
 void hexi_ckpt_open_opts_init(hexi_ckpt_open_opts *o);
@@ -133,7 +175,10 @@ void hexi_ckpt_open_opts_init(hexi_ckpt_open_opts *o);
 /* PATH is a checkpoint directory (DIR: latest or o->step) or one step
  * directory (DIR/step-NNNNNNNN).  Only committed checkpoints open.  Reads and
  * checks the manifest, the rank files' sizes and attributes (format,
- * version, model, plan hash, step).  O may be NULL (defaults). */
+ * version, model, plan hash, step).  O may be NULL (defaults).  Inside PATH
+ * nothing is followed (a symlink or FIFO named MANIFEST.json, latest or a
+ * rank file is refused), and each rank file's size and whole-file xxh64
+ * (version 2) are checked before libhdf5 opens it. */
 hexi_rc hexi_ckpt_open(const char *path, const hexi_ckpt_open_opts *o,
 		       hexi_ckpt_reader **out);
 void hexi_ckpt_close(hexi_ckpt_reader *r);
@@ -143,6 +188,9 @@ const hexi_ckpt_meta *hexi_ckpt_reader_meta(const hexi_ckpt_reader *r);
 const char *hexi_ckpt_reader_plan_json(const hexi_ckpt_reader *r);
 /* The step directory opened. */
 const char *hexi_ckpt_reader_path(const hexi_ckpt_reader *r);
+/* Format version of the opened checkpoint's manifest; below 2 there are no
+ * whole-file checksums, so rank files reach libhdf5 unchecked. */
+int hexi_ckpt_reader_version(const hexi_ckpt_reader *r);
 
 typedef struct hexi_ckpt_tensor_info {
 	const char *name; /* owned by the reader */

@@ -17,12 +17,13 @@
 
 #include "hexi_ckpt.h"
 #include "hexi_sched.h"
+#include "ckpt_plan.h"
 #include "hf_llama.h"
 
 #define PROG "hexickpt"
 
 typedef struct opts {
-	int json, quiet, no_verify;
+	int json, quiet, no_verify, allow_unchecked;
 	long step;
 	const char *plan, *out;
 	double tolerance;
@@ -56,6 +57,9 @@ static void usage(FILE *f)
 	    "  -o, --output P    output directory (reshard) or file (export)\n"
 	    "  --no-verify       skip checksums while reading (reshard, "
 	    "export, diff)\n"
+	    "  --allow-unchecked as root, open another user's format-1 "
+	    "checkpoint\n"
+	    "                    (no whole-file checksums)\n"
 	    "  --tolerance X     diff: differences <= X count as equal "
 	    "(default 0)\n"
 	    "  --format F        export: hdf5 (default) or hf\n"
@@ -109,6 +113,7 @@ static hexi_rc open_ckpt(const char *path, const opts *o, int verify,
 
 	hexi_ckpt_open_opts_init(&oo);
 	oo.verify = verify && !o->no_verify;
+	oo.allow_unchecked = o->allow_unchecked;
 	oo.step = o->step;
 	return hexi_ckpt_open(path, &oo, r);
 }
@@ -126,8 +131,6 @@ static int print_json(json_t *j)
 	return 0;
 }
 
-#include "reshard_plan.h"
-
 /* ---- info -------------------------------------------------------------- */
 
 static uint64_t tensor_bytes(const hexi_ckpt_tensor_info *t)
@@ -141,12 +144,12 @@ static json_t *meta_json(const hexi_ckpt_reader *r)
 
 	return json_pack("{s:s,s:s,s:i,s:s,s:s,s:I,s:I,s:I,s:I,s:i}", "path",
 			 hexi_ckpt_reader_path(r), "format", HEXI_CKPT_FORMAT,
-			 "version", HEXI_CKPT_VERSION, "model", m->model,
-			 "plan_hash", m->plan_hash, "step", (json_int_t)m->step,
-			 "tokens_seen", (json_int_t)m->tokens_seen,
-			 "data_position", (json_int_t)m->data_position,
-			 "opt_step", (json_int_t)m->opt_step, "world_size",
-			 m->world_size);
+			 "version", hexi_ckpt_reader_version(r), "model",
+			 m->model, "plan_hash", m->plan_hash, "step",
+			 (json_int_t)m->step, "tokens_seen",
+			 (json_int_t)m->tokens_seen, "data_position",
+			 (json_int_t)m->data_position, "opt_step",
+			 (json_int_t)m->opt_step, "world_size", m->world_size);
 }
 
 /* Bytes of slices held by each rank file: the layout at a glance. */
@@ -193,7 +196,7 @@ static int info_json(const hexi_ckpt_reader *r, const uint64_t *rb)
 	}
 	for (i = 0; i < hexi_ckpt_reader_meta(r)->world_size; i++)
 		json_array_append_new(ranks, json_integer((json_int_t)rb[i]));
-	json_object_set_new(root, "plan", plan_summary_json(r));
+	json_object_set_new(root, "plan", ckpt_plan_summary_json(r));
 	json_object_set_new(root, "rank_bytes", ranks);
 	json_object_set_new(root, "tensors", ts);
 	return print_json(root);
@@ -208,13 +211,13 @@ static void info_text(const hexi_ckpt_reader *r, const uint64_t *rb)
 
 	printf("checkpoint  %s\n", hexi_ckpt_reader_path(r));
 	printf("format      %s version %d\n", HEXI_CKPT_FORMAT,
-	       HEXI_CKPT_VERSION);
+	       hexi_ckpt_reader_version(r));
 	printf("model       %s\n", m->model);
 	printf("step        %" PRId64 " (optimizer step %" PRId64 ")\n",
 	       m->step, m->opt_step);
 	printf("tokens      %" PRId64 ", data position %" PRId64 "\n",
 	       m->tokens_seen, m->data_position);
-	plan_summary_text(r);
+	ckpt_plan_summary_text(r);
 	printf("ranks       %d\n", m->world_size);
 	for (i = 0; i < m->world_size; i++)
 		printf("  rank-%05d.h5  %10.3f MiB of slices\n", i,
@@ -273,6 +276,7 @@ static int cmd_verify(int argc, char **argv, const opts *o)
 	hexi_rc rc;
 	uint64_t bytes = 0;
 	int i, nslices = 0;
+	const char *filechk;
 
 	if (argc != 1)
 		return usage_error("verify: expected one checkpoint path",
@@ -286,19 +290,34 @@ static int cmd_verify(int argc, char **argv, const opts *o)
 			nslices += ti.nslices;
 			bytes += tensor_bytes(&ti);
 		}
+	/* Whole-file checks (size + xxh64 before libhdf5) exist from format
+	 * version 2 on; older checkpoints say so. */
+	filechk = r == NULL			     ? ""
+		  : hexi_ckpt_reader_version(r) >= 2 ? "ok"
+						     : "unavailable";
 	if (o->json) {
-		json_t *j =
-		    json_pack("{s:s,s:b,s:s,s:s,s:i,s:i,s:I}", "path", argv[0],
-			      "ok", rc == HEXI_OK, "error",
-			      rc == HEXI_OK ? "" : hexi_errname(rc), "message",
-			      rc == HEXI_OK ? "" : hexi_errmsg(rc), "tensors",
-			      r ? hexi_ckpt_ntensors(r) : 0, "slices", nslices,
-			      "bytes", (json_int_t)bytes);
+		json_t *j = json_pack(
+		    "{s:s,s:b,s:s,s:s,s:i,s:i,s:I,s:i,s:s}", "path", argv[0],
+		    "ok", rc == HEXI_OK, "error",
+		    rc == HEXI_OK ? "" : hexi_errname(rc), "message",
+		    rc == HEXI_OK ? "" : hexi_errmsg(rc), "tensors",
+		    r ? hexi_ckpt_ntensors(r) : 0, "slices", nslices, "bytes",
+		    (json_int_t)bytes, "version",
+		    r ? hexi_ckpt_reader_version(r) : 0, "file_check", filechk);
 		print_json(j);
 	} else if (rc == HEXI_OK) {
 		printf("%s: OK: %d tensors, %d slices, %.3f MiB verified\n",
 		       hexi_ckpt_reader_path(r), hexi_ckpt_ntensors(r), nslices,
 		       (double)bytes / 1048576.0);
+		if (hexi_ckpt_reader_version(r) >= 2)
+			printf("%s: rank files: size and whole-file xxh64 "
+			       "checked before HDF5\n",
+			       hexi_ckpt_reader_path(r));
+		else
+			printf("%s: rank files: whole-file check not possible "
+			       "(format version %d has no file checksums)\n",
+			       hexi_ckpt_reader_path(r),
+			       hexi_ckpt_reader_version(r));
 	}
 	hexi_ckpt_close(r);
 	if (rc != HEXI_OK && !o->json)
@@ -371,7 +390,7 @@ static int cmd_reshard(int argc, char **argv, const opts *o)
 		return usage_error("reshard: expected SRC --plan PLAN -o DST",
 				   NULL);
 	if ((rc = open_ckpt(argv[0], o, 1, &r)) == HEXI_OK)
-		rc = reshard_with_plan(r, o->plan, o->out, bar(o));
+		rc = ckpt_reshard_with_plan(r, o->plan, o->out, bar(o));
 	hexi_ckpt_close(r);
 	if (rc != HEXI_OK)
 		return fail(rc);
@@ -551,6 +570,7 @@ static const struct option longopts[] = {
     {"plan", required_argument, NULL, 'p'},
     {"output", required_argument, NULL, 'o'},
     {"no-verify", no_argument, NULL, 'n'},
+    {"allow-unchecked", no_argument, NULL, 'u'},
     {"tolerance", required_argument, NULL, 't'},
     {"quiet", no_argument, NULL, 'q'},
     {"format", required_argument, NULL, 'F'},
@@ -579,6 +599,9 @@ static int parse_opts(int argc, char **argv, opts *o)
 			break;
 		case 'n':
 			o->no_verify = 1;
+			break;
+		case 'u':
+			o->allow_unchecked = 1;
 			break;
 		case 'p':
 			o->plan = optarg;

@@ -88,6 +88,7 @@ void ck_manifest_fini(ck_manifest *m)
 	free(m->raw);
 	free(m->blobs);
 	free(m->file_bytes);
+	free(m->file_xxh);
 	free(m->plan_json);
 	memset(m, 0, sizeof(*m));
 }
@@ -476,7 +477,9 @@ static const char *const top_keys[] = {
     "format",	   "version",	    "model",	"plan_hash",  "step",
     "tokens_seen", "data_position", "opt_step", "world_size", "files",
     "tensors",	   "blobs",	    "plan",	NULL};
-static const char *const file_keys[] = {"rank", "name", "bytes", NULL};
+static const char *const file_keys_v1[] = {"rank", "name", "bytes", NULL};
+static const char *const file_keys_v2[] = {"rank", "name", "bytes", "xxh64",
+					   NULL};
 static const char *const tensor_keys[] = {"name", "shape", "dtype", "slices",
 					  NULL};
 static const char *const slice_keys[] = {"rank", "rows", "xxh64", NULL};
@@ -497,11 +500,13 @@ static hexi_rc parse_meta(json_t *root, ck_manifest *m, const char *where)
 				  where, HEXI_CKPT_FORMAT);
 	if ((rc = ck_json_i64(root, "version", 0, INT32_MAX, &v, where)))
 		return rc;
-	if (v != HEXI_CKPT_VERSION)
+	if (v < HEXI_CKPT_VERSION_MIN || v > HEXI_CKPT_VERSION)
 		return hexi_error(HEXI_ERR_VERSION,
 				  "%s: format version %lld, "
-				  "this build reads version %d",
-				  where, (long long)v, HEXI_CKPT_VERSION);
+				  "this build reads versions %d to %d",
+				  where, (long long)v, HEXI_CKPT_VERSION_MIN,
+				  HEXI_CKPT_VERSION);
+	m->version = (int)v;
 	if ((rc = ck_json_keys(root, top_keys, where)) ||
 	    (rc = ck_json_str(root, "model", m->meta.model,
 			      sizeof(m->meta.model), where)) ||
@@ -522,13 +527,78 @@ static hexi_rc parse_meta(json_t *root, ck_manifest *m, const char *where)
 	return ck_meta_check(&m->meta, where);
 }
 
-static hexi_rc parse_files(json_t *a, ck_manifest *m, const char *where)
+/* ---- per-version read hooks ---------------------------------------------
+ * One row per format version this build reads (HEXI_CKPT_VERSION_MIN ..
+ * HEXI_CKPT_VERSION): what differs is parsed by the row's hooks.  A new
+ * version adds a row; the rows of old versions stay. */
+
+/* One entry of 'files': rank, name, bytes (both versions). */
+static hexi_rc file_common(json_t *f, size_t i, const char *const *keys,
+			   ck_manifest *m, const char *where)
 {
-	size_t i;
 	char name[64], want[64];
 	int64_t r, bytes;
 	hexi_rc rc;
 
+	if ((rc = ck_json_keys(f, keys, where)) ||
+	    (rc = ck_json_i64(f, "rank", 0, HEXI_CKPT_MAX_RANKS, &r, where)) ||
+	    (rc = ck_json_str(f, "name", name, sizeof(name), where)) ||
+	    (rc = ck_json_i64(f, "bytes", 0, INT64_MAX, &bytes, where)))
+		return rc;
+	snprintf(want, sizeof(want), "rank-%05d.h5", (int)i);
+	if (r != (int64_t)i || strcmp(name, want) != 0)
+		return hexi_error(HEXI_ERR_PARSE,
+				  "%s: files[%zu] must be "
+				  "rank %zu, '%s'",
+				  where, i, i, want);
+	m->file_bytes[i] = (uint64_t)bytes;
+	return HEXI_OK;
+}
+
+/* Version 1: no whole-file checksum. */
+static hexi_rc file_v1(json_t *f, size_t i, ck_manifest *m, const char *where)
+{
+	return file_common(f, i, file_keys_v1, m, where);
+}
+
+/* Version 2: "xxh64" of the whole rank file, required. */
+static hexi_rc file_v2(json_t *f, size_t i, ck_manifest *m, const char *where)
+{
+	hexi_rc rc = file_common(f, i, file_keys_v2, m, where);
+
+	return rc != HEXI_OK
+		   ? rc
+		   : ck_json_hex64(f, "xxh64", &m->file_xxh[i], where);
+}
+
+static const struct version_hooks {
+	int version;
+	int file_xxh; /* the manifest has whole-file checksums */
+	hexi_rc (*file)(json_t *f, size_t i, ck_manifest *m, const char *where);
+} version_table[] = {
+    {1, 0, file_v1},
+    {2, 1, file_v2},
+};
+
+static const struct version_hooks *hooks_of(int version)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(version_table) / sizeof(version_table[0]); i++)
+		if (version_table[i].version == version)
+			return &version_table[i];
+	return NULL;
+}
+
+static hexi_rc parse_files(json_t *a, ck_manifest *m, const char *where)
+{
+	const struct version_hooks *h = hooks_of(m->version);
+	size_t i;
+	hexi_rc rc;
+
+	if (h == NULL)
+		return hexi_error(HEXI_ERR_VERSION, "%s: format version %d",
+				  where, m->version);
 	if (!json_is_array(a) ||
 	    json_array_size(a) != (size_t)m->meta.world_size)
 		return hexi_error(HEXI_ERR_PARSE,
@@ -536,24 +606,14 @@ static hexi_rc parse_files(json_t *a, ck_manifest *m, const char *where)
 				  "files",
 				  where, m->meta.world_size);
 	m->file_bytes = calloc((size_t)m->meta.world_size, sizeof(uint64_t));
-	if (m->file_bytes == NULL)
+	m->file_xxh = h->file_xxh
+			  ? calloc((size_t)m->meta.world_size, sizeof(uint64_t))
+			  : NULL;
+	if (m->file_bytes == NULL || (h->file_xxh && m->file_xxh == NULL))
 		return hexi_error(HEXI_ERR_NOMEM, "%s: file list", where);
-	for (i = 0; i < json_array_size(a); i++) {
-		json_t *f = json_array_get(a, i);
-		if ((rc = ck_json_keys(f, file_keys, where)) ||
-		    (rc = ck_json_i64(f, "rank", 0, HEXI_CKPT_MAX_RANKS, &r,
-				      where)) ||
-		    (rc = ck_json_str(f, "name", name, sizeof(name), where)) ||
-		    (rc = ck_json_i64(f, "bytes", 0, INT64_MAX, &bytes, where)))
+	for (i = 0; i < json_array_size(a); i++)
+		if ((rc = h->file(json_array_get(a, i), i, m, where)))
 			return rc;
-		snprintf(want, sizeof(want), "rank-%05d.h5", (int)i);
-		if (r != (int64_t)i || strcmp(name, want) != 0)
-			return hexi_error(HEXI_ERR_PARSE,
-					  "%s: files[%zu] must be "
-					  "rank %zu, '%s'",
-					  where, i, i, want);
-		m->file_bytes[i] = (uint64_t)bytes;
-	}
 	return HEXI_OK;
 }
 
@@ -727,8 +787,11 @@ static json_t *manifest_json(const ck_manifest *m)
 	for (i = 0; !bad && i < m->meta.world_size; i++) {
 		snprintf(fn, sizeof(fn), "rank-%05d.h5", i);
 		bad = json_array_append_new(
-		    files, json_pack("{s:i,s:s,s:I}", "rank", i, "name", fn,
-				     "bytes", (json_int_t)m->file_bytes[i]));
+		    files,
+		    json_pack(
+			"{s:i,s:s,s:I,s:o}", "rank", i, "name", fn, "bytes",
+			(json_int_t)m->file_bytes[i], "xxh64",
+			ck_json_hex64_new(m->file_xxh ? m->file_xxh[i] : 0)));
 	}
 	for (i = 0; !bad && i < m->ntensors; i++)
 		bad =

@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,100 +29,129 @@ void hexi_ckpt_open_opts_init(hexi_ckpt_open_opts *o)
 
 static int is_step_name(const char *s, long *step)
 {
-	size_t i;
-
-	if (strncmp(s, "step-", 5) != 0 || strlen(s) != 13)
-		return 0;
-	for (i = 5; i < 13; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return 0;
-	*step = strtol(s + 5, NULL, 10);
-	return 1;
+	return ck_is_step_name(s, step);
 }
 
-int ck_is_step_name(const char *s, long *step)
+/* NAME/MANIFEST.json below DFD, without following anything. */
+static int committed_below(int dfd, const char *name)
 {
-	return is_step_name(s, step);
-}
-
-static int file_exists(const char *dir, const char *name)
-{
-	char p[CK_PATH_MAX + 64];
+	char p[300];
 	struct stat st;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	return stat(p, &st) == 0;
+	snprintf(p, sizeof(p), "%s/%s", name, HEXI_CKPT_MANIFEST);
+	return fstatat(dfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       S_ISREG(st.st_mode);
 }
 
-/* Highest committed step directory of DIR, or -1. */
-static long scan_latest(const char *dir)
+/* Highest committed step directory below DFD, or -1. */
+static long scan_latest(int dfd)
 {
-	DIR *d = opendir(dir);
+	int fd = dup(dfd);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	struct dirent *e;
-	char p[CK_PATH_MAX];
+	struct stat st;
 	long best = -1, s;
 
-	if (d == NULL)
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
+	}
 	while ((e = readdir(d)) != NULL) {
 		if (!is_step_name(e->d_name, &s) || s <= best)
 			continue;
-		if (snprintf(p, sizeof(p), "%s/%s", dir, e->d_name) <
-			(int)sizeof(p) &&
-		    file_exists(p, HEXI_CKPT_MANIFEST))
+		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(st.st_mode) && committed_below(dfd, e->d_name))
 			best = s;
 	}
 	closedir(d);
 	return best;
 }
 
-/* PATH (a checkpoint directory or a step directory) to a step directory. */
-static hexi_rc resolve(const char *path, int64_t step, char *out, size_t cap)
+/* 'latest' must name a step directory if it is there (and be a plain
+ * file: a FIFO or symlink is refused, not waited on or followed). */
+static hexi_rc check_latest(int dfd, const char *path)
 {
-	char lp[CK_PATH_MAX], *text = NULL;
+	char what[CK_PATH_MAX + 16], *text = NULL;
 	size_t len;
 	long s;
-	struct stat st;
+	hexi_rc rc;
 
-	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+	snprintf(what, sizeof(what), "%s/%s", path, HEXI_CKPT_LATEST);
+	rc = ck_read_at(dfd, HEXI_CKPT_LATEST, 64, what, &text, &len);
+	if (rc == HEXI_ERR_NOTFOUND) {
+		hexi_error_clear();
+		return HEXI_OK;
+	}
+	if (rc != HEXI_OK)
+		return rc;
+	while (len > 0 && text[len - 1] == '\n')
+		text[--len] = '\0';
+	if (!is_step_name(text, &s))
+		rc = hexi_error(HEXI_ERR_PARSE,
+				"%s: does not name a step directory", what);
+	free(text);
+	return rc;
+}
+
+/* PATH (a checkpoint directory or a step directory) to a step directory:
+ * its name in OUT and a descriptor in *STEPFD.  PATH itself is the
+ * caller's to choose (followed); nothing below it is. */
+static hexi_rc resolve(const char *path, int64_t step, char *out, size_t cap,
+		       int *stepfd)
+{
+	char name[32];
+	struct stat st;
+	long s;
+	int dfd = -1;
+	hexi_rc rc;
+
+	*stepfd = -1;
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fstat(dfd, &st) < 0) {
+		if (dfd >= 0)
+			close(dfd);
 		return hexi_error(HEXI_ERR_NOTFOUND,
 				  "%s: no such checkpoint "
 				  "directory",
 				  path);
-	if (is_step_name(ck_base(path), &s) ||
-	    file_exists(path, HEXI_CKPT_MANIFEST)) {
-		if (snprintf(out, cap, "%s", path) >= (int)cap)
-			return hexi_error(HEXI_ERR_RANGE,
-					  "%.200s: path too long", path);
-		return HEXI_OK;
 	}
-	if (step >= 0)
-		return ck_step_dir(out, cap, path, step) < 0
-			   ? hexi_error(HEXI_ERR_RANGE, "path too long")
+	if (is_step_name(ck_base(path), &s) ||
+	    faccessat(dfd, HEXI_CKPT_MANIFEST, F_OK, AT_SYMLINK_NOFOLLOW) ==
+		0) {
+		*stepfd = dfd;
+		return snprintf(out, cap, "%s", path) >= (int)cap
+			   ? hexi_error(HEXI_ERR_RANGE, "%.200s: path too long",
+					path)
 			   : HEXI_OK;
-	/* 'latest' is written just after the manifest: a save killed between
+	}
+	/* 'latest' is written just after the commit: a save killed between
 	 * the two leaves a newer commit than 'latest' names, so the newest
 	 * committed step wins; a 'latest' that names no step is an error. */
-	snprintf(lp, sizeof(lp), "%s/%s", path, HEXI_CKPT_LATEST);
-	if (hexi_read_file(lp, 64, &text, &len) == HEXI_OK) {
-		while (len > 0 && text[len - 1] == '\n')
-			text[--len] = '\0';
-		if (!is_step_name(text, &s)) {
-			free(text);
-			return hexi_error(HEXI_ERR_PARSE,
-					  "%s: does not name a step directory",
-					  lp);
-		}
-		free(text);
+	if (step < 0 && (rc = check_latest(dfd, path)) != HEXI_OK)
+		goto out;
+	s = step >= 0 ? (long)step : scan_latest(dfd);
+	if (s < 0) {
+		rc = hexi_error(HEXI_ERR_NOTFOUND,
+				"%s: no committed checkpoint", path);
+		goto out;
 	}
-	hexi_error_clear();
-	s = scan_latest(path);
-	if (s < 0)
-		return hexi_error(HEXI_ERR_NOTFOUND,
-				  "%s: no committed checkpoint", path);
-	return ck_step_dir(out, cap, path, s) < 0
-		   ? hexi_error(HEXI_ERR_RANGE, "path too long")
-		   : HEXI_OK;
+	snprintf(name, sizeof(name), "step-%08ld", s);
+	if (ck_step_dir(out, cap, path, s) < 0) {
+		rc = hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", path);
+		goto out;
+	}
+	*stepfd =
+	    openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	rc = *stepfd >= 0 ? HEXI_OK
+			  : hexi_error(HEXI_ERR_NOTFOUND,
+				       "%s: no such step directory%s", out,
+				       errno == ELOOP || errno == ENOTDIR
+					   ? " (a symlink or file: refused)"
+					   : "");
+out:
+	close(dfd);
+	return rc;
 }
 
 static hexi_rc check_opts(const hexi_ckpt_reader *r,
@@ -139,6 +169,32 @@ static hexi_rc check_opts(const hexi_ckpt_reader *r,
 				  "%s: written by plan %s, "
 				  "expected plan %s",
 				  r->stepdir, m->plan_hash, o->plan_hash);
+	return HEXI_OK;
+}
+
+/* Format 1 has no whole-file checksums: its rank files reach libhdf5
+ * unchecked.  Accepted (resume of one's own old checkpoints works), with a
+ * warning; refused for root on another user's directory unless asked. */
+static hexi_rc check_unchecked(const hexi_ckpt_reader *r,
+			       const hexi_ckpt_open_opts *o)
+{
+	struct stat st;
+
+	if (r->man.file_xxh != NULL)
+		return HEXI_OK;
+	if (geteuid() == 0 && !o->allow_unchecked &&
+	    (fstat(r->stepfd, &st) < 0 || st.st_uid != 0))
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s: format version %d has no whole-file "
+				  "checksums and belongs to uid %u: root does "
+				  "not let libhdf5 parse it unchecked "
+				  "(hexickpt --allow-unchecked to override)",
+				  r->stepdir, r->man.version,
+				  (unsigned)st.st_uid);
+	hexi_log(HEXI_LOG_WARN,
+		 "%s: format version %d: no whole-file checksums, rank files "
+		 "are not checked before libhdf5 opens them",
+		 r->stepdir, r->man.version);
 	return HEXI_OK;
 }
 
@@ -176,18 +232,24 @@ static hexi_rc check_plan(const hexi_ckpt_reader *r)
 /* Rank files: present with the size the manifest recorded. */
 static hexi_rc check_files(const hexi_ckpt_reader *r)
 {
-	char p[CK_PATH_MAX];
+	char p[CK_PATH_MAX], name[32];
 	struct stat st;
 	int i;
 
 	for (i = 0; i < r->man.meta.world_size; i++) {
 		ck_rank_path(p, sizeof(p), r->stepdir, i);
-		if (stat(p, &st) < 0)
+		snprintf(name, sizeof(name), "rank-%05d.h5", i);
+		if (fstatat(r->stepfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return hexi_error(
 			    HEXI_ERR_NOTFOUND,
 			    "%s: rank file "
 			    "missing (listed in the manifest): %s",
 			    p, strerror(errno));
+		if (!S_ISREG(st.st_mode))
+			return hexi_error(HEXI_ERR_INVAL,
+					  "%s: not a regular file (symlink, "
+					  "FIFO...): refused",
+					  p);
 		if ((uint64_t)st.st_size != r->man.file_bytes[i])
 			return hexi_error(
 			    HEXI_ERR_IO,
@@ -219,23 +281,28 @@ hexi_rc hexi_ckpt_open(const char *path, const hexi_ckpt_open_opts *o,
 	if (r == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "%s: reader", path);
 	r->verify = o->verify;
+	r->stepfd = -1;
 	r->dset = r->dspace = H5I_INVALID_HID;
-	if ((rv = resolve(path, o->step, r->stepdir, sizeof(r->stepdir))))
+	if ((rv = resolve(path, o->step, r->stepdir, sizeof(r->stepdir),
+			  &r->stepfd)))
 		goto out;
 	snprintf(mpath, sizeof(mpath), "%s/%s", r->stepdir, HEXI_CKPT_MANIFEST);
-	if (access(r->stepdir, F_OK) == 0 && access(mpath, F_OK) < 0) {
+	if (faccessat(r->stepfd, HEXI_CKPT_MANIFEST, F_OK,
+		      AT_SYMLINK_NOFOLLOW) < 0) {
 		rv = hexi_error(HEXI_ERR_NOTFOUND,
 				"%s: not committed (no %s): "
 				"an interrupted or unfinished save",
 				r->stepdir, HEXI_CKPT_MANIFEST);
 		goto out;
 	}
-	if ((rv = hexi_read_file(mpath, CK_MANIFEST_MAX_BYTES, &text, &len)))
+	if ((rv = ck_read_at(r->stepfd, HEXI_CKPT_MANIFEST,
+			     CK_MANIFEST_MAX_BYTES, mpath, &text, &len)))
 		goto out;
 	if ((rv = ck_manifest_parse(text, len, mpath, &r->man)) != HEXI_OK)
 		goto out;
 	r->have_man = 1;
-	if ((rv = check_opts(r, o)) != HEXI_OK || (rv = check_plan(r)) ||
+	if ((rv = check_unchecked(r, o)) != HEXI_OK ||
+	    (rv = check_opts(r, o)) != HEXI_OK || (rv = check_plan(r)) ||
 	    (rv = check_files(r)))
 		goto out;
 	r->fids = malloc((size_t)r->man.meta.world_size * sizeof(hid_t));
@@ -266,6 +333,8 @@ void hexi_ckpt_close(hexi_ckpt_reader *r)
 			H5Fclose(r->fids[i]);
 	free(r->fids);
 	free(r->buf);
+	if (r->stepfd >= 0)
+		close(r->stepfd);
 	if (r->have_man)
 		ck_manifest_fini(&r->man);
 	free(r);
@@ -284,6 +353,11 @@ const char *hexi_ckpt_reader_plan_json(const hexi_ckpt_reader *r)
 const char *hexi_ckpt_reader_path(const hexi_ckpt_reader *r)
 {
 	return r->stepdir;
+}
+
+int hexi_ckpt_reader_version(const hexi_ckpt_reader *r)
+{
+	return r->man.version;
 }
 
 int hexi_ckpt_ntensors(const hexi_ckpt_reader *r)
@@ -349,12 +423,67 @@ hexi_rc hexi_ckpt_slice_at(const hexi_ckpt_reader *r, int tensor, int slice,
 
 #define CK_MAX_OPEN_FILES 64
 
+static void mark_verified(hexi_ckpt_reader *r, int rank)
+{
+	int i, j;
+
+	for (i = 0; i < r->man.ntensors; i++)
+		for (j = 0; j < r->man.tensors[i].nslices; j++)
+			if (r->man.tensors[i].slices[j].rank == rank)
+				r->man.tensors[i].slices[j].verified = 1;
+}
+
+/* Open rank file RANK for libhdf5 only after its size and whole-file
+ * xxh64 match the manifest (version >= 2), so a crafted file never reaches
+ * HDF5's parser; HDF5 is given the checked descriptor's /proc name. */
+static hexi_rc open_checked(hexi_ckpt_reader *r, int rank, const char *p,
+			    hid_t *out)
+{
+	char name[32], fdp[64];
+	uint64_t bytes = 0, xxh = 0;
+	struct stat st;
+	int fd = -1;
+	hexi_rc rc;
+
+	snprintf(name, sizeof(name), "rank-%05d.h5", rank);
+	if ((rc = ck_open_at(r->stepfd, name, p, &fd, &st)) != HEXI_OK)
+		return rc;
+	if ((uint64_t)st.st_size != r->man.file_bytes[rank]) {
+		rc = hexi_error(HEXI_ERR_IO,
+				"%s: %lld bytes, the manifest says %" PRIu64
+				" (truncated or replaced)",
+				p, (long long)st.st_size,
+				r->man.file_bytes[rank]);
+		goto out;
+	}
+	if (r->man.file_xxh != NULL) {
+		if ((rc = ck_hash_fd(fd, p, &bytes, &xxh)) != HEXI_OK)
+			goto out;
+		if (bytes != r->man.file_bytes[rank] ||
+		    xxh != r->man.file_xxh[rank]) {
+			rc = hexi_error(HEXI_ERR_CHECKSUM,
+					"%s: whole-file xxh64 %016" PRIx64
+					" (%" PRIu64 " bytes), the manifest "
+					"says %016" PRIx64
+					": corrupt or replaced, not opened",
+					p, xxh, bytes, r->man.file_xxh[rank]);
+			goto out;
+		}
+	}
+	ck_fd_path(fdp, sizeof(fdp), fd, NULL);
+	*out = ck_h5_open(ck_have_proc_fd() ? fdp : p);
+	rc = *out >= 0 ? HEXI_OK : ck_h5_error("%s: cannot open", p);
+out:
+	close(fd);
+	return rc;
+}
+
 /* The rank file of RANK, opened once (attributes checked then); at most
  * CK_MAX_OPEN_FILES stay open. */
 hexi_rc ck_reader_file(hexi_ckpt_reader *r, int rank, hid_t *out)
 {
 	char p[CK_PATH_MAX];
-	hid_t f;
+	hid_t f = H5I_INVALID_HID;
 	hexi_rc rc;
 	int i;
 
@@ -372,13 +501,17 @@ hexi_rc ck_reader_file(hexi_ckpt_reader *r, int rank, hid_t *out)
 		r->nopen = 0;
 	}
 	ck_rank_path(p, sizeof(p), r->stepdir, rank);
-	f = ck_h5_open(p);
-	if (f < 0)
-		return ck_h5_error("%s: cannot open", p);
+	if ((rc = open_checked(r, rank, p, &f)) != HEXI_OK)
+		return rc;
 	if ((rc = ck_h5_check_meta(f, &r->man.meta, rank, p)) != HEXI_OK) {
 		H5Fclose(f);
 		return rc;
 	}
+	/* The whole file's xxh64 was just checked: its slices' bytes are
+	 * covered, so reads skip the second hash and the copy through the
+	 * verification buffer (hexi_ckpt_verify still checks every slice). */
+	if (r->man.file_xxh != NULL)
+		mark_verified(r, rank);
 	r->fids[rank] = f;
 	r->nopen++;
 	*out = f;

@@ -9,6 +9,7 @@ struct hexi_ckpt_reader {
 	ck_manifest man;
 	int have_man;
 	int verify;
+	int stepfd;  /* the step directory, everything opened below it */
 	hid_t *fids; /* [world_size], opened lazily */
 	int nopen;
 	float *buf; /* verification buffer */
@@ -21,6 +22,5 @@ struct hexi_ckpt_reader {
 hexi_rc ck_reader_file(hexi_ckpt_reader *r, int rank, hid_t *out);
 hexi_rc ck_verify_slice(hexi_ckpt_reader *r, const ck_tensor *t, ck_slice *s);
 hexi_rc ck_blob_read(hexi_ckpt_reader *r, const ck_blob *b, void **data);
-int ck_is_step_name(const char *s, long *step);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,27 +124,99 @@ static hexi_rc export_blobs(hexi_ckpt_reader *r, hid_t grp, const char *path)
 	return HEXI_OK;
 }
 
+/* Export target PATH: its directory (opened without following symlinks of
+ * other users), a fresh temporary name in it that HDF5 creates exclusively
+ * through the directory's descriptor, and the final name. */
+typedef struct export_target {
+	int dfd;
+	char base[256];
+	char tmp[300];
+	char h5tmp[CK_PATH_MAX + 64];
+} export_target;
+
+static hexi_rc export_prepare(const char *path, export_target *x)
+{
+	char dir[CK_PATH_MAX], sfx[CK_STAGE_NAME_MAX];
+	const char *b = ck_base(path);
+	struct stat st;
+	hexi_rc rc;
+	size_t dl = (size_t)(b - path);
+
+	x->dfd = -1;
+	if (*b == '\0' || strlen(b) >= sizeof(x->base) || dl >= sizeof(dir) ||
+	    strcmp(b, ".") == 0 || strcmp(b, "..") == 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "%.200s: bad output file name", path);
+	memcpy(x->base, b, strlen(b) + 1);
+	if (dl == 0)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)dl, path);
+	if ((rc = ck_dir_open(dir, 0, &x->dfd)) != HEXI_OK)
+		return rc;
+	/* A target that exists must be a regular file (or a symlink, which
+	 * the rename replaces): never /dev/null, a FIFO or a directory. */
+	if (fstatat(x->dfd, x->base, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "%s: exists and is not a regular file: "
+				  "refusing to replace it",
+				  path);
+	/* Unpredictable, and created O_EXCL by HDF5 (H5F_ACC_EXCL). */
+	ck_random_name(sfx, 12);
+	snprintf(x->tmp, sizeof(x->tmp), ".%.200s.tmp.%s", x->base, sfx);
+	if (ck_have_proc_fd())
+		ck_fd_path(x->h5tmp, sizeof(x->h5tmp), x->dfd, x->tmp);
+	else
+		snprintf(x->h5tmp, sizeof(x->h5tmp), "%.3700s/%.300s", dir,
+			 x->tmp);
+	return HEXI_OK;
+}
+
+static hexi_rc export_finish(export_target *x, const char *path)
+{
+	int fd = openat(x->dfd, x->tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	hexi_rc rc;
+
+	if (fd < 0)
+		return hexi_error(HEXI_ERR_IO, "%s: %s", path, strerror(errno));
+	rc = ck_fsync_fd(fd, path);
+	close(fd);
+	if (rc != HEXI_OK)
+		return rc;
+	if (renameat(x->dfd, x->tmp, x->dfd, x->base) < 0)
+		return hexi_error(HEXI_ERR_IO, "%s: rename failed: %s", path,
+				  strerror(errno));
+	return ck_fsync_fd(x->dfd, path);
+}
+
 hexi_rc hexi_ckpt_export(hexi_ckpt_reader *r, const char *path,
 			 hexi_ckpt_progress_fn progress, void *arg)
 {
-	char tmp[CK_PATH_MAX];
+	export_target x;
+	const char *tmp = x.h5tmp;
 	hid_t f = H5I_INVALID_HID, g = H5I_INVALID_HID, gb = H5I_INVALID_HID;
 	float *buf = NULL;
 	size_t cap = 0;
 	uint64_t total = 0, done = 0;
 	hexi_rc rv = HEXI_ERR_HDF5;
-	int i;
+	int i, created = 0;
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
-	    (int)sizeof(tmp))
-		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long",
-				  path);
+	if (r == NULL || path == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "export: NULL argument");
+	if ((rv = export_prepare(path, &x)) != HEXI_OK) {
+		if (x.dfd >= 0)
+			close(x.dfd);
+		return rv;
+	}
+	rv = HEXI_ERR_HDF5;
 	for (i = 0; i < r->man.ntensors; i++)
 		total += (uint64_t)r->man.tensors[i].shape[0] *
 			 (uint64_t)r->man.tensors[i].shape[1] * 4;
 	f = ck_h5_create(tmp);
 	if (f < 0)
 		goto out;
+	created = 1;
 	if (ck_h5_write_meta(f, &r->man.meta) < 0 ||
 	    ck_h5_write_str_attr(f, "layout", "consolidated") < 0 ||
 	    ck_h5_write_str_dset(f, "plan", hexi_ckpt_reader_plan_json(r)) < 0)
@@ -173,13 +246,9 @@ hexi_rc hexi_ckpt_export(hexi_ckpt_reader *r, const char *path,
 	f = H5I_INVALID_HID;
 	if (i < 0)
 		goto out;
-	if ((rv = ck_fsync_path(tmp, 0)) != HEXI_OK)
+	if ((rv = export_finish(&x, path)) != HEXI_OK)
 		goto out;
-	if (rename(tmp, path) < 0) {
-		rv = hexi_error(HEXI_ERR_IO, "%s: rename failed: %s", path,
-				strerror(errno));
-		goto out;
-	}
+	created = 0;
 	rv = HEXI_OK;
 out:
 	if (rv == HEXI_ERR_HDF5)
@@ -195,8 +264,9 @@ out:
 			hexi_log(HEXI_LOG_DEBUG, "%s: truncate failed", tmp);
 		ck_h5_close_discard(f, tmp);
 	}
-	if (rv != HEXI_OK)
-		unlink(tmp);
+	if (rv != HEXI_OK && created)
+		unlinkat(x.dfd, x.tmp, 0);
+	close(x.dfd);
 	return rv;
 }
 
@@ -281,7 +351,8 @@ static hexi_rc copy_rows(hexi_ckpt_reader *r, hexi_ckpt_writer *w,
 static hexi_rc reshard_rank(hexi_ckpt_reader *r,
 			    const hexi_ckpt_reshard_target *t,
 			    const hexi_ckpt_meta *meta, const char *dir,
-			    int rank, float **buf, size_t *cap)
+			    const char *stage, int rank, float **buf,
+			    size_t *cap)
 {
 	hexi_ckpt_writer *w = NULL;
 	size_t maxbuf =
@@ -290,7 +361,8 @@ static hexi_rc reshard_rank(hexi_ckpt_reader *r,
 	hexi_rc rc;
 	int i, j;
 
-	if ((rc = hexi_ckpt_save_begin(dir, meta, rank, &w)) != HEXI_OK)
+	if ((rc = hexi_ckpt_save_begin_staged(dir, stage, meta, rank, &w)) !=
+	    HEXI_OK)
 		return rc;
 	for (i = 0; i < r->man.ntensors; i++) {
 		const ck_tensor *ct = &r->man.tensors[i];
@@ -324,12 +396,39 @@ fail:
 	return rc;
 }
 
+/* fsync the W rank files of a staging directory, then the directory. */
+static hexi_rc stage_sync(const char *dir, const char *stage, int w)
+{
+	char name[32], what[CK_PATH_MAX + 64];
+	struct stat st;
+	int dfd = -1, sfd = -1, fd, i;
+	hexi_rc rc;
+
+	if ((rc = ck_dir_open(dir, 0, &dfd)) != HEXI_OK)
+		return rc;
+	rc = ck_stage_open(dfd, stage, dir, &sfd);
+	for (i = 0; rc == HEXI_OK && i < w; i++) {
+		snprintf(name, sizeof(name), "rank-%05d.h5", i);
+		snprintf(what, sizeof(what), "%s/%s/%s", dir, stage, name);
+		if ((rc = ck_open_at(sfd, name, what, &fd, &st)) != HEXI_OK)
+			break;
+		rc = ck_fsync_fd(fd, what);
+		close(fd);
+	}
+	if (rc == HEXI_OK)
+		rc = ck_fsync_fd(sfd, dir);
+	if (sfd >= 0)
+		close(sfd);
+	close(dfd);
+	return rc;
+}
+
 hexi_rc hexi_ckpt_reshard(hexi_ckpt_reader *r,
 			  const hexi_ckpt_reshard_target *t, const char *dir,
 			  hexi_ckpt_progress_fn progress, void *arg)
 {
 	hexi_ckpt_meta meta;
-	char stepdir[CK_PATH_MAX], path[CK_PATH_MAX];
+	char stage[CK_STAGE_NAME_MAX];
 	float *buf = NULL;
 	size_t cap = 0;
 	hexi_rc rc = HEXI_OK;
@@ -345,8 +444,10 @@ hexi_rc hexi_ckpt_reshard(hexi_ckpt_reader *r,
 			 sizeof(meta.plan_hash)) != HEXI_OK)
 		return hexi_error(HEXI_ERR_RANGE,
 				  "reshard: plan hash too long");
+	if ((rc = hexi_ckpt_save_prepare(dir, &meta, stage)) != HEXI_OK)
+		return rc;
 	for (rank = 0; rank < t->world_size; rank++) {
-		rc = reshard_rank(r, t, &meta, dir, rank, &buf, &cap);
+		rc = reshard_rank(r, t, &meta, dir, stage, rank, &buf, &cap);
 		if (rc != HEXI_OK)
 			break;
 		if (progress != NULL)
@@ -356,49 +457,49 @@ hexi_rc hexi_ckpt_reshard(hexi_ckpt_reader *r,
 	free(buf);
 	/* fsync every rank file and the directory before the commit: one
 	 * pass after all writes lets the device work on them together. */
-	if (rc == HEXI_OK &&
-	    ck_step_dir(stepdir, sizeof(stepdir), dir, meta.step) < 0)
-		rc = hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", dir);
-	for (rank = 0; rc == HEXI_OK && rank < t->world_size; rank++) {
-		ck_rank_path(path, sizeof(path), stepdir, rank);
-		rc = ck_fsync_path(path, 0);
-	}
 	if (rc == HEXI_OK)
-		rc = ck_fsync_path(stepdir, 1);
-	if (rc != HEXI_OK)
+		rc = stage_sync(dir, stage, t->world_size);
+	if (rc != HEXI_OK) {
+		hexi_ckpt_save_discard(dir, stage);
 		return rc;
-	return hexi_ckpt_commit(dir, &meta, t->plan_json);
+	}
+	return hexi_ckpt_commit_staged(dir, stage, &meta, t->plan_json);
 }
 
 /* ---- list -------------------------------------------------------------- */
 
-static void entry_scan(const char *dir, hexi_ckpt_entry *e)
+static void entry_scan(int dfd, const char *dir, hexi_ckpt_entry *e)
 {
-	char p[CK_PATH_MAX], fp[CK_PATH_MAX + 300], *text = NULL;
+	char fp[CK_PATH_MAX + 64], *text = NULL;
 	struct dirent *de;
 	struct stat st;
 	size_t len;
+	int sfd;
 	DIR *d;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, e->name);
-	d = opendir(p);
-	if (d == NULL)
+	sfd = openat(dfd, e->name,
+		     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0)
 		return;
-	while ((de = readdir(d)) != NULL) {
-		snprintf(fp, sizeof(fp), "%s/%s", p, de->d_name);
-		if (stat(fp, &st) < 0 || !S_ISREG(st.st_mode))
+	d = fdopendir(dup(sfd));
+	while (d != NULL && (de = readdir(d)) != NULL) {
+		if (fstatat(sfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
 			continue;
 		e->bytes += (uint64_t)st.st_size;
 		if (strncmp(de->d_name, "rank-", 5) == 0 &&
 		    strstr(de->d_name, ".h5") != NULL)
 			e->nfiles++;
 	}
-	closedir(d);
-	snprintf(fp, sizeof(fp), "%s/%s", p, HEXI_CKPT_MANIFEST);
-	if (hexi_read_file(fp, CK_MANIFEST_MAX_BYTES, &text, &len) == HEXI_OK &&
+	if (d != NULL)
+		closedir(d);
+	snprintf(fp, sizeof(fp), "%s/%s/%s", dir, e->name, HEXI_CKPT_MANIFEST);
+	if (ck_read_at(sfd, HEXI_CKPT_MANIFEST, CK_MANIFEST_MAX_BYTES, fp,
+		       &text, &len) == HEXI_OK &&
 	    hexi_ckpt_manifest_check(text, len) == HEXI_OK)
 		e->committed = 1;
 	free(text);
+	close(sfd);
 	hexi_error_clear();
 }
 
@@ -414,20 +515,24 @@ hexi_rc hexi_ckpt_list(const char *dir, hexi_ckpt_entry **out, int *n)
 	hexi_ckpt_entry *v = NULL, *nv;
 	char lp[CK_PATH_MAX], *latest = NULL;
 	struct dirent *de;
-	int cnt = 0, cap = 0;
+	int cnt = 0, cap = 0, dfd;
 	size_t len;
 	long s;
 	DIR *d;
 
 	*out = NULL;
 	*n = 0;
-	d = opendir(dir);
-	if (d == NULL)
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d = dfd < 0 ? NULL : fdopendir(dup(dfd));
+	if (d == NULL) {
+		if (dfd >= 0)
+			close(dfd);
 		return hexi_error(
 		    errno == ENOENT ? HEXI_ERR_NOTFOUND : HEXI_ERR_IO,
 		    "%s: cannot open directory: %s", dir, strerror(errno));
+	}
 	snprintf(lp, sizeof(lp), "%s/%s", dir, HEXI_CKPT_LATEST);
-	if (hexi_read_file(lp, 64, &latest, &len) != HEXI_OK)
+	if (ck_read_at(dfd, HEXI_CKPT_LATEST, 64, lp, &latest, &len) != HEXI_OK)
 		latest = NULL;
 	hexi_error_clear();
 	while ((de = readdir(d)) != NULL) {
@@ -440,6 +545,7 @@ hexi_rc hexi_ckpt_list(const char *dir, hexi_ckpt_entry **out, int *n)
 				free(v);
 				free(latest);
 				closedir(d);
+				close(dfd);
 				return hexi_error(HEXI_ERR_NOMEM, "%s: list",
 						  dir);
 			}
@@ -450,10 +556,11 @@ hexi_rc hexi_ckpt_list(const char *dir, hexi_ckpt_entry **out, int *n)
 		v[cnt].step = s;
 		v[cnt].latest =
 		    latest != NULL && strncmp(latest, de->d_name, 13) == 0;
-		entry_scan(dir, &v[cnt]);
+		entry_scan(dfd, dir, &v[cnt]);
 		cnt++;
 	}
 	closedir(d);
+	close(dfd);
 	free(latest);
 	if (cnt > 0)
 		qsort(v, (size_t)cnt, sizeof(*v), entry_cmp);

@@ -10,6 +10,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +22,13 @@
 #include "ckpt_internal.h"
 
 struct hexi_ckpt_writer {
-	char stepdir[CK_PATH_MAX];
-	char path[CK_PATH_MAX];
+	char stepdir[CK_PATH_MAX]; /* the staging directory, for messages */
+	char path[CK_PATH_MAX];	   /* the rank file, for messages */
+	char h5path[CK_PATH_MAX];  /* the name HDF5 is given */
+	char fname[32];		   /* rank-RRRRR.h5 */
+	char stage[CK_STAGE_NAME_MAX];
+	int implicit; /* begun by hexi_ckpt_save_begin: a failure discards */
+	int dirfd, stagefd;
 	hexi_ckpt_meta meta;
 	int rank;
 	hid_t fid, slices, blobs;
@@ -34,35 +41,11 @@ struct hexi_ckpt_writer {
 	XXH64_state_t *xxh;
 };
 
-static hexi_rc mkdir_p(const char *path)
-{
-	char buf[CK_PATH_MAX];
-	size_t i, n = strlen(path);
-
-	if (n == 0 || n >= sizeof(buf))
-		return hexi_error(HEXI_ERR_RANGE, "%.200s: bad directory path",
-				  path);
-	memcpy(buf, path, n + 1);
-	for (i = 1; i <= n; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		buf[i] = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return hexi_error(errno == ENOSPC   ? HEXI_ERR_NOSPACE
-					  : errno == EACCES ? HEXI_ERR_PERM
-							    : HEXI_ERR_IO,
-					  "%s: cannot create directory: %s",
-					  buf, strerror(errno));
-		buf[i] = i == n ? '\0' : '/';
-	}
-	return HEXI_OK;
-}
-
 static hexi_rc writer_open(hexi_ckpt_writer *w)
 {
 	hid_t f;
 
-	f = ck_h5_create(w->path);
+	f = ck_h5_create(w->h5path);
 	if (f < 0)
 		return ck_h5_error("%s: cannot create", w->path);
 	w->fid = f;
@@ -80,13 +63,15 @@ static hexi_rc writer_open(hexi_ckpt_writer *w)
 	return HEXI_OK;
 }
 
+static void session_discard(const char *stage);
+
 static void writer_free(hexi_ckpt_writer *w, int remove_file)
 {
 	if (w == NULL)
 		return;
 	/* A file being discarded: release its space before HDF5 flushes. */
-	if (remove_file && w->path[0] != '\0' && w->fid >= 0 &&
-	    truncate(w->path, 0) < 0)
+	if (remove_file && w->fname[0] != '\0' && w->fid >= 0 &&
+	    truncate(w->h5path, 0) < 0)
 		hexi_log(HEXI_LOG_WARN, "%s: cannot truncate: %s", w->path,
 			 strerror(errno));
 	if (w->fspace >= 0)
@@ -98,9 +83,20 @@ static void writer_free(hexi_ckpt_writer *w, int remove_file)
 	if (w->slices >= 0)
 		H5Gclose(w->slices);
 	if (w->fid >= 0)
-		ck_h5_close_discard(w->fid, w->path);
-	if (remove_file && w->path[0] != '\0')
-		unlink(w->path);
+		ck_h5_close_discard(w->fid, w->h5path);
+	if (remove_file && w->fname[0] != '\0' && w->stagefd >= 0)
+		unlinkat(w->stagefd, w->fname, 0);
+	if (w->stagefd >= 0)
+		close(w->stagefd);
+	/* One process writes every rank file: a failed one loses the save,
+	 * and nothing of it stays on disk (a full disk, issue 18). */
+	if (remove_file && w->implicit && w->dirfd >= 0) {
+		if (ck_dir_remove(w->dirfd, w->stage) != HEXI_OK)
+			hexi_error_clear();
+		session_discard(w->stage);
+	}
+	if (w->dirfd >= 0)
+		close(w->dirfd);
 	if (w->xxh != NULL)
 		XXH64_freeState(w->xxh);
 	json_decref(w->index_blobs);
@@ -108,16 +104,198 @@ static void writer_free(hexi_ckpt_writer *w, int remove_file)
 	free(w);
 }
 
+/* ---- staging ------------------------------------------------------------
+ * Saves begun through the original API (one process writes every rank
+ * file): the staging directory of (DIR, step), prepared on first use. */
+
+#define CK_MAX_SESSIONS 8
+
+static struct session {
+	char dir[CK_PATH_MAX];
+	int64_t step;
+	char stage[CK_STAGE_NAME_MAX];
+} sessions[CK_MAX_SESSIONS];
+
+static struct session *session_find(const char *dir, int64_t step)
+{
+	int i;
+
+	for (i = 0; i < CK_MAX_SESSIONS; i++)
+		if (sessions[i].stage[0] != '\0' && sessions[i].step == step &&
+		    strcmp(sessions[i].dir, dir) == 0)
+			return &sessions[i];
+	return NULL;
+}
+
+static void session_drop(struct session *ss)
+{
+	if (ss != NULL)
+		memset(ss, 0, sizeof(*ss));
+}
+
+static void session_discard(const char *stage)
+{
+	int i;
+
+	for (i = 0; i < CK_MAX_SESSIONS; i++)
+		if (strcmp(sessions[i].stage, stage) == 0)
+			session_drop(&sessions[i]);
+}
+
+static int committed_at(int dfd, const char *stepname)
+{
+	char p[64];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", stepname, HEXI_CKPT_MANIFEST);
+	return fstatat(dfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* DIR/step-N must be absent, or an uncommitted directory of ours (left by
+ * an old-format save; replaced at the commit).  Anything else, a symlink,
+ * another user's (0777) directory, is refused. */
+static hexi_rc check_step_entry(int dfd, const char *dir, int64_t step)
+{
+	char name[32];
+	struct stat st;
+
+	snprintf(name, sizeof(name), "step-%08lld", (long long)step);
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return HEXI_OK;
+	if (S_ISDIR(st.st_mode) && committed_at(dfd, name))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "%s/%s: step %lld is already committed; "
+				  "remove it or save another step",
+				  dir, name, (long long)step);
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s/%s exists and is %s owned by uid %u, not "
+				  "a directory of yours: refusing to save "
+				  "there (remove it)",
+				  dir, name,
+				  S_ISLNK(st.st_mode)	? "a symlink"
+				  : S_ISDIR(st.st_mode) ? "a directory"
+							: "a file",
+				  (unsigned)st.st_uid);
+	return HEXI_OK;
+}
+
+hexi_rc hexi_ckpt_save_prepare(const char *dir, const hexi_ckpt_meta *meta,
+			       char stage[HEXI_CKPT_STAGE_MAX])
+{
+	int dfd = -1, fresh = 0;
+	hexi_rc rv;
+
+	if (dir == NULL || meta == NULL || stage == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "save: NULL argument");
+	stage[0] = '\0';
+	if ((rv = ck_meta_check(meta, dir)) != HEXI_OK)
+		return rv;
+	if ((rv = ck_dir_open(dir, 1, &dfd)) != HEXI_OK)
+		return rv;
+	if ((rv = ck_lock_dir(dfd, dir, &fresh)) != HEXI_OK)
+		goto out;
+	if (fresh) /* no save of ours runs: leftovers of killed ones */
+		ck_stage_cleanup(dfd);
+	if ((rv = check_step_entry(dfd, dir, meta->step)) != HEXI_OK)
+		goto out;
+	rv = ck_stage_create(dfd, meta->step, dir, stage, HEXI_CKPT_STAGE_MAX);
+out:
+	if (rv != HEXI_OK)
+		stage[0] = '\0';
+	close(dfd);
+	return rv;
+}
+
+void hexi_ckpt_save_discard(const char *dir, const char *stage)
+{
+	int dfd = -1;
+
+	if (dir == NULL || stage == NULL || !ck_is_stage_name(stage) ||
+	    ck_dir_open(dir, 0, &dfd) != HEXI_OK) {
+		hexi_error_clear();
+		return;
+	}
+	if (ck_dir_remove(dfd, stage) != HEXI_OK)
+		hexi_error_clear();
+	close(dfd);
+}
+
 hexi_rc hexi_ckpt_save_begin(const char *dir, const hexi_ckpt_meta *meta,
 			     int rank, hexi_ckpt_writer **out)
 {
-	hexi_ckpt_writer *w = NULL;
-	char mpath[CK_PATH_MAX + 32];
-	struct stat st;
+	struct session *ss;
+	char stage[CK_STAGE_NAME_MAX];
 	hexi_rc rv;
+	int i;
 
 	*out = NULL;
 	if (dir == NULL || meta == NULL)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "save: NULL directory or meta");
+	if (strlen(dir) >= CK_PATH_MAX)
+		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", dir);
+	ss = session_find(dir, meta->step);
+	if (ss != NULL) {
+		rv = hexi_ckpt_save_begin_staged(dir, ss->stage, meta, rank,
+						 out);
+		if (rv == HEXI_OK)
+			(*out)->implicit = 1;
+		return rv;
+	}
+	for (i = 0; i < CK_MAX_SESSIONS && sessions[i].stage[0]; i++)
+		;
+	if (i == CK_MAX_SESSIONS)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "%s: more than %d uncommitted saves in this "
+				  "process",
+				  dir, CK_MAX_SESSIONS);
+	if ((rv = hexi_ckpt_save_prepare(dir, meta, stage)) != HEXI_OK)
+		return rv;
+	rv = hexi_ckpt_save_begin_staged(dir, stage, meta, rank, out);
+	if (rv != HEXI_OK) {
+		hexi_ckpt_save_discard(dir, stage);
+		return rv;
+	}
+	memcpy(sessions[i].dir, dir, strlen(dir) + 1);
+	sessions[i].step = meta->step;
+	memcpy(sessions[i].stage, stage, sizeof(stage));
+	(*out)->implicit = 1;
+	return HEXI_OK;
+}
+
+static hexi_rc writer_paths(hexi_ckpt_writer *w, const char *dir,
+			    const char *stage)
+{
+	int n1, n2, n3;
+
+	snprintf(w->fname, sizeof(w->fname), "rank-%05d.h5", w->rank);
+	n1 = snprintf(w->stepdir, sizeof(w->stepdir), "%s/%s", dir, stage);
+	n2 = snprintf(w->path, sizeof(w->path), "%s/%s", w->stepdir, w->fname);
+	/* HDF5 opens by name: through the staging directory's descriptor
+	 * no path component can be swapped under it. */
+	n3 = ck_have_proc_fd()
+		 ? (ck_fd_path(w->h5path, sizeof(w->h5path), w->stagefd,
+			       w->fname) < 0
+			? -1
+			: 0)
+		 : snprintf(w->h5path, sizeof(w->h5path), "%s", w->path);
+	if (n1 < 0 || n2 < 0 || n3 < 0 || (size_t)n2 >= sizeof(w->path) ||
+	    (size_t)n3 >= sizeof(w->h5path))
+		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", dir);
+	return HEXI_OK;
+}
+
+hexi_rc hexi_ckpt_save_begin_staged(const char *dir, const char *stage,
+				    const hexi_ckpt_meta *meta, int rank,
+				    hexi_ckpt_writer **out)
+{
+	hexi_ckpt_writer *w = NULL;
+	char sname[32];
+	hexi_rc rv;
+
+	*out = NULL;
+	if (dir == NULL || meta == NULL || stage == NULL)
 		return hexi_error(HEXI_ERR_INVAL,
 				  "save: NULL directory or meta");
 	if ((rv = ck_meta_check(meta, dir)) != HEXI_OK)
@@ -129,25 +307,23 @@ hexi_rc hexi_ckpt_save_begin(const char *dir, const hexi_ckpt_meta *meta,
 	if (w == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "%s: writer", dir);
 	w->fid = w->slices = w->blobs = w->dset = w->fspace = H5I_INVALID_HID;
+	w->dirfd = w->stagefd = -1;
 	w->meta = *meta;
 	w->rank = rank;
-	rv = HEXI_ERR_RANGE;
-	if (ck_step_dir(w->stepdir, sizeof(w->stepdir), dir, meta->step) < 0 ||
-	    ck_rank_path(w->path, sizeof(w->path), w->stepdir, rank) < 0) {
-		rv = hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", dir);
-		w->path[0] = '\0';
+	if (strlen(stage) < sizeof(w->stage))
+		memcpy(w->stage, stage, strlen(stage) + 1);
+	if ((rv = ck_dir_open(dir, 0, &w->dirfd)) != HEXI_OK)
 		goto out;
-	}
-	snprintf(mpath, sizeof(mpath), "%s/%s", w->stepdir, HEXI_CKPT_MANIFEST);
-	if (stat(mpath, &st) == 0) {
+	snprintf(sname, sizeof(sname), "step-%08lld", (long long)meta->step);
+	if (committed_at(w->dirfd, sname)) {
 		rv = hexi_error(HEXI_ERR_INVAL,
-				"%s: step %lld is already "
+				"%s/%s: step %lld is already "
 				"committed; remove it or save another step",
-				w->stepdir, (long long)meta->step);
-		w->path[0] = '\0';
+				dir, sname, (long long)meta->step);
 		goto out;
 	}
-	if ((rv = mkdir_p(w->stepdir)) != HEXI_OK)
+	if ((rv = ck_stage_open(w->dirfd, stage, dir, &w->stagefd)) ||
+	    (rv = writer_paths(w, dir, stage)))
 		goto out;
 	w->index_slices = json_array();
 	w->index_blobs = json_array();
@@ -163,6 +339,9 @@ hexi_rc hexi_ckpt_save_begin(const char *dir, const hexi_ckpt_meta *meta,
 	w = NULL;
 	rv = HEXI_OK;
 out:
+	/* A rank file that exists already is not ours to remove. */
+	if (w != NULL && w->fid < 0)
+		w->fname[0] = '\0';
 	writer_free(w, 1);
 	return rv;
 }
@@ -190,8 +369,12 @@ fail:
 	rv = ck_h5_error("%s: creating dataset for tensor '%s' rows "
 			 "[%lld,%lld)",
 			 w->path, w->name, (long long)w->b, (long long)w->e);
+	/* No id outlives a failed create (issue 18, finding 8). */
 	if (dcpl >= 0)
 		H5Pclose(dcpl);
+	if (w->fspace >= 0)
+		H5Sclose(w->fspace);
+	w->fspace = H5I_INVALID_HID;
 	return rv;
 }
 
@@ -389,6 +572,32 @@ static hexi_rc write_index(hexi_ckpt_writer *w)
 	return rv;
 }
 
+/* Size and whole-file xxh64 of the closed rank file (read back while it
+ * is in the page cache), kept next to it as rank-RRRRR.sum for the commit;
+ * the file is fsynced through the same descriptor. */
+static hexi_rc write_sum(hexi_ckpt_writer *w, int sync)
+{
+	char text[96], name[40];
+	uint64_t bytes = 0, xxh = 0;
+	struct stat st;
+	int fd = -1;
+	hexi_rc rv;
+
+	if ((rv = ck_open_at(w->stagefd, w->fname, w->path, &fd, &st)) ||
+	    (rv = ck_hash_fd(fd, w->path, &bytes, &xxh)))
+		goto out;
+	if (sync && (rv = ck_fsync_fd(fd, w->path)) != HEXI_OK)
+		goto out;
+	snprintf(text, sizeof(text), "bytes=%" PRIu64 " xxh64=%016" PRIx64 "\n",
+		 bytes, xxh);
+	snprintf(name, sizeof(name), "rank-%05d.sum", w->rank);
+	rv = ck_write_at_atomic(w->stagefd, name, text, strlen(text), w->path);
+out:
+	if (fd >= 0)
+		close(fd);
+	return rv;
+}
+
 hexi_rc ck_save_end(hexi_ckpt_writer *w, int sync)
 {
 	hexi_rc rv;
@@ -411,12 +620,11 @@ hexi_rc ck_save_end(hexi_ckpt_writer *w, int sync)
 	w->slices = H5I_INVALID_HID;
 	f = w->fid;
 	w->fid = H5I_INVALID_HID;
-	if (ck_h5_close_discard(f, w->path) < 0) {
+	if (ck_h5_close_discard(f, w->h5path) < 0) {
 		rv = ck_h5_error("%s: closing", w->path);
 		goto out;
 	}
-	if (sync && ((rv = ck_fsync_path(w->path, 0)) != HEXI_OK ||
-		     (rv = ck_fsync_path(w->stepdir, 1)) != HEXI_OK))
+	if ((rv = write_sum(w, sync)) != HEXI_OK)
 		goto out;
 	rv = HEXI_OK;
 out:
@@ -483,26 +691,66 @@ static hexi_rc index_add(ck_manifest *m, const char *text, int rank,
 	return rc;
 }
 
-static hexi_rc commit_read_rank(ck_manifest *m, const char *stepdir, int rank)
+static hexi_rc read_sum(int sfd, int rank, const char *stepdir, uint64_t *bytes,
+			uint64_t *xxh)
 {
-	char path[CK_PATH_MAX];
+	char name[40], what[CK_PATH_MAX + 48], *text = NULL, hex[17];
+	unsigned long long b = 0;
+	size_t len;
+	hexi_rc rv;
+
+	snprintf(name, sizeof(name), "rank-%05d.sum", rank);
+	snprintf(what, sizeof(what), "%s/%s", stepdir, name);
+	if ((rv = ck_read_at(sfd, name, 256, what, &text, &len)) != HEXI_OK)
+		return rv == HEXI_ERR_NOTFOUND
+			   ? hexi_error(HEXI_ERR_NOTFOUND,
+					"%s/rank-%05d.h5: rank file missing or "
+					"unfinished (did rank %d finish its "
+					"save?)",
+					stepdir, rank, rank)
+			   : rv;
+	if (sscanf(text, "bytes=%llu xxh64=%16[0-9a-f]", &b, hex) != 2 ||
+	    strlen(hex) != 16)
+		rv = hexi_error(HEXI_ERR_PARSE, "%s: malformed", what);
+	else {
+		*bytes = (uint64_t)b;
+		*xxh = strtoull(hex, NULL, 16);
+	}
+	free(text);
+	return rv;
+}
+
+static hexi_rc commit_read_rank(ck_manifest *m, int sfd, const char *stepdir,
+				int rank)
+{
+	char path[CK_PATH_MAX], h5p[64], fname[32];
 	char *text = NULL;
 	struct stat st;
 	hid_t f = H5I_INVALID_HID;
+	int fd = -1;
 	hexi_rc rv;
 
 	if (ck_rank_path(path, sizeof(path), stepdir, rank) < 0)
 		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long",
 				  stepdir);
-	if (stat(path, &st) < 0)
-		return hexi_error(HEXI_ERR_NOTFOUND,
-				  "%s: rank file missing: %s "
-				  "(did rank %d finish its save?)",
-				  path, strerror(errno), rank);
-	m->file_bytes[rank] = (uint64_t)st.st_size;
-	f = ck_h5_open(path);
-	if (f < 0)
-		return ck_h5_error("%s: cannot open", path);
+	snprintf(fname, sizeof(fname), "rank-%05d.h5", rank);
+	if ((rv = read_sum(sfd, rank, stepdir, &m->file_bytes[rank],
+			   &m->file_xxh[rank])) != HEXI_OK)
+		return rv;
+	if ((rv = ck_open_at(sfd, fname, path, &fd, &st)) != HEXI_OK)
+		return rv;
+	if ((uint64_t)st.st_size != m->file_bytes[rank]) {
+		rv = hexi_error(
+		    HEXI_ERR_IO, "%s: %lld bytes, its save recorded %" PRIu64,
+		    path, (long long)st.st_size, m->file_bytes[rank]);
+		goto out;
+	}
+	ck_fd_path(h5p, sizeof(h5p), fd, NULL);
+	f = ck_h5_open(ck_have_proc_fd() ? h5p : path);
+	if (f < 0) {
+		rv = ck_h5_error("%s: cannot open", path);
+		goto out;
+	}
 	if ((rv = ck_h5_check_meta(f, &m->meta, rank, path)) != HEXI_OK)
 		goto out;
 	if (ck_h5_read_str_dset(f, "index", CK_INDEX_MAX_BYTES, &text) < 0) {
@@ -512,21 +760,24 @@ static hexi_rc commit_read_rank(ck_manifest *m, const char *stepdir, int rank)
 	rv = index_add(m, text, rank, path);
 out:
 	free(text);
-	H5Fclose(f);
+	if (f >= 0)
+		H5Fclose(f);
+	if (fd >= 0)
+		close(fd);
 	return rv;
 }
 
-static hexi_rc update_latest(const char *dir, int64_t step)
+static hexi_rc update_latest(int dfd, const char *dir, int64_t step)
 {
-	char path[CK_PATH_MAX], *cur = NULL, text[32];
+	char what[CK_PATH_MAX + 16], *cur = NULL, text[32];
 	long old = -1;
 	size_t len;
-	hexi_rc rc;
 
-	if (snprintf(path, sizeof(path), "%s/%s", dir, HEXI_CKPT_LATEST) >=
-	    (int)sizeof(path))
-		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", dir);
-	if (hexi_read_file(path, 64, &cur, &len) == HEXI_OK) {
+	snprintf(what, sizeof(what), "%s/%s", dir, HEXI_CKPT_LATEST);
+	/* A FIFO or symlink named latest is refused here, and replaced (never
+	 * followed) by the rename below. */
+	if (ck_read_at(dfd, HEXI_CKPT_LATEST, 64, what, &cur, &len) ==
+	    HEXI_OK) {
 		if (len >= 14 && strncmp(cur, "step-", 5) == 0) {
 			cur[13] = '\0';
 			if (hexi_parse_long(cur + 5, 0, HEXI_CKPT_MAX_STEP,
@@ -539,34 +790,15 @@ static hexi_rc update_latest(const char *dir, int64_t step)
 	if (old > step)
 		return HEXI_OK; /* a newer checkpoint stays the latest */
 	snprintf(text, sizeof(text), "step-%08lld\n", (long long)step);
-	rc = hexi_write_file_atomic(path, text, strlen(text), 0644);
-	if (rc == HEXI_OK)
-		rc = ck_fsync_path(dir, 1);
-	return rc;
+	return ck_write_at_atomic(dfd, HEXI_CKPT_LATEST, text, strlen(text),
+				  what);
 }
 
-hexi_rc hexi_ckpt_commit(const char *dir, const hexi_ckpt_meta *meta,
-			 const char *plan_json)
+static hexi_rc commit_plan(ck_manifest *m, const hexi_ckpt_meta *meta,
+			   const char *plan_json, const char *dir)
 {
-	char stepdir[CK_PATH_MAX], mpath[CK_PATH_MAX + 32];
-	char *text = NULL;
-	ck_manifest m;
-	struct stat st;
-	json_t *plan = NULL;
-	hexi_rc rv;
-	int r;
+	json_t *plan;
 
-	ck_manifest_init(&m, meta);
-	if (dir == NULL || meta == NULL)
-		return hexi_error(HEXI_ERR_INVAL, "commit: NULL argument");
-	if ((rv = ck_meta_check(meta, dir)) != HEXI_OK)
-		return rv;
-	if (ck_step_dir(stepdir, sizeof(stepdir), dir, meta->step) < 0)
-		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", dir);
-	snprintf(mpath, sizeof(mpath), "%s/%s", stepdir, HEXI_CKPT_MANIFEST);
-	if (stat(mpath, &st) == 0)
-		return hexi_error(HEXI_ERR_INVAL, "%s: already committed",
-				  stepdir);
 	if (plan_json != NULL) {
 		plan = json_loads(plan_json, JSON_REJECT_DUPLICATES, NULL);
 		if (!json_is_object(plan)) {
@@ -574,36 +806,150 @@ hexi_rc hexi_ckpt_commit(const char *dir, const hexi_ckpt_meta *meta,
 			return hexi_error(HEXI_ERR_PARSE,
 					  "%s: the plan given to "
 					  "commit is not a JSON object",
-					  stepdir);
+					  dir);
 		}
-		m.plan_json = json_dumps(plan, JSON_COMPACT);
+		m->plan_json = json_dumps(plan, JSON_COMPACT);
 		json_decref(plan);
 	} else if (meta->plan_hash[0] != '\0') {
 		return hexi_error(HEXI_ERR_INVAL,
-				  "%s: plan hash without a plan", stepdir);
+				  "%s: plan hash without a plan", dir);
 	} else {
-		m.plan_json = strdup("");
+		m->plan_json = strdup("");
 	}
-	m.file_bytes = calloc((size_t)meta->world_size, sizeof(uint64_t));
-	if (m.plan_json == NULL || m.file_bytes == NULL) {
-		rv = hexi_error(HEXI_ERR_NOMEM, "%s: manifest", stepdir);
+	m->file_bytes = calloc((size_t)meta->world_size, sizeof(uint64_t));
+	m->file_xxh = calloc((size_t)meta->world_size, sizeof(uint64_t));
+	if (m->plan_json == NULL || m->file_bytes == NULL ||
+	    m->file_xxh == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "%s: manifest", dir);
+	return HEXI_OK;
+}
+
+/* The manifest into the staging directory, the .sum files out, then the
+ * commit point: renaming the staging directory to step-NNNNNNNN. */
+static hexi_rc commit_publish(int dfd, int sfd, const char *dir,
+			      const char *stage, const char *stepdir,
+			      const ck_manifest *m)
+{
+	char sname[32], name[40], *text = NULL;
+	mode_t um;
+	hexi_rc rv;
+	int r;
+
+	if ((rv = ck_manifest_to_json(m, &text)) != HEXI_OK)
+		return rv;
+	rv = ck_write_at_atomic(sfd, HEXI_CKPT_MANIFEST, text, strlen(text),
+				stepdir);
+	free(text);
+	if (rv != HEXI_OK)
+		return rv;
+	for (r = 0; r < m->meta.world_size; r++) {
+		snprintf(name, sizeof(name), "rank-%05d.sum", r);
+		unlinkat(sfd, name, 0);
+	}
+	/* Private while written; once committed readable as a directory made
+	 * by mkdir(0755) would be (others' tools, root's reshard output). */
+	um = umask(022);
+	umask(um);
+	if (fchmod(sfd, 0755 & ~um) < 0)
+		return hexi_error(HEXI_ERR_IO, "%s: chmod: %s", stepdir,
+				  strerror(errno));
+	if ((rv = ck_fsync_fd(sfd, stepdir)) != HEXI_OK)
+		return rv;
+	snprintf(sname, sizeof(sname), "step-%08lld", (long long)m->meta.step);
+	/* An uncommitted step directory of ours (old-format leftover). */
+	if ((rv = check_step_entry(dfd, dir, m->meta.step)) != HEXI_OK ||
+	    (rv = ck_dir_remove(dfd, sname)) != HEXI_OK)
+		return rv;
+	if (renameat2(dfd, stage, dfd, sname, RENAME_NOREPLACE) < 0 &&
+	    (errno != EINVAL ||
+	     faccessat(dfd, sname, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
+	     renameat(dfd, stage, dfd, sname) < 0))
+		return hexi_error(errno == ENOSPC ? HEXI_ERR_NOSPACE
+						  : HEXI_ERR_IO,
+				  "%s/%s: cannot rename into place: %s", dir,
+				  sname, strerror(errno));
+	return ck_fsync_fd(dfd, dir);
+}
+
+hexi_rc hexi_ckpt_commit_staged(const char *dir, const char *stage,
+				const hexi_ckpt_meta *meta,
+				const char *plan_json)
+{
+	char stepdir[CK_PATH_MAX];
+	ck_manifest m;
+	int dfd = -1, sfd = -1, fresh = 0, r, published = 0;
+	hexi_rc rv;
+
+	ck_manifest_init(&m, meta);
+	if (dir == NULL || meta == NULL || stage == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "commit: NULL argument");
+	if ((rv = ck_meta_check(meta, dir)) != HEXI_OK)
+		return rv;
+	if (snprintf(stepdir, sizeof(stepdir), "%s/%s", dir, stage) >=
+	    (int)sizeof(stepdir))
+		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long", dir);
+	if ((rv = ck_dir_open(dir, 0, &dfd)) != HEXI_OK)
 		goto out;
-	}
+	/* Only the lock holder commits (normally the preparing process). */
+	if ((rv = ck_lock_dir(dfd, dir, &fresh)) ||
+	    (rv = check_step_entry(dfd, dir, meta->step)) ||
+	    (rv = ck_stage_open(dfd, stage, dir, &sfd)) ||
+	    (rv = commit_plan(&m, meta, plan_json, stepdir)))
+		goto out;
 	for (r = 0; r < meta->world_size; r++)
-		if ((rv = commit_read_rank(&m, stepdir, r)) != HEXI_OK)
+		if ((rv = commit_read_rank(&m, sfd, stepdir, r)) != HEXI_OK)
 			goto out;
 	if ((rv = ck_manifest_validate(&m, stepdir)) != HEXI_OK ||
-	    (rv = ck_manifest_to_json(&m, &text)) != HEXI_OK)
+	    (rv = commit_publish(dfd, sfd, dir, stage, stepdir, &m)) != HEXI_OK)
 		goto out;
-	/* The commit point: MANIFEST.json.tmp.PID, fsync, rename, fsync dir. */
-	if ((rv = hexi_write_file_atomic(mpath, text, strlen(text), 0644)) !=
-	    HEXI_OK)
-		goto out;
-	rv = update_latest(dir, meta->step);
+	published = 1;
+	rv = update_latest(dfd, dir, meta->step);
 out:
-	free(text);
+	/* A failed commit loses the save: no incomplete rank file stays. */
+	if (rv != HEXI_OK && !published && dfd >= 0 && sfd >= 0 &&
+	    ck_dir_remove(dfd, stage) != HEXI_OK)
+		hexi_log(HEXI_LOG_WARN, "%s: staging directory not removed",
+			 stepdir);
+	if (sfd >= 0)
+		close(sfd);
+	if (dfd >= 0)
+		close(dfd);
 	ck_manifest_fini(&m);
 	return rv;
+}
+
+hexi_rc hexi_ckpt_commit(const char *dir, const hexi_ckpt_meta *meta,
+			 const char *plan_json)
+{
+	struct session *ss;
+	char stage[CK_STAGE_NAME_MAX];
+	char sname[32];
+	int dfd = -1, done;
+
+	if (dir == NULL || meta == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "commit: NULL argument");
+	ss = session_find(dir, meta->step);
+	if (ss == NULL) {
+		snprintf(sname, sizeof(sname), "step-%08lld",
+			 (long long)meta->step);
+		done = ck_dir_open(dir, 0, &dfd) == HEXI_OK &&
+		       committed_at(dfd, sname);
+		if (dfd >= 0)
+			close(dfd);
+		hexi_error_clear();
+		if (done)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "%s/%s: already committed", dir,
+					  sname);
+		return hexi_error(HEXI_ERR_INVAL,
+				  "%s: no save of step %lld was begun by this "
+				  "process (several processes: "
+				  "hexi_ckpt_save_prepare and _staged)",
+				  dir, (long long)meta->step);
+	}
+	memcpy(stage, ss->stage, sizeof(stage));
+	session_drop(ss);
+	return hexi_ckpt_commit_staged(dir, stage, meta, plan_json);
 }
 
 /* Shards of pipeline P in T (its TP degree for this tensor). */

@@ -1,6 +1,8 @@
 /* error.c - the error table, per-thread messages and strict parsers. */
 #include "config.h"
 
+/* the out-of-line hexi_error of the library ABI lives here */
+#define HEXI_COMMON_OUT_OF_LINE_ERROR 1
 #include "hexi_common.h"
 
 #include <errno.h>

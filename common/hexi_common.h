@@ -65,10 +65,30 @@ const char *hexi_errname(hexi_rc rc);
  * The message is kept per thread until the next
  * hexi_error()/hexi_error_clear().
  */
-hexi_rc hexi_error(hexi_rc rc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 hexi_rc hexi_verror(hexi_rc rc, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
+/*
+ * hexi_error is an inline in this header so that static analyzers (clang's,
+ * cppcheck), which look at one file at a time, see that it returns exactly
+ * its code: `return hexi_error(HEXI_ERR_IO, ...)` is an error path to
+ * them, not a call that might return HEXI_OK.  common/error.c still
+ * defines the out-of-line hexi_error (same behaviour) for the library ABI.
+ */
+#ifdef HEXI_COMMON_OUT_OF_LINE_ERROR
+hexi_rc hexi_error(hexi_rc rc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#else
+static inline __attribute__((format(printf, 2, 3))) hexi_rc
+hexi_error(hexi_rc rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)hexi_verror(rc, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+#endif
 
 /* Prefix the current message with "PREFIX: " (adds context on the way up). */
 hexi_rc hexi_error_prefix(hexi_rc rc, const char *fmt, ...)

@@ -102,9 +102,10 @@ AC_DEFUN([HEXI_CUDA], [
     dnl -isystem: CUDA's and NCCL's headers have old-style prototypes that
     dnl -Wstrict-prototypes -Werror would reject in our own files.
     CUDA_CPPFLAGS="-isystem $hexi_cuda_dir/include"
-    CUDA_LIBS="-L$hexi_cuda_lib -Wl,-rpath,$hexi_cuda_lib -lcublasLt -lcublas -lnccl -lcudart"
+    CUDA_LIBS="-L$hexi_cuda_lib -Wl,-rpath,$hexi_cuda_lib -lcublasLt -lcublas -lnccl ${CUDA_RT_LIBS:--lcudart}"
     CUDA_DIR=$hexi_cuda_dir
   ])
+  AC_ARG_VAR([CUDA_RT_LIBS], [how to link the CUDA runtime (default -lcudart; tests/gpu/make-bundle.sh: -lcudart_static -ldl -lrt -lpthread)])
   AC_ARG_VAR([NVCCFLAGS], [extra flags for nvcc])
   AC_ARG_VAR([CUDA_ARCHS], [GPU architectures to build for (default: "80 89 90" = A100/A800, RTX 4090/L40, H100/H200)])
   AS_IF([test -z "$CUDA_ARCHS"], [CUDA_ARCHS="80 89 90"])
@@ -123,6 +124,30 @@ AC_DEFUN([HEXI_CUDA], [
   AC_SUBST([CUDA_CPPFLAGS])
   AC_SUBST([CUDA_LIBS])
   AC_SUBST([CUDA_DIR])
+])
+
+# HEXI_CUDNN: cuDNN 9's backend API header (cudnn_backend.h, plain C) for
+# the fused attention.  Only the header is needed at build time: the
+# library is opened at run time (dlopen libcudnn.so.9), so a binary runs,
+# with its own attention kernel, where cuDNN is absent.  Needs CUDA.
+AC_DEFUN([HEXI_CUDNN], [
+  HEXI_OPTIONAL([cudnn], [cuDNN 9 fused attention (header only; the library is opened at run time); DIR defaults to the CUDA directory], [
+    hexi_cudnn_dir=${hexi_cuda_dir:-/usr/local/cuda}
+    AS_IF([test -d "$hexi_want_cudnn"], [hexi_cudnn_dir=$hexi_want_cudnn],
+      [test "x$hexi_want_cudnn" != xyes && test "x$hexi_want_cudnn" != xcheck],
+      [AC_MSG_ERROR([--with-cudnn=$hexi_want_cudnn: no such directory])])
+    AC_MSG_CHECKING([for cuDNN >= 9 in $hexi_cudnn_dir/include])
+    hexi_cudnn_major=`sed -n 's/^#define CUDNN_MAJOR  *\([[0-9]]*\).*/\1/p' "$hexi_cudnn_dir/include/cudnn_version.h" 2>/dev/null`
+    AS_IF([test "x$hexi_have_cuda" = xyes && test -f "$hexi_cudnn_dir/include/cudnn_backend.h" &&
+           test "${hexi_cudnn_major:-0}" -ge 9 2>/dev/null],
+      [hexi_have_cudnn=yes
+       dnl dlopen: in libc since glibc 2.34, -ldl for older ones
+       CUDA_LIBS="$CUDA_LIBS -ldl"
+       AS_IF([test "x$hexi_cudnn_dir" != "x$hexi_cuda_dir"],
+         [CUDNN_CPPFLAGS="-isystem $hexi_cudnn_dir/include"])])
+    AC_MSG_RESULT([$hexi_have_cudnn${hexi_cudnn_major:+ (cuDNN $hexi_cudnn_major)}])
+  ])
+  AC_SUBST([CUDNN_CPPFLAGS])
 ])
 
 # HEXI_TOOLS: programs the tests use when present.
@@ -152,6 +177,7 @@ AC_DEFUN([HEXI_SUMMARY], [
     OpenBLAS          $hexi_have_openblas
     Check             $hexi_have_check
     CUDA + NCCL       $hexi_have_cuda  $NVCC (archs: $CUDA_ARCHS)
+    cuDNN attention   $hexi_have_cudnn
     mandoc            ${MANDOC:-no}
     valgrind          ${VALGRIND:-no}
   ])

@@ -23,22 +23,9 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "hexi_cuda_err.h"
+
 #define SAMPLES 64
-
-static hexi_rc cuda_err(cudaError_t e, const char *what)
-{
-	if (e == cudaSuccess)
-		return HEXI_OK;
-	return hexi_error(HEXI_ERR_CUDA, "%s: %s (%d: %s)", what,
-			  cudaGetErrorName(e), (int)e, cudaGetErrorString(e));
-}
-
-static hexi_rc cublas_err(cublasStatus_t s, const char *what)
-{
-	if (s == CUBLAS_STATUS_SUCCESS)
-		return HEXI_OK;
-	return hexi_error(HEXI_ERR_CUDA, "%s: cuBLAS status %d", what, (int)s);
-}
 
 static hexi_rc nccl_err(ncclResult_t r, const char *what)
 {
@@ -50,17 +37,7 @@ static hexi_rc nccl_err(ncclResult_t r, const char *what)
 
 hexi_rc hexi_prof_gpu_count(int *n)
 {
-	int c = 0;
-	cudaError_t e = cudaGetDeviceCount(&c);
-
-	*n = 0;
-	if (e != cudaSuccess)
-		return hexi_error(HEXI_ERR_NODEV,
-				  "no CUDA device: cudaGetDeviceCount returned "
-				  "%d (%s)",
-				  (int)e, cudaGetErrorString(e));
-	*n = c;
-	return HEXI_OK;
+	return hexi_cuda_count(n);
 }
 
 /* ---- host-side number formats -------------------------------------------- */
@@ -163,8 +140,8 @@ static hexi_rc gemm_once(void *p)
 			 g->a, t, g->m, g->b, t, g->k, &zero, g->c, t, g->m,
 			 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 	if (s != CUBLAS_STATUS_SUCCESS)
-		return cublas_err(s, "cublasGemmEx");
-	return cuda_err(cudaStreamSynchronize(g->s), "GEMM sync");
+		return hexi_cublas_err(s, "cublasGemmEx");
+	return hexi_cuda_err(cudaStreamSynchronize(g->s), "GEMM sync");
 }
 
 static uint64_t lcg(uint64_t *s)
@@ -196,7 +173,7 @@ static hexi_rc upload(dtype dt, size_t n, uint64_t seed, float *host, void *dev)
 		}
 		host[i] = f;
 	}
-	rv = cuda_err(cudaMemcpy(dev, buf, n * eb, cudaMemcpyHostToDevice),
+	rv = hexi_cuda_err(cudaMemcpy(dev, buf, n * eb, cudaMemcpyHostToDevice),
 		      "GEMM upload");
 	free(buf);
 	return rv;
@@ -225,7 +202,7 @@ static hexi_rc gemm_check(const gemm_arg *g, double *err)
 	*err = 0;
 	if (c == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "GEMM result copy");
-	rv = cuda_err(cudaMemcpy(c, g->c, nc * eb, cudaMemcpyDeviceToHost),
+	rv = hexi_cuda_err(cudaMemcpy(c, g->c, nc * eb, cudaMemcpyDeviceToHost),
 		      "GEMM download");
 	for (int s = 0; s < SAMPLES && rv == HEXI_OK; s++) {
 		size_t i = lcg(&seed) % (uint64_t)g->m;
@@ -267,9 +244,9 @@ static hexi_rc gemm_setup(gemm_arg *g)
 	g->hb = malloc(nb * sizeof(float));
 	if (g->ha == NULL || g->hb == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "GEMM host inputs");
-	if ((rv = cuda_err(cudaMalloc(&g->a, na * eb), "cudaMalloc A")) ||
-	    (rv = cuda_err(cudaMalloc(&g->b, nb * eb), "cudaMalloc B")) ||
-	    (rv = cuda_err(cudaMalloc(&g->c, nc * eb), "cudaMalloc C")))
+	if ((rv = hexi_cuda_err(cudaMalloc(&g->a, na * eb), "cudaMalloc A")) ||
+	    (rv = hexi_cuda_err(cudaMalloc(&g->b, nb * eb), "cudaMalloc B")) ||
+	    (rv = hexi_cuda_err(cudaMalloc(&g->c, nc * eb), "cudaMalloc C")))
 		return rv;
 	if ((rv = upload(g->dt, na, 1, g->ha, g->a)) != HEXI_OK)
 		return rv;
@@ -347,7 +324,7 @@ static hexi_rc copy_once(void *p)
 		e = cudaMemcpyAsync(c->dst, c->src, c->bytes, c->kind, c->s);
 	if (e == cudaSuccess)
 		e = cudaStreamSynchronize(c->s);
-	return cuda_err(e, "copy");
+	return hexi_cuda_err(e, "copy");
 }
 
 /* Fill src (via host), copy once, compare dst (via host). */
@@ -358,7 +335,7 @@ static hexi_rc copy_check(copy_arg *c, unsigned char *host, int src_host,
 
 	for (size_t i = 0; i < c->bytes; i++)
 		host[i] = (unsigned char)(i * 31u + 5u);
-	if (!src_host && (rv = cuda_err(cudaMemcpy(c->src, host, c->bytes,
+	if (!src_host && (rv = hexi_cuda_err(cudaMemcpy(c->src, host, c->bytes,
 						   cudaMemcpyHostToDevice),
 					"copy check fill")))
 		return rv;
@@ -369,7 +346,7 @@ static hexi_rc copy_check(copy_arg *c, unsigned char *host, int src_host,
 	memset(host, 0, c->bytes);
 	if (dst_host)
 		memcpy(host, c->dst, c->bytes);
-	else if ((rv = cuda_err(cudaMemcpy(host, c->dst, c->bytes,
+	else if ((rv = hexi_cuda_err(cudaMemcpy(host, c->dst, c->bytes,
 					   cudaMemcpyDeviceToHost),
 				"copy check read")))
 		return rv;
@@ -415,9 +392,9 @@ static hexi_rc mem_bench(const hexi_prof_opts *o, int dev, cudaStream_t s,
 	copy_arg c = {NULL, NULL, 0, cudaMemcpyDeviceToDevice, -1, -1, s};
 	hexi_rc rv;
 
-	if ((rv = cuda_err(cudaMalloc(&d0, bytes), "cudaMalloc")) ||
-	    (rv = cuda_err(cudaMalloc(&d1, bytes), "cudaMalloc")) ||
-	    (rv = cuda_err(cudaMallocHost(&h, hbytes), "cudaMallocHost")))
+	if ((rv = hexi_cuda_err(cudaMalloc(&d0, bytes), "cudaMalloc")) ||
+	    (rv = hexi_cuda_err(cudaMalloc(&d1, bytes), "cudaMalloc")) ||
+	    (rv = hexi_cuda_err(cudaMallocHost(&h, hbytes), "cudaMallocHost")))
 		goto out;
 	c.dst = d1;
 	c.src = d0;
@@ -456,18 +433,18 @@ static hexi_rc peer_bench(const hexi_prof_opts *o, int a, int b,
 	hexi_rc rv;
 
 	cudaDeviceCanAccessPeer(&can, a, b);
-	if ((rv = cuda_err(cudaSetDevice(b), "cudaSetDevice")) ||
-	    (rv = cuda_err(cudaMalloc(&db, bytes), "cudaMalloc peer")) ||
-	    (rv = cuda_err(cudaSetDevice(a), "cudaSetDevice")) ||
-	    (rv = cuda_err(cudaMalloc(&da, bytes), "cudaMalloc peer")) ||
-	    (rv = cuda_err(cudaStreamCreate(&s), "cudaStreamCreate")))
+	if ((rv = hexi_cuda_err(cudaSetDevice(b), "cudaSetDevice")) ||
+	    (rv = hexi_cuda_err(cudaMalloc(&db, bytes), "cudaMalloc peer")) ||
+	    (rv = hexi_cuda_err(cudaSetDevice(a), "cudaSetDevice")) ||
+	    (rv = hexi_cuda_err(cudaMalloc(&da, bytes), "cudaMalloc peer")) ||
+	    (rv = hexi_cuda_err(cudaStreamCreate(&s), "cudaStreamCreate")))
 		goto out;
 	if (can) {
 		cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
 
 		if (e != cudaSuccess &&
 		    e != cudaErrorPeerAccessAlreadyEnabled) {
-			rv = cuda_err(e, "cudaDeviceEnablePeerAccess");
+			rv = hexi_cuda_err(e, "cudaDeviceEnablePeerAccess");
 			goto out;
 		}
 		cudaGetLastError();
@@ -504,17 +481,17 @@ static hexi_rc one_device(const hexi_prof_opts *o, int dev, hexi_prof_gpu *g,
 	for (int i = 0; i < o->nshapes; i++)
 		shapes[n++] = o->shapes[i];
 	hexi_prof_gpu_init(g, dev);
-	if ((rv = cuda_err(cudaSetDevice(dev), "cudaSetDevice")) ||
-	    (rv = cuda_err(cudaGetDeviceProperties(&prop, dev),
+	if ((rv = hexi_cuda_err(cudaSetDevice(dev), "cudaSetDevice")) ||
+	    (rv = hexi_cuda_err(cudaGetDeviceProperties(&prop, dev),
 			   "cudaGetDeviceProperties")))
 		return rv;
 	snprintf(g->name, sizeof(g->name), "%s", prop.name);
 	snprintf(g->type, sizeof(g->type), "%s",
 		 o->gpu_type[0] ? o->gpu_type
 				: hexi_prof_gpu_type_guess(prop.name));
-	if ((rv = cuda_err(cudaStreamCreate(&s), "cudaStreamCreate")) ||
-	    (rv = cublas_err(cublasCreate(&h), "cublasCreate")) ||
-	    (rv = cublas_err(cublasSetStream(h, s), "cublasSetStream")))
+	if ((rv = hexi_cuda_err(cudaStreamCreate(&s), "cudaStreamCreate")) ||
+	    (rv = hexi_cublas_err(cublasCreate(&h), "cublasCreate")) ||
+	    (rv = hexi_cublas_err(cublasSetStream(h, s), "cublasSetStream")))
 		goto out;
 	for (int d = DT_BF16; d <= DT_FP32 && rv == HEXI_OK; d++) {
 		double flop = 0, time_s = 0;
@@ -598,7 +575,7 @@ static hexi_rc nccl_once(void *p)
 	if (r != ncclSuccess)
 		return nccl_err(r, a->sendrecv ? "ncclSend/Recv"
 					       : "ncclAllReduce");
-	return cuda_err(cudaStreamSynchronize(a->s), "NCCL sync");
+	return hexi_cuda_err(cudaStreamSynchronize(a->s), "NCCL sync");
 }
 
 static float nccl_want(const nccl_arg *a, size_t i)
@@ -619,13 +596,13 @@ static hexi_rc nccl_check(nccl_arg *a)
 		return hexi_error(HEXI_ERR_NOMEM, "NCCL check buffer");
 	for (size_t i = 0; i < a->count; i++)
 		h[i] = (float)(a->rank + 1) + (float)(i % 7);
-	rv = cuda_err(cudaMemcpy(a->send, h, a->count * sizeof(float),
+	rv = hexi_cuda_err(cudaMemcpy(a->send, h, a->count * sizeof(float),
 				 cudaMemcpyHostToDevice),
 		      "NCCL fill");
 	if (rv == HEXI_OK)
 		rv = nccl_once(a);
 	if (rv == HEXI_OK)
-		rv = cuda_err(cudaMemcpy(h, a->recv, a->count * sizeof(float),
+		rv = hexi_cuda_err(cudaMemcpy(h, a->recv, a->count * sizeof(float),
 					 cudaMemcpyDeviceToHost),
 			      "NCCL read");
 	for (size_t i = 0; i < a->count && rv == HEXI_OK; i++)
@@ -693,7 +670,7 @@ hexi_rc hexi_prof_nccl(hexi_prof_mpi *m, const hexi_prof_opts *o, int device,
 
 	if (a.size < 2)
 		return HEXI_OK;
-	if ((rv = cuda_err(cudaSetDevice(device), "cudaSetDevice")))
+	if ((rv = hexi_cuda_err(cudaSetDevice(device), "cudaSetDevice")))
 		return rv;
 	memset(&id, 0, sizeof(id));
 	if (a.rank == 0 &&
@@ -703,9 +680,9 @@ hexi_rc hexi_prof_nccl(hexi_prof_mpi *m, const hexi_prof_opts *o, int device,
 		return rv;
 	if ((rv = nccl_err(ncclCommInitRank(&a.comm, a.size, id, a.rank),
 			   "ncclCommInitRank")) ||
-	    (rv = cuda_err(cudaStreamCreate(&a.s), "cudaStreamCreate")) ||
-	    (rv = cuda_err(cudaMalloc((void **)&a.send, big), "cudaMalloc")) ||
-	    (rv = cuda_err(cudaMalloc((void **)&a.recv, big), "cudaMalloc")))
+	    (rv = hexi_cuda_err(cudaStreamCreate(&a.s), "cudaStreamCreate")) ||
+	    (rv = hexi_cuda_err(cudaMalloc((void **)&a.send, big), "cudaMalloc")) ||
+	    (rv = hexi_cuda_err(cudaMalloc((void **)&a.recv, big), "cudaMalloc")))
 		goto out;
 	for (a.sendrecv = 0; a.sendrecv <= 1 && rv == HEXI_OK; a.sendrecv++)
 		rv = nccl_bench(m, o, &a, big, device, r, &ms);

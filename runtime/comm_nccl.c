@@ -42,8 +42,12 @@
 #define TAG_MAX		  (1 << 20)
 #define TIMEOUT_DEFAULT_S 600.0
 
+/* A queued send.  The staging buffer of queue slot i is kept from one
+ * group to the next and only grows (to the largest send seen in that slot),
+ * so a steady pipeline schedule allocates nothing per step. */
 typedef struct nccl_pending {
-	void *data; /* device copy, freed stream-ordered after the send */
+	void *data; /* device copy of the send, cap bytes, owned */
+	size_t cap;
 	size_t bytes;
 	int peer;
 } nccl_pending;
@@ -421,18 +425,28 @@ static hexi_rc nccl_send(rt_comm *c, const void *buf, size_t bytes, int peer,
 		if (p == NULL)
 			return hexi_error(HEXI_ERR_NOMEM, "NCCL send queue");
 		nc->pend = p;
+		memset(nc->pend + nc->cap_pend, 0,
+		       sizeof(*nc->pend) * (size_t)(cap - nc->cap_pend));
 		nc->cap_pend = cap;
 	}
 	s = &nc->pend[nc->npend];
+	/* copy now: the caller may reuse buf as soon as send() returns; the
+	 * slot's buffer is idle (the previous group was waited for) */
+	if (bytes > s->cap) {
+		e = cudaFree(s->data);
+		s->data = NULL;
+		s->cap = 0;
+		if (e == cudaSuccess)
+			e = cudaMalloc(&s->data, bytes);
+		if (e != cudaSuccess)
+			return cuda_fail(e, "send staging buffer");
+		s->cap = bytes;
+	}
 	s->bytes = bytes;
 	s->peer = peer;
-	s->data = NULL;
-	/* copy now: the caller may reuse buf as soon as send() returns */
 	if (bytes > 0) {
-		e = cudaMallocAsync(&s->data, bytes, nc->p2p);
-		if (e == cudaSuccess)
-			e = cudaMemcpyAsync(s->data, buf, bytes,
-					    cudaMemcpyDeviceToDevice, nc->p2p);
+		e = cudaMemcpyAsync(s->data, buf, bytes,
+				    cudaMemcpyDeviceToDevice, nc->p2p);
 		if (e == cudaSuccess)
 			e = cudaStreamSynchronize(nc->p2p);
 		if (e != cudaSuccess)
@@ -466,10 +480,7 @@ static hexi_rc p2p_group(rt_comm_nccl *nc, void *rbuf, size_t rbytes, int rpeer)
 	rc = enqueued(nc, &nc->world, r, "send/recv", who);
 	if (rc == HEXI_OK)
 		rc = wait_done(nc, &nc->world, nc->p2p, "send/recv", who);
-	for (int i = 0; i < nc->npend; i++)
-		if (nc->pend[i].data != NULL)
-			cudaFreeAsync(nc->pend[i].data, nc->p2p);
-	nc->npend = 0;
+	nc->npend = 0; /* the staging buffers stay for the next group */
 	return rc;
 }
 
@@ -511,7 +522,7 @@ static void nccl_destroy(rt_comm *c)
 
 	if (nc == NULL)
 		return;
-	for (int i = 0; i < nc->npend; i++)
+	for (int i = 0; i < nc->cap_pend; i++)
 		cudaFree(nc->pend[i].data);
 	free(nc->pend);
 	close_comm(nc, nc->world);

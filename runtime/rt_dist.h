@@ -92,7 +92,13 @@ struct hexi_rt {
 	pthread_cond_t wd_cond;
 	double wd_deadline; /* hexi_now_s() value, 0 = idle */
 	int wd_stop;
+	hexi_mem_stats mem; /* this rank's allocations (memacct.c) */
 };
+
+/* Count bytes allocated (> 0) or freed (< 0) of a kind on this rank (the
+ * memory report of hexitrain(1); any code that allocates for the trainer
+ * calls it).  memacct.c. */
+void rt_mem_count(hexi_rt *rt, hexi_mem_kind kind, double bytes);
 
 /* Arm (timeout from now) or disarm (0) the watchdog; no-op when off. */
 void rt_watchdog_arm(hexi_rt *rt, int on);

@@ -57,6 +57,9 @@ typedef struct rt_model_config {
 	int max_batch;	      /* micro-batch size B (upper bound) */
 	int seq;	      /* T; 0 means model.seq_len */
 	uint64_t seed;	      /* initialisation seed (rt_init_tensor) */
+	int recompute;	      /* 1: a slot keeps only each layer's input;
+				 the backward recomputes the layer's
+				 forward, one layer at a time */
 } rt_model_config;
 
 /* One parameter tensor (or its TP shard) of the shard. */
@@ -94,6 +97,8 @@ const rt_model_config *rt_model_get_config(const rt_model *m);
  *                  which then differentiates grad_scale * loss_sum.
  * Inputs are copied; the slot stays busy until rt_model_backward(slot) or
  * rt_model_release(slot).  Calls tp->allreduce_sum twice per layer.
+ * With cfg.recompute the slot keeps only each layer's input (and the
+ * head's activations); the numbers are bit-identical to a run without.
  */
 hexi_rc rt_model_forward(rt_model *m, int slot, int B, const int *tokens,
 			 const float *x_in, float *x_out, const int *targets,
@@ -104,7 +109,10 @@ hexi_rc rt_model_forward(rt_model *m, int slot, int B, const int *tokens,
  *   non-last stage:  dy (B,T,C) gradient of the stage output; last: NULL
  *   non-first stage: dx (B,T,C) receives the gradient of x_in; first: NULL
  * Parameter gradients ACCUMULATE into every param's g across micro-batches
- * until rt_model_zero_grad().  Calls tp->allreduce_sum twice per layer.
+ * until rt_model_zero_grad().  Calls tp->allreduce_sum twice per layer;
+ * with cfg.recompute it first recomputes each layer's forward up to the
+ * SwiGLU output (one more all-reduce per layer, the attention output's;
+ * the w_down projection's output is not needed by the backward).
  */
 hexi_rc rt_model_backward(rt_model *m, int slot, const float *dy, float *dx);
 
@@ -128,6 +136,15 @@ size_t rt_model_numel(const rt_model *m);
  * samples on this shard (GEMMs 6*M*N*K, attention scores and mixing, not
  * counting elementwise ops); for throughput and MFU reports. */
 double rt_model_flops(const rt_model *m, int B);
+
+/* Bytes the shard allocated, by what they hold (the memory report of
+ * hexitrain(1)).  acts: the slots (with recompute: each layer's input per
+ * slot) plus the one layer's activations a recomputed backward rebuilds;
+ * work: backward scratch, logits, token buffers. */
+typedef struct rt_model_mem {
+	size_t params, grads, optim, acts, work;
+} rt_model_mem;
+void rt_model_mem_bytes(const rt_model *m, rt_model_mem *out);
 
 /* Re-initialise all weights from seed (as at create); zero g, m, v. */
 void rt_model_init_weights(rt_model *m, uint64_t seed);

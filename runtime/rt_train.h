@@ -82,6 +82,8 @@ void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg);
  * weights and the AdamW moments); store uploads a
  * staged parameter's weights (and moments) back (no-op on the CPU). */
 int rt_train_nparams(const hexi_trainer *t);
+/* Count a stage shard's allocations (rt_model_mem) on rt (memacct). */
+void rt_train_count_model(hexi_rt *rt, const rt_model_mem *mm);
 hexi_rc rt_train_param_host(hexi_trainer *t, int i, int fetch, rt_param **p);
 hexi_rc rt_train_param_store(hexi_trainer *t, int i, int moments);
 

@@ -360,6 +360,8 @@ hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
 				s->bufcap);
 		goto out;
 	}
+	rt_mem_count(rt, HEXI_MEM_COMM,
+		     sizeof(float) * (double)(s->bufcap ? s->bufcap : 1));
 	*out = s;
 	s = NULL;
 	rc = HEXI_OK;

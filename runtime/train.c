@@ -193,15 +193,32 @@ void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg)
 	cfg->max_batch = t->mbs;
 	cfg->seq = t->T;
 	cfg->seed = t->o.seed;
+	cfg->recompute = r->recompute;
+}
+
+void rt_train_count_model(hexi_rt *rt, const rt_model_mem *mm)
+{
+	rt_mem_count(rt, HEXI_MEM_PARAMS, (double)mm->params);
+	rt_mem_count(rt, HEXI_MEM_GRADS, (double)mm->grads);
+	rt_mem_count(rt, HEXI_MEM_OPTIM, (double)mm->optim);
+	rt_mem_count(rt, HEXI_MEM_ACTS, (double)mm->acts);
+	rt_mem_count(rt, HEXI_MEM_WORK, (double)mm->work);
 }
 
 static hexi_rc make_model(hexi_trainer *t)
 {
 	rt_model_config cfg;
 	rt_tp_comm tp = {.allreduce_sum = tp_allreduce, .ctx = t};
+	rt_model_mem mm;
+	hexi_rc rc;
 
 	rt_train_stage_config(t, &cfg);
-	return rt_model_create(&cfg, &tp, &t->model);
+	rc = rt_model_create(&cfg, &tp, &t->model);
+	if (rc == HEXI_OK) {
+		rt_model_mem_bytes(t->model, &mm);
+		rt_train_count_model(t->rt, &mm);
+	}
+	return rc;
 }
 
 static hexi_rc make_sync(hexi_trainer *t)
@@ -232,6 +249,7 @@ static hexi_rc make_sync(hexi_trainer *t)
 		return hexi_error(HEXI_ERR_NOMEM,
 				  "rank %d: pipeline buffers of %zu bytes",
 				  t->rt->rank, t->act_bytes);
+	rt_mem_count(t->rt, HEXI_MEM_COMM, 2.0 * (double)t->act_bytes);
 	return HEXI_OK;
 }
 
@@ -311,6 +329,7 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 		return hexi_error(HEXI_ERR_NOMEM, "trainer");
 	t->rt = rt;
 	t->ops = &cpu_ops;
+	memset(&rt->mem, 0, sizeof(rt->mem)); /* peaks of this trainer */
 	t->o = *o;
 	t->o.data_path = NULL; /* not kept */
 	t->o.val_path = NULL;
@@ -388,6 +407,9 @@ void hexi_trainer_destroy(hexi_trainer *t)
 #ifdef RT_GPU
 	rt_gtrain_destroy(t->gpu);
 #endif
+	/* everything counted was this trainer's: nothing is held now */
+	memset(t->rt->mem.bytes, 0, sizeof(t->rt->mem.bytes));
+	t->rt->mem.total_bytes = 0;
 	rt_sync_destroy(t->sync);
 	rt_model_destroy(t->model);
 	free(t->pin);

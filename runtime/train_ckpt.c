@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include "rt_train.h"
 
@@ -64,6 +66,36 @@ static hexi_rc write_param(hexi_trainer *t, hexi_ckpt_writer *w,
 				     p->row_end, p->v);
 }
 
+/* HEXI_CKPT_TIMING set: rank 0 prints the seconds of each save phase and
+ * of a resume on stderr (the checkpoint benchmark reads them). */
+static double ck_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds (user + system) of this process so far. */
+static double ck_cpu_s(void)
+{
+	struct rusage u;
+
+	getrusage(RUSAGE_SELF, &u);
+	return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+	       1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+static void ck_timing(const hexi_trainer *t, const char *what, double s,
+		      double cpu)
+{
+	if (t->rt->rank == 0 && getenv("HEXI_CKPT_TIMING") != NULL)
+		fprintf(stderr,
+			"hexitrain: checkpoint %s step %d: %.3f s wall, "
+			"%.3f s cpu\n",
+			what, t->step, s, cpu);
+}
+
 static void fill_meta(const hexi_trainer *t, hexi_ckpt_meta *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -76,16 +108,54 @@ static void fill_meta(const hexi_trainer *t, hexi_ckpt_meta *m)
 	m->world_size = t->rt->world_size;
 }
 
-static hexi_rc commit(hexi_trainer *t, const char *dir,
+static hexi_rc commit(hexi_trainer *t, const char *dir, const char *stage,
 		      const hexi_ckpt_meta *meta)
 {
 	char *json = NULL;
 	hexi_rc rc = hexi_plan_to_json(t->rt->plan, &json);
 
 	if (rc == HEXI_OK)
-		rc = hexi_ckpt_commit(dir, meta, json);
+		rc = hexi_ckpt_commit_staged(dir, stage, meta, json);
 	free(json);
 	return rc;
+}
+
+/* Rank 0 prepares the save (takes the directory's writer lock, creates the
+ * private staging directory, hexiscale-ckpt(5)) and every rank learns the
+ * staging name; an empty name tells the others that it failed. */
+static hexi_rc prepare(hexi_trainer *t, const char *dir,
+		       const hexi_ckpt_meta *meta,
+		       char stage[HEXI_CKPT_STAGE_MAX])
+{
+	rt_comm *c = t->rt->comm;
+	rt_group *g = NULL;
+	int *ranks = NULL, n = t->rt->world_size, i;
+	hexi_rc rc = HEXI_OK, brc;
+
+	memset(stage, 0, HEXI_CKPT_STAGE_MAX);
+	if (t->rt->rank == 0)
+		rc = hexi_ckpt_save_prepare(dir, meta, stage);
+	if (n == 1)
+		return rc;
+	ranks = malloc((size_t)n * sizeof(int));
+	if (ranks == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "save: rank list");
+	for (i = 0; i < n; i++)
+		ranks[i] = i;
+	brc = rt_comm_group_get(c, ranks, n, &g);
+	free(ranks);
+	if (brc == HEXI_OK)
+		brc = c->ops->bcast(g, stage, HEXI_CKPT_STAGE_MAX, 0);
+	if (rc != HEXI_OK)
+		return rc;
+	if (brc != HEXI_OK)
+		return brc;
+	if (stage[0] == '\0')
+		return hexi_error(HEXI_ERR_PEER,
+				  "rank %d: rank 0 could not prepare the save "
+				  "(see its message)",
+				  t->rt->rank);
+	return HEXI_OK;
 }
 
 /* The options that decide what a resumed run computes (the synthetic
@@ -188,15 +258,21 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 {
 	hexi_ckpt_writer *w = NULL;
 	hexi_ckpt_meta meta;
-	double t0 = hexi_now_s();
+	char stage[HEXI_CKPT_STAGE_MAX];
+	double t0, t1, c0, c1;
 	hexi_rc rc;
 	int ok;
 
 	if (dir == NULL || *dir == '\0')
 		return hexi_error(HEXI_ERR_USAGE, "save: no checkpoint "
 						  "directory");
+	t0 = ck_now_s();
+	c0 = ck_cpu_s();
 	fill_meta(t, &meta);
-	rc = hexi_ckpt_save_begin(dir, &meta, t->rt->rank, &w);
+	rc = prepare(t, dir, &meta, stage);
+	if (rc == HEXI_OK)
+		rc = hexi_ckpt_save_begin_staged(dir, stage, &meta, t->rt->rank,
+						 &w);
 	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
 		rt_param *p = NULL;
 		rc = rt_train_param_host(
@@ -215,6 +291,10 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 			hexi_ckpt_save_abort(w);
 	}
 	ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
+	t1 = ck_now_s();
+	c1 = ck_cpu_s();
+	if (!ok && t->rt->rank == 0 && stage[0] != '\0')
+		hexi_ckpt_save_discard(dir, stage);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: save step %d",
 					 t->rt->rank, t->step);
@@ -224,8 +304,11 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 				  "rank; not committed",
 				  t->rt->rank, t->step);
 	if (t->rt->rank == 0)
-		rc = commit(t, dir, &meta);
+		rc = commit(t, dir, stage, &meta);
 	ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
+	ck_timing(t, "rank files", t1 - t0, c1 - c0);
+	ck_timing(t, "commit", ck_now_s() - t1, ck_cpu_s() - c1);
+	ck_timing(t, "save", ck_now_s() - t0, ck_cpu_s() - c0);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "commit of step %d", t->step);
 	if (!ok)
@@ -233,7 +316,7 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 				  "rank %d: commit of step %d failed on rank 0",
 				  t->rt->rank, t->step);
 	t->saved_step = t->step;
-	rt_train_after_save(t, dir, hexi_now_s() - t0);
+	rt_train_after_save(t, dir, ck_now_s() - t0);
 	return HEXI_OK;
 }
 
@@ -303,9 +386,11 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 
 hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 {
-	double t0 = hexi_now_s();
+	double t0 = ck_now_s(), c0 = ck_cpu_s();
 	hexi_rc rc = resume_local(t, dir);
 	int ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
+
+	ck_timing(t, "resume", ck_now_s() - t0, ck_cpu_s() - c0);
 
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: --resume %s",
@@ -318,7 +403,7 @@ hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 		t->ev.loaded = 1;
 		t->ev.step = t->step;
 		t->ev.bytes = rt_train_dir_bytes(t->ev.path);
-		t->ev.seconds = hexi_now_s() - t0;
+		t->ev.seconds = ck_now_s() - t0;
 		t->ev_pending = 1;
 	}
 	return HEXI_OK;

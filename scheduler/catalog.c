@@ -53,8 +53,22 @@ static const struct builtin_gpu {
      * NVLink4 900 GB/s bidirectional. */
     {"h100-sxm", 989.4, 80.0, 3350.0, 450.0, 0.7,
      "h100 h100-80gb h100-sxm5-80gb h100-80gb-hbm3 h100sxm"},
+    /* H100 PCIe datasheet: 756 BF16 dense (1513 sparse), 80 GB, 2000 GB/s,
+     * NVLink bridge 600 GB/s bidirectional (NVML: "NVIDIA H100 PCIe"). */
+    {"h100-pcie", 756.0, 80.0, 2000.0, 300.0, 0.7, "h100pcie h100-pcie-80gb"},
+    /* H100 NVL datasheet: 835.5 BF16 dense (1671 sparse), 94 GB, 3900 GB/s,
+     * NVLink bridge 600 GB/s bidirectional (NVML: "NVIDIA H100 NVL"). */
+    {"h100-nvl", 835.5, 94.0, 3900.0, 300.0, 0.7, "h100nvl h100-nvl-94gb"},
     /* H200 SXM datasheet: 989.4 BF16 dense, 141 GB HBM3e, 4800 GB/s. */
     {"h200", 989.4, 141.0, 4800.0, 450.0, 0.7, "h200-sxm h200-141gb"},
+    /* H200 NVL datasheet: 835.5 BF16 dense (1671 sparse), 141 GB, 4800
+     * GB/s, NVLink bridge 900 GB/s bidirectional (NVML: "NVIDIA H200 NVL").
+     */
+    {"h200-nvl", 835.5, 141.0, 4800.0, 450.0, 0.7, "h200nvl"},
+    /* A100 40GB (SXM4 and PCIe) datasheet: 312 BF16 dense, 1555 GB/s
+     * (NVML: "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"). */
+    {"a100-40g", 312.0, 40.0, 1555.0, 300.0, 0.75,
+     "a100-40gb a100-sxm4-40gb a100-pcie-40gb"},
     /* L40 datasheet: 181.05 BF16 dense (362.1 sparse), 48 GB, 864 GB/s,
      * PCIe 4.0 x16 (no NVLink). */
     {"l40", 181.05, 48.0, 864.0, 25.0, 0.7, "l40-48gb"},
@@ -629,7 +643,9 @@ static hexi_rc prof_cpu(hexi_catalog *cat, prof_acc *acc, const json_t *cpu,
 
 static hexi_rc prof_doc(hexi_catalog *cat, prof_acc *acc, const json_t *j)
 {
-	json_t *gpus, *cpu, *links, *g;
+	/* NULL until found: a profile refused before "gpus" is read must
+	 * not walk an uninitialised array (issue 18 finding 8) */
+	json_t *gpus = NULL, *cpu = NULL, *links = NULL, *g;
 	char host[256];
 	double intra = -1, x;
 	size_t i;

@@ -7,8 +7,14 @@
  * It replays every corpus file, then ITERATIONS (default 2000, or
  * $HEXI_FUZZ_ITERATIONS) deterministic mutations of them (bit flips, byte
  * sets, inserts, deletes, splices, truncation).  A crash or sanitizer report
- * fails the test; the target must not exit.  With clang, build the same
- * target with -fsanitize=fuzzer (without this file) for open-ended fuzzing.
+ * fails the test; the target must not exit.
+ *
+ * Built with --enable-fuzzing (clang, HEXI_LIBFUZZER defined) the same
+ * program is also a coverage-guided libFuzzer target: with the arguments
+ * above (-n or -s given) it runs the deterministic replay as before, with
+ * any other arguments it hands them to libFuzzer (LLVMFuzzerRunDriver:
+ * -max_total_time=S CORPUS_DIR SEEDS..., see tests/fuzz/libfuzzer.sh and
+ * `make fuzz`).
  */
 #include "config.h"
 
@@ -151,7 +157,12 @@ static size_t mutate(uint8_t *buf, size_t len, size_t cap)
 	return len;
 }
 
-int main(int argc, char **argv)
+#ifdef HEXI_LIBFUZZER
+int LLVMFuzzerRunDriver(int *argc, char ***argv,
+			int (*cb)(const uint8_t *data, size_t size));
+#endif
+
+static int deterministic_main(int argc, char **argv)
 {
 	long iters = 2000;
 	const char *env = getenv("HEXI_FUZZ_ITERATIONS");
@@ -189,4 +200,18 @@ int main(int argc, char **argv)
 	for (int s = 0; s < nseeds; s++)
 		free(seeds[s]);
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+#ifdef HEXI_LIBFUZZER
+	int replay = 0;
+
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "-n") == 0 || strcmp(argv[i], "-s") == 0)
+			replay = 1;
+	if (!replay)
+		return LLVMFuzzerRunDriver(&argc, &argv, LLVMFuzzerTestOneInput);
+#endif
+	return deterministic_main(argc, argv);
 }

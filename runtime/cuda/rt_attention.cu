@@ -291,14 +291,9 @@ extern "C" hexi_rc rt_cuda_attention_forward(rt_cuda_stream s, rt_cuda_dtype dt,
 
 	if (rv != HEXI_OK || B == 0 || T == 0)
 		return rv;
-	if (dt == RT_CUDA_BF16)
-		attn_fwd<<<grid, 32 * QROWS, 0, s>>>(
-		    (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
-		    (const bf16 *)v, T, NH, NKV, hs, scale);
-	else
-		attn_fwd<<<grid, 32 * QROWS, 0, s>>>(
-		    (float *)out, lse, (const float *)q, (const float *)k,
-		    (const float *)v, T, NH, NKV, hs, scale);
+	DT_DISPATCH(dt, attn_fwd<<<grid, 32 * QROWS, 0, s>>>(
+		    (E *)out, lse, (const E *)q, (const E *)k,
+		    (const E *)v, T, NH, NKV, hs, scale));
 	return launch_check("attention_forward");
 }
 
@@ -332,15 +327,9 @@ rt_cuda_attention_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dq,
 
 	if (rv != HEXI_OK || B == 0 || T == 0)
 		return rv;
-	if (dt == RT_CUDA_BF16)
-		attn_bwd(s, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
-			 (const bf16 *)dout, (const bf16 *)out, (const bf16 *)q,
-			 (const bf16 *)k, (const bf16 *)v, lse, delta, B, T, NH,
-			 NKV, hs);
-	else
-		attn_bwd(s, (float *)dq, (float *)dk, (float *)dv,
-			 (const float *)dout, (const float *)out,
-			 (const float *)q, (const float *)k, (const float *)v,
-			 lse, delta, B, T, NH, NKV, hs);
+	DT_DISPATCH(dt, attn_bwd(s, (E *)dq, (E *)dk, (E *)dv,
+			 (const E *)dout, (const E *)out, (const E *)q,
+			 (const E *)k, (const E *)v, lse, delta, B, T, NH,
+			 NKV, hs));
 	return launch_check("attention_backward");
 }

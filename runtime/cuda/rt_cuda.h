@@ -157,11 +157,17 @@ hexi_rc rt_cuda_rmsnorm_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dinp,
 				 const void *w, const float *rstd, int BT,
 				 int C);
 
-/* RoPE in place on x (B,T,NH,hs), hs even; backward is the inverse. */
-hexi_rc rt_cuda_rope_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B,
-			     int T, int NH, int hs, float theta);
+/* RoPE table: *tab (T, hs/2, 2) fp32 DEVICE memory, (cos, sin) of the
+ * angle t * theta^(-2i/hs), computed once on the host in double exactly as
+ * rt_ops' RoPE does (rt_cuda_host.c); the caller frees it with
+ * rt_cuda_free.  T >= 1, hs even >= 2, theta > 1. */
+hexi_rc rt_cuda_rope_table_create(int T, int hs, float theta, float **tab);
+/* RoPE in place on x (B,T,NH,hs) from a table of at least T rows for this
+ * hs; backward is the inverse rotation. */
+hexi_rc rt_cuda_rope_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *x,
+			     const float *tab, int B, int T, int NH, int hs);
 hexi_rc rt_cuda_rope_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dx,
-			      int B, int T, int NH, int hs, float theta);
+			      const float *tab, int B, int T, int NH, int hs);
 
 /*
  * Causal attention, flash style: q (B,T,NH,hs), k, v (B,T,NKV,hs), NH a
@@ -181,6 +187,50 @@ hexi_rc rt_cuda_attention_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dq,
 				   const void *k, const void *v,
 				   const float *lse, float *delta, int B, int T,
 				   int NH, int NKV, int hs);
+
+/* ---- attention implementation: own kernel or cuDNN's fused SDPA ---------- */
+
+typedef enum rt_cuda_attn_kind {
+	RT_CUDA_ATTN_OWN = 0,	/* rt_cuda_attention_* above (any dtype, GPU) */
+	RT_CUDA_ATTN_CUDNN = 1, /* rt_cuda_sdpa_* below */
+} rt_cuda_attn_kind;
+
+/*
+ * Which attention a model uses (rt_cuda_host.c; no CUDA call, so it is
+ * tested without a GPU).  mode is $HEXI_ATTENTION: NULL, "" or "auto"
+ * take cuDNN when it can run (bf16, compute capability >= 80, head size a
+ * multiple of 8 and <= 128, cuDNN >= 9.0 loaded: cudnn_version as
+ * cudnnGetVersion(), 0 when absent), else the own kernel; "own" forces
+ * the own kernel; "cudnn" forces cuDNN and is HEXI_ERR_UNSUPPORTED with
+ * the reason when it cannot run; anything else is HEXI_ERR_INVAL.  why
+ * (cap bytes) receives one line saying what was chosen and why.
+ */
+hexi_rc rt_cuda_attn_pick(const char *mode, rt_cuda_dtype dt, int cc, int hs,
+			  long cudnn_version, rt_cuda_attn_kind *kind,
+			  char *why, size_t cap);
+
+/* cudnnGetVersion() of libcudnn.so.9, opened with dlopen on the first call
+ * (so binaries run where cuDNN is absent); 0 when it cannot be opened or
+ * the build has no cuDNN support (configure --with-cudnn). */
+long rt_cuda_cudnn_version(void);
+
+/*
+ * cuDNN fused scaled-dot-product attention (rt_cudnn_attn.c), causal, the
+ * layouts of rt_cuda_attention_*: q, out (B,T,NH,hs), k, v (B,T,NKV,hs),
+ * lse (B,NH,T) fp32.  create builds the forward and backward execution
+ * plans for these fixed sizes on the context's compute stream (and their
+ * workspace); HEXI_ERR_UNSUPPORTED with cuDNN's message when cuDNN has no
+ * engine for them.  backward SETS dq, dk, dv (the own kernel adds).
+ */
+typedef struct rt_cuda_sdpa rt_cuda_sdpa;
+hexi_rc rt_cuda_sdpa_create(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
+			    int NKV, int hs, rt_cuda_sdpa **out);
+void rt_cuda_sdpa_destroy(rt_cuda_sdpa *a);
+hexi_rc rt_cuda_sdpa_forward(rt_cuda_sdpa *a, void *out, float *lse,
+			     const void *q, const void *k, const void *v);
+hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,
+			      const void *dout, const void *out, const void *q,
+			      const void *k, const void *v, const float *lse);
 
 /* SwiGLU: out (N) = silu(gate) * up; backward accumulates dgate, dup. */
 hexi_rc rt_cuda_swiglu_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
@@ -239,6 +289,18 @@ typedef struct rt_cuda_tp {
 	void *ctx;
 } rt_cuda_tp;
 
+/* The deterministic initialisation the shard takes its weights from (the
+ * CPU model's rt_init_tensor / rt_init_std, handed in by the caller so
+ * that runtime/cuda needs nothing from runtime/): tensor fills rows
+ * [row_begin, row_end) of a (rows, ncols) tensor with standard deviation
+ * std; std gives a parameter's standard deviation (0: all ones). */
+typedef struct rt_cuda_init {
+	void (*tensor)(float *w, const char *name, int64_t row_begin,
+		       int64_t row_end, int64_t ncols, float std,
+		       uint64_t seed);
+	float (*std)(const struct hexi_model *md, const char *name);
+} rt_cuda_init;
+
 typedef struct rt_cuda_shard_cfg {
 	const struct hexi_model *model; /* whole-model shape (copied) */
 	int layer_begin, layer_end;	/* [begin, end), may be empty */
@@ -247,7 +309,11 @@ typedef struct rt_cuda_shard_cfg {
 	int max_slots;			/* micro-batches in flight (1F1B) */
 	int B;				/* samples per micro-batch */
 	rt_cuda_dtype dt;
-	uint64_t seed; /* rt_init_tensor seed */
+	uint64_t seed;	   /* init.tensor's seed */
+	rt_cuda_init init; /* both functions required */
+	int recompute;	   /* 1: slots keep each layer's input only; the
+			      backward recomputes the layer
+			      (rt_model_config.recompute) */
 } rt_cuda_shard_cfg;
 
 /* One parameter (or its TP shard), device pointers. */
@@ -271,7 +337,7 @@ hexi_rc rt_cuda_shard_create(rt_cuda *c, const rt_cuda_shard_cfg *cfg,
 /* The whole model (all layers, embedding and head, TP 1, one slot). */
 hexi_rc rt_cuda_model_create(rt_cuda *c, const struct hexi_model *md,
 			     rt_cuda_dtype dt, int B, uint64_t seed,
-			     rt_cuda_model **out);
+			     const rt_cuda_init *init, rt_cuda_model **out);
 void rt_cuda_model_destroy(rt_cuda_model *m);
 
 /*
@@ -321,6 +387,16 @@ size_t rt_cuda_model_numel(const rt_cuda_model *m);
 double rt_cuda_model_flops(const rt_cuda_model *m);
 /* Bytes of one stage-boundary activation (B,T,C) in dt. */
 size_t rt_cuda_model_act_bytes(const rt_cuda_model *m);
+/* Device bytes the shard allocated, by what they hold (rt_model_mem of
+ * rt_model.h: params = fp32 master + dt copies, grads, optim = AdamW
+ * moments, acts = slots + the recompute layer, work = scratch). */
+struct rt_model_mem;
+void rt_cuda_model_mem_bytes(const rt_cuda_model *m, struct rt_model_mem *out);
+/* The attention the shard runs and why (rt_cuda_attn_pick's line, or why
+ * cuDNN fell back), e.g. "cudnn (auto: bf16, sm_90, hs 128, cuDNN 91900)". */
+const char *rt_cuda_model_attention(const rt_cuda_model *m);
+/* Which one: RT_CUDA_ATTN_OWN or RT_CUDA_ATTN_CUDNN. */
+rt_cuda_attn_kind rt_cuda_model_attn_kind(const rt_cuda_model *m);
 
 /* ---- trainer helpers (rt_train_ops.cu) ----------------------------------- */
 

@@ -12,6 +12,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "hexi_cuda_err.h"
 #include "rt_cuda.h"
 
 struct rt_cuda {
@@ -22,21 +23,6 @@ struct rt_cuda {
 	cudaStream_t compute, comm;
 	cublasHandle_t blas;
 };
-
-static hexi_rc cuda_err(cudaError_t e, const char *what)
-{
-	if (e == cudaSuccess)
-		return HEXI_OK;
-	return hexi_error(HEXI_ERR_CUDA, "%s: %s (%d: %s)", what,
-			  cudaGetErrorName(e), (int)e, cudaGetErrorString(e));
-}
-
-static hexi_rc blas_err(cublasStatus_t st, const char *what)
-{
-	if (st == CUBLAS_STATUS_SUCCESS)
-		return HEXI_OK;
-	return hexi_error(HEXI_ERR_CUDA, "%s: cuBLAS status %d", what, (int)st);
-}
 
 size_t rt_cuda_dtype_size(rt_cuda_dtype dt)
 {
@@ -50,20 +36,12 @@ const char *rt_cuda_dtype_name(rt_cuda_dtype dt)
 
 hexi_rc rt_cuda_device_count(int *n)
 {
-	int c = 0;
-	cudaError_t e = cudaGetDeviceCount(&c);
+	hexi_rc rv = hexi_cuda_count(n);
 
-	*n = 0;
-	if (e != cudaSuccess)
-		return hexi_error(HEXI_ERR_NODEV,
-				  "no CUDA device: cudaGetDeviceCount returned "
-				  "%d (%s)",
-				  (int)e, cudaGetErrorString(e));
-	if (c < 1)
-		return hexi_error(HEXI_ERR_NODEV,
-				  "no CUDA device: cudaGetDeviceCount found 0");
-	*n = c;
-	return HEXI_OK;
+	if (rv == HEXI_OK && *n < 1)
+		rv = hexi_error(HEXI_ERR_NODEV,
+				"no CUDA device: cudaGetDeviceCount found 0");
+	return rv;
 }
 
 hexi_rc rt_cuda_create(int local_rank, int local_size, rt_cuda **out)
@@ -82,10 +60,10 @@ hexi_rc rt_cuda_create(int local_rank, int local_size, rt_cuda **out)
 		 rt_cuda_pick_device(getenv("CUDA_VISIBLE_DEVICES"), local_rank,
 				     local_size, n, 0, &c->device)) != HEXI_OK)
 		goto fail;
-	if ((rv = cuda_err(cudaSetDevice(c->device), "cudaSetDevice")) ||
-	    (rv = cuda_err(cudaGetDeviceProperties(&prop, c->device),
+	if ((rv = hexi_cuda_err(cudaSetDevice(c->device), "cudaSetDevice")) ||
+	    (rv = hexi_cuda_err(cudaGetDeviceProperties(&prop, c->device),
 			   "cudaGetDeviceProperties")) ||
-	    (rv = cuda_err(cudaDeviceGetStreamPriorityRange(&lo, &hi),
+	    (rv = hexi_cuda_err(cudaDeviceGetStreamPriorityRange(&lo, &hi),
 			   "cudaDeviceGetStreamPriorityRange")))
 		goto fail;
 	snprintf(c->name, sizeof(c->name), "%s", prop.name);
@@ -96,14 +74,14 @@ hexi_rc rt_cuda_create(int local_rank, int local_size, rt_cuda **out)
 	c->id &= ((uint64_t)1 << 52) - 1;
 	c->cc = prop.major * 10 + prop.minor;
 	/* hi is the numerically smaller, i.e. higher, priority */
-	if ((rv = cuda_err(cudaStreamCreateWithPriority(
+	if ((rv = hexi_cuda_err(cudaStreamCreateWithPriority(
 			       &c->compute, cudaStreamNonBlocking, hi),
 			   "compute stream")) ||
-	    (rv = cuda_err(cudaStreamCreateWithPriority(
+	    (rv = hexi_cuda_err(cudaStreamCreateWithPriority(
 			       &c->comm, cudaStreamNonBlocking, lo),
 			   "communication stream")) ||
-	    (rv = blas_err(cublasCreate(&c->blas), "cublasCreate")) ||
-	    (rv = blas_err(cublasSetStream(c->blas, c->compute),
+	    (rv = hexi_cublas_err(cublasCreate(&c->blas), "cublasCreate")) ||
+	    (rv = hexi_cublas_err(cublasSetStream(c->blas, c->compute),
 			   "cublasSetStream")))
 		goto fail;
 	*out = c;
@@ -160,8 +138,8 @@ rt_cuda_stream rt_cuda_comm_stream(const rt_cuda *c)
 hexi_rc rt_cuda_sync(rt_cuda_stream s)
 {
 	if (s == NULL)
-		return cuda_err(cudaDeviceSynchronize(), "device sync");
-	return cuda_err(cudaStreamSynchronize(s), "stream sync");
+		return hexi_cuda_err(cudaDeviceSynchronize(), "device sync");
+	return hexi_cuda_err(cudaStreamSynchronize(s), "stream sync");
 }
 
 hexi_rc rt_cuda_stream_wait(rt_cuda_stream waiter, rt_cuda_stream on)
@@ -170,10 +148,10 @@ hexi_rc rt_cuda_stream_wait(rt_cuda_stream waiter, rt_cuda_stream on)
 	hexi_rc rv;
 
 	if ((rv =
-		 cuda_err(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
+		 hexi_cuda_err(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
 			  "cudaEventCreate")) ||
-	    (rv = cuda_err(cudaEventRecord(ev, on), "cudaEventRecord")) ||
-	    (rv = cuda_err(cudaStreamWaitEvent(waiter, ev, 0),
+	    (rv = hexi_cuda_err(cudaEventRecord(ev, on), "cudaEventRecord")) ||
+	    (rv = hexi_cuda_err(cudaStreamWaitEvent(waiter, ev, 0),
 			   "cudaStreamWaitEvent")))
 		goto out;
 out:
@@ -189,7 +167,7 @@ hexi_rc rt_cuda_alloc(void **p, size_t bytes)
 	*p = NULL;
 	if (bytes == 0)
 		return HEXI_OK;
-	if ((rv = cuda_err(cudaMalloc(p, bytes), "cudaMalloc")) != HEXI_OK) {
+	if ((rv = hexi_cuda_err(cudaMalloc(p, bytes), "cudaMalloc")) != HEXI_OK) {
 		*p = NULL;
 		return hexi_error_prefix(rv, "%zu bytes", bytes);
 	}
@@ -197,9 +175,9 @@ hexi_rc rt_cuda_alloc(void **p, size_t bytes)
 	 * compute and NCCL streams are non-blocking (not ordered after the
 	 * legacy stream): wait here, so the memory is zero when this returns,
 	 * as rt_cuda.h promises. */
-	if ((rv = cuda_err(cudaMemsetAsync(*p, 0, bytes, cudaStreamLegacy),
+	if ((rv = hexi_cuda_err(cudaMemsetAsync(*p, 0, bytes, cudaStreamLegacy),
 			   "cudaMemset")) != HEXI_OK ||
-	    (rv = cuda_err(cudaStreamSynchronize(cudaStreamLegacy),
+	    (rv = hexi_cuda_err(cudaStreamSynchronize(cudaStreamLegacy),
 			   "cudaMemset (wait)")) != HEXI_OK) {
 		cudaFree(*p);
 		*p = NULL;
@@ -223,30 +201,30 @@ hexi_rc rt_cuda_upload(void *dst, const void *src, size_t bytes)
 
 	if (bytes == 0)
 		return HEXI_OK;
-	if ((rv = cuda_err(cudaMemcpyAsync(dst, src, bytes,
+	if ((rv = hexi_cuda_err(cudaMemcpyAsync(dst, src, bytes,
 					   cudaMemcpyHostToDevice,
 					   cudaStreamLegacy),
 			   "upload")) != HEXI_OK)
 		return rv;
-	return cuda_err(cudaStreamSynchronize(cudaStreamLegacy),
+	return hexi_cuda_err(cudaStreamSynchronize(cudaStreamLegacy),
 			"upload (wait)");
 }
 
 hexi_rc rt_cuda_download(void *dst, const void *src, size_t bytes)
 {
-	return cuda_err(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
+	return hexi_cuda_err(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
 			"download");
 }
 
 hexi_rc rt_cuda_memset0(rt_cuda_stream s, void *p, size_t bytes)
 {
-	return cuda_err(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)s),
+	return hexi_cuda_err(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)s),
 			"memset");
 }
 
 hexi_rc rt_cuda_copy(rt_cuda_stream s, void *dst, const void *src, size_t bytes)
 {
-	return cuda_err(cudaMemcpyAsync(dst, src, bytes,
+	return hexi_cuda_err(cudaMemcpyAsync(dst, src, bytes,
 					cudaMemcpyDeviceToDevice,
 					(cudaStream_t)s),
 			"device copy");

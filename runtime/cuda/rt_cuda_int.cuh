@@ -77,6 +77,23 @@ __device__ __forceinline__ float block_max(float v, float *sh)
 	return warp_max(v);
 }
 
+/*
+ * One launch for either activation dtype: the statement(s) after dt are
+ * compiled twice, with E the element type (bf16 or float), so a templated
+ * kernel is written once at its call site:
+ *   DT_DISPATCH(dt, k<<<g, b, 0, s>>>((E *)out, (const E *)in, n));
+ */
+#define DT_DISPATCH(dt, ...)                                                   \
+	do {                                                                   \
+		if ((dt) == RT_CUDA_BF16) {                                    \
+			typedef bf16 E;                                        \
+			__VA_ARGS__;                                           \
+		} else {                                                       \
+			typedef float E;                                       \
+			__VA_ARGS__;                                           \
+		}                                                              \
+	} while (0)
+
 /* After a launch: the launch error, if any, as hexi_rc. */
 static inline hexi_rc launch_check(const char *kernel)
 {

@@ -25,7 +25,7 @@
 
 #include "hexi_sched.h"
 #include "rt_cuda.h"
-#include "rt_model.h"
+#include "rt_model.h" /* RT_PARAM_NAME_MAX, names and shapes only */
 #include "rt_ops.h"
 
 enum { W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_MLP_NORM, W_GATE, W_UP, W_DOWN, W_N };
@@ -65,9 +65,19 @@ struct rt_cuda_model {
 	void *dres, *dln, *tmp, *dy, *dq, *dk, *dv, *dh, *dgate, *dup;
 	void *dlogits;
 	float *losses, *delta, *tpbuf;
+	float *rope;	/* (T, hs/2, 2) cos/sin table */
+	rt_cuda_attn_kind attn;
+	rt_cuda_sdpa *sdpa; /* cuDNN plans when attn is RT_CUDA_ATTN_CUDNN */
+	char attn_why[256];
 	float *hlosses; /* host (B,T) */
 	void **allocs;	/* every device allocation, for destroy */
 	int nallocs, cap_allocs;
+	/* recompute: the layer every slot's backward rebuilds, and the
+	 * output buffer of a non-last stage */
+	gact ra;
+	void *xlast;
+	size_t *cur_cat;  /* into mem: where dalloc counts */
+	rt_model_mem mem; /* device bytes by what they hold */
 };
 
 #define CK(call)                                                               \
@@ -77,20 +87,31 @@ struct rt_cuda_model {
 			return rc_;                                            \
 	} while (0)
 
-static hexi_rc dalloc(rt_cuda_model *m, void **p, size_t bytes)
+/* Take ownership of device memory p (freed by destroy); on failure p is
+ * freed here. */
+static hexi_rc track(rt_cuda_model *m, void *p)
 {
 	if (m->nallocs == m->cap_allocs) {
 		int cap = m->cap_allocs ? 2 * m->cap_allocs : 256;
 		void *q = realloc(m->allocs, sizeof(void *) * (size_t)cap);
 
-		if (q == NULL)
+		if (q == NULL) {
+			rt_cuda_free(p);
 			return hexi_error(HEXI_ERR_NOMEM, "GPU model: tables");
+		}
 		m->allocs = q;
 		m->cap_allocs = cap;
 	}
-	CK(rt_cuda_alloc(p, bytes ? bytes : 1));
-	m->allocs[m->nallocs++] = *p;
+	m->allocs[m->nallocs++] = p;
 	return HEXI_OK;
+}
+
+static hexi_rc dalloc(rt_cuda_model *m, void **p, size_t bytes)
+{
+	CK(rt_cuda_alloc(p, bytes ? bytes : 1));
+	if (m->cur_cat != NULL)
+		*m->cur_cat += bytes ? bytes : 1;
+	return track(m, *p);
 }
 
 static size_t esz(const rt_cuda_model *m)
@@ -108,6 +129,9 @@ static hexi_rc check_cfg(const rt_cuda_shard_cfg *c, const rt_cuda_tp *tp)
 
 	if (md == NULL)
 		return hexi_error(HEXI_ERR_INVAL, "GPU model: no model shape");
+	if (c->init.tensor == NULL || c->init.std == NULL)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU model: no initialiser (cfg.init)");
 	if ((rc = hexi_model_validate(md)) != HEXI_OK)
 		return rc;
 	if (md->hidden % md->heads || (md->hidden / md->heads) % 2 ||
@@ -241,10 +265,14 @@ static hexi_rc params_init(rt_cuda_model *m)
 		if (m->p[i].n > maxn)
 			maxn = m->p[i].n;
 	}
+	m->cur_cat = &m->mem.params;
 	CK(dalloc(m, (void **)&m->master, m->padded * 4));
+	m->cur_cat = &m->mem.grads;
 	CK(dalloc(m, (void **)&m->g, m->padded * 4));
+	m->cur_cat = &m->mem.optim;
 	CK(dalloc(m, (void **)&m->mom, m->padded * 4));
 	CK(dalloc(m, (void **)&m->vel, m->padded * 4));
+	m->cur_cat = &m->mem.params;
 	host = malloc(maxn * sizeof(float));
 	if (host == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "GPU model: init buffer");
@@ -260,9 +288,8 @@ static hexi_rc params_init(rt_cuda_model *m)
 			q->w = q->master;
 		else if ((rc = dalloc(m, &q->w, q->n * esz(m))) != HEXI_OK)
 			break;
-		rt_init_tensor(host, q->name, q->row_begin, q->row_end,
-			       q->cols, rt_init_std(&m->md, q->name),
-			       c->seed);
+		c->init.tensor(host, q->name, q->row_begin, q->row_end,
+			       q->cols, c->init.std(&m->md, q->name), c->seed);
 		rc = rt_cuda_upload(q->master, host, q->n * sizeof(float));
 		if (rc == HEXI_OK && m->dt != RT_CUDA_F32)
 			rc = rt_cuda_cast(m->s, q->w, m->dt, q->master,
@@ -275,34 +302,52 @@ static hexi_rc params_init(rt_cuda_model *m)
 /* ---- activations ---------------------------------------------------------
  */
 
-static hexi_rc slot_init(rt_cuda_model *m, gslot *s)
+/* One layer's saved activations. */
+static hexi_rc gact_init(rt_cuda_model *m, gact *a)
 {
 	const size_t BT = (size_t)m->B * m->T, e = esz(m);
 	const size_t nC = BT * m->C * e, nQ = BT * m->qd * e,
 		     nK = BT * m->kvd * e, nF = BT * m->f * e;
 
+	CK(dalloc(m, &a->ln1, nC));
+	CK(dalloc(m, &a->q, nQ));
+	CK(dalloc(m, &a->k, nK));
+	CK(dalloc(m, &a->v, nK));
+	CK(dalloc(m, &a->y, nQ));
+	CK(dalloc(m, &a->xmid, nC));
+	CK(dalloc(m, &a->ln2, nC));
+	CK(dalloc(m, &a->gate, nF));
+	CK(dalloc(m, &a->up, nF));
+	CK(dalloc(m, &a->h, nF));
+	CK(dalloc(m, (void **)&a->rstd1, BT * 4));
+	CK(dalloc(m, (void **)&a->rstd2, BT * 4));
+	return dalloc(m, (void **)&a->lse, BT * m->nh * 4);
+}
+
+/* A slot: the residual stream and each layer's activations; with
+ * recompute only each layer's input (the output too on the last stage,
+ * the final norm's input), every a[l] being the shared m->ra. */
+static hexi_rc slot_init(rt_cuda_model *m, gslot *s)
+{
+	const size_t BT = (size_t)m->B * m->T, e = esz(m);
+	const size_t nC = BT * m->C * e;
+	const int rc = m->cfg.recompute;
+
 	s->xs = calloc((size_t)m->nl + 1, sizeof(*s->xs));
 	s->a = calloc((size_t)(m->nl ? m->nl : 1), sizeof(*s->a));
 	if (s->xs == NULL || s->a == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "GPU model: slot tables");
-	for (int l = 0; l <= m->nl; l++)
+	for (int l = 0; l < m->nl; l++)
 		CK(dalloc(m, &s->xs[l], nC));
+	if (!rc || m->cfg.has_head || m->nl == 0)
+		CK(dalloc(m, &s->xs[m->nl], nC));
+	else
+		s->xs[m->nl] = m->xlast;
 	for (int l = 0; l < m->nl; l++) {
-		gact *a = &s->a[l];
-
-		CK(dalloc(m, &a->ln1, nC));
-		CK(dalloc(m, &a->q, nQ));
-		CK(dalloc(m, &a->k, nK));
-		CK(dalloc(m, &a->v, nK));
-		CK(dalloc(m, &a->y, nQ));
-		CK(dalloc(m, &a->xmid, nC));
-		CK(dalloc(m, &a->ln2, nC));
-		CK(dalloc(m, &a->gate, nF));
-		CK(dalloc(m, &a->up, nF));
-		CK(dalloc(m, &a->h, nF));
-		CK(dalloc(m, (void **)&a->rstd1, BT * 4));
-		CK(dalloc(m, (void **)&a->rstd2, BT * 4));
-		CK(dalloc(m, (void **)&a->lse, BT * m->nh * 4));
+		if (rc)
+			s->a[l] = m->ra;
+		else
+			CK(gact_init(m, &s->a[l]));
 	}
 	if (m->cfg.has_embed)
 		CK(dalloc(m, (void **)&s->tokens, BT * sizeof(int)));
@@ -325,8 +370,15 @@ static hexi_rc acts_init(rt_cuda_model *m)
 	m->slots = calloc((size_t)m->cfg.max_slots, sizeof(*m->slots));
 	if (m->slots == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "GPU model: slots");
+	m->cur_cat = &m->mem.acts;
+	if (m->cfg.recompute && m->nl > 0) {
+		CK(gact_init(m, &m->ra));
+		if (!m->cfg.has_head)
+			CK(dalloc(m, &m->xlast, nC));
+	}
 	for (int i = 0; i < m->cfg.max_slots; i++)
 		CK(slot_init(m, &m->slots[i]));
+	m->cur_cat = &m->mem.work;
 	CK(dalloc(m, &m->dres, nC));
 	CK(dalloc(m, &m->dln, nC));
 	CK(dalloc(m, &m->tmp, nC));
@@ -338,6 +390,9 @@ static hexi_rc acts_init(rt_cuda_model *m)
 	CK(dalloc(m, &m->dgate, nF));
 	CK(dalloc(m, &m->dup, nF));
 	CK(dalloc(m, (void **)&m->delta, BT * m->nh * 4));
+	CK(rt_cuda_rope_table_create(m->T, m->hs, RT_ROPE_THETA, &m->rope));
+	CK(track(m, m->rope));
+	m->mem.work += (size_t)m->T * (m->hs / 2) * 2 * sizeof(float);
 	if (m->cfg.tp_size > 1 && m->dt != RT_CUDA_F32)
 		CK(dalloc(m, (void **)&m->tpbuf, BT * m->C * 4));
 	if (m->cfg.has_head) {
@@ -348,6 +403,65 @@ static hexi_rc acts_init(rt_cuda_model *m)
 			return hexi_error(HEXI_ERR_NOMEM, "GPU model: losses");
 	}
 	return HEXI_OK;
+}
+
+/* Own kernel or cuDNN (rt_cuda_attn_pick with $HEXI_ATTENTION); auto
+ * falls back to the own kernel when cuDNN refuses to build the plans,
+ * saying why; HEXI_ATTENTION=cudnn fails instead. */
+static hexi_rc attn_init(rt_cuda_model *m)
+{
+	const char *mode = getenv("HEXI_ATTENTION");
+	hexi_rc rc;
+
+	CK(rt_cuda_attn_pick(mode, m->dt, rt_cuda_cc(m->cu), m->hs,
+			     rt_cuda_cudnn_version(), &m->attn, m->attn_why,
+			     sizeof(m->attn_why)));
+	if (m->attn != RT_CUDA_ATTN_CUDNN || m->nl == 0)
+		return HEXI_OK;
+	rc = rt_cuda_sdpa_create(m->cu, m->dt, m->B, m->T, m->nh, m->nkv,
+				 m->hs, &m->sdpa);
+	if (rc == HEXI_OK)
+		return HEXI_OK;
+	if (mode != NULL && strcmp(mode, "cudnn") == 0)
+		return rc;
+	m->attn = RT_CUDA_ATTN_OWN;
+	snprintf(m->attn_why, sizeof(m->attn_why),
+		 "own (auto: cuDNN refused the plans: %.200s)", hexi_errmsg(rc));
+	hexi_error_clear();
+	return HEXI_OK;
+}
+
+static hexi_rc attn_forward(rt_cuda_model *m, gact *a)
+{
+	if (m->attn == RT_CUDA_ATTN_CUDNN)
+		return rt_cuda_sdpa_forward(m->sdpa, a->y, a->lse, a->q, a->k,
+					    a->v);
+	return rt_cuda_attention_forward(m->s, m->dt, a->y, a->lse, a->q, a->k,
+					 a->v, m->B, m->T, m->nh, m->nkv,
+					 m->hs);
+}
+
+/* dq, dk, dv are zero here: cuDNN sets them, the own kernel adds. */
+static hexi_rc attn_backward_op(rt_cuda_model *m, gact *a)
+{
+	if (m->attn == RT_CUDA_ATTN_CUDNN)
+		return rt_cuda_sdpa_backward(m->sdpa, m->dq, m->dk, m->dv,
+					     m->dy, a->y, a->q, a->k, a->v,
+					     a->lse);
+	return rt_cuda_attention_backward(m->s, m->dt, m->dq, m->dk, m->dv,
+					  m->dy, a->y, a->q, a->k, a->v, a->lse,
+					  m->delta, m->B, m->T, m->nh, m->nkv,
+					  m->hs);
+}
+
+const char *rt_cuda_model_attention(const rt_cuda_model *m)
+{
+	return m->attn_why;
+}
+
+rt_cuda_attn_kind rt_cuda_model_attn_kind(const rt_cuda_model *m)
+{
+	return m->attn;
 }
 
 hexi_rc rt_cuda_shard_create(rt_cuda *c, const rt_cuda_shard_cfg *cfg,
@@ -387,6 +501,8 @@ hexi_rc rt_cuda_shard_create(rt_cuda *c, const rt_cuda_shard_cfg *cfg,
 	if ((rc = params_init(m)) == HEXI_OK)
 		rc = acts_init(m);
 	if (rc == HEXI_OK)
+		rc = attn_init(m);
+	if (rc == HEXI_OK)
 		rc = rt_cuda_sync(m->s);
 	if (rc != HEXI_OK) {
 		rt_cuda_model_destroy(m);
@@ -404,12 +520,13 @@ hexi_rc rt_cuda_shard_create(rt_cuda *c, const rt_cuda_shard_cfg *cfg,
 
 hexi_rc rt_cuda_model_create(rt_cuda *c, const struct hexi_model *md,
 			     rt_cuda_dtype dt, int B, uint64_t seed,
-			     rt_cuda_model **out)
+			     const rt_cuda_init *init, rt_cuda_model **out)
 {
 	rt_cuda_shard_cfg cfg;
 
-	if (md == NULL)
-		return hexi_error(HEXI_ERR_INVAL, "GPU model: no model shape");
+	if (md == NULL || init == NULL)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU model: no model shape or initialiser");
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.model = md;
 	cfg.layer_end = md->layers;
@@ -419,6 +536,7 @@ hexi_rc rt_cuda_model_create(rt_cuda *c, const struct hexi_model *md,
 	cfg.B = B;
 	cfg.dt = dt;
 	cfg.seed = seed;
+	cfg.init = *init;
 	return rt_cuda_shard_create(c, &cfg, NULL, out);
 }
 
@@ -426,6 +544,7 @@ void rt_cuda_model_destroy(rt_cuda_model *m)
 {
 	if (m == NULL)
 		return;
+	rt_cuda_sdpa_destroy(m->sdpa);
 	for (int i = m->nallocs - 1; i >= 0; i--)
 		rt_cuda_free(m->allocs[i]);
 	for (int i = 0; m->slots != NULL && i < m->cfg.max_slots; i++) {
@@ -457,6 +576,11 @@ size_t rt_cuda_model_numel(const rt_cuda_model *m)
 size_t rt_cuda_model_act_bytes(const rt_cuda_model *m)
 {
 	return (size_t)m->B * m->T * m->C * esz(m);
+}
+
+void rt_cuda_model_mem_bytes(const rt_cuda_model *m, rt_model_mem *out)
+{
+	*out = m->mem;
 }
 
 double rt_cuda_model_flops(const rt_cuda_model *m)
@@ -503,7 +627,8 @@ static hexi_rc tp_sum(rt_cuda_model *m, void *buf, size_t n, const char *what,
 	return HEXI_OK;
 }
 
-static hexi_rc block_forward(rt_cuda_model *m, int l, gslot *s)
+/* Attention half: xs[l] -> a->xmid. */
+static hexi_rc attn_half_forward(rt_cuda_model *m, int l, gslot *s)
 {
 	rt_cuda_param *w = lw(m, l);
 	gact *a = &s->a[l];
@@ -520,16 +645,25 @@ static hexi_rc block_forward(rt_cuda_model *m, int l, gslot *s)
 				  m->kvd));
 	CK(rt_cuda_matmul_forward(m->cu, dt, a->v, a->ln1, w[W_V].w, BT, C,
 				  m->kvd));
-	CK(rt_cuda_rope_forward(m->s, dt, a->q, B, T, m->nh, m->hs,
-				RT_ROPE_THETA));
-	CK(rt_cuda_rope_forward(m->s, dt, a->k, B, T, m->nkv, m->hs,
-				RT_ROPE_THETA));
-	CK(rt_cuda_attention_forward(m->s, dt, a->y, a->lse, a->q, a->k, a->v,
-				     B, T, m->nh, m->nkv, m->hs));
+	CK(rt_cuda_rope_forward(m->s, dt, a->q, m->rope, B, T, m->nh, m->hs));
+	CK(rt_cuda_rope_forward(m->s, dt, a->k, m->rope, B, T, m->nkv, m->hs));
+	CK(attn_forward(m, a));
 	CK(rt_cuda_matmul_tw_forward(m->cu, dt, m->tmp, a->y, w[W_O].w, BT,
 				     m->qd, C));
 	CK(tp_sum(m, m->tmp, nBTC, "attention output", l));
-	CK(rt_cuda_add(m->s, dt, a->xmid, x, m->tmp, nBTC));
+	return rt_cuda_add(m->s, dt, a->xmid, x, m->tmp, nBTC);
+}
+
+/* MLP half: a->xmid -> a->h, then (out != NULL) w_down, its TP sum and
+ * the residual into out; a recomputation stops at h (out NULL). */
+static hexi_rc mlp_half_forward(rt_cuda_model *m, int l, gslot *s, void *out)
+{
+	rt_cuda_param *w = lw(m, l);
+	gact *a = &s->a[l];
+	const int BT = m->B * m->T, C = m->C;
+	const size_t nBTC = (size_t)BT * C;
+	rt_cuda_dtype dt = m->dt;
+
 	CK(rt_cuda_rmsnorm_forward(m->s, dt, a->ln2, a->rstd2, a->xmid,
 				   w[W_MLP_NORM].w, BT, C, RT_NORM_EPS));
 	CK(rt_cuda_matmul_forward(m->cu, dt, a->gate, a->ln2, w[W_GATE].w, BT,
@@ -538,10 +672,28 @@ static hexi_rc block_forward(rt_cuda_model *m, int l, gslot *s)
 				  m->f));
 	CK(rt_cuda_swiglu_forward(m->s, dt, a->h, a->gate, a->up,
 				  (size_t)BT * m->f));
+	if (out == NULL)
+		return HEXI_OK;
 	CK(rt_cuda_matmul_tw_forward(m->cu, dt, m->tmp, a->h, w[W_DOWN].w, BT,
 				     m->f, C));
 	CK(tp_sum(m, m->tmp, nBTC, "mlp output", l));
-	return rt_cuda_add(m->s, dt, s->xs[l + 1], a->xmid, m->tmp, nBTC);
+	return rt_cuda_add(m->s, dt, out, a->xmid, m->tmp, nBTC);
+}
+
+static hexi_rc block_forward(rt_cuda_model *m, int l, gslot *s)
+{
+	CK(attn_half_forward(m, l, s));
+	return mlp_half_forward(m, l, s, s->xs[l + 1]);
+}
+
+/* Recompute: layer l's activations again from its input xs[l], by the
+ * same kernels on the same data (so the same bits). */
+static hexi_rc block_recompute(rt_cuda_model *m, int l, gslot *s)
+{
+	if (!m->cfg.recompute)
+		return HEXI_OK;
+	CK(attn_half_forward(m, l, s));
+	return mlp_half_forward(m, l, s, NULL);
 }
 
 /* Final norm, LM head, token losses (downloaded): *loss_sum = sum over
@@ -678,13 +830,11 @@ static hexi_rc attn_backward(rt_cuda_model *m, int l, gslot *s)
 	CK(zero(m, m->dq, (size_t)BT * m->qd * e));
 	CK(zero(m, m->dk, (size_t)BT * m->kvd * e));
 	CK(zero(m, m->dv, (size_t)BT * m->kvd * e));
-	CK(rt_cuda_attention_backward(m->s, dt, m->dq, m->dk, m->dv, m->dy,
-				      a->y, a->q, a->k, a->v, a->lse, m->delta,
-				      B, T, m->nh, m->nkv, m->hs));
-	CK(rt_cuda_rope_backward(m->s, dt, m->dq, B, T, m->nh, m->hs,
-				 RT_ROPE_THETA));
-	CK(rt_cuda_rope_backward(m->s, dt, m->dk, B, T, m->nkv, m->hs,
-				 RT_ROPE_THETA));
+	CK(attn_backward_op(m, a));
+	CK(rt_cuda_rope_backward(m->s, dt, m->dq, m->rope, B, T, m->nh,
+				 m->hs));
+	CK(rt_cuda_rope_backward(m->s, dt, m->dk, m->rope, B, T, m->nkv,
+				 m->hs));
 	CK(zero(m, m->dln, nC * e));
 	CK(rt_cuda_matmul_backward(m->cu, dt, m->dln, w[W_Q].g, m->dq, a->ln1,
 				   w[W_Q].w, BT, C, m->qd));
@@ -727,6 +877,7 @@ static hexi_rc backward_body(rt_cuda_model *m, gslot *s, const void *dy,
 	else
 		CK(rt_cuda_copy(m->s, m->dres, dy, nC));
 	for (int l = m->nl - 1; l >= 0; l--) {
+		CK(block_recompute(m, l, s));
 		CK(mlp_backward(m, l, s));
 		CK(attn_backward(m, l, s));
 	}

@@ -98,14 +98,9 @@ extern "C" hexi_rc rt_cuda_rmsnorm_forward(rt_cuda_stream s, rt_cuda_dtype dt,
 		return hexi_error(HEXI_ERR_INVAL, "rmsnorm: BT %d C %d", BT, C);
 	if (BT == 0)
 		return HEXI_OK;
-	if (dt == RT_CUDA_BF16)
-		rmsnorm_fwd<<<BT, row_block(C), 0, s>>>(
-		    (bf16 *)out, rstd, (const bf16 *)inp, (const bf16 *)w, C,
-		    eps);
-	else
-		rmsnorm_fwd<<<BT, row_block(C), 0, s>>>(
-		    (float *)out, rstd, (const float *)inp, (const float *)w, C,
-		    eps);
+	DT_DISPATCH(dt, rmsnorm_fwd<<<BT, row_block(C), 0, s>>>(
+		    (E *)out, rstd, (const E *)inp, (const E *)w, C,
+		    eps));
 	return launch_check("rmsnorm_forward");
 }
 
@@ -119,35 +114,30 @@ extern "C" hexi_rc rt_cuda_rmsnorm_backward(rt_cuda_stream s, rt_cuda_dtype dt,
 		return hexi_error(HEXI_ERR_INVAL, "rmsnorm: BT %d C %d", BT, C);
 	if (BT == 0)
 		return HEXI_OK;
-	if (dt == RT_CUDA_BF16)
-		rmsnorm_bwd<<<BT, row_block(C), 0, s>>>(
-		    (bf16 *)dinp, dw, (const bf16 *)dout, (const bf16 *)inp,
-		    (const bf16 *)w, rstd, C);
-	else
-		rmsnorm_bwd<<<BT, row_block(C), 0, s>>>(
-		    (float *)dinp, dw, (const float *)dout, (const float *)inp,
-		    (const float *)w, rstd, C);
+	DT_DISPATCH(dt, rmsnorm_bwd<<<BT, row_block(C), 0, s>>>(
+		    (E *)dinp, dw, (const E *)dout, (const E *)inp,
+		    (const E *)w, rstd, C));
 	return launch_check("rmsnorm_backward");
 }
 
 /* ---- RoPE ------------------------------------------------------------------
  */
 
-/* One thread per pair (b,t,h,i) of x (B,T,NH,hs); angle t*theta^(-2i/hs) in
- * double, as the CPU reference, rounded to float for cos/sin. */
+/* One thread per pair (b,t,h,i) of x (B,T,NH,hs); cos and sin of the angle
+ * from tab (T, hs/2, 2), computed once on the host (rt_cuda_host.c) in
+ * double as the CPU reference does: no transcendental per element. */
 template <typename T>
-__global__ void rope_kernel(T *x, int B, int T_, int NH, int hs, float theta,
-			    float sign)
+__global__ void rope_kernel(T *x, const float2 *tab, int B, int T_, int NH,
+			    int hs, float sign)
 {
 	size_t half = hs / 2, n = (size_t)B * T_ * NH * half;
 
 	for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	     idx < n; idx += (size_t)gridDim.x * blockDim.x) {
 		size_t i = idx % half, row = idx / half; /* row = (b,t,h) */
-		int t = (int)((row / NH) % T_);
-		double ang = (double)t *
-			     pow((double)theta, -(double)(2 * i) / (double)hs);
-		float cs = (float)cos(ang), sn = sign * (float)sin(ang);
+		size_t t = (row / NH) % T_;
+		float2 c = tab[t * half + i];
+		float cs = c.x, sn = sign * c.y;
 		size_t p = row * hs + 2 * i;
 		float x0 = ld(x, p), x1 = ld(x, p + 1);
 
@@ -156,39 +146,35 @@ __global__ void rope_kernel(T *x, int B, int T_, int NH, int hs, float theta,
 	}
 }
 
-static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B, int T,
-		    int NH, int hs, float theta, float sign)
+static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x,
+		    const float *tab, int B, int T, int NH, int hs, float sign)
 {
 	size_t n;
 
-	if (B < 0 || T < 0 || NH < 1 || hs < 2 || hs % 2 || !(theta > 1.0f))
+	if (B < 0 || T < 0 || NH < 1 || hs < 2 || hs % 2 || tab == NULL)
 		return hexi_error(HEXI_ERR_INVAL,
-				  "rope: B %d T %d NH %d hs %d (even) theta %g",
-				  B, T, NH, hs, (double)theta);
+				  "rope: B %d T %d NH %d hs %d (even), table %s",
+				  B, T, NH, hs, tab ? "given" : "missing");
 	n = (size_t)B * T * NH * (hs / 2);
 	if (n == 0)
 		return HEXI_OK;
-	if (dt == RT_CUDA_BF16)
-		rope_kernel<<<grid_for(n, 256), 256, 0, s>>>(
-		    (bf16 *)x, B, T, NH, hs, theta, sign);
-	else
-		rope_kernel<<<grid_for(n, 256), 256, 0, s>>>(
-		    (float *)x, B, T, NH, hs, theta, sign);
+	DT_DISPATCH(dt, rope_kernel<<<grid_for(n, 256), 256, 0, s>>>(
+			    (E *)x, (const float2 *)tab, B, T, NH, hs, sign));
 	return launch_check("rope");
 }
 
 extern "C" hexi_rc rt_cuda_rope_forward(rt_cuda_stream s, rt_cuda_dtype dt,
-					void *x, int B, int T, int NH, int hs,
-					float theta)
+					void *x, const float *tab, int B, int T,
+					int NH, int hs)
 {
-	return rope(s, dt, x, B, T, NH, hs, theta, 1.0f);
+	return rope(s, dt, x, tab, B, T, NH, hs, 1.0f);
 }
 
 extern "C" hexi_rc rt_cuda_rope_backward(rt_cuda_stream s, rt_cuda_dtype dt,
-					 void *dx, int B, int T, int NH, int hs,
-					 float theta)
+					 void *dx, const float *tab, int B,
+					 int T, int NH, int hs)
 {
-	return rope(s, dt, dx, B, T, NH, hs, theta, -1.0f);
+	return rope(s, dt, dx, tab, B, T, NH, hs, -1.0f);
 }
 
 /* ---- SwiGLU ----------------------------------------------------------------
@@ -227,12 +213,8 @@ extern "C" hexi_rc rt_cuda_swiglu_forward(rt_cuda_stream s, rt_cuda_dtype dt,
 {
 	if (N == 0)
 		return HEXI_OK;
-	if (dt == RT_CUDA_BF16)
-		swiglu_fwd<<<grid_for(N, 256), 256, 0, s>>>(
-		    (bf16 *)out, (const bf16 *)gate, (const bf16 *)up, N);
-	else
-		swiglu_fwd<<<grid_for(N, 256), 256, 0, s>>>(
-		    (float *)out, (const float *)gate, (const float *)up, N);
+	DT_DISPATCH(dt, swiglu_fwd<<<grid_for(N, 256), 256, 0, s>>>(
+		    (E *)out, (const E *)gate, (const E *)up, N));
 	return launch_check("swiglu_forward");
 }
 
@@ -243,14 +225,9 @@ extern "C" hexi_rc rt_cuda_swiglu_backward(rt_cuda_stream s, rt_cuda_dtype dt,
 {
 	if (N == 0)
 		return HEXI_OK;
-	if (dt == RT_CUDA_BF16)
-		swiglu_bwd<<<grid_for(N, 256), 256, 0, s>>>(
-		    (bf16 *)dgate, (bf16 *)dup, (const bf16 *)dout,
-		    (const bf16 *)gate, (const bf16 *)up, N);
-	else
-		swiglu_bwd<<<grid_for(N, 256), 256, 0, s>>>(
-		    (float *)dgate, (float *)dup, (const float *)dout,
-		    (const float *)gate, (const float *)up, N);
+	DT_DISPATCH(dt, swiglu_bwd<<<grid_for(N, 256), 256, 0, s>>>(
+		    (E *)dgate, (E *)dup, (const E *)dout,
+		    (const E *)gate, (const E *)up, N));
 	return launch_check("swiglu_backward");
 }
 
@@ -309,12 +286,8 @@ extern "C" hexi_rc rt_cuda_crossentropy_forward(rt_cuda_stream s,
 				  BT, V);
 	if (BT == 0)
 		return HEXI_OK;
-	if (dt == RT_CUDA_BF16)
-		xent_fwd<<<BT, 512, 0, s>>>(losses, lse, (const bf16 *)logits,
-					    targets, V);
-	else
-		xent_fwd<<<BT, 512, 0, s>>>(losses, lse, (const float *)logits,
-					    targets, V);
+	DT_DISPATCH(dt, xent_fwd<<<BT, 512, 0, s>>>(losses, lse, (const E *)logits,
+					    targets, V));
 	return launch_check("crossentropy_forward");
 }
 
@@ -328,14 +301,9 @@ rt_cuda_crossentropy_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dlogits,
 				  BT, V);
 	if (BT == 0)
 		return HEXI_OK;
-	if (dt == RT_CUDA_BF16)
-		xent_bwd<<<BT, 512, 0, s>>>((bf16 *)dlogits,
-					    (const bf16 *)logits, lse, targets,
-					    dloss, V);
-	else
-		xent_bwd<<<BT, 512, 0, s>>>((float *)dlogits,
-					    (const float *)logits, lse, targets,
-					    dloss, V);
+	DT_DISPATCH(dt, xent_bwd<<<BT, 512, 0, s>>>((E *)dlogits,
+					    (const E *)logits, lse, targets,
+					    dloss, V));
 	return launch_check("crossentropy_backward");
 }
 
@@ -381,14 +349,9 @@ extern "C" hexi_rc rt_cuda_adamw(rt_cuda_stream s, rt_cuda_dtype dt,
 				  (double)beta2, (double)eps);
 	if (n == 0)
 		return HEXI_OK;
-	if (dt == RT_CUDA_BF16)
-		adamw_kernel<<<grid_for(n, 256), 256, 0, s>>>(
-		    master, (bf16 *)w, g, m, v, n, lr, beta1, beta2, eps,
-		    weight_decay, c1, c2);
-	else
-		adamw_kernel<<<grid_for(n, 256), 256, 0, s>>>(
-		    master, (float *)w, g, m, v, n, lr, beta1, beta2, eps,
-		    weight_decay, c1, c2);
+	DT_DISPATCH(dt, adamw_kernel<<<grid_for(n, 256), 256, 0, s>>>(
+		    master, (E *)w, g, m, v, n, lr, beta1, beta2, eps,
+		    weight_decay, c1, c2));
 	return launch_check("adamw");
 }
 
@@ -446,12 +409,8 @@ extern "C" hexi_rc rt_cuda_embed_forward(rt_cuda_stream s, rt_cuda_dtype dt,
 				  C, V);
 	if (n == 0)
 		return HEXI_OK;
-	if (dt == RT_CUDA_BF16)
-		embed_fwd<<<grid_for(n, 256), 256, 0, s>>>(
-		    (bf16 *)out, tokens, (const bf16 *)wte, BT, C, V);
-	else
-		embed_fwd<<<grid_for(n, 256), 256, 0, s>>>(
-		    (float *)out, tokens, (const float *)wte, BT, C, V);
+	DT_DISPATCH(dt, embed_fwd<<<grid_for(n, 256), 256, 0, s>>>(
+		    (E *)out, tokens, (const E *)wte, BT, C, V));
 	return launch_check("embed_forward");
 }
 
@@ -467,12 +426,8 @@ extern "C" hexi_rc rt_cuda_embed_backward(rt_cuda_stream s, rt_cuda_dtype dt,
 				  C, V);
 	if (n == 0)
 		return HEXI_OK;
-	if (dt == RT_CUDA_BF16)
-		embed_bwd<<<grid_for(n, 256), 256, 0, s>>>(
-		    dwte, (const bf16 *)dout, tokens, BT, C, V);
-	else
-		embed_bwd<<<grid_for(n, 256), 256, 0, s>>>(
-		    dwte, (const float *)dout, tokens, BT, C, V);
+	DT_DISPATCH(dt, embed_bwd<<<grid_for(n, 256), 256, 0, s>>>(
+		    dwte, (const E *)dout, tokens, BT, C, V));
 	return launch_check("embed_backward");
 }
 
@@ -481,11 +436,7 @@ extern "C" hexi_rc rt_cuda_add(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
 {
 	if (n == 0)
 		return HEXI_OK;
-	if (dt == RT_CUDA_BF16)
-		add_kernel<<<grid_for(n, 256), 256, 0, s>>>(
-		    (bf16 *)out, (const bf16 *)a, (const bf16 *)b, n);
-	else
-		add_kernel<<<grid_for(n, 256), 256, 0, s>>>(
-		    (float *)out, (const float *)a, (const float *)b, n);
+	DT_DISPATCH(dt, add_kernel<<<grid_for(n, 256), 256, 0, s>>>(
+		    (E *)out, (const E *)a, (const E *)b, n));
 	return launch_check("add");
 }

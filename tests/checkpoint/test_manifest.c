@@ -35,7 +35,12 @@ static const struct {
 } bad[] = {
     {"\"format\": \"hexiscale-ckpt\"", "\"format\": \"hexiscale-plan\"",
      HEXI_ERR_PARSE, "other format"},
-    {"\"version\": 1", "\"version\": 2", HEXI_ERR_VERSION, "version 2"},
+    {"\"version\": 1", "\"version\": 3", HEXI_ERR_VERSION, "version 3"},
+    {"\"version\": 1", "\"version\": 0", HEXI_ERR_VERSION, "version 0"},
+    {"\"version\": 1", "\"version\": 2", HEXI_ERR_PARSE,
+     "version 2 without whole-file checksums"},
+    {"\"bytes\": 7992", "\"bytes\": 7992, \"xxh64\": \"0123456789abcdef\"",
+     HEXI_ERR_PARSE, "version 1 with a version-2 key"},
     {"\"version\": 1", "\"version\": \"1\"", HEXI_ERR_PARSE,
      "version as a string"},
     {"\"model\": \"fixture\"", "\"model\": \"\"", HEXI_ERR_INVAL,
@@ -116,6 +121,46 @@ int main(void)
 		is_int(rc, bad[i].want, "%s: %s", bad[i].why,
 		       rc ? hexi_errmsg(rc) : "accepted");
 		free(t);
+	}
+	{
+		/* Format 2 (today's): the files carry whole-file xxh64. */
+		static const struct {
+			const char *from, *to;
+			hexi_rc want;
+			const char *why;
+		} bad2[] = {
+		    {"\"xxh64\": \"9f1c2b3a4d5e6f70\"",
+		     "\"xxh64x\": \"9f1c2b3a4d5e6f70\"", HEXI_ERR_PARSE,
+		     "v2: file checksum missing"},
+		    {"\"xxh64\": \"9f1c2b3a4d5e6f70\"",
+		     "\"xxh64\": \"9f1c2b3a4d5e6f7\"", HEXI_ERR_PARSE,
+		     "v2: short file checksum"},
+		    {"\"xxh64\": \"9f1c2b3a4d5e6f70\"", "\"xxh64\": 17",
+		     HEXI_ERR_PARSE, "v2: file checksum a number"},
+		};
+		char *v1 = valid;
+		size_t v1len = valid_len;
+		snprintf(path, sizeof(path),
+			 "%s/tests/checkpoint/corpus/manifest/valid-v2.json",
+			 getenv("top_srcdir") ? getenv("top_srcdir") : "../..");
+		if (hexi_read_file(path, 1 << 20, &valid, &valid_len) !=
+		    HEXI_OK)
+			tap_bail(hexi_errmsg(HEXI_ERR_IO));
+		is_rc(hexi_ckpt_manifest_check(valid, valid_len), HEXI_OK,
+		      "a version-2 manifest is accepted");
+		for (i = 0; i < sizeof(bad2) / sizeof(bad2[0]); i++) {
+			t = edit(bad2[i].from, bad2[i].to);
+			rc = t ? hexi_ckpt_manifest_check(t, strlen(t))
+			       : HEXI_OK;
+			is_int(rc, bad2[i].want, "%s: %s", bad2[i].why,
+			       t == NULL ? "pattern not found"
+			       : rc	 ? hexi_errmsg(rc)
+					 : "accepted");
+			free(t);
+		}
+		free(valid);
+		valid = v1;
+		valid_len = v1len;
 	}
 	is_int(hexi_ckpt_manifest_check("", 0), HEXI_ERR_PARSE, "empty input");
 	is_int(hexi_ckpt_manifest_check("[]", 2), HEXI_ERR_PARSE, "an array");

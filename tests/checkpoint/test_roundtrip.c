@@ -152,7 +152,15 @@ static void test_commit_rules(const char *dir, const hexi_layout *l, int world)
 	is_int(rc, HEXI_ERR_NOTFOUND, "commit with a missing rank file");
 	ok(strstr(hexi_errmsg(rc), "rank-00001.h5") != NULL, "message: %s",
 	   hexi_errmsg(rc));
+	/* A failed commit loses the save: nothing is left behind. */
+	rc = hexi_ckpt_commit(dir, &meta, NULL);
+	is_int(rc, HEXI_ERR_INVAL, "commit again after a failed commit: INVAL");
 	/* Disagreeing metadata between ranks. */
+	for (i = 0; i < 2; i++) {
+		hexi_ckpt_save_begin(dir, &meta, i, &w);
+		hexi_ckpt_write_slice(w, "t", 2, shape, i * 5, i * 5 + 5, d);
+		hexi_ckpt_save_end(w);
+	}
 	meta.tokens_seen = 1;
 	rc = hexi_ckpt_commit(dir, &meta, NULL);
 	is_int(rc, HEXI_ERR_MISMATCH, "commit with other tokens_seen");
@@ -164,7 +172,7 @@ static void test_list(const char *dir)
 	int n = 0, i, committed = 0, latest = -1;
 
 	is_int(hexi_ckpt_list(dir, &e, &n), HEXI_OK, "list");
-	is_int(n, 4, "4 step directories (3 committed or not)");
+	is_int(n, 1, "1 step directory (failed commits leave none)");
 	for (i = 0; i < n; i++) {
 		committed += e[i].committed;
 		if (e[i].latest)

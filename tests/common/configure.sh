@@ -5,7 +5,21 @@
 tmp=$(mktemp -d /tmp/hexi-conf-XXXXXX) || hard "mktemp failed"
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || hard "cd $tmp"
+# configure refuses to run outside a source tree that is configured itself
+# ("source directory already configured"): for an in-tree build (README's
+# ./configure && make check) run it in a copy of the sources, in-tree too.
 conf() { "$top_srcdir/configure" --disable-werror "$@" >out 2>&1; }
+if [ -f "$top_srcdir/config.status" ]; then
+	mkdir "$tmp/src" &&
+		tar -C "$top_srcdir" --exclude=.git --exclude=./build --exclude=./build-san \
+			--exclude=./build-analyze --exclude=./build-fuzz --exclude=.libs \
+			--exclude=.deps --exclude='*.o' --exclude='*.lo' --exclude='*.la' \
+			--exclude='*.a' --exclude='*.so' --exclude='*.log' --exclude='*.trs' \
+			--exclude=config.status -cf - . | tar -C "$tmp/src" -xf - ||
+		hard "cannot copy the configured source tree"
+	echo "# in-tree build: configure runs in a copy of the sources"
+	conf() { (cd "$tmp/src" && ./configure --disable-werror "$@") >out 2>&1; }
+fi
 
 conf --with-cuda=/nonexistent
 expect_eq "--with-cuda=/nonexistent fails" "$?" 1

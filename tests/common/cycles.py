@@ -32,6 +32,10 @@ MODULES = ["common", "scheduler", "spank", "runtime", "runtime/cuda",
            "checkpoint", "profiler"]
 # libtool's per-target object prefix: libhexirt_dist_la-train.o -> train
 PREFIX = re.compile(r"^[A-Za-z0-9_]+_la-")
+# tests/gpuemu compiles runtime sources again for its emulated device; with
+# subdir-objects those objects land in the runtime build directories but
+# belong to test programs, not to the modules
+TEST_OBJ = re.compile(r"^(libgpuemu_la|libhexirt_emu_la|hexitrain_emu)-")
 
 
 def objects(build):
@@ -45,7 +49,7 @@ def objects(build):
             if not os.path.isdir(sub):
                 continue
             for f in sorted(os.listdir(sub)):
-                if not f.endswith(".o"):
+                if not f.endswith(".o") or TEST_OBJ.match(f):
                     continue
                 # the non-PIC twin of a libtool object sits beside .libs
                 if sub == d and os.path.exists(os.path.join(d, ".libs", f)):

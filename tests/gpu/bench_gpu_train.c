@@ -19,6 +19,9 @@
 #include "rt_cuda.h"
 #include "rt_model.h"
 
+static const rt_cuda_init ref_init = {.tensor = rt_init_tensor,
+				      .std = rt_init_std};
+
 typedef struct args {
 	const char *model;
 	long batch, steps;
@@ -107,7 +110,7 @@ int main(int argc, char **argv)
 	}
 	if ((rv = rt_cuda_create(0, 1, &cu)) != HEXI_OK ||
 	    (rv = rt_cuda_model_create(cu, &md, a.dt, (int)a.batch, 1234,
-				       &m)) != HEXI_OK)
+				       &ref_init, &m)) != HEXI_OK)
 		goto out;
 	tok = malloc(sizeof(int) * (size_t)(a.batch * md.seq_len));
 	tgt = malloc(sizeof(int) * (size_t)(a.batch * md.seq_len));

@@ -15,46 +15,76 @@
 #      and hexitrain's GPU path against its CPU path (backend_cli.sh)
 #   5. the cost-model fidelity comparison (tests/bench/fidelity.sh)
 #
-# Usage: tests/gpu/device-check.sh      (from anywhere; run as root or with
-#        write access to the tree).  Environment:
-#   HEXI_BUILD   build directory (default: $HEXI_SRC/build-gpu)
+# Usage: tests/gpu/device-check.sh      (from anywhere).  Environment:
+#   HEXI_BUILD   build directory (default: the bundle $HEXI_SRC/bundle-gpu
+#                when it exists (tests/gpu/make-bundle.sh), then no build
+#                step; else $HEXI_SRC/build-gpu)
 #   HEXI_DEVICE_CHECK_NO_BUILD=1   use HEXI_BUILD as it is (no build step)
 #   HEXI_JOBS    make -j (default: number of CPUs)
-#   OUT          if set, SUMMARY and the files measured are copied there
+#   OUT          if set, ONE archive $OUT/device-check.tar.gz of every log
+#                (SUMMARY.txt first), rewritten after every step and on any
+#                exit or signal, so it comes back even when the run is killed
 # Exit: 0 every step that ran passed; 1 a step failed; 77 no usable GPU here
 # (the reason is in the summary); the summary is printed in every case.
 set -u
 start=$(date +%s)
 BUDGET_S=${HEXI_DEVICE_CHECK_BUDGET_S:-480}
 HEXI_SRC=$(cd "$(dirname "$0")/../.." && pwd)
+bundle=0
+if [ -z "${HEXI_BUILD:-}" ] && [ -f "$HEXI_SRC/bundle-gpu/MANIFEST" ]; then
+	HEXI_BUILD=$HEXI_SRC/bundle-gpu
+fi
 BUILD=${HEXI_BUILD:-$HEXI_SRC/build-gpu}
+if [ -f "$BUILD/MANIFEST" ] && grep -q '^hexiscale-gpu-bundle' "$BUILD/MANIFEST"; then
+	bundle=1
+	HEXI_DEVICE_CHECK_NO_BUILD=1
+fi
 work=$(mktemp -d /tmp/hexi-device-check.XXXXXX) || exit 99
-trap 'rm -rf "$work"' EXIT
 summary=()
 failed=0
+finished=0
 
 note() { summary+=("$(printf '%-14s %s' "$1" "$2")"); }
 left() { echo $((BUDGET_S - ($(date +%s) - start))); }
 # step_failed STATUS: a step that failed counts, one never started does not
 step_failed() { [ "${1:-1}" -eq 125 ] || failed=1; }
+summary_text() {
+	local st=$1
+	echo "==================== SUMMARY (device-check) ===================="
+	printf '%s\n' "${summary[@]}"
+	echo "elapsed        $(($(date +%s) - start)) s of ${BUDGET_S} s"
+	case $st in
+	0) echo "result         PASS" ;;
+	77) echo "result         SKIP (no usable GPU)" ;;
+	running) echo "result         (incomplete: the run stopped here)" ;;
+	*) echo "result         FAIL" ;;
+	esac
+}
+# pack: the one archive in $OUT, written beside and renamed (never half)
+pack() {
+	[ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] || return 0
+	tar -czf "$OUT/.device-check.tar.gz.tmp" -C "$work" . 2>/dev/null &&
+		mv -f "$OUT/.device-check.tar.gz.tmp" "$OUT/device-check.tar.gz"
+}
+on_exit() {
+	[ "$finished" = 1 ] || { summary_text running >"$work/SUMMARY.txt"; pack; }
+	rm -rf "$work"
+}
+trap on_exit EXIT
+trap 'note "stopped" "by a signal after $(($(date +%s) - start)) s"; exit 1' TERM INT HUP
 finish() {
 	local st=$1
-	{
-		echo "==================== SUMMARY (device-check) ===================="
-		printf '%s\n' "${summary[@]}"
-		echo "elapsed        $(($(date +%s) - start)) s of ${BUDGET_S} s"
-		echo "result         $([ "$st" -eq 0 ] && echo PASS || { [ "$st" -eq 77 ] && echo "SKIP (no usable GPU)" || echo FAIL; })"
-	} | tee "$work/SUMMARY.txt"
-	if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
-		cp "$work"/*.txt "$work"/*.json "$OUT"/ 2>/dev/null
-	fi
+	summary_text "$st" | tee "$work/SUMMARY.txt"
+	pack
+	finished=1
 	exit "$st"
 }
 # run NAME TIMEOUT CMD...: run with a time limit inside the budget; output
 # to $work/NAME.txt; returns the command's status (124: timed out; 125: not
-# started, the budget was spent: noted, and not counted as a failure).
+# started, the budget was spent: noted, and not counted as a failure).  The
+# archive is rewritten after every step, with the summary so far.
 run() {
-	local name=$1 limit=$2 rem
+	local name=$1 limit=$2 rem st
 	shift 2
 	rem=$(left)
 	if [ "$rem" -le 5 ]; then
@@ -63,16 +93,76 @@ run() {
 		return 125
 	fi
 	[ "$limit" -le "$rem" ] || limit=$rem
-	timeout "$limit" "$@" >"$work/$name.txt" 2>&1
+	timeout -k 5 "$limit" "$@" >"$work/$name.txt" 2>&1
+	st=$?
+	[ $st -ne 124 ] || echo "device-check: $name timed out after $limit s" >>"$work/$name.txt"
+	summary_text running >"$work/SUMMARY.txt"
+	pack
+	return $st
 }
+# py: a Python 3 for the JSON summaries (PATH, else a venv's)
+PY=$(command -v python3 || true)
+if [ -z "$PY" ]; then
+	for p in /opt/venv/bin/python3 /venv/bin/python3 /usr/local/bin/python3 /opt/conda/bin/python3; do
+		[ -x "$p" ] && PY=$p && break
+	done
+fi
+[ -n "$PY" ] || PY=false
 
-# ---- 0. the GPU -----------------------------------------------------------
+# ---- 0. probe: what this machine has (at most 20 s) ------------------------
+# Libraries the GPU binaries load: from /usr/local/cuda, the system, or the
+# pip wheels of a PyTorch environment (nvidia/{nccl,cublas,cudnn}/lib).
+find_lib() { # find_lib SONAME-GLOB: first directory holding it
+	local d f
+	for d in ${CUDA_HOME:-/usr/local/cuda}/lib64 /usr/local/cuda/lib64 \
+		/usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do
+		for f in "$d"/$1; do [ -e "$f" ] && { echo "$d"; return 0; }; done
+	done
+	f=$(timeout 8 find / -xdev \( -path /proc -o -path /sys -o -path "$work" \) -prune -o \
+		-path "*/nvidia/*/lib/$1" -print 2>/dev/null | head -n 1)
+	[ -n "$f" ] && dirname "$f"
+}
+probe() {
+	echo "== date: $(date -u)  host: $(hostname)  kernel: $(uname -r)"
+	echo "== build: $BUILD (bundle: $bundle)"
+	[ -f "$BUILD/MANIFEST" ] && cat "$BUILD/MANIFEST"
+	echo "== nvidia-smi"
+	if command -v nvidia-smi >/dev/null 2>&1; then
+		timeout 10 nvidia-smi 2>&1 | head -n 30
+		timeout 5 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,pci.bus_id --format=csv 2>&1
+	else
+		echo "nvidia-smi: not found"
+	fi
+	echo "== CUDA: $(command -v nvcc || echo 'no nvcc on PATH') $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*')"
+	ls -d /usr/local/cuda* 2>/dev/null
+	echo "== libraries (directory found)"
+	for l in nccl cublas cublasLt cudnn; do
+		printf '%-9s %s\n' "$l" "$(cat "$work/lib-$l" 2>/dev/null || echo 'not found')"
+	done
+	echo "== python: $PY"
+	echo "== LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+	for b in tests/gpu/test_kernels profiler/hexiprof; do
+		[ -x "$BUILD/$b" ] && { echo "== ldd $b"; ldd "$BUILD/$b" 2>&1; }
+	done
+}
+ldirs=""
+for l in nccl:libnccl.so.2 cublas:'libcublas.so.*' cublasLt:'libcublasLt.so.*' cudnn:libcudnn.so.9; do
+	d=$(find_lib "${l#*:}")
+	[ -n "$d" ] || continue
+	echo "$d" >"$work/lib-${l%%:*}"
+	case ":$ldirs:" in *":$d:"*) ;; *) ldirs=${ldirs:+$ldirs:}$d ;; esac
+done
+export LD_LIBRARY_PATH=${ldirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+run probe 20 probe
 gpu_name="" cc=""
 if command -v nvidia-smi >/dev/null 2>&1; then
-	gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-	cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
+	gpu_name=$(timeout 5 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+	cc=$(timeout 5 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
+	drv=$(timeout 5 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 fi
-note "gpu" "${gpu_name:-unknown (nvidia-smi absent or failed)}${cc:+, compute capability $cc}"
+note "gpu" "${gpu_name:-none found (nvidia-smi absent or failed)}${cc:+, compute capability $cc}${drv:+, driver $drv}"
+note "libraries" "nccl: $(cat "$work/lib-nccl" 2>/dev/null || echo missing); cublas: $(cat "$work/lib-cublas" 2>/dev/null || echo missing); cudnn: $(cat "$work/lib-cudnn" 2>/dev/null || echo 'missing (own attention kernel)')"
+[ "$bundle" = 1 ] && note "bundle" "$(sed -n 's/^commit *//p' "$BUILD/MANIFEST"), CUDA $(sed -n 's/^cuda *\([0-9.]*\).*/\1/p' "$BUILD/MANIFEST"), $(sed -n 's/^size_mib *//p' "$BUILD/MANIFEST") MiB"
 
 # ---- 1. build ---------------------------------------------------------------
 if [ "${HEXI_DEVICE_CHECK_NO_BUILD:-0}" = 1 ]; then
@@ -95,7 +185,7 @@ fi
 
 # ---- 2. kernels and NCCL ---------------------------------------------------
 TK=$BUILD/tests/gpu/test_kernels
-if [ ! -x "$TK" ] || [ ! -x "$BUILD/tests/gpu/bench_gpu_train" ]; then
+if [ "$bundle" = 0 ] && { [ ! -x "$TK" ] || [ ! -x "$BUILD/tests/gpu/bench_gpu_train" ]; }; then
 	make -C "$BUILD/tests/gpu" test_kernels test_nccl.t test_gpu_model \
 		bench_gpu_train >"$work/make-tests.txt" 2>&1
 fi
@@ -104,7 +194,7 @@ if [ ! -x "$TK" ]; then
 	note "reason" "no usable GPU path in $BUILD"
 	finish 77
 fi
-run kernels 120 "$TK"
+run kernels 90 "$TK"
 st=$?
 if [ $st -eq 77 ]; then
 	note "kernels" "SKIP: $(grep -m1 'SKIP' "$work/kernels.txt" | sed 's/^1..0 # SKIP //')"
@@ -121,7 +211,7 @@ else
 	step_failed "$st"
 fi
 if [ -x "$BUILD/tests/gpu/test_nccl.t" ]; then
-	run nccl 120 "$BUILD/tests/gpu/test_nccl.t"
+	run nccl 60 "$BUILD/tests/gpu/test_nccl.t"
 	st=$?
 	n_fail=$(grep -c '^not ok ' "$work/nccl.txt")
 	if [ $st -eq 0 ]; then
@@ -134,10 +224,10 @@ fi
 
 # ---- 3. hexiprof -------------------------------------------------------------
 mkdir -p "$work/profiles"
-if run hexiprof 150 "$BUILD/profiler/hexiprof" --gpu -r 5 -w 2 --host=localhost \
+if run hexiprof 90 "$BUILD/profiler/hexiprof" --gpu -r 5 -w 2 --host=localhost \
 	-o "$work/profiles/localhost.json"; then
 	cp "$work/profiles/localhost.json" "$work/profile.json"
-	note "hexiprof" "$(python3 - "$work/profile.json" <<'PY'
+	note "hexiprof" "$("$PY" - "$work/profile.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 g = p["gpus"][0]
@@ -161,7 +251,7 @@ fi
 # refuses two ranks on one GPU, so TP and PP across ranks are checked by the
 # host emulation, tests/gpuemu, and need a machine with several GPUs here).
 if [ -x "$BUILD/tests/gpu/test_gpu_model" ]; then
-	run gpu-model 120 "$BUILD/tests/gpu/test_gpu_model"
+	run gpu-model 60 "$BUILD/tests/gpu/test_gpu_model"
 	st=$?
 	if [ $st -eq 0 ]; then
 		note "gpu model" "ok: a training step on the GPU equals the CPU model's ($(grep -c '^ok ' "$work/gpu-model.txt") checks)"
@@ -188,9 +278,9 @@ cat >"$work/model-bench.json" <<EOF
  "hidden":$hidden,"heads":$heads,"kv_heads":$heads,"ffn":$ffn,"vocab":32000,"seq_len":$seq}
 EOF
 if [ -x "$BENCH" ]; then
-	if run train 200 "$BENCH" --model "$work/model-bench.json" --dtype bf16 \
+	if run train 100 "$BENCH" --model "$work/model-bench.json" --dtype bf16 \
 		--batch "$batch" --steps 6 --json; then
-		note "train" "$(python3 - "$work/train.txt" <<'PY'
+		note "train" "$("$PY" - "$work/train.txt" <<'PY'
 import json, sys
 s = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
 print(f"{s['model']} ({s['params'] / 1e9:.2f}B params) {s['dtype']}, batch {s['batch']}x{s['seq']}: "
@@ -208,7 +298,10 @@ else
 	note "train" "not run: no bench_gpu_train in $BUILD/tests/gpu"
 fi
 HT=$BUILD/runtime/hexitrain
-if [ -x "$HT" ] && "$HT" --help 2>&1 | grep -q -- '--backend'; then
+if [ "$bundle" = 1 ]; then
+	note "hexitrain gpu" "not run from the bundle: backend_cli.sh compares with the CPU path (MPI, HDF5, config.h), which the bundle leaves out"
+fi
+if [ -x "$HT" ] && "$HT" --help 2>&1 | grep -q -- '--backend' && [ "$bundle" = 0 ]; then
 	# hexitrain's GPU path against its CPU path on a tiny model (fp32
 	# and SGD losses equal, bf16 learns, checkpoints cross GPU <-> CPU).
 	if run hexitrain-gpu 120 env top_srcdir="$HEXI_SRC" top_builddir="$BUILD" \
@@ -220,11 +313,13 @@ if [ -x "$HT" ] && "$HT" --help 2>&1 | grep -q -- '--backend'; then
 		note "hexitrain gpu" "FAILED: $(grep -c '^not ok ' "$work/hexitrain-gpu.txt") checks"
 		step_failed "$st"
 	fi
+fi
+if [ -x "$HT" ] && "$HT" --help 2>&1 | grep -q -- '--backend'; then
 	# The same ~1B bf16 configuration through the trainer: step 1 is warm-up.
-	if run train-hexitrain 200 "$HT" --backend nccl --dtype bf16 \
+	if run train-hexitrain 90 "$HT" --backend nccl --dtype bf16 \
 		--model "$work/model-bench.json" --batch "$batch" --steps 4 \
 		--json --timeout 0; then
-		note "train (hexitrain)" "$(python3 - "$work/train-hexitrain.txt" "$work/train.txt" <<'PY'
+		note "train (hexitrain)" "$("$PY" - "$work/train-hexitrain.txt" "$work/train.txt" <<'PY'
 import json, statistics, sys
 steps = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 tps = statistics.median(s["tokens_per_s"] for s in steps[1:]) if len(steps) > 1 else steps[-1]["tokens_per_s"]
@@ -248,7 +343,7 @@ else
 fi
 
 # ---- 5. cost-model fidelity ----------------------------------------------------
-if run fidelity-gpu 120 env HEXI_BUILD="$BUILD" bash "$HEXI_SRC/tests/bench/fidelity.sh" --gpu; then
+if run fidelity-gpu 100 env HEXI_BUILD="$BUILD" bash "$HEXI_SRC/tests/bench/fidelity.sh" --gpu; then
 	note "fidelity gpu" "$(tail -n 1 "$work/fidelity-gpu.txt")"
 else
 	st=$?
@@ -259,7 +354,9 @@ else
 		step_failed "$st"
 	fi
 fi
-if run fidelity-cpu 120 env HEXI_BUILD="$BUILD" bash "$HEXI_SRC/tests/bench/fidelity.sh"; then
+if [ "$bundle" = 1 ]; then
+	note "fidelity cpu" "not run from the bundle (built without MPI and OpenBLAS; the CPU machines measure it)"
+elif run fidelity-cpu 120 env HEXI_BUILD="$BUILD" bash "$HEXI_SRC/tests/bench/fidelity.sh"; then
 	note "fidelity cpu" "$(tail -n 1 "$work/fidelity-cpu.txt")"
 else
 	st=$?

@@ -1,7 +1,7 @@
 # scripts.sh: the GPU device check and the fidelity script parse, and
 # degrade clearly: without a GPU device-check.sh prints why it cannot run.
 . "$top_srcdir/tests/tap.sh"
-for s in tests/gpu/device-check.sh tests/bench/fidelity.sh; do
+for s in tests/gpu/device-check.sh tests/gpu/make-bundle.sh tests/bench/fidelity.sh; do
 	check "bash -n $s" bash -n "$top_srcdir/$s"
 done
 if command -v shellcheck >/dev/null 2>&1; then

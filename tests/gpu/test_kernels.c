@@ -206,34 +206,40 @@ static void test_rope(rt_cuda_dtype dt)
 	size_t n = (size_t)B * T * NH * hs;
 	float *x = hrand(n, 1, dt), *ref = hcopy(x, n), *g;
 	void *dX = dev(x, n, dt);
+	float *tab = NULL;
 
+	CHECK(rt_cuda_rope_table_create(T, hs, RT_ROPE_THETA, &tab));
 	rt_rope_forward(ref, B, T, NH, hs, RT_ROPE_THETA);
-	CHECK(rt_cuda_rope_forward(S, dt, dX, B, T, NH, hs, RT_ROPE_THETA));
+	CHECK(rt_cuda_rope_forward(S, dt, dX, tab, B, T, NH, hs));
 	compare("rope_forward", dt, g = host(dX, n, dt), ref, n, tol_of(dt, 0));
 	free(g);
 	rt_cuda_free(dX);
 	dX = dev(x, n, dt);
 	memcpy(ref, x, n * sizeof(float));
 	rt_rope_backward(ref, B, T, NH, hs, RT_ROPE_THETA);
-	CHECK(rt_cuda_rope_backward(S, dt, dX, B, T, NH, hs, RT_ROPE_THETA));
+	CHECK(rt_cuda_rope_backward(S, dt, dX, tab, B, T, NH, hs));
 	compare("rope_backward", dt, g = host(dX, n, dt), ref, n,
 		tol_of(dt, 0));
 	free(g);
 	free(x), free(ref);
 	rt_cuda_free(dX);
+	rt_cuda_free(tab);
 }
 
+/* The own kernel (sdpa NULL: backward adds into random dq/dk/dv) or
+ * cuDNN's fused attention (backward sets them: they start at zero). */
 static void test_attention_shape(rt_cuda_dtype dt, int B, int T, int NH,
-				 int NKV, int hs)
+				 int NKV, int hs, rt_cuda_sdpa *sdpa)
 {
+	const float d0 = sdpa != NULL ? 0.0f : 0.5f;
 	size_t nq = (size_t)B * T * NH * hs, nk = (size_t)B * T * NKV * hs;
 	size_t nrow = (size_t)B * NH * T;
 	float *q = hrand(nq, 1, dt), *k = hrand(nk, 1, dt),
 	      *v = hrand(nk, 1, dt);
 	float *dout = hrand(nq, 1, dt), *out = hrand(nq, 0, dt);
 	float *att = hrand(nrow * T, 0, dt);
-	float *dq = hrand(nq, 0.5f, dt), *dk = hrand(nk, 0.5f, dt),
-	      *dv = hrand(nk, 0.5f, dt);
+	float *dq = hrand(nq, d0, dt), *dk = hrand(nk, d0, dt),
+	      *dv = hrand(nk, d0, dt);
 	void *dQ = dev(q, nq, dt), *dK = dev(k, nk, dt), *dV = dev(v, nk, dt);
 	void *dO = dev(out, nq, dt), *dDO = dev(dout, nq, dt);
 	void *dDQ = dev(dq, nq, dt), *dDK = dev(dk, nk, dt),
@@ -244,17 +250,25 @@ static void test_attention_shape(rt_cuda_dtype dt, int B, int T, int NH,
 	CHECK(rt_cuda_alloc((void **)&lse, nrow * sizeof(float)));
 	CHECK(rt_cuda_alloc((void **)&delta, nrow * sizeof(float)));
 	rt_attention_forward(out, att, q, k, v, B, T, NH, NKV, hs);
-	CHECK(rt_cuda_attention_forward(S, dt, dO, lse, dQ, dK, dV, B, T, NH,
-					NKV, hs));
+	if (sdpa != NULL)
+		CHECK(rt_cuda_sdpa_forward(sdpa, dO, lse, dQ, dK, dV));
+	else
+		CHECK(rt_cuda_attention_forward(S, dt, dO, lse, dQ, dK, dV, B,
+						T, NH, NKV, hs));
 	snprintf(what, sizeof(what),
-		 "attention_forward B%d T%d NH%d NKV%d hs%d", B, T, NH, NKV,
-		 hs);
+		 "%sattention_forward B%d T%d NH%d NKV%d hs%d",
+		 sdpa ? "cuDNN " : "", B, T, NH, NKV, hs);
 	compare(what, dt, gout = host(dO, nq, dt), out, nq, tol_of(dt, 1));
 	/* the backward starts from the GPU's own output, as in training */
 	rt_attention_backward(dq, dk, dv, dout, q, k, v, att, B, T, NH, NKV,
 			      hs);
-	CHECK(rt_cuda_attention_backward(S, dt, dDQ, dDK, dDV, dDO, dO, dQ, dK,
-					 dV, lse, delta, B, T, NH, NKV, hs));
+	if (sdpa != NULL)
+		CHECK(rt_cuda_sdpa_backward(sdpa, dDQ, dDK, dDV, dDO, dO, dQ,
+					    dK, dV, lse));
+	else
+		CHECK(rt_cuda_attention_backward(S, dt, dDQ, dDK, dDV, dDO, dO,
+						 dQ, dK, dV, lse, delta, B, T,
+						 NH, NKV, hs));
 	snprintf(what, sizeof(what), "attention_backward dq hs%d", hs);
 	compare(what, dt, g = host(dDQ, nq, dt), dq, nq, tol_of(dt, 1));
 	free(g);
@@ -272,11 +286,53 @@ static void test_attention_shape(rt_cuda_dtype dt, int B, int T, int NH,
 	    rt_cuda_free(dDV), rt_cuda_free(lse), rt_cuda_free(delta);
 }
 
+static const struct {
+	int B, T, NH, NKV, hs;
+} attn_shapes[] = {
+    {2, 37, 4, 2, 16},	 /* GQA, short rows */
+    {1, 130, 2, 1, 128}, /* several tiles */
+    {1, 70, 3, 3, 48},	 /* hs not 2^k */
+};
+
 static void test_attention(rt_cuda_dtype dt)
 {
-	test_attention_shape(dt, 2, 37, 4, 2, 16);   /* GQA, short rows */
-	test_attention_shape(dt, 1, 130, 2, 1, 128); /* several tiles */
-	test_attention_shape(dt, 1, 70, 3, 3, 48);   /* hs not 2^k */
+	for (size_t i = 0; i < sizeof(attn_shapes) / sizeof(*attn_shapes); i++)
+		test_attention_shape(dt, attn_shapes[i].B, attn_shapes[i].T,
+				     attn_shapes[i].NH, attn_shapes[i].NKV,
+				     attn_shapes[i].hs, NULL);
+}
+
+/* cuDNN's fused attention against the same CPU reference, where
+ * rt_cuda_attn_pick would choose it; the reason printed where not. */
+static void test_cudnn_attention(rt_cuda_dtype dt)
+{
+	for (size_t i = 0; i < sizeof(attn_shapes) / sizeof(*attn_shapes); i++) {
+		rt_cuda_attn_kind kind;
+		rt_cuda_sdpa *a = NULL;
+		char why[256];
+		hexi_rc rv = rt_cuda_attn_pick(
+		    "auto", dt, rt_cuda_cc(ctx), attn_shapes[i].hs,
+		    rt_cuda_cudnn_version(), &kind, why, sizeof(why));
+
+		if (rv == HEXI_OK && kind == RT_CUDA_ATTN_CUDNN)
+			rv = rt_cuda_sdpa_create(
+			    ctx, dt, attn_shapes[i].B, attn_shapes[i].T,
+			    attn_shapes[i].NH, attn_shapes[i].NKV,
+			    attn_shapes[i].hs, &a);
+		if (a == NULL) {
+			printf("ok %d - # SKIP cuDNN attention hs%d %s: %s\n",
+			       ++ntest, attn_shapes[i].hs,
+			       rt_cuda_dtype_name(dt),
+			       rv != HEXI_OK ? hexi_errmsg(rv) : why);
+			hexi_error_clear();
+			continue;
+		}
+		printf("# attention: %s\n", why);
+		test_attention_shape(dt, attn_shapes[i].B, attn_shapes[i].T,
+				     attn_shapes[i].NH, attn_shapes[i].NKV,
+				     attn_shapes[i].hs, a);
+		rt_cuda_sdpa_destroy(a);
+	}
 }
 
 static void test_swiglu(rt_cuda_dtype dt)
@@ -474,6 +530,7 @@ int main(void)
 		test_rmsnorm(dts[i]);
 		test_rope(dts[i]);
 		test_attention(dts[i]);
+		test_cudnn_attention(dts[i]);
 		test_swiglu(dts[i]);
 		test_xent(dts[i]);
 		test_adamw(dts[i]);

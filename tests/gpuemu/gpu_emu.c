@@ -458,10 +458,13 @@ uint64_t rt_cuda_device_id(const rt_cuda *c)
 	return h & (((uint64_t)1 << 52) - 1);
 }
 
+/* 0, or $HEXI_GPU_EMU_CC (e.g. 90) to drive the attention choice. */
 int rt_cuda_cc(const rt_cuda *c)
 {
+	const char *e = getenv("HEXI_GPU_EMU_CC");
+
 	(void)c;
-	return 0;
+	return e != NULL ? atoi(e) : 0;
 }
 
 rt_cuda_stream rt_cuda_compute_stream(const rt_cuda *c)
@@ -615,7 +618,7 @@ hexi_rc rt_cuda_gemm(rt_cuda *c, rt_cuda_dtype dt, rt_cuda_dtype ct, int ta,
 	/* cuBLAS refuses leading dimensions below the row length */
 	if (lda < ac || ldb < bc || ldc < N)
 		return hexi_error(HEXI_ERR_CUDA,
-				  "gemm %dx%dx%d (%s -> %s): cuBLAS status 7 "
+				  "gemm %dx%dx%d (%s -> %s): cuBLAS CUBLAS_STATUS_INVALID_VALUE (7) "
 				  "(lda %d ldb %d ldc %d too small)",
 				  M, N, K, rt_cuda_dtype_name(dt),
 				  rt_cuda_dtype_name(ct), lda, ldb, ldc);
@@ -843,8 +846,30 @@ hexi_rc rt_cuda_rmsnorm_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dinp,
 	return HEXI_OK;
 }
 
-static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B, int T,
-		    int NH, int hs, float theta, int fwd)
+/* The kernel's arithmetic: every pair of x (B,T,NH,hs) rotated by the
+ * table's (cos, sign * sin) of its position; the table itself is
+ * rt_cuda_host.c's, shared with the GPU build, so comparing this with
+ * rt_rope_forward checks the table. */
+static void rope_apply(float *x, const float *tab, int B, int T, int NH,
+		       int hs, float sign)
+{
+	size_t half = (size_t)hs / 2, rows = (size_t)B * T * NH;
+
+	for (size_t row = 0; row < rows; row++) {
+		size_t t = (row / (size_t)NH) % (size_t)T;
+		for (size_t i = 0; i < half; i++) {
+			float cs = tab[(t * half + i) * 2];
+			float sn = sign * tab[(t * half + i) * 2 + 1];
+			float *p = x + row * (size_t)hs + 2 * i;
+			float x0 = p[0], x1 = p[1];
+			p[0] = x0 * cs - x1 * sn;
+			p[1] = x0 * sn + x1 * cs;
+		}
+	}
+}
+
+static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x,
+		    const float *tab, int B, int T, int NH, int hs, float sign)
 {
 	emu_tmp t = {.n = 0};
 	size_t n;
@@ -852,36 +877,35 @@ static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B, int T,
 	hexi_rc rv;
 
 	launch(s);
-	if (B < 0 || T < 0 || NH < 1 || hs < 2 || hs % 2 || !(theta > 1.0f))
+	if (B < 0 || T < 0 || NH < 1 || hs < 2 || hs % 2 || tab == NULL)
 		return hexi_error(HEXI_ERR_INVAL,
-				  "rope: B %d T %d NH %d hs %d (even) theta %g",
-				  B, T, NH, hs, (double)theta);
+				  "rope: B %d T %d NH %d hs %d (even), table %s",
+				  B, T, NH, hs, tab ? "given" : "missing");
 	n = (size_t)B * T * NH * hs;
 	if (n == 0)
 		return HEXI_OK;
-	if ((rv = devw("rope", "x", x, n * ES(dt))) != HEXI_OK)
+	if ((rv = devw("rope", "x", x, n * ES(dt))) != HEXI_OK ||
+	    (rv = dev("rope", "table", tab, (size_t)T * hs * sizeof(float))) !=
+		HEXI_OK)
 		return rv;
 	if ((f = view(&t, dt, x, n, 1)) == NULL)
 		return nomem("rope");
-	if (fwd)
-		rt_rope_forward(f, B, T, NH, hs, theta);
-	else
-		rt_rope_backward(f, B, T, NH, hs, theta);
+	rope_apply(f, tab, B, T, NH, hs, sign);
 	store(dt, x, f, n);
 	tmp_free(&t);
 	return HEXI_OK;
 }
 
-hexi_rc rt_cuda_rope_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *x, int B,
-			     int T, int NH, int hs, float theta)
+hexi_rc rt_cuda_rope_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *x,
+			     const float *tab, int B, int T, int NH, int hs)
 {
-	return rope(s, dt, x, B, T, NH, hs, theta, 1);
+	return rope(s, dt, x, tab, B, T, NH, hs, 1.0f);
 }
 
 hexi_rc rt_cuda_rope_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dx,
-			      int B, int T, int NH, int hs, float theta)
+			      const float *tab, int B, int T, int NH, int hs)
 {
-	return rope(s, dt, dx, B, T, NH, hs, theta, 0);
+	return rope(s, dt, dx, tab, B, T, NH, hs, -1.0f);
 }
 
 /* ---- attention -------------------------------------------------------------
@@ -1486,4 +1510,95 @@ hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out)
 	ec->inner = in;
 	*out = &ec->base;
 	return HEXI_OK;
+}
+
+/* ---- cuDNN's fused attention, emulated ---------------------------------------
+ * rt_cuda_cudnn_version() is $HEXI_GPU_EMU_CUDNN (0 when unset: "absent");
+ * the plans are the emulated own kernel behind the cuDNN contract (backward
+ * SETS dq, dk, dv), counted by gpu_emu_sdpa_calls(), so the selection and
+ * the model's dispatch are tested here; $HEXI_GPU_EMU_CUDNN_REFUSE=1 makes
+ * create fail as a cuDNN without an engine would. */
+
+static unsigned long sdpa_calls;
+
+unsigned long gpu_emu_sdpa_calls(void)
+{
+	return sdpa_calls;
+}
+
+long rt_cuda_cudnn_version(void)
+{
+	const char *e = getenv("HEXI_GPU_EMU_CUDNN");
+
+	return e != NULL ? strtol(e, NULL, 10) : 0;
+}
+
+struct rt_cuda_sdpa {
+	rt_cuda *c;
+	rt_cuda_dtype dt;
+	int B, T, NH, NKV, hs;
+	float *delta; /* (B,NH,T) scratch of the own backward */
+};
+
+hexi_rc rt_cuda_sdpa_create(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
+			    int NKV, int hs, rt_cuda_sdpa **out)
+{
+	rt_cuda_sdpa *a;
+	hexi_rc rv;
+
+	*out = NULL;
+	if (rt_cuda_cudnn_version() <= 0)
+		return hexi_error(HEXI_ERR_UNSUPPORTED, "cuDNN: not loaded");
+	if (getenv("HEXI_GPU_EMU_CUDNN_REFUSE") != NULL)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "cuDNN SDPA: no engine (emulated refusal)");
+	if ((rv = attn_check("cuDNN SDPA", B, T, NH, NKV, hs)) != HEXI_OK)
+		return rv;
+	if ((a = calloc(1, sizeof(*a))) == NULL)
+		return nomem("cuDNN SDPA");
+	*a = (rt_cuda_sdpa){.c = c, .dt = dt, .B = B, .T = T, .NH = NH,
+			    .NKV = NKV, .hs = hs};
+	rv = rt_cuda_alloc((void **)&a->delta,
+			   (size_t)B * NH * (T ? T : 1) * sizeof(float));
+	if (rv != HEXI_OK) {
+		free(a);
+		return rv;
+	}
+	*out = a;
+	return HEXI_OK;
+}
+
+void rt_cuda_sdpa_destroy(rt_cuda_sdpa *a)
+{
+	if (a == NULL)
+		return;
+	rt_cuda_free(a->delta);
+	free(a);
+}
+
+hexi_rc rt_cuda_sdpa_forward(rt_cuda_sdpa *a, void *out, float *lse,
+			     const void *q, const void *k, const void *v)
+{
+	sdpa_calls++;
+	return rt_cuda_attention_forward(rt_cuda_compute_stream(a->c), a->dt,
+					 out, lse, q, k, v, a->B, a->T, a->NH,
+					 a->NKV, a->hs);
+}
+
+hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,
+			      const void *dout, const void *out, const void *q,
+			      const void *k, const void *v, const float *lse)
+{
+	rt_cuda_stream s = rt_cuda_compute_stream(a->c);
+	size_t e = rt_cuda_dtype_size(a->dt), BT = (size_t)a->B * a->T;
+	hexi_rc rv;
+
+	sdpa_calls++;
+	if ((rv = rt_cuda_memset0(s, dq, BT * a->NH * a->hs * e)) != HEXI_OK ||
+	    (rv = rt_cuda_memset0(s, dk, BT * a->NKV * a->hs * e)) != HEXI_OK ||
+	    (rv = rt_cuda_memset0(s, dv, BT * a->NKV * a->hs * e)) != HEXI_OK)
+		return rv;
+	return rt_cuda_attention_backward(s, a->dt, dq, dk, dv, dout, out, q, k,
+					  v, lse, a->delta, a->B, a->T, a->NH,
+					  a->NKV, a->hs);
 }

@@ -10,4 +10,7 @@
  * stream-order checker in gpu_emu.c). */
 unsigned long gpu_emu_races(void);
 
+/* Calls of the emulated cuDNN attention (rt_cuda_sdpa_forward/backward). */
+unsigned long gpu_emu_sdpa_calls(void);
+
 #endif

@@ -442,9 +442,11 @@ static void t_rope_swiglu(rt_cuda_dtype dt)
 	void *d_out = dput(dt, out, N), *d_dout = dput(dt, dout, N);
 	void *d_dg = dput(dt, dg, N), *d_du = dput(dt, du, N);
 	rt_cuda_stream s = NULL;
+	float *tab = NULL;
 
-	must(rt_cuda_rope_forward(s, dt, d_x, B, T, NH, hs, RT_ROPE_THETA),
-	     "rope fwd");
+	must(rt_cuda_rope_table_create(T, hs, RT_ROPE_THETA, &tab),
+	     "rope table");
+	must(rt_cuda_rope_forward(s, dt, d_x, tab, B, T, NH, hs), "rope fwd");
 	rt_rope_forward(x, B, T, NH, hs, RT_ROPE_THETA);
 	cmp(dt, "rope forward", d_x, x, n, 0);
 	{
@@ -452,12 +454,24 @@ static void t_rope_swiglu(rt_cuda_dtype dt)
 		memcpy(x, xr, n * sizeof(float));
 		free(xr);
 	}
-	must(rt_cuda_rope_backward(s, dt, d_x, B, T, NH, hs, RT_ROPE_THETA),
-	     "rope bwd");
+	must(rt_cuda_rope_backward(s, dt, d_x, tab, B, T, NH, hs), "rope bwd");
 	rt_rope_backward(x, B, T, NH, hs, RT_ROPE_THETA);
 	cmp(dt, "rope backward", d_x, x, n, 0);
-	expect_err(rt_cuda_rope_forward(s, dt, d_x, B, T, NH, 7, RT_ROPE_THETA),
+	expect_err(rt_cuda_rope_forward(s, dt, d_x, tab, B, T, NH, 7),
 		   HEXI_ERR_INVAL, "rope", "rope with odd head size");
+	expect_err(rt_cuda_rope_forward(s, dt, d_x, NULL, B, T, NH, hs),
+		   HEXI_ERR_INVAL, "rope", "rope without a table");
+	rt_cuda_free(tab);
+	{
+		float *bad = NULL;
+		expect_err(rt_cuda_rope_table_create(T, 7, RT_ROPE_THETA, &bad),
+			   HEXI_ERR_INVAL, "rope table", "odd head size table");
+		expect_err(rt_cuda_rope_table_create(0, hs, RT_ROPE_THETA, &bad),
+			   HEXI_ERR_INVAL, "rope table", "empty table");
+		expect_err(rt_cuda_rope_table_create(T, hs, 1.0f, &bad),
+			   HEXI_ERR_INVAL, "rope table", "theta 1");
+		ok(bad == NULL, "no table on error");
+	}
 
 	must(rt_cuda_swiglu_forward(s, dt, d_out, d_g, d_u, N), "swiglu fwd");
 	rt_swiglu_forward(out, g, u, N);
@@ -773,10 +787,74 @@ static void t_comm(void)
 	rt_comm_destroy(self);
 }
 
+/* rt_cuda_attn_pick: which attention, as a table (mode, dtype, compute
+ * capability, head size, cuDNN version -> result, kind, reason). */
+static void t_attn_pick(void)
+{
+	static const struct {
+		const char *mode;
+		rt_cuda_dtype dt;
+		int cc, hs;
+		long ver;
+		hexi_rc rc;
+		rt_cuda_attn_kind kind;
+		const char *why;
+	} t[] = {
+	    {NULL, RT_CUDA_BF16, 90, 128, 91900, HEXI_OK, RT_CUDA_ATTN_CUDNN,
+	     "cudnn (auto: bf16, sm_90, hs 128, cuDNN 91900)"},
+	    {"auto", RT_CUDA_BF16, 80, 64, 90000, HEXI_OK, RT_CUDA_ATTN_CUDNN,
+	     "cudnn (auto"},
+	    {"", RT_CUDA_BF16, 89, 16, 90100, HEXI_OK, RT_CUDA_ATTN_CUDNN,
+	     "cudnn (auto"},
+	    {"cudnn", RT_CUDA_BF16, 90, 128, 91900, HEXI_OK, RT_CUDA_ATTN_CUDNN,
+	     "cudnn (HEXI_ATTENTION=cudnn"},
+	    {NULL, RT_CUDA_F32, 90, 128, 91900, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: fp32"},
+	    {NULL, RT_CUDA_BF16, 75, 128, 91900, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: compute capability below 8.0)"},
+	    {NULL, RT_CUDA_BF16, 90, 20, 91900, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: head size"},
+	    {NULL, RT_CUDA_BF16, 90, 136, 91900, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: head size"},
+	    {NULL, RT_CUDA_BF16, 90, 128, 0, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: cuDNN not loaded"},
+	    {NULL, RT_CUDA_BF16, 90, 128, 8907, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (auto: cuDNN older than 9.0)"},
+	    {"own", RT_CUDA_BF16, 90, 128, 91900, HEXI_OK, RT_CUDA_ATTN_OWN,
+	     "own (HEXI_ATTENTION=own)"},
+	    {"cudnn", RT_CUDA_F32, 90, 128, 91900, HEXI_ERR_UNSUPPORTED,
+	     RT_CUDA_ATTN_OWN, "HEXI_ATTENTION=cudnn: fp32"},
+	    {"cudnn", RT_CUDA_BF16, 90, 128, 0, HEXI_ERR_UNSUPPORTED,
+	     RT_CUDA_ATTN_OWN, "HEXI_ATTENTION=cudnn: cuDNN not loaded"},
+	    {"CUDNN", RT_CUDA_BF16, 90, 128, 91900, HEXI_ERR_INVAL,
+	     RT_CUDA_ATTN_OWN, "HEXI_ATTENTION='CUDNN': auto, own or cudnn"},
+	    {"flash", RT_CUDA_BF16, 90, 128, 91900, HEXI_ERR_INVAL,
+	     RT_CUDA_ATTN_OWN, "HEXI_ATTENTION='flash'"},
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		rt_cuda_attn_kind k = RT_CUDA_ATTN_CUDNN;
+		char why[256] = "";
+		hexi_rc rc = rt_cuda_attn_pick(t[i].mode, t[i].dt, t[i].cc,
+					       t[i].hs, t[i].ver, &k, why,
+					       sizeof(why));
+		const char *text = rc == HEXI_OK ? why : hexi_errmsg(rc);
+
+		ok(rc == t[i].rc && k == t[i].kind &&
+		       strncmp(text, t[i].why, strlen(t[i].why)) == 0,
+		   "attention pick %s %s sm_%d hs %d cuDNN %ld: %s",
+		   t[i].mode ? t[i].mode : "(unset)",
+		   rt_cuda_dtype_name(t[i].dt), t[i].cc, t[i].hs, t[i].ver,
+		   text);
+		hexi_error_clear();
+	}
+}
+
 int main(void)
 {
 	rt_cuda *c = NULL;
 
+	t_attn_pick();
 	t_context();
 	t_memory();
 	t_cast();

@@ -1,9 +1,21 @@
-/* reshard_plan.h - hexickpt: plan files and stored plans through the
- * scheduler library (included once, by hexickpt.c). */
+/*
+ * ckpt_plan.c - hexickpt: plan files and stored plans through the scheduler
+ * library (reshard to a plan file, the plan summary of info).  Was
+ * reshard_plan.h, a header of function bodies included by hexickpt.c.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "ckpt_plan.h"
 
 /* Reshard R into the layout of the plan in PLAN_PATH, written to OUT. */
-static hexi_rc reshard_with_plan(hexi_ckpt_reader *r, const char *plan_path,
-				 const char *out, hexi_ckpt_progress_fn bar_fn)
+hexi_rc ckpt_reshard_with_plan(hexi_ckpt_reader *r, const char *plan_path,
+			       const char *out, hexi_ckpt_progress_fn bar_fn)
 {
 	hexi_plan *p = NULL;
 	hexi_layout *l = NULL;
@@ -50,7 +62,7 @@ static hexi_plan *stored_plan(const hexi_ckpt_reader *r)
 	return p;
 }
 
-static json_t *plan_summary_json(const hexi_ckpt_reader *r)
+json_t *ckpt_plan_summary_json(const hexi_ckpt_reader *r)
 {
 	hexi_plan *p = stored_plan(r);
 	json_t *pl = json_array(), *o;
@@ -81,7 +93,7 @@ static json_t *plan_summary_json(const hexi_ckpt_reader *r)
 	return o;
 }
 
-static void plan_summary_text(const hexi_ckpt_reader *r)
+void ckpt_plan_summary_text(const hexi_ckpt_reader *r)
 {
 	hexi_plan *p = stored_plan(r);
 

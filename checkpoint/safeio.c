@@ -1,0 +1,672 @@
+/*
+ * safeio.c - every file-system access of the checkpoint module that a user
+ * could aim somewhere else (hexiscale-ckpt(5), SECURITY):
+ *
+ *  - directories are opened component by component without following a
+ *    symlink unless root or the caller owns it; everything inside a
+ *    checkpoint directory is reached relative to that descriptor (openat);
+ *  - every input is opened O_NONBLOCK|O_NOFOLLOW and checked with fstat on
+ *    the opened descriptor (a FIFO, device or symlink is refused, never
+ *    waited on);
+ *  - every output is created O_CREAT|O_EXCL|O_NOFOLLOW inside a private
+ *    staging directory (mode 0700) this process created itself;
+ *  - a directory-level writer lock (DIR/.hexickpt.lock, an OFD lock held
+ *    until the process exits) with the holder's host, pid, job, user and
+ *    time makes a second writer fail at once.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ckpt_internal.h"
+
+static hexi_rc errno_rc(int e)
+{
+	switch (e) {
+	case ENOENT:
+		return HEXI_ERR_NOTFOUND;
+	case ENOSPC:
+	case EDQUOT:
+		return HEXI_ERR_NOSPACE;
+	case EACCES:
+	case EPERM:
+		return HEXI_ERR_PERM;
+	default:
+		return HEXI_ERR_IO;
+	}
+}
+
+/* 1: NAME below DFD is a symlink made by root or by ourselves (followed);
+ * 0: another user's symlink (*owner set); -1: not a symlink. */
+static int trusted_link(int dfd, const char *name, uid_t *owner)
+{
+	struct stat st;
+
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISLNK(st.st_mode))
+		return -1;
+	*owner = st.st_uid;
+	return st.st_uid == 0 || st.st_uid == geteuid();
+}
+
+/* One path component below DFD as a directory descriptor; creates it
+ * (0755) when CREATE and absent. */
+static hexi_rc open_component(int dfd, const char *comp, int create,
+			      const char *path, int *out)
+{
+	uid_t owner = 0;
+	int fd, t;
+
+	fd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && create) {
+		if (mkdirat(dfd, comp, 0755) < 0 && errno != EEXIST)
+			return hexi_error(errno_rc(errno),
+					  "%s: cannot create directory '%s': "
+					  "%s",
+					  path, comp, strerror(errno));
+		fd = openat(dfd, comp,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	/* O_NOFOLLOW|O_DIRECTORY on a symlink fails with ELOOP or ENOTDIR. */
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+		t = trusted_link(dfd, comp, &owner);
+		if (t < 0)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "%s: '%s' is not a directory", path,
+					  comp);
+		if (t == 0)
+			return hexi_error(HEXI_ERR_PERM,
+					  "%s: '%s' is a symlink owned by uid "
+					  "%u (neither root nor you): "
+					  "refusing to follow it",
+					  path, comp, (unsigned)owner);
+		fd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return hexi_error(errno_rc(errno), "%s: '%s': %s", path, comp,
+				  strerror(errno));
+	*out = fd;
+	return HEXI_OK;
+}
+
+hexi_rc ck_dir_open(const char *path, int create, int *out)
+{
+	char buf[CK_PATH_MAX], *comp, *save = NULL;
+	int fd, next = -1;
+	hexi_rc rc = HEXI_OK;
+
+	*out = -1;
+	if (path == NULL || path[0] == '\0' || strlen(path) >= sizeof(buf))
+		return hexi_error(HEXI_ERR_RANGE, "%.200s: bad directory path",
+				  path ? path : "(null)");
+	memcpy(buf, path, strlen(path) + 1);
+	fd = open(path[0] == '/' ? "/" : ".",
+		  O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return hexi_error(HEXI_ERR_IO, "%s: %s", path, strerror(errno));
+	for (comp = strtok_r(buf, "/", &save); comp != NULL;
+	     comp = strtok_r(NULL, "/", &save)) {
+		rc = open_component(fd, comp, create, path, &next);
+		close(fd);
+		if (rc != HEXI_OK)
+			return rc;
+		fd = next;
+	}
+	*out = fd;
+	return HEXI_OK;
+}
+
+hexi_rc ck_open_at(int dfd, const char *name, const char *what, int *out,
+		   struct stat *st)
+{
+	int fd =
+	    openat(dfd, name,
+		   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	int e = errno;
+
+	*out = -1;
+	if (fd < 0)
+		return hexi_error(errno_rc(e), "%s: cannot open: %s%s", what,
+				  strerror(e),
+				  e == ELOOP ? " (a symlink: refused)" : "");
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+		close(fd);
+		return hexi_error(HEXI_ERR_INVAL,
+				  "%s: not a regular file (FIFO, device, "
+				  "directory or socket: refused)",
+				  what);
+	}
+	/* Regular files never block; reads below are plain. */
+	(void)fcntl(fd, F_SETFL, 0);
+	*out = fd;
+	return HEXI_OK;
+}
+
+hexi_rc ck_read_at(int dfd, const char *name, size_t max, const char *what,
+		   char **out, size_t *len)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t got = 0;
+	ssize_t n;
+	int fd;
+	hexi_rc rc;
+
+	*out = NULL;
+	if ((rc = ck_open_at(dfd, name, what, &fd, &st)) != HEXI_OK)
+		return rc;
+	rc = HEXI_ERR_RANGE;
+	if ((uint64_t)st.st_size > max) {
+		rc = hexi_error(HEXI_ERR_RANGE, "%s: larger than %zu bytes",
+				what, max);
+		goto out;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (buf == NULL) {
+		rc = hexi_error(HEXI_ERR_NOMEM, "%s: read buffer", what);
+		goto out;
+	}
+	while (got < (size_t)st.st_size &&
+	       (n = read(fd, buf + got, (size_t)st.st_size - got)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = hexi_error(HEXI_ERR_IO, "%s: read: %s", what,
+					strerror(errno));
+			goto out;
+		}
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	*out = buf;
+	*len = got;
+	buf = NULL;
+	rc = HEXI_OK;
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+static hexi_rc hash_read(int fd, const char *what, uint64_t *bytes,
+			 uint64_t *xxh);
+
+/* Through a read-only mapping, 64 MiB at a time: the page cache is hashed
+ * where it lies, without the copy a read() makes (the save reads its file
+ * back right after writing it; the load reads it again through HDF5). */
+static int hash_mapped(int fd, uint64_t size, XXH64_state_t *s)
+{
+	const uint64_t win = (uint64_t)64 << 20;
+	uint64_t off;
+	void *p;
+	size_t n;
+
+	/* A cold file: page faults alone read it in small pieces; ask for
+	 * large sequential reads of this window and the next. */
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	(void)posix_fadvise(fd, 0, (off_t)(2 * win), POSIX_FADV_WILLNEED);
+	for (off = 0; off < size; off += n) {
+		n = (size_t)(size - off < win ? size - off : win);
+		(void)posix_fadvise(fd, (off_t)(off + win), (off_t)win,
+				    POSIX_FADV_WILLNEED);
+		p = mmap(NULL, n, PROT_READ, MAP_SHARED | MAP_POPULATE, fd,
+			 (off_t)off);
+		if (p == MAP_FAILED)
+			return -1;
+		(void)madvise(p, n, MADV_SEQUENTIAL);
+		XXH64_update(s, p, n);
+		munmap(p, n);
+	}
+	return 0;
+}
+
+hexi_rc ck_hash_fd(int fd, const char *what, uint64_t *bytes, uint64_t *xxh)
+{
+	struct stat st;
+
+	/* A regular file whose size stays put while it is hashed. */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+		XXH64_state_t *s = XXH64_createState();
+		struct stat st2;
+		int bad;
+
+		if (s == NULL)
+			return hexi_error(HEXI_ERR_NOMEM, "%s: hash", what);
+		XXH64_reset(s, 0);
+		bad = hash_mapped(fd, (uint64_t)st.st_size, s);
+		if (!bad && fstat(fd, &st2) == 0 && st2.st_size == st.st_size) {
+			*bytes = (uint64_t)st.st_size;
+			*xxh = XXH64_digest(s);
+			XXH64_freeState(s);
+			return HEXI_OK;
+		}
+		XXH64_freeState(s);
+	}
+	return hash_read(fd, what, bytes, xxh);
+}
+
+static hexi_rc hash_read(int fd, const char *what, uint64_t *bytes,
+			 uint64_t *xxh)
+{
+	XXH64_state_t *s = XXH64_createState();
+	char *buf = malloc(CK_IO_BLOCK_BYTES);
+	uint64_t total = 0;
+	ssize_t n;
+	hexi_rc rc = HEXI_OK;
+
+	if (s == NULL || buf == NULL) {
+		rc = hexi_error(HEXI_ERR_NOMEM, "%s: hash buffer", what);
+		goto out;
+	}
+	XXH64_reset(s, 0);
+	for (;;) {
+		n = pread(fd, buf, CK_IO_BLOCK_BYTES, (off_t)total);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = hexi_error(HEXI_ERR_IO, "%s: read: %s", what,
+					strerror(errno));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		XXH64_update(s, buf, (size_t)n);
+		total += (uint64_t)n;
+	}
+	*bytes = total;
+	*xxh = XXH64_digest(s);
+out:
+	free(buf);
+	if (s != NULL)
+		XXH64_freeState(s);
+	return rc;
+}
+
+int ck_fd_path(char *buf, size_t cap, int fd, const char *name)
+{
+	int n = name ? snprintf(buf, cap, "/proc/self/fd/%d/%s", fd, name)
+		     : snprintf(buf, cap, "/proc/self/fd/%d", fd);
+
+	return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+int ck_have_proc_fd(void)
+{
+	static int have = -1;
+	struct stat st;
+
+	if (have < 0)
+		have = stat("/proc/self/fd", &st) == 0 && S_ISDIR(st.st_mode);
+	return have;
+}
+
+hexi_rc ck_fsync_fd(int fd, const char *what)
+{
+	if (fsync(fd) < 0 && errno != EINVAL)
+		return hexi_error(
+		    errno == ENOSPC ? HEXI_ERR_NOSPACE : HEXI_ERR_IO,
+		    "%s: fsync failed: %s", what, strerror(errno));
+	return HEXI_OK;
+}
+
+/* ---- atomic small files inside a directory we hold ---------------------
+ */
+
+void ck_random_name(char *buf, size_t n)
+{
+	static const char al[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char r[32];
+	size_t i;
+
+	if (n > sizeof(r))
+		n = sizeof(r);
+	if (getrandom(r, n, 0) != (ssize_t)n) {
+		uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^
+			     (uint64_t)time(NULL) ^ (uint64_t)clock();
+		for (i = 0; i < n; i++, x = x * 6364136223846793005ull + 1)
+			r[i] = (unsigned char)(x >> 33);
+	}
+	for (i = 0; i < n; i++)
+		buf[i] = al[r[i] % (sizeof(al) - 1)];
+	buf[n] = '\0';
+}
+
+hexi_rc ck_write_at_atomic(int dfd, const char *name, const char *text,
+			   size_t len, const char *what)
+{
+	char tmp[HEXI_CKPT_NAME_MAX + 40], sfx[12];
+	size_t off = 0;
+	ssize_t n;
+	int fd, e;
+	hexi_rc rc = HEXI_OK;
+
+	ck_random_name(sfx, 10);
+	snprintf(tmp, sizeof(tmp), ".%.64s.tmp.%s", name, sfx);
+	fd = openat(dfd, tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return hexi_error(errno_rc(errno), "%s: cannot create: %s",
+				  what, strerror(errno));
+	while (rc == HEXI_OK && off < len) {
+		n = write(fd, text + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			rc = hexi_error(errno_rc(errno), "%s: write: %s", what,
+					strerror(errno));
+		else
+			off += (size_t)n;
+	}
+	if (rc == HEXI_OK)
+		rc = ck_fsync_fd(fd, what);
+	if (close(fd) < 0 && rc == HEXI_OK)
+		rc = hexi_error(errno_rc(errno), "%s: close: %s", what,
+				strerror(errno));
+	/* rename replaces the directory entry: a planted symlink or FIFO named
+	 * NAME is replaced, never followed. */
+	if (rc == HEXI_OK && renameat(dfd, tmp, dfd, name) < 0) {
+		e = errno;
+		rc = hexi_error(errno_rc(e), "%s: rename: %s", what,
+				strerror(e));
+	}
+	if (rc != HEXI_OK)
+		unlinkat(dfd, tmp, 0);
+	return rc == HEXI_OK ? ck_fsync_fd(dfd, what) : rc;
+}
+
+/* ---- staging directories ----------------------------------------------- */
+
+int ck_is_step_name(const char *s, long *step)
+{
+	size_t i;
+
+	if (strncmp(s, "step-", 5) != 0 || strlen(s) != 13)
+		return 0;
+	for (i = 5; i < 13; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+	*step = strtol(s + 5, NULL, 10);
+	return 1;
+}
+
+int ck_is_stage_name(const char *s)
+{
+	long step;
+	char sn[16];
+
+	if (s[0] != '.' || strlen(s) != 1 + 13 + 1 + CK_STAGE_RAND)
+		return 0;
+	memcpy(sn, s + 1, 13);
+	sn[13] = '\0';
+	return ck_is_step_name(sn, &step) && s[14] == '.';
+}
+
+hexi_rc ck_stage_create(int dfd, int64_t step, const char *dir, char *name,
+			size_t cap)
+{
+	char sfx[CK_STAGE_RAND + 1];
+	int tries;
+
+	if (cap < CK_STAGE_NAME_MAX)
+		return hexi_error(HEXI_ERR_RANGE, "stage name buffer");
+	for (tries = 0; tries < 100; tries++) {
+		ck_random_name(sfx, CK_STAGE_RAND);
+		snprintf(name, cap, ".step-%08lld.%s", (long long)step, sfx);
+		if (mkdirat(dfd, name, 0700) == 0)
+			return HEXI_OK;
+		if (errno != EEXIST)
+			return hexi_error(errno_rc(errno),
+					  "%s: cannot create a staging "
+					  "directory: %s",
+					  dir, strerror(errno));
+	}
+	return hexi_error(HEXI_ERR_IO, "%s: no free staging directory name",
+			  dir);
+}
+
+hexi_rc ck_stage_open(int dfd, const char *name, const char *dir, int *out)
+{
+	struct stat st;
+	int fd;
+
+	*out = -1;
+	if (!ck_is_stage_name(name))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "%s: '%.80s' is not a staging directory name",
+				  dir, name);
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return hexi_error(errno_rc(errno), "%s/%s: %s", dir, name,
+				  strerror(errno));
+	/* Only a directory this user created (mode 0700) is ours: nobody else
+	 * can have placed anything in it. */
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() ||
+	    (st.st_mode & 077) != 0) {
+		close(fd);
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s/%s: staging directory not owned by you "
+				  "with mode 0700: refused",
+				  dir, name);
+	}
+	*out = fd;
+	return HEXI_OK;
+}
+
+/* Remove the regular files of directory NAME below DFD, then NAME.  Only a
+ * directory owned by us; nothing is followed. */
+hexi_rc ck_dir_remove(int dfd, const char *name)
+{
+	struct stat st;
+	struct dirent *e;
+	DIR *d;
+	int fd =
+	    openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ENOENT ? HEXI_OK
+				       : hexi_error(errno_rc(errno), "%s: %s",
+						    name, strerror(errno));
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid()) {
+		close(fd);
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s: not owned by you: not removed", name);
+	}
+	d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return hexi_error(HEXI_ERR_IO, "%s: %s", name, strerror(errno));
+	}
+	while ((e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			(void)unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+	if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		return hexi_error(errno_rc(errno), "%s: cannot remove: %s",
+				  name, strerror(errno));
+	return HEXI_OK;
+}
+
+/* With the writer lock held no other save of this directory runs: staging
+ * directories of ours are leftovers of killed saves. */
+void ck_stage_cleanup(int dfd)
+{
+	int fd = dup(dfd);
+	struct stat st;
+	struct dirent *e;
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d)) != NULL)
+		if (ck_is_stage_name(e->d_name) &&
+		    fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+		    ck_dir_remove(dfd, e->d_name) != HEXI_OK)
+			hexi_error_clear();
+	closedir(d);
+}
+
+/* ---- the directory writer lock ----------------------------------------- */
+
+#define CK_MAX_LOCKS 16
+
+static struct held_lock {
+	dev_t dev;
+	ino_t ino;
+	int fd;
+} held[CK_MAX_LOCKS];
+static int nheld;
+
+static void owner_text(char *buf, size_t cap)
+{
+	char host[256] = "?", tbuf[32] = "?";
+	const char *job = getenv("SLURM_JOB_ID");
+	struct passwd *pw = getpwuid(geteuid());
+	time_t now = time(NULL);
+	struct tm tm;
+
+	gethostname(host, sizeof(host) - 1);
+	host[sizeof(host) - 1] = '\0';
+	if (gmtime_r(&now, &tm) != NULL)
+		strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(buf, cap, "host=%s pid=%ld job=%s user=%s uid=%u time=%s\n",
+		 host, (long)getpid(),
+		 job && hexi_is_printable(job) ? job : "-",
+		 pw && hexi_is_printable(pw->pw_name) ? pw->pw_name : "?",
+		 (unsigned)geteuid(), tbuf);
+}
+
+/* The holder's line from the lock file (printable, one line). */
+static void read_holder(int fd, char *buf, size_t cap)
+{
+	ssize_t n = pread(fd, buf, cap - 1, 0);
+	size_t i;
+
+	if (n <= 0) {
+		snprintf(buf, cap, "(no owner information)");
+		return;
+	}
+	buf[n] = '\0';
+	for (i = 0; buf[i] != '\0'; i++)
+		if (buf[i] == '\n' || (unsigned char)buf[i] < 32 ||
+		    (unsigned char)buf[i] > 126) {
+			buf[i] = buf[i] == '\n' ? '\0' : '?';
+			if (buf[i] == '\0')
+				break;
+		}
+}
+
+/* Without working locks: a holder on this host whose pid is alive wins. */
+static int holder_alive(const char *text)
+{
+	char host[256] = "", mine[256] = "";
+	long pid = 0;
+
+	if (sscanf(text, "host=%255s pid=%ld", host, &pid) != 2 || pid <= 0)
+		return 0;
+	gethostname(mine, sizeof(mine) - 1);
+	if (strcmp(host, mine) != 0 || pid == (long)getpid())
+		return 0;
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+static hexi_rc lock_file(int fd, const char *dir)
+{
+	struct flock fl;
+	char who[512];
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+		return HEXI_OK;
+	read_holder(fd, who, sizeof(who));
+	/* A conflict is a conflict: never mistaken for "no locking here". */
+	if (errno == EAGAIN || errno == EACCES || errno == EWOULDBLOCK)
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s: another writer holds the checkpoint "
+				  "directory (%s)",
+				  dir, who);
+	if (holder_alive(who))
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s: file locks are not supported here and "
+				  "a live process holds the directory (%s)",
+				  dir, who);
+	hexi_log(HEXI_LOG_WARN,
+		 "%s: file locks not supported (%s); one writer per "
+		 "directory is not enforced across hosts",
+		 dir, strerror(errno));
+	return HEXI_OK;
+}
+
+hexi_rc ck_lock_dir(int dfd, const char *dir, int *fresh)
+{
+	struct stat st, ds;
+	char who[512];
+	int fd, i;
+	hexi_rc rc;
+
+	if (fstat(dfd, &ds) < 0)
+		return hexi_error(HEXI_ERR_IO, "%s: %s", dir, strerror(errno));
+	*fresh = 0;
+	for (i = 0; i < nheld; i++)
+		if (held[i].dev == ds.st_dev && held[i].ino == ds.st_ino)
+			return HEXI_OK;
+	if (nheld == CK_MAX_LOCKS)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "%s: this process already holds %d "
+				  "checkpoint directory locks",
+				  dir, CK_MAX_LOCKS);
+	fd = openat(dfd, CK_LOCK_NAME,
+		    O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+			O_NOCTTY,
+		    0644);
+	if (fd < 0 && (errno == EACCES || errno == EPERM))
+		fd = openat(dfd, CK_LOCK_NAME,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return hexi_error(errno_rc(errno), "%s/%s: cannot open: %s",
+				  dir, CK_LOCK_NAME, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    st.st_uid != geteuid()) {
+		read_holder(fd, who, sizeof(who));
+		close(fd);
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s/%s: lock file of uid %u or not a plain "
+				  "file (%s): another user writes here; "
+				  "refusing",
+				  dir, CK_LOCK_NAME, (unsigned)st.st_uid, who);
+	}
+	if ((rc = lock_file(fd, dir)) != HEXI_OK) {
+		close(fd);
+		return rc;
+	}
+	owner_text(who, sizeof(who));
+	if (ftruncate(fd, 0) < 0 ||
+	    pwrite(fd, who, strlen(who), 0) != (ssize_t)strlen(who))
+		hexi_log(HEXI_LOG_WARN, "%s/%s: cannot record the owner: %s",
+			 dir, CK_LOCK_NAME, strerror(errno));
+	held[nheld].dev = ds.st_dev;
+	held[nheld].ino = ds.st_ino;
+	held[nheld].fd = fd;
+	nheld++;
+	*fresh = 1;
+	return HEXI_OK;
+}
