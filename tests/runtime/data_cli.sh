@@ -83,9 +83,9 @@ S="--lr 3e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4"
 "$CMP" --skip 4 --loss "$WORK/full.json" "$WORK/res.json" >/dev/null &&
 	pass "cosine schedule: 4 + 4 resumed steps equal 8 steps" ||
 	fail "schedule resume: $("$CMP" --skip 4 --loss "$WORK/full.json" "$WORK/res.json")"
-lr1=$(sed -n '1s/.*"lr":\([^}]*\)}/\1/p' "$WORK/full.json")
-lr8=$(sed -n '8s/.*"lr":\([^}]*\)}/\1/p' "$WORK/full.json")
-lr8r=$(sed -n '4s/.*"lr":\([^}]*\)}/\1/p' "$WORK/res.json")
+lr1=$(sed -n '1s/.*"lr":\([^,}]*\).*/\1/p' "$WORK/full.json")
+lr8=$(sed -n '8s/.*"lr":\([^,}]*\).*/\1/p' "$WORK/full.json")
+lr8r=$(sed -n '4s/.*"lr":\([^,}]*\).*/\1/p' "$WORK/res.json")
 awk -v a="$lr1" -v b="$lr8" -v c="$lr8r" 'BEGIN { exit !(a == 0.001 && b == c &&
 	b > 0.000376 && b < 0.000378) }' && pass "lr: 1e-3 at step 1 (warmup), $lr8 (cosine, 0.8 of the way) at step 8 in both runs" ||
 	fail "lr $lr1 $lr8 $lr8r"
