@@ -766,7 +766,6 @@ static const struct {
     STAT_D(pp_wait_s),
     STAT_D(dp_sync_s),
     STAT_D(lr),
-    STAT_D(lr),
 };
 #undef STAT_D
 #define NSTATS ((int)(sizeof(stat_fields) / sizeof(stat_fields[0])))
