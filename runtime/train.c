@@ -1,17 +1,12 @@
 /*
- * train.c - the training step on a plan: data share per pipeline, 1F1B,
- * chunked gradient sync, global-norm clipping, AdamW or SGD, checkpoints.
- *
- * Data: global batch k (0-based step) consists of samples k*G .. k*G+G-1
- * of the corpus; pipeline p takes the G_p samples starting at the sum of
- * the batches of pipelines 0..p-1, micro-batch i of it the next mbs.  So
- * every plan sees the same samples in every step, and a resumed run
- * continues at the saved step's samples.
+ * train.c - the training step on a plan: 1F1B, chunked gradient sync,
+ * global-norm clipping, AdamW or SGD, checkpoints.  What a stage holds and
+ * which samples it reads: train_stage.c; parameters as host arrays:
+ * train_params.c.
  */
 #include "config.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,43 +30,7 @@ void hexi_train_opts_defaults(hexi_train_opts *o)
 	o->clip = 1.0;
 }
 
-/* ---- data ---------------------------------------------------------------- */
-
-/* Sample `sample` as T+1 tokens: synthetic, or a window of the data file
- * (rt_data.h: shuffled per epoch for training, in order for validation).
- * A token outside the vocabulary stops the step (t->data_rc). */
-static void data_sample(hexi_trainer *t, int64_t sample, int *seq)
-{
-	const rt_data *d = t->cur;
-	uint64_t w;
-	hexi_rc rc;
-
-	if (d == NULL) {
-		hexi_rt_data_sample(t->o.seed, t->V, t->T, sample, seq);
-		return;
-	}
-	w = t->eval ? (uint64_t)sample % d->nwindows
-		    : rt_data_window(d, sample);
-	rc = rt_data_read(d, w, seq);
-	if (rc != HEXI_OK) {
-		memset(seq, 0, sizeof(int) * (size_t)(t->T + 1));
-		if (t->data_rc == HEXI_OK)
-			t->data_rc = rc;
-	}
-}
-
-/* Inputs and targets (mbs,T) of micro-batch mb of this pipeline. */
-void rt_train_micro_batch(hexi_trainer *t, int mb)
-{
-	const int T = t->T;
-	int64_t base = t->batch_base + t->sample_offset + (int64_t)mb * t->mbs;
-
-	for (int j = 0; j < t->mbs; j++) {
-		data_sample(t, base + j, t->seq);
-		memcpy(t->tok + (size_t)j * T, t->seq, sizeof(int) * T);
-		memcpy(t->tgt + (size_t)j * T, t->seq + 1, sizeof(int) * T);
-	}
-}
+/* ---- data (the samples themselves: train_stage.c) ----------------------- */
 
 static hexi_rc open_data(hexi_trainer *t, const hexi_train_opts *o)
 {
@@ -118,37 +77,6 @@ static hexi_rc tp_allreduce(void *ctx, float *buf, size_t n)
 
 	t->tp_s += hexi_now_s() - t0;
 	return rc;
-}
-
-/* Test hook HEXI_RT_TEST_KILL=RANK:STEP: that rank dies by SIGKILL in the
- * middle of that step (the failure test of hexitrain(1)). */
-static void test_kill_hook(const hexi_trainer *t, int mb)
-{
-	const char *s = getenv("HEXI_RT_TEST_KILL");
-	int r = -1, st = -1;
-
-	if (s == NULL || mb != 0 || sscanf(s, "%d:%d", &r, &st) != 2)
-		return;
-	if (r == t->rt->rank && st == t->step + 1) {
-		fprintf(stderr,
-			"hexitrain: rank %d: HEXI_RT_TEST_KILL: "
-			"killing myself in step %d\n",
-			r, st);
-		fflush(stderr);
-		raise(SIGKILL);
-	}
-}
-
-void rt_train_stage_data(hexi_trainer *t, int mb, int *first, int *last)
-{
-	const hexi_role *r = &t->rt->role;
-
-	*first = r->stage == 0;
-	*last = r->stage == r->nstages - 1;
-	if (!t->eval)
-		test_kill_hook(t, mb);
-	if (*first || *last)
-		rt_train_micro_batch(t, mb);
 }
 
 static hexi_rc stage_forward(void *arg, int mb, int slot, const void *in,
@@ -203,36 +131,6 @@ static hexi_rc setup_overlap(hexi_trainer *t)
 }
 
 /* ---- create -------------------------------------------------------------- */
-
-void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg)
-{
-	const hexi_role *r = &t->rt->role;
-
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->model = t->rt->plan->model;
-	cfg->layer_begin = r->layer_begin;
-	cfg->layer_end = r->layer_end;
-	cfg->tp_rank = r->tp_rank;
-	cfg->tp_size = r->tp_size;
-	cfg->has_embed = r->stage == 0;
-	cfg->has_head = r->stage == r->nstages - 1;
-	cfg->max_slots = rt_pipe_slots(r->nstages, r->stage, r->micro_batches);
-	cfg->max_batch = t->mbs;
-	cfg->seq = t->T;
-	cfg->seed = t->o.seed;
-	cfg->recompute = r->recompute;
-	/* sharded optimizer state: the owners' slices live in the sync */
-	cfg->no_moments = r->zero > 0 && t->rt->plan->npipelines > 1;
-}
-
-void rt_train_count_model(hexi_rt *rt, const rt_model_mem *mm)
-{
-	rt_mem_count(rt, HEXI_MEM_PARAMS, (double)mm->params);
-	rt_mem_count(rt, HEXI_MEM_GRADS, (double)mm->grads);
-	rt_mem_count(rt, HEXI_MEM_OPTIM, (double)mm->optim);
-	rt_mem_count(rt, HEXI_MEM_ACTS, (double)mm->acts);
-	rt_mem_count(rt, HEXI_MEM_WORK, (double)mm->work);
-}
 
 static hexi_rc make_model(hexi_trainer *t)
 {
@@ -817,72 +715,5 @@ hexi_rc hexi_trainer_gather_stats(hexi_trainer *t, const hexi_step_stats *mine,
 		for (int i = 0; i < rt->world_size; i++)
 			stats_unpack(buf + (size_t)i * NSTATS, &all[i]);
 	free(buf);
-	return rc;
-}
-
-/* ---- parameters as host arrays (dump, checkpoints) ------------------------ */
-
-int rt_train_nparams(const hexi_trainer *t)
-{
-#ifdef RT_GPU
-	if (t->gpu != NULL)
-		return rt_gtrain_nparams(t);
-#endif
-	return rt_model_nparams(t->model);
-}
-
-hexi_rc rt_train_param_host(hexi_trainer *t, int i, int fetch, rt_param **p)
-{
-#ifdef RT_GPU
-	if (t->gpu != NULL)
-		return rt_gtrain_param_host(t, i, fetch, p);
-#endif
-	(void)fetch;
-	*p = rt_model_param(t->model, i);
-	return *p != NULL ? HEXI_OK
-			  : hexi_error(HEXI_ERR_RANGE, "parameter %d", i);
-}
-
-hexi_rc rt_train_param_store(hexi_trainer *t, int i, int moments)
-{
-#ifdef RT_GPU
-	if (t->gpu != NULL)
-		return rt_gtrain_param_store(t, i, moments);
-#endif
-	(void)t;
-	(void)i;
-	(void)moments;
-	return HEXI_OK;
-}
-
-/* ---- dump (tests) -------------------------------------------------------- */
-
-hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)
-{
-	char path[4096];
-	FILE *f;
-	hexi_rc rc = HEXI_OK;
-
-	if (snprintf(path, sizeof(path), "%s.rank%d", prefix, t->rt->rank) >=
-	    (int)sizeof(path))
-		return hexi_error(HEXI_ERR_RANGE, "--dump %s: path too long",
-				  prefix);
-	f = fopen(path, "wb");
-	if (f == NULL)
-		return hexi_error(HEXI_ERR_IO, "%s: cannot create", path);
-	fprintf(f, "hexitrain-dump 1 rank %d pipeline %d nparams %d\n",
-		t->rt->rank, t->rt->role.pipeline, rt_train_nparams(t));
-	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
-		rt_param *p = NULL;
-		if ((rc = rt_train_param_host(t, i, 1, &p)) != HEXI_OK)
-			break;
-		fprintf(f, "%s %lld %lld %d %d %zu\n", p->name,
-			(long long)p->shape[0], (long long)p->shape[1],
-			p->row_begin, p->row_end, p->n);
-		if (fwrite(p->w, sizeof(float), p->n, f) != p->n)
-			rc = hexi_error(HEXI_ERR_IO, "%s: write failed", path);
-	}
-	if (fclose(f) != 0 && rc == HEXI_OK)
-		rc = hexi_error(HEXI_ERR_IO, "%s: close failed", path);
 	return rc;
 }
