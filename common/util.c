@@ -14,6 +14,18 @@
 #include <time.h>
 #include <unistd.h>
 
+uint64_t hexi_fnv1a64(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
 double hexi_now_s(void)
 {
 	struct timespec ts;
