@@ -310,6 +310,35 @@ static hexi_rc load_plan(hexi_rt *rt, const char *path)
 	return HEXI_OK;
 }
 
+/* --recompute / --no-recompute (o->recompute): a plan-less run's plan
+ * takes it; a plan was priced with its own setting (memory per GPU), so a
+ * request that contradicts it is refused rather than silently changed. */
+static hexi_rc apply_recompute(hexi_rt *rt, int mode, int planless)
+{
+	hexi_plan *p = rt->plan;
+	int want = mode == HEXI_RECOMPUTE_ON;
+
+	if (mode == HEXI_RECOMPUTE_INHERIT)
+		return HEXI_OK;
+	if (mode != HEXI_RECOMPUTE_ON && mode != HEXI_RECOMPUTE_OFF)
+		return hexi_error(HEXI_ERR_INVAL, "recompute mode %d", mode);
+	if (planless) {
+		p->train.recompute = want;
+		return hexi_plan_hash(p);
+	}
+	for (int pi = 0; pi < p->npipelines; pi++)
+		if (hexi_plan_recompute(p, pi) != want)
+			return hexi_error(
+			    HEXI_ERR_USAGE,
+			    "rank %d: --%s contradicts the plan (hash %s): "
+			    "pipeline %d %s recompute; the plan decides (make "
+			    "it with hexiplan --%s)",
+			    rt->rank, want ? "recompute" : "no-recompute",
+			    p->hash, pi, want ? "does not" : "does",
+			    want ? "recompute" : "no-recompute");
+	return HEXI_OK;
+}
+
 /* Collective in a job of several ranks (the plan text travels). */
 static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 {
@@ -337,6 +366,9 @@ static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 		if (rc != HEXI_OK)
 			return rc;
 	}
+	rc = apply_recompute(rt, o->recompute, path == NULL || *path == '\0');
+	if (rc != HEXI_OK)
+		return rc;
 	if (rt->plan->world_size != rt->world_size)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "rank %d: the plan (hash %s) is for %d ranks "
@@ -435,21 +467,6 @@ static hexi_rc boot_mpi(hexi_rt *rt, int *argc, char ***argv)
 #endif
 }
 
-/* Every rank ran a phase: fail together when any rank failed. */
-hexi_rc rt_together(hexi_rt *rt, hexi_rc rc, const char *phase)
-{
-	int ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
-
-	if (rc != HEXI_OK)
-		return rc;
-	if (!ok)
-		return hexi_error(HEXI_ERR_PEER,
-				  "rank %d: another rank failed during %s (see "
-				  "its message)",
-				  rt->rank, phase);
-	return HEXI_OK;
-}
-
 /* Collective: every rank chose the same backend (rows are compared in
  * registry order, the same on every rank), then that backend's setup. */
 static hexi_rc boot_backend(hexi_rt *rt)
@@ -523,20 +540,6 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 fail:
 	hexi_rt_destroy(rt);
 	return rc;
-}
-
-int hexi_rt_all_ok(hexi_rt *rt, int ok)
-{
-	double v = ok ? 0.0 : 1.0;
-
-	if (!rt->mpi_started || rt->world_size == 1)
-		return ok;
-#ifdef HAVE_MPI
-	if (MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM,
-			  MPI_COMM_WORLD) != MPI_SUCCESS)
-		return 0;
-#endif
-	return v == 0.0;
 }
 
 void hexi_rt_abort(hexi_rt *rt, hexi_rc rc)

@@ -169,6 +169,51 @@ static hexi_rc self_allreduce(rt_group *g, void *buf, size_t count, rt_dtype dt)
 	return HEXI_OK;
 }
 
+static hexi_rc self_reduce_scatter(rt_group *g, const void *send, void *recv,
+				   size_t count, rt_dtype dt)
+{
+	(void)g;
+	memcpy(recv, send,
+	       count * (dt == RT_F64 ? sizeof(double) : sizeof(float)));
+	return HEXI_OK;
+}
+
+static hexi_rc self_allgather(rt_group *g, void *buf, size_t count, rt_dtype dt)
+{
+	(void)g;
+	(void)buf;
+	(void)count;
+	(void)dt;
+	return HEXI_OK;
+}
+
+/* A finished request: the one-process backend completes at once. */
+static rt_req self_done_req = {.root = 0};
+
+static hexi_rc self_iallreduce(rt_group *g, void *buf, size_t count,
+			       rt_dtype dt, rt_req **req)
+{
+	(void)g;
+	(void)buf;
+	(void)count;
+	(void)dt;
+	*req = &self_done_req;
+	return HEXI_OK;
+}
+
+static hexi_rc self_test(rt_req *req, int *done)
+{
+	(void)req;
+	*done = 1;
+	return HEXI_OK;
+}
+
+static hexi_rc self_wait(rt_req *req)
+{
+	(void)req;
+	return HEXI_OK;
+}
+
 static hexi_rc self_bcast(rt_group *g, void *buf, size_t bytes, int root)
 {
 	(void)g;
@@ -226,6 +271,11 @@ static const rt_comm_ops self_ops = {
     .group_create = self_group_create,
     .group_destroy = self_group_destroy,
     .allreduce_sum = self_allreduce,
+    .reduce_scatter_sum = self_reduce_scatter,
+    .allgather = self_allgather,
+    .iallreduce_sum = self_iallreduce,
+    .test = self_test,
+    .wait = self_wait,
     .bcast = self_bcast,
     .send = self_p2p,
     .recv = self_recv,
@@ -268,6 +318,11 @@ typedef struct rt_group_mpi {
 	rt_group base;
 	MPI_Comm comm;
 } rt_group_mpi;
+
+typedef struct mpi_req {
+	rt_req base;
+	MPI_Request req;
+} mpi_req;
 
 static hexi_rc mpi_err(int err, const char *what, int peer)
 {
@@ -363,6 +418,165 @@ static hexi_rc mpi_allreduce(rt_group *gb, void *buf, size_t count, rt_dtype dt)
 		count -= (size_t)k;
 	}
 	return HEXI_OK;
+}
+
+/* Block collectives of the sharded sync: one call (a block beyond the int
+ * range of MPI counts is refused; the sync's blocks are a bucket / n). */
+static hexi_rc mpi_block_count(const rt_group *gb, size_t count,
+			       const char *what, int *k)
+{
+	if (count > (size_t)1 << 30)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "MPI %s (group of rank %d): %zu elements "
+				  "per member, at most 2^30",
+				  what, gb->ranks[0], count);
+	*k = (int)count;
+	return HEXI_OK;
+}
+
+static hexi_rc mpi_reduce_scatter(rt_group *gb, const void *send, void *recv,
+				  size_t count, rt_dtype dt)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	hexi_rc rc;
+	int k = 0, err;
+
+	if (gb->n == 1) {
+		memcpy(recv, send,
+		       count * (dt == RT_F64 ? sizeof(double) : sizeof(float)));
+		return HEXI_OK;
+	}
+	if ((rc = mpi_block_count(gb, count, "Reduce_scatter", &k)) != HEXI_OK)
+		return rc;
+	err = MPI_Reduce_scatter_block(send, recv, k, t, MPI_SUM, g->comm);
+	return err == MPI_SUCCESS
+		   ? HEXI_OK
+		   : mpi_err(err, "Reduce_scatter_block", gb->ranks[0]);
+}
+
+static hexi_rc mpi_allgather(rt_group *gb, void *buf, size_t count, rt_dtype dt)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	hexi_rc rc;
+	int k = 0, err;
+
+	if (gb->n == 1)
+		return HEXI_OK;
+	if ((rc = mpi_block_count(gb, count, "Allgather", &k)) != HEXI_OK)
+		return rc;
+	err = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, k, t,
+			    g->comm);
+	return err == MPI_SUCCESS ? HEXI_OK
+				  : mpi_err(err, "Allgather", gb->ranks[0]);
+}
+
+/* counts and displacements of cut[0..n] as MPI ints */
+static hexi_rc mpi_cuts(const rt_group *gb, const size_t *cut, const char *what,
+			int **cnt, int **dsp)
+{
+	*cnt = malloc(sizeof(int) * (size_t)gb->n);
+	*dsp = malloc(sizeof(int) * (size_t)gb->n);
+	if (*cnt == NULL || *dsp == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "MPI %s: counts", what);
+	if (cut[gb->n] > (size_t)1 << 30)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "MPI %s (group of rank %d): %zu elements, "
+				  "at most 2^30",
+				  what, gb->ranks[0], cut[gb->n]);
+	for (int i = 0; i < gb->n; i++) {
+		(*cnt)[i] = (int)(cut[i + 1] - cut[i]);
+		(*dsp)[i] = (int)cut[i];
+	}
+	return HEXI_OK;
+}
+
+static hexi_rc mpi_reduce_scatterv(rt_group *gb, const void *send, void *recv,
+				   const size_t *cut, rt_dtype dt)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	int *cnt = NULL, *dsp = NULL, err;
+	hexi_rc rc = mpi_cuts(gb, cut, "Reduce_scatter", &cnt, &dsp);
+
+	if (rc == HEXI_OK) {
+		err = MPI_Reduce_scatter(send, recv, cnt, t, MPI_SUM, g->comm);
+		if (err != MPI_SUCCESS)
+			rc = mpi_err(err, "Reduce_scatter", gb->ranks[0]);
+	}
+	free(cnt);
+	free(dsp);
+	return rc;
+}
+
+static hexi_rc mpi_allgatherv(rt_group *gb, void *buf, const size_t *cut,
+			      rt_dtype dt)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	int *cnt = NULL, *dsp = NULL, err;
+	hexi_rc rc = mpi_cuts(gb, cut, "Allgatherv", &cnt, &dsp);
+
+	if (rc == HEXI_OK) {
+		err = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf,
+				     cnt, dsp, t, g->comm);
+		if (err != MPI_SUCCESS)
+			rc = mpi_err(err, "Allgatherv", gb->ranks[0]);
+	}
+	free(cnt);
+	free(dsp);
+	return rc;
+}
+
+/* Non-blocking all-reduce (MPI_Iallreduce); one request per call. */
+static hexi_rc mpi_iallreduce(rt_group *gb, void *buf, size_t count,
+			      rt_dtype dt, rt_req **req)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	mpi_req *r;
+	hexi_rc rc;
+	int k = 0, err;
+
+	*req = NULL;
+	if ((rc = mpi_block_count(gb, count, "Iallreduce", &k)) != HEXI_OK)
+		return rc;
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "MPI Iallreduce: request");
+	r->base.root = gb->ranks[0];
+	r->req = MPI_REQUEST_NULL;
+	if (gb->n > 1 &&
+	    (err = MPI_Iallreduce(MPI_IN_PLACE, buf, k, t, MPI_SUM, g->comm,
+				  &r->req)) != MPI_SUCCESS) {
+		free(r);
+		return mpi_err(err, "Iallreduce", gb->ranks[0]);
+	}
+	*req = &r->base;
+	return HEXI_OK;
+}
+
+static hexi_rc mpi_test(rt_req *rb, int *done)
+{
+	mpi_req *r = (mpi_req *)rb;
+	int err = MPI_Test(&r->req, done, MPI_STATUS_IGNORE), root = rb->root;
+
+	if (err != MPI_SUCCESS)
+		*done = 1;
+	if (*done)
+		free(r);
+	return err == MPI_SUCCESS ? HEXI_OK
+				  : mpi_err(err, "Test (Iallreduce)", root);
+}
+
+static hexi_rc mpi_wait(rt_req *rb)
+{
+	mpi_req *r = (mpi_req *)rb;
+	int err = MPI_Wait(&r->req, MPI_STATUS_IGNORE), root = rb->root;
+
+	free(r);
+	return err == MPI_SUCCESS ? HEXI_OK
+				  : mpi_err(err, "Wait (Iallreduce)", root);
 }
 
 static hexi_rc mpi_bcast(rt_group *gb, void *buf, size_t bytes, int root)
@@ -517,6 +731,13 @@ static const rt_comm_ops mpi_ops = {
     .group_create = mpi_group_create,
     .group_destroy = mpi_group_destroy,
     .allreduce_sum = mpi_allreduce,
+    .reduce_scatter_sum = mpi_reduce_scatter,
+    .allgather = mpi_allgather,
+    .reduce_scatterv_sum = mpi_reduce_scatterv,
+    .allgatherv = mpi_allgatherv,
+    .iallreduce_sum = mpi_iallreduce,
+    .test = mpi_test,
+    .wait = mpi_wait,
     .bcast = mpi_bcast,
     .send = mpi_send,
     .recv = mpi_recv,

@@ -58,6 +58,7 @@ typedef struct rt_comm_nccl {
 	int device;
 	cudaStream_t coll; /* collectives */
 	cudaStream_t p2p;  /* sends and receives */
+	cudaStream_t dp;   /* non-blocking collectives (gradient overlap) */
 	ncclComm_t world;  /* point-to-point communicator, all ranks */
 	float *scratch;	   /* one float for barriers */
 	nccl_pending *pend;
@@ -353,6 +354,125 @@ static hexi_rc nccl_allreduce(rt_group *g, void *buf, size_t count, rt_dtype dt)
 	return wait_done(nc, &gn->comm, nc->coll, "all-reduce", who);
 }
 
+/* Sharded sync: ncclReduceScatter (recvcount per member) and an in-place
+ * ncclAllGather (member i's block at buf + i*count). */
+static hexi_rc nccl_reduce_scatter(rt_group *g, const void *send, void *recv,
+				   size_t count, rt_dtype dt)
+{
+	rt_group_nccl *gn = (rt_group_nccl *)g;
+	rt_comm_nccl *nc = NC(g->comm);
+	char who[128];
+	hexi_rc rc;
+
+	if ((rc = usable(nc, "reduce-scatter")) != HEXI_OK || count == 0)
+		return rc;
+	group_name(g, who, sizeof(who));
+	if (nccl_type(dt) == ncclNumTypes)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "NCCL reduce-scatter (%s): type %d", who,
+				  (int)dt);
+	rc = enqueued(nc, &gn->comm,
+		      ncclReduceScatter(send, recv, count, nccl_type(dt),
+					ncclSum, gn->comm, nc->coll),
+		      "reduce-scatter", who);
+	if (rc != HEXI_OK)
+		return rc;
+	return wait_done(nc, &gn->comm, nc->coll, "reduce-scatter", who);
+}
+
+static hexi_rc nccl_allgather(rt_group *g, void *buf, size_t count,
+			      rt_dtype dt)
+{
+	rt_group_nccl *gn = (rt_group_nccl *)g;
+	rt_comm_nccl *nc = NC(g->comm);
+	size_t esz = dt == RT_F64 ? sizeof(double) : sizeof(float);
+	char who[128];
+	hexi_rc rc;
+
+	if ((rc = usable(nc, "all-gather")) != HEXI_OK || count == 0)
+		return rc;
+	group_name(g, who, sizeof(who));
+	if (nccl_type(dt) == ncclNumTypes)
+		return hexi_error(HEXI_ERR_INVAL, "NCCL all-gather (%s): type %d",
+				  who, (int)dt);
+	rc = enqueued(nc, &gn->comm,
+		      ncclAllGather((const char *)buf + (size_t)g->me * count *
+							     esz,
+				    buf, count, nccl_type(dt), gn->comm,
+				    nc->coll),
+		      "all-gather", who);
+	if (rc != HEXI_OK)
+		return rc;
+	return wait_done(nc, &gn->comm, nc->coll, "all-gather", who);
+}
+
+/* Non-blocking all-reduce: enqueued on the dp stream (apart from the
+ * blocking collectives and the sends, so the backward's own TP sums never
+ * wait behind a gradient bucket); test polls the stream, wait completes
+ * it (and everything enqueued before it on that stream). */
+typedef struct nccl_req {
+	rt_req base;
+	rt_group_nccl *g;
+} nccl_req;
+
+static hexi_rc nccl_iallreduce(rt_group *g, void *buf, size_t count,
+			       rt_dtype dt, rt_req **req)
+{
+	rt_group_nccl *gn = (rt_group_nccl *)g;
+	rt_comm_nccl *nc = NC(g->comm);
+	nccl_req *r;
+	char who[128];
+	hexi_rc rc;
+
+	*req = NULL;
+	if ((rc = usable(nc, "all-reduce")) != HEXI_OK)
+		return rc;
+	group_name(g, who, sizeof(who));
+	if (nccl_type(dt) == ncclNumTypes)
+		return hexi_error(HEXI_ERR_INVAL, "NCCL all-reduce (%s): type %d",
+				  who, (int)dt);
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "NCCL all-reduce: request");
+	r->base.root = g->ranks[0];
+	r->g = gn;
+	if (count > 0 &&
+	    (rc = enqueued(nc, &gn->comm,
+			   ncclAllReduce(buf, buf, count, nccl_type(dt),
+					 ncclSum, gn->comm, nc->dp),
+			   "all-reduce", who)) != HEXI_OK) {
+		free(r);
+		return rc;
+	}
+	*req = &r->base;
+	return HEXI_OK;
+}
+
+static hexi_rc nccl_test(rt_req *rb, int *done)
+{
+	nccl_req *r = (nccl_req *)rb;
+	rt_comm_nccl *nc = NC(r->g->base.comm);
+	cudaError_t e = cudaStreamQuery(nc->dp);
+
+	*done = e != cudaErrorNotReady;
+	if (e == cudaErrorNotReady)
+		return HEXI_OK;
+	free(r);
+	return e == cudaSuccess ? HEXI_OK : cuda_fail(e, "all-reduce (dp)");
+}
+
+static hexi_rc nccl_wait(rt_req *rb)
+{
+	nccl_req *r = (nccl_req *)rb;
+	rt_comm_nccl *nc = NC(r->g->base.comm);
+	char who[128];
+	hexi_rc rc;
+
+	group_name(&r->g->base, who, sizeof(who));
+	rc = wait_done(nc, &r->g->comm, nc->dp, "all-reduce", who);
+	free(r);
+	return rc;
+}
+
 static hexi_rc nccl_bcast(rt_group *g, void *buf, size_t bytes, int root)
 {
 	rt_group_nccl *gn = (rt_group_nccl *)g;
@@ -531,6 +651,8 @@ static void nccl_destroy(rt_comm *c)
 		cudaStreamDestroy(nc->p2p);
 	if (nc->coll != NULL)
 		cudaStreamDestroy(nc->coll);
+	if (nc->dp != NULL)
+		cudaStreamDestroy(nc->dp);
 	free(nc);
 }
 
@@ -539,6 +661,11 @@ static const rt_comm_ops nccl_ops = {
     .group_create = nccl_group_create,
     .group_destroy = nccl_group_destroy,
     .allreduce_sum = nccl_allreduce,
+    .reduce_scatter_sum = nccl_reduce_scatter,
+    .allgather = nccl_allgather,
+    .iallreduce_sum = nccl_iallreduce,
+    .test = nccl_test,
+    .wait = nccl_wait,
     .bcast = nccl_bcast,
     .send = nccl_send,
     .recv = nccl_recv,
@@ -589,6 +716,8 @@ hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out)
 	    (e = cudaStreamCreateWithFlags(&nc->coll, cudaStreamNonBlocking)) !=
 		cudaSuccess ||
 	    (e = cudaStreamCreateWithFlags(&nc->p2p, cudaStreamNonBlocking)) !=
+		cudaSuccess ||
+	    (e = cudaStreamCreateWithFlags(&nc->dp, cudaStreamNonBlocking)) !=
 		cudaSuccess ||
 	    (e = cudaMalloc((void **)&nc->scratch, sizeof(float))) !=
 		cudaSuccess) {

@@ -54,6 +54,11 @@ typedef struct hexi_rt_opts {
 	 * (nccl when built with CUDA and a device is visible, else mpi);
 	 * NULL: $HEXISCALE_BACKEND, else "mpi". */
 	const char *backend;
+	/* Activation recomputation, a hexi_recompute_mode: INHERIT (0, the
+	 * default) takes the plan's; ON/OFF set a plan-less run's plan, and
+	 * with a plan must agree with every pipeline's setting, else
+	 * hexi_rt_init fails with HEXI_ERR_USAGE (the plan decides). */
+	int recompute;
 } hexi_rt_opts;
 
 void hexi_rt_opts_defaults(hexi_rt_opts *o);
@@ -102,6 +107,11 @@ typedef struct hexi_train_opts {
 	/* "fp32" (default, NULL) or "bf16" (bf16 weights and activations,
 	 * fp32 master weights; the nccl backend only). */
 	const char *dtype;
+	/* 1: the gradient sync runs after the backward (--no-overlap);
+	 * 0 (default): it starts during the last micro-batch's backward, in
+	 * bounded buckets, as each layer's gradients are final (CPU path,
+	 * zero 0; doc/DECISIONS.md 78). */
+	int no_overlap;
 } hexi_train_opts;
 
 void hexi_train_opts_defaults(hexi_train_opts *o);
@@ -141,6 +151,40 @@ hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir);
  * (all may be NULL on other ranks). */
 hexi_rc hexi_trainer_gather_stats(hexi_trainer *t, const hexi_step_stats *mine,
 				  hexi_step_stats *all);
+/* ---- memory accounting ---------------------------------------------------
+ * Every buffer the trainer allocates for its model, optimizer and
+ * communication is counted by what it holds: current bytes and the peak
+ * since hexi_trainer_create, per kind and in total (the total's peak is
+ * not the sum of the kinds' peaks).  On the nccl backend these are the
+ * device allocations; on mpi the host ones.  Not counted: the CUDA
+ * context, cuDNN's attention workspace, NCCL's and MPI's internal
+ * buffers, checkpoint staging. */
+typedef enum hexi_mem_kind {
+	HEXI_MEM_PARAMS = 0, /* weights (fp32 master and bf16 copies) */
+	HEXI_MEM_GRADS,	     /* parameter gradients */
+	HEXI_MEM_OPTIM,	     /* AdamW moments */
+	HEXI_MEM_ACTS,	     /* activations kept for the backward */
+	HEXI_MEM_WORK,	     /* scratch of forward/backward, logits */
+	HEXI_MEM_COMM,	     /* pipeline and gradient-sync buffers */
+	HEXI_MEM_NKINDS
+} hexi_mem_kind;
+
+/* "params", "grads", "optim", "acts", "work", "comm"; NULL out of range. */
+const char *hexi_mem_kind_name(int kind);
+
+typedef struct hexi_mem_stats {
+	double bytes[HEXI_MEM_NKINDS];	    /* now */
+	double peak_bytes[HEXI_MEM_NKINDS]; /* highest so far */
+	double total_bytes, peak_total_bytes;
+	int device; /* 1: GPU device memory, 0: host memory */
+} hexi_mem_stats;
+
+/* This rank's counts (not collective). */
+void hexi_trainer_memory(const hexi_trainer *t, hexi_mem_stats *out);
+/* Collective: every rank's counts on rank 0 in all[world_size] (all may
+ * be NULL on other ranks). */
+hexi_rc hexi_trainer_gather_memory(hexi_trainer *t, hexi_mem_stats *all);
+
 /* Write this rank's parameter shards to PREFIX.rankN (raw dump for tests;
  * format in hexitrain(1), FILES). */
 hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix);

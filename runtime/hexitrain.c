@@ -33,6 +33,11 @@ static void usage(FILE *f)
 		"(default 8)\n"
 		"  --micro-batches N   micro-batches of a plan-less run "
 		"(default 1)\n"
+		"  --recompute, --no-recompute\n"
+		"                      activation recomputation of a plan-less "
+		"run (default\n"
+		"                      on); with a plan it must agree with the "
+		"plan\n"
 		"  --steps N           total steps (default 10)\n"
 		"  --lr X              learning rate (default 1e-3)\n"
 		"  --seed N            init and data seed (default 1234)\n"
@@ -52,12 +57,17 @@ static void usage(FILE *f)
 		"else mpi)\n"
 		"  --dtype NAME        fp32 (default) or bf16 (nccl backend "
 		"only)\n"
+		"  --no-overlap        gradient sync after the backward, not "
+		"during it\n"
 		"  --timeout S         abort the job if a step stalls S s "
 		"(default 300, 0 = off)\n"
 		"  --dump PREFIX       write parameters to PREFIX.rankN at "
 		"the end\n"
-		"  --json              one JSON object per step on stdout\n"
-		"  --verbose           per-stage times every step\n"
+		"  --json              one JSON object per step on stdout "
+		"(with\n"
+		"                      every rank's peak memory)\n"
+		"  --verbose           per-stage times every step, memory at "
+		"the end\n"
 		"  --help, --version\n");
 }
 
@@ -85,6 +95,9 @@ enum {
 	OPT_VERSION,
 	OPT_BACKEND,
 	OPT_DTYPE,
+	OPT_RECOMPUTE,
+	OPT_NO_RECOMPUTE,
+	OPT_NO_OVERLAP,
 };
 
 static const struct option long_opts[] = {
@@ -109,6 +122,9 @@ static const struct option long_opts[] = {
     {"verbose", no_argument, NULL, OPT_VERBOSE},
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"recompute", no_argument, NULL, OPT_RECOMPUTE},
+    {"no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE},
+    {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -227,6 +243,15 @@ static hexi_rc parse_one(cli *c, int opt, const char *a)
 	case OPT_VERBOSE:
 		c->verbose = c->tr.verbose = 1;
 		break;
+	case OPT_RECOMPUTE:
+	case OPT_NO_RECOMPUTE:
+		/* the last one given wins */
+		c->rt.recompute = opt == OPT_RECOMPUTE ? HEXI_RECOMPUTE_ON
+						       : HEXI_RECOMPUTE_OFF;
+		break;
+	case OPT_NO_OVERLAP:
+		c->tr.no_overlap = 1;
+		break;
 	default:
 		rc = hexi_error(HEXI_ERR_USAGE, "unknown option (see --help)");
 	}
@@ -275,17 +300,45 @@ static int parse_args(cli *c, int argc, char **argv)
 	return 0;
 }
 
-static void print_step(const cli *c, const hexi_step_stats *s)
+/* ,"mem_peak_bytes":MAX,"memory":[{"rank":0,"device":0,
+ * "peak_bytes":N,"bytes":N,"params":PEAK,...},...] of n ranks. */
+static void print_mem_json(const hexi_mem_stats *all, int n)
 {
-	if (c->json)
+	double mx = 0;
+
+	for (int r = 0; r < n; r++)
+		if (all[r].peak_total_bytes > mx)
+			mx = all[r].peak_total_bytes;
+	printf(",\"mem_peak_bytes\":%.0f,\"memory\":[", mx);
+	for (int r = 0; r < n; r++) {
+		printf("%s{\"rank\":%d,\"device\":%d,\"peak_bytes\":%.0f,"
+		       "\"bytes\":%.0f",
+		       r ? "," : "", r, all[r].device, all[r].peak_total_bytes,
+		       all[r].total_bytes);
+		for (int k = 0; k < HEXI_MEM_NKINDS; k++)
+			printf(",\"%s\":%.0f", hexi_mem_kind_name(k),
+			       all[r].peak_bytes[k]);
+		printf("}");
+	}
+	printf("]");
+}
+
+/* all: every rank's memory (n ranks), or NULL. */
+static void print_step(const cli *c, const hexi_step_stats *s,
+		       const hexi_mem_stats *all, int n)
+{
+	if (c->json) {
 		printf("{\"step\":%d,\"loss\":%.9g,\"grad_norm\":%.9g,"
 		       "\"time_s\":%.6f,\"tokens_per_s\":%.3f,"
 		       "\"compute_s\":%.6f,\"tp_s\":%.6f,\"pp_wait_s\":%.6f,"
-		       "\"dp_sync_s\":%.6f}\n",
+		       "\"dp_sync_s\":%.6f",
 		       s->step, s->loss, s->grad_norm, s->time_s,
 		       s->tokens_per_s, s->compute_s, s->tp_s, s->pp_wait_s,
 		       s->dp_sync_s);
-	else
+		if (all != NULL)
+			print_mem_json(all, n);
+		printf("}\n");
+	} else
 		printf("step %4d  loss %.6f  gnorm %.4f  %8.1f tok/s  "
 		       "%.3fs = compute %.3f + tp %.3f + pp-wait %.3f + "
 		       "dp-sync %.3f\n",
@@ -321,34 +374,73 @@ static void print_stages(const cli *c, const hexi_rt *rt,
 		}
 }
 
+/* Verbose text: every rank's peak bytes by kind, in MiB. */
+static void print_mem_table(const hexi_rt *rt, const hexi_mem_stats *all)
+{
+	const hexi_plan *p = hexi_rt_plan(rt);
+
+	printf("peak memory per rank (MiB, %s allocations):\n  rank pipe "
+	       "stage tp ",
+	       all[0].device ? "device" : "host");
+	for (int k = 0; k < HEXI_MEM_NKINDS; k++)
+		printf(" %9s", hexi_mem_kind_name(k));
+	printf(" %9s\n", "total");
+	for (int r = 0; r < hexi_rt_world_size(rt); r++) {
+		hexi_role role;
+		if (hexi_plan_role(p, r, &role) != HEXI_OK)
+			continue;
+		printf("  %4d %4d %5d %2d ", r, role.pipeline, role.stage,
+		       role.tp_rank);
+		for (int k = 0; k < HEXI_MEM_NKINDS; k++)
+			printf(" %9.3f", all[r].peak_bytes[k] / 1048576.0);
+		printf(" %9.3f\n", all[r].peak_total_bytes / 1048576.0);
+	}
+}
+
+/* Collective when json or verbose: every rank's memory on rank 0. */
+static hexi_rc gather_mem(const cli *c, hexi_trainer *t, hexi_mem_stats *mem)
+{
+	return (c->json || c->verbose) ? hexi_trainer_gather_memory(t, mem)
+				       : HEXI_OK;
+}
+
 static hexi_rc train(cli *c, hexi_rt *rt)
 {
 	hexi_trainer *t = NULL;
 	hexi_step_stats st, *all = NULL;
+	hexi_mem_stats *mem = NULL;
+	const int n = hexi_rt_world_size(rt);
 	hexi_rc rc = hexi_trainer_create(rt, &c->tr, &t);
 
 	if (rc == HEXI_OK && c->resume != NULL)
 		rc = hexi_trainer_resume(t, c->resume);
-	if (rc == HEXI_OK && c->verbose) {
-		all = calloc((size_t)hexi_rt_world_size(rt), sizeof(*all));
-		if (all == NULL)
+	if (rc == HEXI_OK) {
+		all = calloc((size_t)n, sizeof(*all));
+		mem = calloc((size_t)n, sizeof(*mem));
+		if (all == NULL || mem == NULL)
 			rc = hexi_error(HEXI_ERR_NOMEM, "stats");
 	}
 	while (rc == HEXI_OK && hexi_trainer_steps_done(t) < c->tr.steps) {
 		rc = hexi_trainer_step(t, &st);
+		if (rc == HEXI_OK)
+			rc = gather_mem(c, t, mem);
 		if (rc != HEXI_OK)
 			break;
 		if (hexi_rt_rank(rt) == 0)
-			print_step(c, &st);
+			print_step(c, &st, c->json ? mem : NULL, n);
 		if (c->verbose) {
 			rc = hexi_trainer_gather_stats(t, &st, all);
 			if (rc == HEXI_OK && hexi_rt_rank(rt) == 0)
 				print_stages(c, rt, all);
 		}
 	}
+	if (rc == HEXI_OK && c->verbose && !c->json &&
+	    (rc = gather_mem(c, t, mem)) == HEXI_OK && hexi_rt_rank(rt) == 0)
+		print_mem_table(rt, mem);
 	if (rc == HEXI_OK && c->dump != NULL)
 		rc = hexi_trainer_dump(t, c->dump);
 	free(all);
+	free(mem);
 	hexi_trainer_destroy(t);
 	return rc;
 }
@@ -371,12 +463,18 @@ int main(int argc, char **argv)
 	}
 	if (hexi_rt_rank(rt) == 0 && !c.json) {
 		const hexi_plan *p = hexi_rt_plan(rt);
+		int nrc = 0;
+		for (int pi = 0; pi < p->npipelines; pi++)
+			nrc += hexi_plan_recompute(p, pi);
 		printf("hexitrain: %s, %d ranks (%s), %d pipelines, plan %s, "
-		       "backend %s, %s\n",
+		       "backend %s, %s, recompute %s\n",
 		       p->model.name, hexi_rt_world_size(rt),
 		       hexi_rt_launcher_name(hexi_rt_launcher_kind(rt)),
 		       p->npipelines, p->hash, hexi_rt_backend(rt),
-		       c.tr.dtype ? c.tr.dtype : "fp32");
+		       c.tr.dtype ? c.tr.dtype : "fp32",
+		       nrc == p->npipelines ? "on"
+		       : nrc == 0	    ? "off"
+					    : "in some pipelines");
 	}
 	rc = train(&c, rt);
 	if (rc != HEXI_OK) {

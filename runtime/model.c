@@ -73,6 +73,13 @@ struct rt_model {
 	size_t numel;
 	slot *slots; /* [max_slots] */
 	scratch s;
+	/* recompute: the one layer's activations every slot's backward
+	 * rebuilds, and the output of a non-last stage (sent, not kept) */
+	layer_act ract;
+	float *ract_mem, *xlast;
+	rt_model_mem mem; /* bytes allocated, for rt_model_mem_bytes */
+	rt_grad_hook hook; /* rt_model_set_grad_hook (overlap), or NULL */
+	void *hook_ctx;
 };
 
 /* ---- configuration ------------------------------------------------------ */
@@ -249,18 +256,23 @@ static hexi_rc build_params(rt_model *m)
 	size_t bytes = (m->numel ? m->numel : 1) * sizeof(float);
 	m->wmem = calloc(1, bytes);
 	m->gmem = calloc(1, bytes);
-	m->mmem = calloc(1, bytes);
-	m->vmem = calloc(1, bytes);
-	if (!m->wmem || !m->gmem || !m->mmem || !m->vmem)
+	if (!c->no_moments) {
+		m->mmem = calloc(1, bytes);
+		m->vmem = calloc(1, bytes);
+	}
+	if (!m->wmem || !m->gmem ||
+	    (!c->no_moments && (!m->mmem || !m->vmem)))
 		return hexi_error(HEXI_ERR_NOMEM, "model shard: %zu parameters",
 				  m->numel);
+	m->mem.params = m->mem.grads = bytes;
+	m->mem.optim = c->no_moments ? 0 : 2 * bytes;
 	size_t off = 0;
 	for (int i = 0; i < n; i++) {
 		rt_param *q = &m->params[i];
 		q->w = m->wmem + off;
 		q->g = m->gmem + off;
-		q->m = m->mmem + off;
-		q->v = m->vmem + off;
+		q->m = m->mmem != NULL ? m->mmem + off : NULL;
+		q->v = m->vmem != NULL ? m->vmem + off : NULL;
 		off += q->n;
 	}
 	return HEXI_OK;
@@ -275,8 +287,26 @@ void rt_model_init_weights(rt_model *m, uint64_t seed)
 			       seed);
 	}
 	memset(m->gmem, 0, m->numel * sizeof(float));
-	memset(m->mmem, 0, m->numel * sizeof(float));
-	memset(m->vmem, 0, m->numel * sizeof(float));
+	if (m->mmem != NULL) /* NULL after rt_model_drop_moments */
+		memset(m->mmem, 0, m->numel * sizeof(float));
+	if (m->vmem != NULL)
+		memset(m->vmem, 0, m->numel * sizeof(float));
+}
+
+void rt_model_set_grad_hook(rt_model *m, rt_grad_hook fn, void *ctx)
+{
+	m->hook = fn;
+	m->hook_ctx = ctx;
+}
+
+void rt_model_drop_moments(rt_model *m)
+{
+	m->mem.optim = 0;
+	free(m->mmem);
+	free(m->vmem);
+	m->mmem = m->vmem = NULL;
+	for (int i = 0; i < m->nparams; i++)
+		m->params[i].m = m->params[i].v = NULL;
 }
 
 /* ---- activations -------------------------------------------------------- */
@@ -289,30 +319,45 @@ static float *carve(float *base, size_t *off, size_t n)
 	return p;
 }
 
-/* Lay out one slot's activations in base (or count them); returns floats. */
-static size_t slot_layout(rt_model *m, slot *s, float *base)
+/* Lay out one layer's saved activations at base + *off (or count them). */
+static void layer_layout(rt_model *m, layer_act *a, float *base, size_t *off)
 {
 	const size_t BT = (size_t)m->cfg.max_batch * m->T;
 	const size_t qd = (size_t)m->nh * m->hs, kvd = (size_t)m->nkv * m->hs;
+	a->ln1 = carve(base, off, BT * m->C);
+	a->rstd1 = carve(base, off, BT);
+	a->q = carve(base, off, BT * qd);
+	a->k = carve(base, off, BT * kvd);
+	a->v = carve(base, off, BT * kvd);
+	a->att =
+	    carve(base, off, (size_t)m->cfg.max_batch * m->nh * m->T * m->T);
+	a->atty = carve(base, off, BT * qd);
+	a->xmid = carve(base, off, BT * m->C);
+	a->ln2 = carve(base, off, BT * m->C);
+	a->rstd2 = carve(base, off, BT);
+	a->gate = carve(base, off, BT * m->f);
+	a->up = carve(base, off, BT * m->f);
+	a->h = carve(base, off, BT * m->f);
+}
+
+/* Lay out one slot's activations in base (or count them); returns floats.
+ * With recompute a slot holds the residual stream only (each layer's
+ * input; the output too on the last stage, the final norm's input) and
+ * every layer_act entry points at the shared m->ract. */
+static size_t slot_layout(rt_model *m, slot *s, float *base)
+{
+	const size_t BT = (size_t)m->cfg.max_batch * m->T;
+	const int rc = m->cfg.recompute;
+	const int keep_out = !rc || m->cfg.has_head || m->nl == 0;
 	size_t off = 0;
-	for (int i = 0; i <= m->nl; i++)
+	for (int i = 0; i < m->nl; i++)
 		s->xs[i] = carve(base, &off, BT * m->C);
+	s->xs[m->nl] = keep_out ? carve(base, &off, BT * m->C) : m->xlast;
 	for (int l = 0; l < m->nl; l++) {
-		layer_act *a = &s->act[l];
-		a->ln1 = carve(base, &off, BT * m->C);
-		a->rstd1 = carve(base, &off, BT);
-		a->q = carve(base, &off, BT * qd);
-		a->k = carve(base, &off, BT * kvd);
-		a->v = carve(base, &off, BT * kvd);
-		a->att = carve(base, &off,
-			       (size_t)m->cfg.max_batch * m->nh * m->T * m->T);
-		a->atty = carve(base, &off, BT * qd);
-		a->xmid = carve(base, &off, BT * m->C);
-		a->ln2 = carve(base, &off, BT * m->C);
-		a->rstd2 = carve(base, &off, BT);
-		a->gate = carve(base, &off, BT * m->f);
-		a->up = carve(base, &off, BT * m->f);
-		a->h = carve(base, &off, BT * m->f);
+		if (rc)
+			s->act[l] = m->ract;
+		else
+			layer_layout(m, &s->act[l], base, &off);
 	}
 	if (m->cfg.has_head) {
 		s->lnf = carve(base, &off, BT * m->C);
@@ -320,6 +365,29 @@ static size_t slot_layout(rt_model *m, slot *s, float *base)
 		s->probs = carve(base, &off, BT * m->V);
 	}
 	return off;
+}
+
+/* Recompute: one layer's activations, shared by every slot's backward,
+ * and the buffer a non-last stage computes its output into. */
+static hexi_rc build_recompute(rt_model *m)
+{
+	const size_t BTC = (size_t)m->cfg.max_batch * m->T * m->C;
+	size_t n = 0;
+	if (!m->cfg.recompute || m->nl == 0)
+		return HEXI_OK;
+	layer_layout(m, &m->ract, NULL, &n);
+	n += m->cfg.has_head ? 0 : BTC;
+	m->ract_mem = malloc(n * sizeof(float));
+	if (!m->ract_mem)
+		return hexi_error(HEXI_ERR_NOMEM,
+				  "model shard: recompute buffer (%zu floats)",
+				  n);
+	n = 0;
+	layer_layout(m, &m->ract, m->ract_mem, &n);
+	if (!m->cfg.has_head)
+		m->xlast = m->ract_mem + n;
+	m->mem.acts += (n + (m->cfg.has_head ? 0 : BTC)) * sizeof(float);
+	return HEXI_OK;
 }
 
 static hexi_rc build_slots(rt_model *m)
@@ -346,6 +414,8 @@ static hexi_rc build_slots(rt_model *m)
 					  "(%zu floats)",
 					  i, n);
 		slot_layout(m, s, s->mem);
+		m->mem.acts += n * sizeof(float);
+		m->mem.work += 2 * BT * sizeof(int);
 	}
 	return HEXI_OK;
 }
@@ -379,6 +449,7 @@ static hexi_rc build_scratch(rt_model *m)
 		return hexi_error(HEXI_ERR_NOMEM,
 				  "model shard: scratch (%zu floats)", n);
 	scratch_layout(m, &m->s, m->s.mem);
+	m->mem.work += n * sizeof(float);
 	return HEXI_OK;
 }
 
@@ -407,8 +478,8 @@ hexi_rc rt_model_create(const rt_model_config *cfg, const rt_tp_comm *tp,
 	m->V = cfg->model.vocab;
 	m->hs = cfg->model.hidden / cfg->model.heads;
 	m->nl = cfg->layer_end - cfg->layer_begin;
-	if ((rv = build_params(m)) || (rv = build_slots(m)) ||
-	    (rv = build_scratch(m)))
+	if ((rv = build_params(m)) || (rv = build_recompute(m)) ||
+	    (rv = build_slots(m)) || (rv = build_scratch(m)))
 		goto out;
 	rt_model_init_weights(m, cfg->seed);
 	*out = m;
@@ -431,6 +502,7 @@ void rt_model_destroy(rt_model *m)
 		free(m->slots[i].targets);
 	}
 	free(m->slots);
+	free(m->ract_mem);
 	free(m->s.mem);
 	free(m->wmem);
 	free(m->gmem);
@@ -466,6 +538,11 @@ rt_param *rt_model_find_param(rt_model *m, const char *name)
 size_t rt_model_numel(const rt_model *m)
 {
 	return m->numel;
+}
+
+void rt_model_mem_bytes(const rt_model *m, rt_model_mem *out)
+{
+	*out = m->mem;
 }
 
 double rt_model_flops(const rt_model *m, int B)
@@ -504,8 +581,8 @@ static hexi_rc tp_allreduce(rt_model *m, float *buf, size_t n, const char *what,
 	return HEXI_OK;
 }
 
-/* One block: x (B,T,C) -> xnext (B,T,C); l is the local layer index. */
-static hexi_rc block_forward(rt_model *m, int l, slot *s)
+/* Attention half of a block: x = xs[l] (B,T,C) -> a->xmid (B,T,C). */
+static hexi_rc attn_forward(rt_model *m, int l, slot *s)
 {
 	const rt_param *w = m->layer0 + (size_t)l * P_PER_LAYER;
 	layer_act *a = &s->act[l];
@@ -513,7 +590,6 @@ static hexi_rc block_forward(rt_model *m, int l, slot *s)
 	const int qd = m->nh * m->hs, kvd = m->nkv * m->hs;
 	const float *x = s->xs[l];
 	float *tmp = m->s.tmp;
-	const int layer = m->cfg.layer_begin + l;
 	hexi_rc rc;
 
 	rt_rmsnorm_forward(a->ln1, a->rstd1, x, w[P_ATTN_NORM].w, BT, C,
@@ -527,19 +603,55 @@ static hexi_rc block_forward(rt_model *m, int l, slot *s)
 			     m->nkv, m->hs);
 	rt_matmul_tw_forward(tmp, a->atty, w[P_WO].w, BT, qd, C);
 	if ((rc = tp_allreduce(m, tmp, (size_t)BT * C, "attention output",
-			       layer)))
+			       m->cfg.layer_begin + l)))
 		return rc;
 	rt_residual_forward(a->xmid, x, tmp, (size_t)BT * C);
+	return HEXI_OK;
+}
+
+/* MLP half: a->xmid -> a->h (B,T,f); with out != NULL also the w_down
+ * projection, its TP sum and the residual into out (B,T,C).  The
+ * backward needs everything but that last part, so a recomputation
+ * passes out = NULL. */
+static hexi_rc mlp_forward(rt_model *m, int l, slot *s, float *out)
+{
+	const rt_param *w = m->layer0 + (size_t)l * P_PER_LAYER;
+	layer_act *a = &s->act[l];
+	const int BT = s->B * m->T, C = m->C;
+	float *tmp = m->s.tmp;
+	hexi_rc rc;
+
 	rt_rmsnorm_forward(a->ln2, a->rstd2, a->xmid, w[P_MLP_NORM].w, BT, C,
 			   RT_NORM_EPS);
 	rt_matmul_forward(a->gate, a->ln2, w[P_W_GATE].w, BT, C, m->f);
 	rt_matmul_forward(a->up, a->ln2, w[P_W_UP].w, BT, C, m->f);
 	rt_swiglu_forward(a->h, a->gate, a->up, (size_t)BT * m->f);
+	if (!out)
+		return HEXI_OK;
 	rt_matmul_tw_forward(tmp, a->h, w[P_W_DOWN].w, BT, m->f, C);
-	if ((rc = tp_allreduce(m, tmp, (size_t)BT * C, "mlp output", layer)))
+	if ((rc = tp_allreduce(m, tmp, (size_t)BT * C, "mlp output",
+			       m->cfg.layer_begin + l)))
 		return rc;
-	rt_residual_forward(s->xs[l + 1], a->xmid, tmp, (size_t)BT * C);
+	rt_residual_forward(out, a->xmid, tmp, (size_t)BT * C);
 	return HEXI_OK;
+}
+
+/* One block: x (B,T,C) -> xnext (B,T,C); l is the local layer index. */
+static hexi_rc block_forward(rt_model *m, int l, slot *s)
+{
+	hexi_rc rc = attn_forward(m, l, s);
+	return rc ? rc : mlp_forward(m, l, s, s->xs[l + 1]);
+}
+
+/* Recompute: rebuild layer l's activations of slot s from its input
+ * xs[l], with the same calls (and so the same bits) as the forward. */
+static hexi_rc block_recompute(rt_model *m, int l, slot *s)
+{
+	hexi_rc rc;
+	if (!m->cfg.recompute)
+		return HEXI_OK;
+	rc = attn_forward(m, l, s);
+	return rc ? rc : mlp_forward(m, l, s, NULL);
 }
 
 /* Final norm, LM head and loss: sets *loss_sum (sum of sample means). */
@@ -745,15 +857,23 @@ hexi_rc rt_model_backward(rt_model *m, int slot_i, const float *dy, float *dx)
 		head_backward(m, s);
 	else
 		memcpy(m->s.dres, dy, BTC * sizeof(float));
+	if (c->has_head && m->hook != NULL &&
+	    (rc = m->hook(m->hook_ctx, c->model.layers)) != HEXI_OK)
+		goto out;
 	for (int l = m->nl - 1; l >= 0; l--)
-		if ((rc = mlp_backward(m, l, s)) ||
-		    (rc = attn_backward(m, l, s)))
+		if ((rc = block_recompute(m, l, s)) ||
+		    (rc = mlp_backward(m, l, s)) ||
+		    (rc = attn_backward(m, l, s)) ||
+		    (m->hook != NULL &&
+		     (rc = m->hook(m->hook_ctx, c->layer_begin + l))))
 			goto out;
 	if (c->has_embed)
 		rt_embed_backward(m->embed->g, m->s.dres, s->tokens,
 				  s->B * m->T, m->C);
 	else
 		memcpy(dx, m->s.dres, BTC * sizeof(float));
+	if (c->has_embed && m->hook != NULL)
+		rc = m->hook(m->hook_ctx, -1);
 out:
 	s->busy = 0;
 	return rc;

@@ -14,25 +14,30 @@ void rt_adamw_defaults(rt_adamw_opts *o)
 	o->weight_decay = 0.0f;
 }
 
-void rt_param_adamw(rt_param *p, const rt_adamw_opts *o, int step, int decay)
+void rt_adamw_span(float *w, const float *g, float *m, float *v, size_t n,
+		   const rt_adamw_opts *o, int step, int decay)
 {
 	const float b1 = o->beta1, b2 = o->beta2;
 	const float c1 = (float)(1.0 - pow(b1, step));
 	const float c2 = (float)(1.0 - pow(b2, step));
 	const float wd = decay ? o->weight_decay : 0.0f;
-	for (size_t i = 0; i < p->n; i++) {
-		float g = p->g[i];
-		float m = b1 * p->m[i] + (1.0f - b1) * g;
-		float v = b2 * p->v[i] + (1.0f - b2) * g * g;
-		p->m[i] = m;
-		p->v[i] = v;
-		float mhat = m / c1, vhat = v / c2;
-		p->w[i] -=
-		    o->lr * (mhat / (sqrtf(vhat) + o->eps) + wd * p->w[i]);
+	for (size_t i = 0; i < n; i++) {
+		float gi = g[i];
+		float mi = b1 * m[i] + (1.0f - b1) * gi;
+		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+		m[i] = mi;
+		v[i] = vi;
+		float mhat = mi / c1, vhat = vi / c2;
+		w[i] -= o->lr * (mhat / (sqrtf(vhat) + o->eps) + wd * w[i]);
 	}
 }
 
-hexi_rc rt_model_adamw(rt_model *m, const rt_adamw_opts *o, int step)
+void rt_param_adamw(rt_param *p, const rt_adamw_opts *o, int step, int decay)
+{
+	rt_adamw_span(p->w, p->g, p->m, p->v, p->n, o, step, decay);
+}
+
+hexi_rc rt_adamw_check(const rt_adamw_opts *o, int step)
 {
 	if (step < 1)
 		return hexi_error(HEXI_ERR_INVAL, "adamw: step %d must be >= 1",
@@ -47,6 +52,15 @@ hexi_rc rt_model_adamw(rt_model *m, const rt_adamw_opts *o, int step)
 				  (double)o->lr, (double)o->beta1,
 				  (double)o->beta2, (double)o->eps,
 				  (double)o->weight_decay);
+	return HEXI_OK;
+}
+
+hexi_rc rt_model_adamw(rt_model *m, const rt_adamw_opts *o, int step)
+{
+	hexi_rc rc = rt_adamw_check(o, step);
+
+	if (rc != HEXI_OK)
+		return rc;
 	for (int i = 0; i < rt_model_nparams(m); i++) {
 		rt_param *p = rt_model_param(m, i);
 		rt_param_adamw(p, o, step, p->ndim == 2);

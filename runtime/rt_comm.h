@@ -47,6 +47,7 @@ typedef enum rt_dtype {
 
 typedef struct rt_comm rt_comm;
 typedef struct rt_group rt_group;
+typedef struct rt_req rt_req; /* a non-blocking collective in flight */
 
 typedef struct rt_comm_ops {
 	const char *name; /* "mpi", "nccl" */
@@ -57,6 +58,33 @@ typedef struct rt_comm_ops {
 	/* In-place sum of count elements over the group. */
 	hexi_rc (*allreduce_sum)(rt_group *g, void *buf, size_t count,
 				 rt_dtype dt);
+	/* Sum over the group of send[0..n*count): member i receives block i
+	 * (elements [i*count, (i+1)*count)) in recv[0..count).  send and recv
+	 * do not overlap.  NULL in a backend without it (sharded sync). */
+	hexi_rc (*reduce_scatter_sum)(rt_group *g, const void *send, void *recv,
+				      size_t count, rt_dtype dt);
+	/* In place: buf[0..n*count) where member i filled block i; afterwards
+	 * every member has every block. */
+	hexi_rc (*allgather)(rt_group *g, void *buf, size_t count, rt_dtype dt);
+	/* The same with member i's block at elements [cut[i], cut[i+1]) of
+	 * send (reduce-scatter; recv gets the caller's block) or of buf
+	 * (all-gather, in place): no padding, no staging copy.  NULL where
+	 * the backend has no variable counts (NCCL). */
+	hexi_rc (*reduce_scatterv_sum)(rt_group *g, const void *send,
+				       void *recv, const size_t *cut,
+				       rt_dtype dt);
+	hexi_rc (*allgatherv)(rt_group *g, void *buf, const size_t *cut,
+			      rt_dtype dt);
+	/* Non-blocking in-place sum (overlap of the gradient sync with the
+	 * backward): starts the all-reduce and returns a request; test()
+	 * sets *done (and lets the backend progress), wait() completes it;
+	 * both free the request once done.  Every member starts the
+	 * requests of one group in the same order.  NULL in a backend
+	 * without it. */
+	hexi_rc (*iallreduce_sum)(rt_group *g, void *buf, size_t count,
+				  rt_dtype dt, rt_req **req);
+	hexi_rc (*test)(rt_req *req, int *done);
+	hexi_rc (*wait)(rt_req *req);
 	/* Broadcast bytes from group member root (0..n-1). */
 	hexi_rc (*bcast)(rt_group *g, void *buf, size_t bytes, int root);
 	/* Point to point with a global peer rank; tag < 2^20. */
@@ -79,6 +107,11 @@ struct rt_comm {
 	/* cache of created groups, keyed by rank set (rt_comm_group_get) */
 	struct rt_group_entry *groups;
 	int ngroups, cap_groups;
+};
+
+/* Common head of every request object (backends embed it first). */
+struct rt_req {
+	int root; /* the group's first global rank, for messages */
 };
 
 /* Common head of every group object. */

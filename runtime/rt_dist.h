@@ -44,8 +44,8 @@ typedef struct rt_backend {
 } rt_backend;
 
 int rt_backend_count(void);
-const rt_backend *rt_backend_at(int i); /* NULL out of range */
-const rt_backend *rt_backend_default(void); /* the first row: mpi */
+const rt_backend *rt_backend_at(int i);		     /* NULL out of range */
+const rt_backend *rt_backend_default(void);	     /* the first row: mpi */
 const rt_backend *rt_backend_find(const char *name); /* NULL: unknown */
 const char *rt_backend_name(const rt_backend *b);
 /* opt: --backend (NULL/"": not given), env: $HEXISCALE_BACKEND.  The first
@@ -82,8 +82,8 @@ struct hexi_rt {
 	/* GPU backend: rt->comm stays the host (MPI/self) communicator for
 	 * control values (loss, stats, flags); gcomm carries device buffers. */
 	const rt_backend *backend; /* a registry row, never NULL */
-	struct rt_cuda *cuda; /* this rank's device context (nccl only) */
-	rt_comm *gcomm;	      /* NCCL communicator (nccl only) */
+	struct rt_cuda *cuda;	   /* this rank's device context (nccl only) */
+	rt_comm *gcomm;		   /* NCCL communicator (nccl only) */
 	/* watchdog (boot.c): exits the job if a step stalls */
 	double timeout_s;
 	pthread_t wd_thread;
@@ -92,7 +92,13 @@ struct hexi_rt {
 	pthread_cond_t wd_cond;
 	double wd_deadline; /* hexi_now_s() value, 0 = idle */
 	int wd_stop;
+	hexi_mem_stats mem; /* this rank's allocations (memacct.c) */
 };
+
+/* Count bytes allocated (> 0) or freed (< 0) of a kind on this rank (the
+ * memory report of hexitrain(1); any code that allocates for the trainer
+ * calls it).  memacct.c. */
+void rt_mem_count(hexi_rt *rt, hexi_mem_kind kind, double bytes);
 
 /* Arm (timeout from now) or disarm (0) the watchdog; no-op when off. */
 void rt_watchdog_arm(hexi_rt *rt, int on);
@@ -114,6 +120,8 @@ typedef struct rt_param_ref {
 	int row_begin, row_end; /* rows of the global tensor held here */
 	int64_t cols;		/* elements per row (1 for vectors) */
 	float *grad;		/* [(row_end-row_begin)*cols] */
+	float *w;		/* weights, same shape (sharded sync only) */
+	int decay;		/* AdamW weight decay applies (2-D tensors) */
 } rt_param_ref;
 
 typedef struct rt_sync rt_sync;
@@ -145,6 +153,56 @@ hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
  * batch.  Then *sumsq = squared global L2 norm, each element once (not
  * computed when sumsq is NULL). */
 hexi_rc rt_sync_run(rt_sync *s, double *sumsq);
+
+/* ---- sharded data parallelism (train.zero 1 and 2) ----------------------
+ * Collective over the sync's groups, after rt_sync_create (host memory
+ * only): every chunk held by more than one rank gets owners: the chunks of a
+ * bucket (one holder set), in bucket order, are cut at row boundaries into
+ * one contiguous range per member of about total/n elements.  rt_sync_run
+ * then reduce-scatters each bucket (each owner gets the sum of its range,
+ * same weighting as the all-reduce) and computes the norm from the owned
+ * ranges; rt_sync_step scales the owned gradient, updates the owned
+ * weights with the optimizer state that lives only there, and all-gathers
+ * the updated weights to every holder.  Chunks held by this rank alone are
+ * owned by it.  zero 2 keeps the summed gradient of the owned range only
+ * (doc/DECISIONS.md 75). */
+struct rt_adamw_opts;
+hexi_rc rt_sync_shard(rt_sync *s, int zero);
+int rt_sync_zero(const rt_sync *s); /* 0 when not sharded */
+/* After rt_sync_run: g *= scale on the owned ranges, then AdamW (ao, step)
+ * or SGD (ao NULL, lr) there, then the all-gather of the weights. */
+hexi_rc rt_sync_step(rt_sync *s, float scale, float lr,
+		     const struct rt_adamw_opts *ao, int step);
+/* The owned ranges (checkpoints): param index into the params[] given to
+ * rt_sync_create, global rows [row_begin, row_end) of it, and the AdamW
+ * moments of those rows ((row_end-row_begin)*cols floats each). */
+typedef struct rt_sync_seg {
+	int param;
+	int row_begin, row_end;
+	float *m, *v;
+} rt_sync_seg;
+int rt_sync_nsegs(const rt_sync *s);
+void rt_sync_seg_get(const rt_sync *s, int i, rt_sync_seg *out);
+/* Bytes of the sharded state of this rank: moments, owned gradients and
+ * the staging buffer. */
+size_t rt_sync_shard_bytes(const rt_sync *s);
+/* Elements this rank owns (0 when not sharded). */
+size_t rt_sync_owned(const rt_sync *s);
+/* Buckets reduce-scattered and gathered in place (no staging copy). */
+int rt_sync_flat(const rt_sync *s);
+
+/* ---- overlap of the sync with the backward (unsharded host sync) --------
+ * Collective setup: every bucket is cut into sub-buckets of at most cap
+ * elements (bounded buckets), ordered as the backward finishes them.
+ * rt_sync_ready(s, k) -- the backward has finished every tensor of layers
+ * >= k (rt_grad_hook) -- starts the non-blocking all-reduce of every
+ * sub-bucket it completed and polls those in flight; rt_sync_run then
+ * waits for them (starting any not started), unpacks and takes the norm.
+ * No-op for a sharded or device sync or a backend without iallreduce. */
+hexi_rc rt_sync_overlap(rt_sync *s, size_t cap);
+int rt_sync_overlapped(const rt_sync *s);
+hexi_rc rt_sync_ready(rt_sync *s, int layer);
+
 /* Bytes this rank all-reduces per step, and the number of groups used. */
 size_t rt_sync_bytes(const rt_sync *s);
 int rt_sync_ngroups(const rt_sync *s);

@@ -57,6 +57,11 @@ typedef struct rt_model_config {
 	int max_batch;	      /* micro-batch size B (upper bound) */
 	int seq;	      /* T; 0 means model.seq_len */
 	uint64_t seed;	      /* initialisation seed (rt_init_tensor) */
+	int recompute;	      /* 1: a slot keeps only each layer's input;
+				 the backward recomputes the layer's
+				 forward, one layer at a time */
+	int no_moments;	      /* 1: no AdamW moments here (train.zero > 0:
+				 the sync's owners keep them) */
 } rt_model_config;
 
 /* One parameter tensor (or its TP shard) of the shard. */
@@ -94,6 +99,8 @@ const rt_model_config *rt_model_get_config(const rt_model *m);
  *                  which then differentiates grad_scale * loss_sum.
  * Inputs are copied; the slot stays busy until rt_model_backward(slot) or
  * rt_model_release(slot).  Calls tp->allreduce_sum twice per layer.
+ * With cfg.recompute the slot keeps only each layer's input (and the
+ * head's activations); the numbers are bit-identical to a run without.
  */
 hexi_rc rt_model_forward(rt_model *m, int slot, int B, const int *tokens,
 			 const float *x_in, float *x_out, const int *targets,
@@ -104,7 +111,10 @@ hexi_rc rt_model_forward(rt_model *m, int slot, int B, const int *tokens,
  *   non-last stage:  dy (B,T,C) gradient of the stage output; last: NULL
  *   non-first stage: dx (B,T,C) receives the gradient of x_in; first: NULL
  * Parameter gradients ACCUMULATE into every param's g across micro-batches
- * until rt_model_zero_grad().  Calls tp->allreduce_sum twice per layer.
+ * until rt_model_zero_grad().  Calls tp->allreduce_sum twice per layer;
+ * with cfg.recompute it first recomputes each layer's forward up to the
+ * SwiGLU output (one more all-reduce per layer, the attention output's;
+ * the w_down projection's output is not needed by the backward).
  */
 hexi_rc rt_model_backward(rt_model *m, int slot, const float *dy, float *dx);
 
@@ -129,6 +139,15 @@ size_t rt_model_numel(const rt_model *m);
  * counting elementwise ops); for throughput and MFU reports. */
 double rt_model_flops(const rt_model *m, int B);
 
+/* Bytes the shard allocated, by what they hold (the memory report of
+ * hexitrain(1)).  acts: the slots (with recompute: each layer's input per
+ * slot) plus the one layer's activations a recomputed backward rebuilds;
+ * work: backward scratch, logits, token buffers. */
+typedef struct rt_model_mem {
+	size_t params, grads, optim, acts, work;
+} rt_model_mem;
+void rt_model_mem_bytes(const rt_model *m, rt_model_mem *out);
+
 /* Re-initialise all weights from seed (as at create); zero g, m, v. */
 void rt_model_init_weights(rt_model *m, uint64_t seed);
 
@@ -138,6 +157,20 @@ typedef struct rt_adamw_opts {
 	float lr, beta1, beta2, eps, weight_decay;
 } rt_adamw_opts;
 
+/* Called by rt_model_backward as the gradients of a backward become
+ * complete: with the model's layer count L after the head (final_norm,
+ * lm_head), with global layer index l after layer l, with -1 after the
+ * embedding; so after a call with k every tensor of layers >= k (head = L,
+ * embedding = -1) has this backward's contribution.  An error ends the
+ * backward.  The trainer uses it to start the gradient sync of finished
+ * chunks during the last micro-batch's backward (overlap, sync.c). */
+typedef hexi_rc (*rt_grad_hook)(void *ctx, int layer);
+void rt_model_set_grad_hook(rt_model *m, rt_grad_hook fn, void *ctx);
+
+/* Free the AdamW moments of every parameter (m, v become NULL): the
+ * sharded optimizer (train.zero > 0, sync.c) keeps its own. */
+void rt_model_drop_moments(rt_model *m);
+
 /* lr 1e-3, betas 0.9/0.95, eps 1e-8, weight_decay 0.0 */
 void rt_adamw_defaults(rt_adamw_opts *o);
 
@@ -146,6 +179,11 @@ void rt_adamw_defaults(rt_adamw_opts *o);
  *   w -= lr * (mhat / (sqrt(vhat) + eps) + decay * wd * w)
  * with bias correction for step (1-based) and decay 0 or 1. */
 void rt_param_adamw(rt_param *p, const rt_adamw_opts *o, int step, int decay);
+/* The same update over n elements of separate arrays (the sharded
+ * optimizer of sync.c), and the option check of rt_model_adamw. */
+void rt_adamw_span(float *w, const float *g, float *m, float *v, size_t n,
+		   const rt_adamw_opts *o, int step, int decay);
+hexi_rc rt_adamw_check(const rt_adamw_opts *o, int step);
 /* AdamW over every parameter of the shard; weight decay on 2-D tensors only
  * (norm weights are not decayed).  HEXI_ERR_INVAL on bad step/opts. */
 hexi_rc rt_model_adamw(rt_model *m, const rt_adamw_opts *o, int step);

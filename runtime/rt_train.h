@@ -44,6 +44,7 @@ struct hexi_trainer {
 	double tp_s;	/* TP all-reduce time of the current step */
 	void *pin, *pout; /* CPU path: pipeline activation buffers */
 	size_t act_bytes;
+	int bwd_last;	  /* the backward running is the step's last */
 	rt_gtrain *gpu; /* nccl backend: the model on this rank's GPU; model
 			   and sync are then NULL */
 };
@@ -64,6 +65,10 @@ void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg);
  * weights and the AdamW moments); store uploads a
  * staged parameter's weights (and moments) back (no-op on the CPU). */
 int rt_train_nparams(const hexi_trainer *t);
+/* Count a stage shard's allocations (rt_model_mem) on rt (memacct). */
+void rt_train_count_model(hexi_rt *rt, const rt_model_mem *mm);
+/* train.zero: shard t->sync (after it is created; collective). */
+hexi_rc rt_train_shard(hexi_trainer *t);
 hexi_rc rt_train_param_host(hexi_trainer *t, int i, int fetch, rt_param **p);
 hexi_rc rt_train_param_store(hexi_trainer *t, int i, int moments);
 

@@ -24,17 +24,34 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rt_dist.h"
+#include "rt_model.h"
 
 typedef struct sync_piece {
 	float *grad;	/* first element of the chunk in the local shard */
 	size_t count;	/* elements */
 	int contribute; /* 1: add my values, 0: add zeros */
 	int count_norm; /* 1: this rank counts the chunk in the norm */
+	float *w;	/* weights of the chunk in the local shard */
+	int param;	/* index into the params[] of rt_sync_create */
+	int row_begin;	/* global first row of the chunk */
+	int64_t cols;
+	int decay;
+	int key; /* ready after the backward's hook call with this value or
+		    lower: layer index, embedding -1, head L (overlap) */
 } sync_piece;
+
+/* Sharded sync: the rows of one piece this rank owns and updates. */
+typedef struct sync_seg {
+	float *w, *g; /* weights and summed gradient of the owned rows */
+	float *m, *v; /* AdamW moments (in rt_sync.mom) */
+	size_t count;
+	int param, row_begin, row_end, decay;
+} sync_seg;
 
 /* Pieces [first, first + n) of a bucket, back to back in memory on every
  * member; all-reduced in place when long enough (or the whole bucket). */
@@ -52,6 +69,13 @@ typedef struct sync_bucket {
 	sync_run *runs;
 	size_t packed; /* elements of the pieces outside runs (packed) */
 	char *in_run;  /* [npieces] 1: the piece is in an in-place run */
+	/* sharded (zero > 0): member i owns bucket elements [cut[i],
+	 * cut[i+1]); blocks of blk elements per member in the staging buffer */
+	size_t *cut; /* [n+1] */
+	int flat;    /* gradients and weights of the bucket back to back on
+			every member: reduce-scatter and all-gather in place */
+	size_t blk;
+	float *own; /* [blk] the summed gradient of my range */
 } sync_bucket;
 
 /* A contiguous run at least this long (elements, 1 MiB) is all-reduced in
@@ -63,14 +87,37 @@ typedef struct sync_bucket {
 
 struct rt_sync {
 	hexi_rt *rt;
-	rt_comm *comm;		 /* where the chunk groups live */
-	const rt_mem_ops *mem;	 /* NULL: host memory */
+	rt_comm *comm;	       /* where the chunk groups live */
+	const rt_mem_ops *mem; /* NULL: host memory */
 	int nb;
 	sync_bucket *b;	  /* buckets with more than one member */
 	sync_bucket solo; /* chunks held by this rank alone (norm only) */
 	float *buf;	  /* [max bucket total] */
 	size_t bufcap;
+	int zero; /* 0: all-reduce; 1, 2: sharded */
+	int nseg;
+	sync_seg *seg; /* owned rows, bucket order, then solo pieces */
+	float *mom;    /* [2 * owned elements] moments of the segments */
+	size_t owned;
+	/* overlap (rt_sync_overlap): bounded sub-buckets in launch order */
+	int nsub;
+	struct sync_sub *sub;
+	float *obuf; /* staging of the packed sub-buckets, each its own part */
+	int next;    /* first sub not started yet */
 };
+
+/* Overlap: elements [e0, e1) of a bucket (bucket order), at most the cap,
+ * all-reduced with a non-blocking collective as soon as every piece they
+ * touch is final (the watermark of the backward reached key). */
+typedef struct sync_sub {
+	sync_bucket *b;
+	size_t e0, e1;
+	int key;      /* min key of the pieces touched */
+	int inplace;  /* contiguous in memory on every member */
+	float *stage; /* packed: its part of obuf */
+	rt_req *req;
+	int state; /* 0 idle, 1 in flight, 2 done */
+} sync_sub;
 
 static hexi_rc bucket_add(sync_bucket *b, const sync_piece *p)
 {
@@ -171,7 +218,20 @@ static int lowest_of_pipeline(const hexi_rt *rt, const int *pipe_of,
 	return 0;
 }
 
-static hexi_rc add_chunk(rt_sync *s, const rt_param_ref *pr,
+/* The backward order of a tensor: layers.N.* -> N, the embedding -1,
+ * the head (final_norm, lm_head) L. */
+static int piece_key(const char *name, int L)
+{
+	int n = 0;
+
+	if (strncmp(name, "embed", 5) == 0)
+		return -1;
+	if (sscanf(name, "layers.%d.", &n) == 1)
+		return n;
+	return L;
+}
+
+static hexi_rc add_chunk(rt_sync *s, const rt_param_ref *pr, int param,
 			 const hexi_chunk *c, const int *pipe_of,
 			 size_t *covered)
 {
@@ -183,6 +243,14 @@ static hexi_rc add_chunk(rt_sync *s, const rt_param_ref *pr,
 	pc.count = (size_t)(c->row_end - c->row_begin) * pr->cols;
 	pc.contribute = lowest_of_pipeline(s->rt, pipe_of, c);
 	pc.count_norm = c->ranks[0] == s->rt->rank;
+	pc.w = pr->w != NULL
+		   ? pr->w + (size_t)(c->row_begin - pr->row_begin) * pr->cols
+		   : NULL;
+	pc.param = param;
+	pc.row_begin = c->row_begin;
+	pc.cols = pr->cols;
+	pc.decay = pr->decay;
+	pc.key = piece_key(pr->name, s->rt->plan->model.layers);
 	if (c->row_begin < pr->row_begin || c->row_end > pr->row_end)
 		return hexi_error(HEXI_ERR_INTERNAL,
 				  "rank %d: chunk rows [%d,%d) of %s outside "
@@ -262,7 +330,8 @@ static hexi_rc agree_inplace(rt_sync *s)
 			brk[k] = b->pieces[k].grad + b->pieces[k].count !=
 				 b->pieces[k + 1].grad;
 		/* host values: over the host communicator's group of the same
-		 * ranks (b->g may be an NCCL group, which needs device memory) */
+		 * ranks (b->g may be an NCCL group, which needs device memory)
+		 */
 		rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
 		if (rc == HEXI_OK)
 			rc = hg->comm->ops->allreduce_sum(
@@ -333,8 +402,8 @@ hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
 				       rt->rank, k, l->tensors[c->tensor].name);
 			goto out;
 		}
-		rc = add_chunk(s, &params[pidx[c->tensor]], c, pipe_of,
-			       &covered[pidx[c->tensor]]);
+		rc = add_chunk(s, &params[pidx[c->tensor]], pidx[c->tensor], c,
+			       pipe_of, &covered[pidx[c->tensor]]);
 		if (rc != HEXI_OK)
 			goto out;
 	}
@@ -360,6 +429,8 @@ hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
 				s->bufcap);
 		goto out;
 	}
+	rt_mem_count(rt, HEXI_MEM_COMM,
+		     sizeof(float) * (double)(s->bufcap ? s->bufcap : 1));
 	*out = s;
 	s = NULL;
 	rc = HEXI_OK;
@@ -495,20 +566,28 @@ static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
 					      sumsq != NULL && p->count_norm);
 			if (sumsq != NULL)
 				*sumsq += a;
-		} else if ((rc = mem_copy(s, p->grad, q, p->count)) != HEXI_OK ||
-			 (sumsq != NULL &&
-			  (rc = piece_sumsq(s, p, sumsq)) != HEXI_OK))
+		} else if ((rc = mem_copy(s, p->grad, q, p->count)) !=
+			       HEXI_OK ||
+			   (sumsq != NULL &&
+			    (rc = piece_sumsq(s, p, sumsq)) != HEXI_OK))
 			return rc;
 		q += p->count;
 	}
 	return HEXI_OK;
 }
 
+static hexi_rc shard_run(rt_sync *s, double *sumsq);
+static hexi_rc overlap_finish(rt_sync *s, double *sumsq);
+
 hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 {
 	double acc = 0, dev = 0;
 	hexi_rc rc;
 
+	if (s->zero > 0)
+		return shard_run(s, sumsq);
+	if (s->nsub > 0)
+		return overlap_finish(s, sumsq);
 	for (int i = 0; i < s->nb; i++)
 		if ((rc = bucket_run(s, &s->b[i], sumsq ? &acc : NULL)) !=
 		    HEXI_OK)
@@ -554,7 +633,13 @@ void rt_sync_destroy(rt_sync *s)
 		free(s->b[i].pieces);
 		free(s->b[i].runs);
 		free(s->b[i].in_run);
+		free(s->b[i].cut);
+		free(s->b[i].own);
 	}
+	free(s->seg);
+	free(s->mom);
+	free(s->sub);
+	free(s->obuf);
 	free(s->b);
 	free(s->solo.pieces);
 	if (s->mem != NULL)
@@ -562,4 +647,646 @@ void rt_sync_destroy(rt_sync *s)
 	else
 		free(s->buf);
 	free(s);
+}
+
+/* ---- sharded data parallelism (zero 1, 2) -------------------------------- */
+
+/* Cut points of bucket b among its n members: member i's range ends at the
+ * first row boundary at or after (i+1)*total/n.  Pieces and their sizes are
+ * the same on every member, so every member computes the same cuts. */
+static hexi_rc bucket_cuts(sync_bucket *b)
+{
+	const int n = b->g->n;
+	size_t start = 0;
+	int k = 0;
+
+	b->cut = calloc((size_t)n + 1, sizeof(*b->cut));
+	if (b->cut == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "sync: owner cuts");
+	for (int i = 1; i < n; i++) {
+		size_t t = (size_t)((double)b->total * i / n);
+		size_t c;
+		while (k < b->npieces && start + b->pieces[k].count <= t)
+			start += b->pieces[k++].count;
+		if (k == b->npieces) {
+			c = b->total;
+		} else {
+			size_t cols = (size_t)b->pieces[k].cols;
+			c = start + (t - start + cols - 1) / cols * cols;
+		}
+		b->cut[i] = c > b->cut[i - 1] ? c : b->cut[i - 1];
+	}
+	b->cut[n] = b->total;
+	b->blk = 1;
+	for (int i = 0; i < n; i++)
+		if (b->cut[i + 1] - b->cut[i] > b->blk)
+			b->blk = b->cut[i + 1] - b->cut[i];
+	return HEXI_OK;
+}
+
+static hexi_rc seg_add(rt_sync *s, const sync_piece *p, size_t off,
+		       size_t count, float *g)
+{
+	sync_seg *sg = s->nseg > 0 ? &s->seg[s->nseg - 1] : NULL;
+	void *q;
+
+	/* the next rows of the same tensor, back to back in the weights and
+	 * the gradient: one range (one checkpoint slice) */
+	if (sg != NULL && sg->param == p->param &&
+	    sg->row_end == p->row_begin + (int)(off / (size_t)p->cols) &&
+	    sg->w + sg->count == p->w + off && sg->g + sg->count == g) {
+		sg->count += count;
+		sg->row_end += (int)(count / (size_t)p->cols);
+		s->owned += count;
+		return HEXI_OK;
+	}
+	q = realloc(s->seg, sizeof(*s->seg) * (size_t)(s->nseg + 1));
+	if (q == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "sync: owned ranges");
+	s->seg = q;
+	sg = &s->seg[s->nseg++];
+	sg->w = p->w + off;
+	sg->g = g;
+	sg->count = count;
+	sg->param = p->param;
+	sg->row_begin = p->row_begin + (int)(off / (size_t)p->cols);
+	sg->row_end = sg->row_begin + (int)(count / (size_t)p->cols);
+	sg->decay = p->decay;
+	sg->m = sg->v = NULL;
+	s->owned += count;
+	return HEXI_OK;
+}
+
+/* My owned rows of bucket b (their gradient lands in b->own). */
+static hexi_rc bucket_segs(rt_sync *s, sync_bucket *b)
+{
+	size_t lo = b->cut[b->g->me], hi = b->cut[b->g->me + 1], e = 0;
+	hexi_rc rc = HEXI_OK;
+
+	if ((b->own = calloc(b->blk, sizeof(float))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "sync: owned gradient");
+	for (int k = 0; rc == HEXI_OK && k < b->npieces; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t a = e > lo ? e : lo;
+		size_t z = e + p->count < hi ? e + p->count : hi;
+		if (a < z)
+			rc = seg_add(s, p, a - e, z - a, b->own + (a - lo));
+		e += p->count;
+	}
+	return rc;
+}
+
+/* b->flat: every member has the bucket's gradients and weights back to
+ * back in memory and the backend has variable-count collectives. */
+static hexi_rc agree_flat(rt_sync *s, sync_bucket *b)
+{
+	const rt_comm_ops *ops = b->g->comm->ops;
+	rt_group *hg = NULL;
+	double bad =
+	    ops->reduce_scatterv_sum == NULL || ops->allgatherv == NULL;
+	hexi_rc rc;
+
+	for (int k = 0; k + 1 < b->npieces; k++)
+		if (b->pieces[k].grad + b->pieces[k].count !=
+			b->pieces[k + 1].grad ||
+		    b->pieces[k].w + b->pieces[k].count != b->pieces[k + 1].w)
+			bad = 1;
+	rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
+	if (rc == HEXI_OK)
+		rc = hg->comm->ops->allreduce_sum(hg, &bad, 1, RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "sync setup (zero)");
+	b->flat = bad == 0;
+	return HEXI_OK;
+}
+
+hexi_rc rt_sync_shard(rt_sync *s, int zero)
+{
+	size_t cap = 0;
+	hexi_rc rc = HEXI_OK;
+
+	if (zero < 0 || zero > 2)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "sync: zero stage %d is out of range 0..2",
+				  zero);
+	if (zero == 0 || s->zero > 0)
+		return HEXI_OK;
+	if (s->mem != NULL)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "sync: zero %d: the sharded optimizer runs "
+				  "on host memory only (the nccl backend's "
+				  "optimizer is on the device)",
+				  zero);
+	for (int i = 0; rc == HEXI_OK && i < s->nb; i++) {
+		sync_bucket *b = &s->b[i];
+		if (b->g->comm->ops->reduce_scatter_sum == NULL ||
+		    b->g->comm->ops->allgather == NULL)
+			return hexi_error(HEXI_ERR_UNSUPPORTED,
+					  "sync: zero %d: backend %s has no "
+					  "reduce-scatter",
+					  zero, b->g->comm->ops->name);
+		for (int k = 0; k < b->npieces; k++)
+			if (b->pieces[k].w == NULL)
+				return hexi_error(HEXI_ERR_INTERNAL,
+						  "sync: zero %d without "
+						  "weights",
+						  zero);
+		if ((rc = bucket_cuts(b)) == HEXI_OK)
+			rc = bucket_segs(s, b);
+		if (rc == HEXI_OK)
+			rc = agree_flat(s, b);
+		if (!b->flat && b->blk * (size_t)b->g->n > cap)
+			cap = b->blk * (size_t)b->g->n;
+	}
+	for (int k = 0; rc == HEXI_OK && k < s->solo.npieces; k++)
+		rc = seg_add(s, &s->solo.pieces[k], 0, s->solo.pieces[k].count,
+			     s->solo.pieces[k].grad);
+	if (rc != HEXI_OK)
+		return rc;
+	if ((s->mom = calloc(2 * s->owned + 1, sizeof(float))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM,
+				  "sync: moments of %zu elements", s->owned);
+	for (int i = 0, off = 0; i < s->nseg; i++) {
+		s->seg[i].m = s->mom + off;
+		s->seg[i].v = s->mom + s->owned + off;
+		off += (int)s->seg[i].count;
+	}
+	if (cap > s->bufcap) {
+		float *q = realloc(s->buf, sizeof(float) * cap);
+		if (q == NULL)
+			return hexi_error(HEXI_ERR_NOMEM,
+					  "sync: %zu-element buffer", cap);
+		s->buf = q;
+		s->bufcap = cap;
+	}
+	s->zero = zero;
+	return HEXI_OK;
+}
+
+int rt_sync_zero(const rt_sync *s)
+{
+	return s != NULL ? s->zero : 0;
+}
+
+/* Pack bucket b into the staging buffer, member i's range at block i
+ * (the tail of a shorter range zero), and reduce-scatter: my range's sum
+ * lands in b->own. */
+static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
+{
+	const int n = b->g->n;
+	size_t e = 0;
+	int mem = 0;
+	hexi_rc rc;
+
+	if (b->flat) { /* in place: the local gradient is not needed after */
+		for (int k = 0; k < b->npieces; k++)
+			if (!b->pieces[k].contribute)
+				memset(b->pieces[k].grad, 0,
+				       sizeof(float) * b->pieces[k].count);
+		rc = b->g->comm->ops->reduce_scatterv_sum(
+		    b->g, b->pieces[0].grad, b->own, b->cut, RT_F32);
+		goto done;
+	}
+	for (int k = 0; k < b->npieces; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t done = 0;
+		while (done < p->count) {
+			while (mem + 1 < n && b->cut[mem + 1] <= e + done)
+				mem++;
+			size_t lim = b->cut[mem + 1] - (e + done);
+			size_t take =
+			    p->count - done < lim ? p->count - done : lim;
+			float *dst = s->buf + (size_t)mem * b->blk +
+				     (e + done - b->cut[mem]);
+			if (p->contribute)
+				memcpy(dst, p->grad + done,
+				       sizeof(float) * take);
+			else
+				memset(dst, 0, sizeof(float) * take);
+			done += take;
+		}
+		e += p->count;
+	}
+	for (int i = 0; i < n; i++) {
+		size_t len = b->cut[i + 1] - b->cut[i];
+		memset(s->buf + (size_t)i * b->blk + len, 0,
+		       sizeof(float) * (b->blk - len));
+	}
+	rc = b->g->comm->ops->reduce_scatter_sum(b->g, s->buf, b->own, b->blk,
+						 RT_F32);
+done:
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc,
+					 "gradient reduce-scatter (%zu "
+					 "elements per member)",
+					 b->blk);
+	if (acc != NULL)
+		*acc +=
+		    sumsq_f32(b->own, b->cut[b->g->me + 1] - b->cut[b->g->me]);
+	return HEXI_OK;
+}
+
+static hexi_rc shard_run(rt_sync *s, double *sumsq)
+{
+	double acc = 0;
+	hexi_rc rc;
+
+	for (int i = 0; i < s->nb; i++)
+		if ((rc = shard_bucket(s, &s->b[i], sumsq ? &acc : NULL)) !=
+		    HEXI_OK)
+			return rc;
+	if (sumsq == NULL)
+		return HEXI_OK;
+	for (int i = 0; i < s->solo.npieces; i++)
+		acc +=
+		    sumsq_f32(s->solo.pieces[i].grad, s->solo.pieces[i].count);
+	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
+					     RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient norm");
+	*sumsq = acc;
+	return HEXI_OK;
+}
+
+/* The updated weights of every member's range back to every holder. */
+static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
+{
+	const int n = b->g->n, me = b->g->me;
+	size_t e = 0;
+	int mem = 0;
+	hexi_rc rc;
+
+	if (b->flat) { /* my range is in place already */
+		rc = b->g->comm->ops->allgatherv(b->g, b->pieces[0].w, b->cut,
+						 RT_F32);
+		return rc == HEXI_OK
+			   ? HEXI_OK
+			   : hexi_error_prefix(rc, "weight all-gather");
+	}
+	/* my range into my block */
+	for (int k = 0; k < b->npieces; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t lo = b->cut[me], hi = b->cut[me + 1];
+		size_t a = e > lo ? e : lo;
+		size_t z = e + p->count < hi ? e + p->count : hi;
+		if (a < z)
+			memcpy(s->buf + (size_t)me * b->blk + (a - lo),
+			       p->w + (a - e), sizeof(float) * (z - a));
+		e += p->count;
+	}
+	rc = b->g->comm->ops->allgather(b->g, s->buf, b->blk, RT_F32);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc,
+					 "weight all-gather (%zu elements "
+					 "per member)",
+					 b->blk);
+	e = 0;
+	for (int k = 0; k < b->npieces; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t done = 0;
+		while (done < p->count) {
+			while (mem + 1 < n && b->cut[mem + 1] <= e + done)
+				mem++;
+			size_t lim = b->cut[mem + 1] - (e + done);
+			size_t take =
+			    p->count - done < lim ? p->count - done : lim;
+			if (mem != me)
+				memcpy(p->w + done,
+				       s->buf + (size_t)mem * b->blk +
+					   (e + done - b->cut[mem]),
+				       sizeof(float) * take);
+			done += take;
+		}
+		e += p->count;
+	}
+	return HEXI_OK;
+}
+
+hexi_rc rt_sync_step(rt_sync *s, float scale, float lr,
+		     const struct rt_adamw_opts *ao, int step)
+{
+	hexi_rc rc;
+
+	if (s->zero == 0)
+		return hexi_error(HEXI_ERR_INTERNAL, "sync: step unsharded");
+	if (ao != NULL && (rc = rt_adamw_check(ao, step)) != HEXI_OK)
+		return rc;
+	for (int i = 0; i < s->nseg; i++) {
+		sync_seg *g = &s->seg[i];
+		if (scale != 1.0f)
+			for (size_t j = 0; j < g->count; j++)
+				g->g[j] *= scale;
+		if (ao != NULL)
+			rt_adamw_span(g->w, g->g, g->m, g->v, g->count, ao,
+				      step, g->decay);
+		else
+			for (size_t j = 0; j < g->count; j++)
+				g->w[j] -= lr * g->g[j];
+	}
+	for (int i = 0; i < s->nb; i++)
+		if ((rc = gather_weights(s, &s->b[i])) != HEXI_OK)
+			return rc;
+	return HEXI_OK;
+}
+
+int rt_sync_nsegs(const rt_sync *s)
+{
+	return s != NULL && s->zero > 0 ? s->nseg : 0;
+}
+
+void rt_sync_seg_get(const rt_sync *s, int i, rt_sync_seg *out)
+{
+	const sync_seg *g = &s->seg[i];
+
+	out->param = g->param;
+	out->row_begin = g->row_begin;
+	out->row_end = g->row_end;
+	out->m = g->m;
+	out->v = g->v;
+}
+
+int rt_sync_flat(const rt_sync *s)
+{
+	int n = 0;
+
+	for (int i = 0; s->zero > 0 && i < s->nb; i++)
+		n += s->b[i].flat;
+	return n;
+}
+
+size_t rt_sync_owned(const rt_sync *s)
+{
+	return s->zero > 0 ? s->owned : 0;
+}
+
+size_t rt_sync_shard_bytes(const rt_sync *s)
+{
+	size_t n = 2 * s->owned + s->bufcap;
+
+	for (int i = 0; i < s->nb; i++)
+		n += s->b[i].blk;
+	return s->zero > 0 ? n * sizeof(float) : 0;
+}
+
+/* ---- overlap: bounded buckets started during the backward ---------------- */
+
+/* Calls fn(piece, offset in piece, count, offset in the sub) for every
+ * piece part inside elements [e0, e1) of bucket b. */
+typedef hexi_rc (*part_fn)(rt_sync *s, const sync_piece *p, size_t off,
+			   size_t n, size_t at, void *arg);
+
+static hexi_rc sub_parts(rt_sync *s, const sync_sub *u, part_fn fn, void *arg)
+{
+	const sync_bucket *b = u->b;
+	size_t e = 0;
+	hexi_rc rc = HEXI_OK;
+
+	for (int k = 0; rc == HEXI_OK && k < b->npieces && e < u->e1; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t a = e > u->e0 ? e : u->e0;
+		size_t z = e + p->count < u->e1 ? e + p->count : u->e1;
+		if (a < z)
+			rc = fn(s, p, a - e, z - a, a - u->e0, arg);
+		e += p->count;
+	}
+	return rc;
+}
+
+typedef struct sub_scan {
+	int key;
+	const float *next; /* where the next part must start to be contiguous */
+	int contig;
+	const float *first;
+} sub_scan;
+
+static hexi_rc scan_part(rt_sync *s, const sync_piece *p, size_t off, size_t n,
+			 size_t at, void *arg)
+{
+	sub_scan *c = arg;
+
+	(void)s;
+	if (at == 0) {
+		c->first = p->grad + off;
+		c->key = p->key;
+	} else if (c->next != p->grad + off) {
+		c->contig = 0;
+	}
+	if (p->key < c->key)
+		c->key = p->key;
+	c->next = p->grad + off + n;
+	return HEXI_OK;
+}
+
+static int cmp_sub(const void *x, const void *y)
+{
+	const sync_sub *a = x, *b = y;
+
+	if (a->key != b->key)
+		return a->key > b->key ? -1 : 1; /* finished first */
+	if (a->b != b->b)
+		return a->b < b->b ? -1 : 1;
+	return a->e0 > b->e0 ? -1 : a->e0 < b->e0; /* later elements first */
+}
+
+/* Sub-buckets of every bucket, their contiguity agreed over the members
+ * (host group of the same ranks), in launch order. */
+hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
+{
+	double *flag = NULL;
+	size_t packed = 0;
+	int n = 0;
+	hexi_rc rc = HEXI_OK;
+
+	if (s->zero > 0 || s->mem != NULL || s->nb == 0)
+		return HEXI_OK; /* sharded / device sync: not overlapped */
+	if (cap < 1)
+		cap = 1;
+	for (int i = 0; i < s->nb; i++) {
+		if (s->b[i].g->comm->ops->iallreduce_sum == NULL)
+			return HEXI_OK;
+		n += (int)((s->b[i].total + cap - 1) / cap);
+	}
+	s->sub = calloc((size_t)n, sizeof(*s->sub));
+	flag = calloc((size_t)n, sizeof(*flag));
+	if (s->sub == NULL || flag == NULL) {
+		rc = hexi_error(HEXI_ERR_NOMEM, "sync: %d buckets", n);
+		goto out;
+	}
+	n = 0;
+	for (int i = 0; rc == HEXI_OK && i < s->nb; i++) {
+		sync_bucket *b = &s->b[i];
+		rt_group *hg = NULL;
+		int n0 = n;
+		for (size_t e = 0; e < b->total; e += cap) {
+			sync_sub *u = &s->sub[n];
+			sub_scan c = {.contig = 1};
+			u->b = b;
+			u->e0 = e;
+			u->e1 = e + cap < b->total ? e + cap : b->total;
+			sub_parts(s, u, scan_part, &c);
+			u->key = c.key;
+			flag[n++] = !c.contig;
+		}
+		rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
+		if (rc == HEXI_OK)
+			rc = hg->comm->ops->allreduce_sum(
+			    hg, flag + n0, (size_t)(n - n0), RT_F64);
+		for (int k = n0; k < n; k++)
+			s->sub[k].inplace = flag[k] == 0;
+	}
+	if (rc != HEXI_OK) {
+		rc = hexi_error_prefix(rc, "sync setup (overlap)");
+		goto out;
+	}
+	for (int k = 0; k < n; k++)
+		if (!s->sub[k].inplace)
+			packed += s->sub[k].e1 - s->sub[k].e0;
+	if ((s->obuf = malloc(sizeof(float) * (packed ? packed : 1))) == NULL) {
+		rc = hexi_error(HEXI_ERR_NOMEM, "sync: %zu-element buffer",
+				packed);
+		goto out;
+	}
+	packed = 0;
+	for (int k = 0; k < n; k++)
+		if (!s->sub[k].inplace) {
+			s->sub[k].stage = s->obuf + packed;
+			packed += s->sub[k].e1 - s->sub[k].e0;
+		}
+	/* the same order on every member: key, bucket (in creation order,
+	 * alike on the members), elements */
+	qsort(s->sub, (size_t)n, sizeof(*s->sub), cmp_sub);
+	s->nsub = n;
+out:
+	free(flag);
+	if (rc != HEXI_OK) {
+		free(s->sub);
+		s->sub = NULL;
+		free(s->obuf);
+		s->obuf = NULL;
+	}
+	return rc;
+}
+
+int rt_sync_overlapped(const rt_sync *s)
+{
+	return s != NULL && s->nsub > 0;
+}
+
+static hexi_rc pack_part(rt_sync *s, const sync_piece *p, size_t off, size_t n,
+			 size_t at, void *arg)
+{
+	sync_sub *u = arg;
+
+	(void)s;
+	if (u->inplace) {
+		if (!p->contribute)
+			memset(p->grad + off, 0, sizeof(float) * n);
+	} else if (p->contribute)
+		memcpy(u->stage + at, p->grad + off, sizeof(float) * n);
+	else
+		memset(u->stage + at, 0, sizeof(float) * n);
+	return HEXI_OK;
+}
+
+static hexi_rc sub_start(rt_sync *s, sync_sub *u)
+{
+	float *buf;
+	hexi_rc rc;
+
+	sub_parts(s, u, pack_part, u);
+	if (u->inplace) {
+		sub_scan c = {.contig = 1};
+		sub_parts(s, u, scan_part, &c);
+		buf = (float *)c.first;
+	} else
+		buf = u->stage;
+	rc = u->b->g->comm->ops->iallreduce_sum(u->b->g, buf, u->e1 - u->e0,
+						RT_F32, &u->req);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient sync (%zu elements)",
+					 u->e1 - u->e0);
+	u->state = 1;
+	return HEXI_OK;
+}
+
+/* Let the collectives in flight progress (MPI progresses inside calls). */
+static hexi_rc overlap_poll(rt_sync *s)
+{
+	for (int k = 0; k < s->next; k++) {
+		sync_sub *u = &s->sub[k];
+		int done = 0;
+		hexi_rc rc;
+		if (u->state != 1)
+			continue;
+		if ((rc = u->b->g->comm->ops->test(u->req, &done)) != HEXI_OK)
+			return hexi_error_prefix(rc, "gradient sync");
+		if (done) {
+			u->req = NULL;
+			u->state = 2;
+		}
+	}
+	return HEXI_OK;
+}
+
+hexi_rc rt_sync_ready(rt_sync *s, int layer)
+{
+	hexi_rc rc;
+
+	if (s == NULL || s->nsub == 0)
+		return HEXI_OK;
+	while (s->next < s->nsub && s->sub[s->next].key >= layer)
+		if ((rc = sub_start(s, &s->sub[s->next++])) != HEXI_OK)
+			return rc;
+	return overlap_poll(s);
+}
+
+static hexi_rc unpack_part(rt_sync *s, const sync_piece *p, size_t off,
+			   size_t n, size_t at, void *arg)
+{
+	sync_sub *u = ((void **)arg)[0];
+	double *acc = ((void **)arg)[1];
+	float *g = p->grad + off;
+
+	(void)s;
+	if (!u->inplace)
+		memcpy(g, u->stage + at, sizeof(float) * n);
+	if (acc != NULL && p->count_norm)
+		*acc += sumsq_f32(g, n);
+	return HEXI_OK;
+}
+
+/* Start what the backward did not (a stage that ran no hook), wait for
+ * every sub-bucket in launch order, unpack, norm. */
+static hexi_rc overlap_finish(rt_sync *s, double *sumsq)
+{
+	double acc = 0;
+	hexi_rc rc = HEXI_OK;
+
+	while (rc == HEXI_OK && s->next < s->nsub)
+		rc = sub_start(s, &s->sub[s->next++]);
+	for (int k = 0; k < s->nsub; k++) {
+		sync_sub *u = &s->sub[k];
+		void *arg[2] = {u, sumsq ? &acc : NULL};
+		if (u->state == 1) {
+			hexi_rc w = u->b->g->comm->ops->wait(u->req);
+			if (w != HEXI_OK && rc == HEXI_OK)
+				rc = hexi_error_prefix(w, "gradient sync");
+		}
+		u->req = NULL;
+		u->state = 0;
+		if (rc == HEXI_OK)
+			sub_parts(s, u, unpack_part, arg);
+	}
+	s->next = 0;
+	if (rc != HEXI_OK || sumsq == NULL)
+		return rc;
+	for (int i = 0; i < s->solo.npieces; i++)
+		acc +=
+		    sumsq_f32(s->solo.pieces[i].grad, s->solo.pieces[i].count);
+	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
+					     RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient norm");
+	*sumsq = acc;
+	return HEXI_OK;
 }

@@ -149,8 +149,35 @@ static hexi_rc stage_backward(void *arg, int mb, int slot, const void *dout,
 {
 	hexi_trainer *t = arg;
 
-	(void)mb;
+	/* 1F1B runs the backwards in micro-batch order: the last one
+	 * finishes the gradients, layer by layer (overlap_hook) */
+	t->bwd_last = mb == t->rt->role.micro_batches - 1;
 	return rt_model_backward(t->model, slot, dout, din);
+}
+
+/* rt_grad_hook: the last backward finished layers >= layer: start their
+ * gradient sync. */
+static hexi_rc overlap_hook(void *ctx, int layer)
+{
+	hexi_trainer *t = ctx;
+
+	return t->bwd_last ? rt_sync_ready(t->sync, layer) : HEXI_OK;
+}
+
+/* Overlap of the sync with the backward (unless --no-overlap): bounded
+ * buckets of HEXI_RT_SYNC_BUCKET elements (default 2^20, 4 MiB). */
+static hexi_rc setup_overlap(hexi_trainer *t)
+{
+	const char *e = getenv("HEXI_RT_SYNC_BUCKET");
+	long cap = e != NULL ? atol(e) : 0;
+	hexi_rc rc;
+
+	if (t->o.no_overlap)
+		return HEXI_OK;
+	rc = rt_sync_overlap(t->sync, cap > 0 ? (size_t)cap : (size_t)1 << 20);
+	if (rc == HEXI_OK && rt_sync_overlapped(t->sync))
+		rt_model_set_grad_hook(t->model, overlap_hook, t);
+	return rc;
 }
 
 /* ---- create -------------------------------------------------------------- */
@@ -171,15 +198,34 @@ void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg)
 	cfg->max_batch = t->mbs;
 	cfg->seq = t->T;
 	cfg->seed = t->o.seed;
+	cfg->recompute = r->recompute;
+	/* sharded optimizer state: the owners' slices live in the sync */
+	cfg->no_moments = r->zero > 0 && t->rt->plan->npipelines > 1;
+}
+
+void rt_train_count_model(hexi_rt *rt, const rt_model_mem *mm)
+{
+	rt_mem_count(rt, HEXI_MEM_PARAMS, (double)mm->params);
+	rt_mem_count(rt, HEXI_MEM_GRADS, (double)mm->grads);
+	rt_mem_count(rt, HEXI_MEM_OPTIM, (double)mm->optim);
+	rt_mem_count(rt, HEXI_MEM_ACTS, (double)mm->acts);
+	rt_mem_count(rt, HEXI_MEM_WORK, (double)mm->work);
 }
 
 static hexi_rc make_model(hexi_trainer *t)
 {
 	rt_model_config cfg;
 	rt_tp_comm tp = {.allreduce_sum = tp_allreduce, .ctx = t};
+	rt_model_mem mm;
+	hexi_rc rc;
 
 	rt_train_stage_config(t, &cfg);
-	return rt_model_create(&cfg, &tp, &t->model);
+	rc = rt_model_create(&cfg, &tp, &t->model);
+	if (rc == HEXI_OK) {
+		rt_model_mem_bytes(t->model, &mm);
+		rt_train_count_model(t->rt, &mm);
+	}
+	return rc;
 }
 
 static hexi_rc make_sync(hexi_trainer *t)
@@ -197,9 +243,15 @@ static hexi_rc make_sync(hexi_trainer *t)
 		refs[i].row_end = p->row_end;
 		refs[i].cols = p->shape[1] > 0 ? p->shape[1] : 1;
 		refs[i].grad = p->g;
+		refs[i].w = p->w;
+		refs[i].decay = p->ndim == 2;
 	}
 	rc = rt_sync_create(t->rt, t->rt->comm, NULL, refs, n, &t->sync);
 	free(refs);
+	if (rc == HEXI_OK)
+		rc = rt_train_shard(t);
+	if (rc == HEXI_OK)
+		rc = setup_overlap(t);
 	if (rc != HEXI_OK)
 		return rc;
 	/* the activation buffers of the pipeline (one micro-batch) */
@@ -210,6 +262,47 @@ static hexi_rc make_sync(hexi_trainer *t)
 		return hexi_error(HEXI_ERR_NOMEM,
 				  "rank %d: pipeline buffers of %zu bytes",
 				  t->rt->rank, t->act_bytes);
+	rt_mem_count(t->rt, HEXI_MEM_COMM, 2.0 * (double)t->act_bytes);
+	return HEXI_OK;
+}
+
+/* train.zero of the plan: sharded optimizer state (1) and gradients (2)
+ * over the DP replicas (sync.c); with one pipeline there is nothing to
+ * shard, said once (rank 0), and the run is a zero-0 run. */
+hexi_rc rt_train_shard(hexi_trainer *t)
+{
+	const hexi_rt *rt = t->rt;
+	int zero = rt->role.zero;
+	size_t held = 0;
+	hexi_rc rc;
+
+	if (zero == 0)
+		return HEXI_OK;
+	if (rt->plan->npipelines < 2) {
+		if (rt->rank == 0)
+			hexi_log(HEXI_LOG_INFO,
+				 "train.zero %d: the plan has one pipeline, "
+				 "no data-parallel replica to shard over; "
+				 "running unsharded (zero 0)",
+				 zero);
+		return HEXI_OK;
+	}
+	rc = rt_sync_shard(t->sync, zero);
+	if (rc != HEXI_OK)
+		return rc;
+	for (int i = 0; i < rt_model_nparams(t->model); i++)
+		held += rt_model_param(t->model, i)->n;
+	rt_model_drop_moments(t->model); /* none were allocated (no_moments) */
+	rt_mem_count(t->rt, HEXI_MEM_OPTIM,
+		     (double)rt_sync_shard_bytes(t->sync));
+	if (t->o.verbose)
+		hexi_log(HEXI_LOG_INFO,
+		 "rank %d: zero %d: owns %zu of the %zu parameter elements "
+		 "it holds; sharded state %zu bytes; %d of %d buckets in "
+		 "place",
+		 rt->rank, zero, rt_sync_owned(t->sync), held,
+		 rt_sync_shard_bytes(t->sync), rt_sync_flat(t->sync),
+		 rt_sync_ngroups(t->sync));
 	return HEXI_OK;
 }
 
@@ -279,6 +372,7 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 		return hexi_error(HEXI_ERR_NOMEM, "trainer");
 	t->rt = rt;
 	t->ops = &cpu_ops;
+	memset(&rt->mem, 0, sizeof(rt->mem)); /* peaks of this trainer */
 	t->o = *o;
 	t->o.data_path = NULL; /* not kept */
 	t->o.ckpt_dir = NULL;
@@ -293,6 +387,13 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 	if (rc == HEXI_OK && o->data_path != NULL)
 		rc = load_text(t, o->data_path);
 #ifdef RT_GPU
+	if (rc == HEXI_OK && rt->backend->device == RT_DEVICE_CUDA &&
+	    rt->role.zero > 0 && rt->plan->npipelines > 1)
+		rc = hexi_error(HEXI_ERR_UNSUPPORTED,
+				"train.zero %d: the nccl backend does not "
+				"shard the optimizer yet (its AdamW runs on "
+				"the device); use zero 0 or the mpi backend",
+				rt->role.zero);
 	if (rc == HEXI_OK && rt->backend->device == RT_DEVICE_CUDA) {
 		rc = rt_gtrain_create(t);
 		ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
@@ -350,6 +451,9 @@ void hexi_trainer_destroy(hexi_trainer *t)
 #ifdef RT_GPU
 	rt_gtrain_destroy(t->gpu);
 #endif
+	/* everything counted was this trainer's: nothing is held now */
+	memset(t->rt->mem.bytes, 0, sizeof(t->rt->mem.bytes));
+	t->rt->mem.total_bytes = 0;
 	rt_sync_destroy(t->sync);
 	rt_model_destroy(t->model);
 	free(t->pin);
@@ -429,6 +533,41 @@ static hexi_rc optimizer_step(hexi_trainer *t)
 	return t->ops->adamw(t, &ao, (int)t->opt_step);
 }
 
+/* Clipping (scale to the global norm) and the optimizer, every holder
+ * alike. */
+static hexi_rc unsharded_step(hexi_trainer *t, double norm)
+{
+	hexi_rc rc;
+
+	if (t->o.clip > 0 && norm > t->o.clip &&
+	    (rc = t->ops->grad_scale(t, (float)(t->o.clip / (norm + 1e-6)))) !=
+		HEXI_OK)
+		return rc;
+	return optimizer_step(t);
+}
+
+/* Clipping and the optimizer on the owned ranges (zero > 0), then the
+ * all-gather of the weights: the same arithmetic as grad_scale + the
+ * optimizer of an unsharded run. */
+static hexi_rc sharded_step(hexi_trainer *t, rt_sync *sync, double norm)
+{
+	float scale = 1.0f;
+	rt_adamw_opts ao;
+
+	if (t->o.clip > 0 && norm > t->o.clip)
+		scale = (float)(t->o.clip / (norm + 1e-6));
+	if (t->o.optimizer == HEXI_OPT_SGD)
+		return rt_sync_step(sync, scale, (float)t->o.lr, NULL, 0);
+	rt_adamw_defaults(&ao);
+	ao.lr = (float)t->o.lr;
+	ao.beta1 = (float)t->o.beta1;
+	ao.beta2 = (float)t->o.beta2;
+	ao.eps = (float)t->o.eps;
+	ao.weight_decay = (float)t->o.weight_decay;
+	t->opt_step++;
+	return rt_sync_step(sync, scale, 0, &ao, (int)t->opt_step);
+}
+
 /* Global mean loss: last-stage leaders hold their pipeline's sum. */
 hexi_rc rt_train_global_loss(hexi_trainer *t, double loss_sum, double *loss)
 {
@@ -469,11 +608,11 @@ static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 		return rc;
 	t2 = hexi_now_s();
 	st->grad_norm = sqrt(sumsq);
-	if (t->o.clip > 0 && st->grad_norm > t->o.clip &&
-	    (rc = t->ops->grad_scale(
-		 t, (float)(t->o.clip / (st->grad_norm + 1e-6)))) != HEXI_OK)
-		return rc;
-	if ((rc = optimizer_step(t)) != HEXI_OK)
+	if (rt_sync_zero(sync) > 0)
+		rc = sharded_step(t, sync, st->grad_norm);
+	else
+		rc = unsharded_step(t, st->grad_norm);
+	if (rc != HEXI_OK)
 		return rc;
 	st->time_s = hexi_now_s() - t0;
 	st->dp_sync_s = t2 - t1;

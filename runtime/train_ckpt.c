@@ -8,6 +8,10 @@
  * is stored.  All ranks agree the files are complete, then rank 0 commits.
  * Resume: each rank reads exactly the rows of its own shards, whatever plan
  * wrote the checkpoint; the step and the AdamW step come from the metadata.
+ * Sharded runs (train.zero > 0): the moments live only on their owners, so
+ * each owner writes (and reads back) the rows it owns as slices of
+ * "opt.m.NAME"/"opt.v.NAME" (rt_sync_seg_get), which cover every tensor
+ * exactly once as well; nothing passes through another rank.
  */
 #include "config.h"
 
@@ -39,7 +43,7 @@ static int my_shard(const hexi_rt *rt, const char *name,
 }
 
 static hexi_rc write_param(hexi_trainer *t, hexi_ckpt_writer *w,
-			   const rt_param *p)
+			   const rt_param *p, int moments)
 {
 	const hexi_tensor_layout *tl = NULL;
 	int k = my_shard(t->rt, p->name, &tl);
@@ -54,7 +58,7 @@ static hexi_rc write_param(hexi_trainer *t, hexi_ckpt_writer *w,
 		return HEXI_OK;
 	rc = hexi_ckpt_write_slice(w, p->name, p->ndim, p->shape, p->row_begin,
 				   p->row_end, p->w);
-	if (rc != HEXI_OK || t->o.optimizer != HEXI_OPT_ADAMW)
+	if (rc != HEXI_OK || !moments)
 		return rc;
 	snprintf(name, sizeof(name), "opt.m.%s", p->name);
 	rc = hexi_ckpt_write_slice(w, name, p->ndim, p->shape, p->row_begin,
@@ -64,6 +68,34 @@ static hexi_rc write_param(hexi_trainer *t, hexi_ckpt_writer *w,
 	snprintf(name, sizeof(name), "opt.v.%s", p->name);
 	return hexi_ckpt_write_slice(w, name, p->ndim, p->shape, p->row_begin,
 				     p->row_end, p->v);
+}
+
+/* Sharded moments: owner slices of "opt.m.NAME" / "opt.v.NAME". */
+static hexi_rc moment_slices(hexi_trainer *t, hexi_ckpt_writer *w,
+			     hexi_ckpt_reader *r)
+{
+	char name[HEXI_CKPT_NAME_MAX];
+	hexi_rc rc = HEXI_OK;
+
+	for (int i = 0; rc == HEXI_OK && i < rt_sync_nsegs(t->sync); i++) {
+		rt_sync_seg sg;
+		rt_param *p = NULL;
+		rt_sync_seg_get(t->sync, i, &sg);
+		if ((rc = rt_train_param_host(t, sg.param, 0, &p)) != HEXI_OK)
+			break;
+		for (int k = 0; rc == HEXI_OK && k < 2; k++) {
+			float *d = k == 0 ? sg.m : sg.v;
+			snprintf(name, sizeof(name), "opt.%c.%s", "mv"[k],
+				 p->name);
+			rc = w != NULL
+				 ? hexi_ckpt_write_slice(w, name, p->ndim,
+							 p->shape, sg.row_begin,
+							 sg.row_end, d)
+				 : hexi_ckpt_read_rows(r, name, sg.row_begin,
+						       sg.row_end, d);
+		}
+	}
+	return rc;
 }
 
 /* HEXI_CKPT_TIMING set: rank 0 prints the seconds of each save phase and
@@ -201,6 +233,8 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 {
 	hexi_ckpt_writer *w = NULL;
 	hexi_ckpt_meta meta;
+	const int adamw = t->o.optimizer == HEXI_OPT_ADAMW;
+	const int sharded = rt_sync_zero(t->sync) > 0;
 	char stage[HEXI_CKPT_STAGE_MAX];
 	double t0, t1, c0, c1;
 	hexi_rc rc;
@@ -218,11 +252,12 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 						 &w);
 	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
 		rt_param *p = NULL;
-		rc = rt_train_param_host(
-		    t, i, t->o.optimizer == HEXI_OPT_ADAMW ? 2 : 1, &p);
+		rc = rt_train_param_host(t, i, adamw && !sharded ? 2 : 1, &p);
 		if (rc == HEXI_OK)
-			rc = write_param(t, w, p);
+			rc = write_param(t, w, p, adamw && !sharded);
 	}
+	if (rc == HEXI_OK && adamw && sharded)
+		rc = moment_slices(t, w, NULL);
 	if (rc == HEXI_OK && t->rt->rank == 0)
 		rc = write_train_blob(t, w);
 	if (w != NULL) {
@@ -290,7 +325,7 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 	hexi_ckpt_open_opts oo;
 	hexi_ckpt_reader *r = NULL;
 	const hexi_ckpt_meta *m;
-	int moments;
+	int moments, sharded;
 	hexi_rc rc;
 
 	hexi_ckpt_open_opts_init(&oo);
@@ -300,15 +335,19 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 		return rc;
 	m = hexi_ckpt_reader_meta(r);
 	moments = t->o.optimizer == HEXI_OPT_ADAMW && m->opt_step > 0;
+	sharded = rt_sync_zero(t->sync) > 0;
 	check_train_blob(t, r);
 	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
 		rt_param *p = NULL;
 		rc = rt_train_param_host(t, i, 0, &p);
 		if (rc == HEXI_OK)
-			rc = read_param(r, p, moments);
+			rc = read_param(r, p, moments && !sharded);
 		if (rc == HEXI_OK)
-			rc = rt_train_param_store(t, i, moments);
+			rc = rt_train_param_store(t, i, moments && !sharded);
 	}
+	if (rc == HEXI_OK && moments && sharded &&
+	    (rc = moment_slices(t, NULL, r)) != HEXI_OK)
+		rc = hexi_error_prefix(rc, "resume AdamW moments");
 	if (rc == HEXI_OK) {
 		t->step = (int)m->step;
 		t->opt_step =

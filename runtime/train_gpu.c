@@ -115,6 +115,7 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 	rt_cuda_shard_cfg cfg;
 	rt_model_config mc;
 	rt_cuda_tp tp = {.allreduce_sum = tp_allreduce, .ctx = t};
+	rt_model_mem mm;
 	hexi_rc rc;
 
 	if (g == NULL)
@@ -145,6 +146,7 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 				  .B = mc.max_batch,
 				  .dt = g->dt,
 				  .seed = mc.seed,
+				  .recompute = mc.recompute,
 				  .init = {.tensor = rt_init_tensor,
 					   .std = rt_init_std}};
 	rc = rt_cuda_shard_create(rt->cuda, &cfg, mc.tp_size > 1 ? &tp : NULL,
@@ -152,6 +154,8 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: GPU stage (%s)",
 					 rt->rank, rt_cuda_dtype_name(g->dt));
+	rt_cuda_model_mem_bytes(g->m, &mm);
+	rt_train_count_model(rt, &mm);
 	g->act_bytes = rt_cuda_model_act_bytes(g->m);
 	if ((rc = rt_cuda_alloc(&g->in, g->act_bytes)) != HEXI_OK ||
 	    (rc = rt_cuda_alloc(&g->out, g->act_bytes)) != HEXI_OK ||
@@ -159,6 +163,8 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 		HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: pipeline buffers",
 					 rt->rank);
+	rt_mem_count(rt, HEXI_MEM_COMM, 2.0 * (double)g->act_bytes);
+	rt_mem_count(rt, HEXI_MEM_WORK, sizeof(double));
 	return HEXI_OK;
 }
 

@@ -247,10 +247,62 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 	}
 }
 
+/* Memory of a stage on the `cpu` type, counted from what the CPU runtime
+ * allocates (runtime/model.c, train.c; fp32, 4 bytes per element) for the
+ * TP rank with the largest share: per layer and slot the saved tensors
+ * (residual input, ln1, xmid, ln2: 4C; q, attention output: 2Hd; k, v:
+ * 2KVd; gate, up, SwiGLU: 3F; two rstd; the T x T softmax per head), or
+ * with recompute the layer input only plus one layer's tensors shared;
+ * per slot the stage output (last stage: its final norm, the
+ * probabilities (V) and tokens); once the backward scratch (3C + 2Hd +
+ * 2KVd + 3F per token, the logits, a T x T workspace) and the two
+ * pipeline buffers.  doc/COSTMODEL.md "Memory per GPU", CPU. */
+static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
+			       sched_scost *out)
+{
+	const hexi_model *m = &x->m;
+	const double C = m->hidden, T = m->seq_len, dh = C / m->heads;
+	const double V = m->vocab, e = 4.0, tok = (double)d->mb * T;
+	const double i = d->inflight, rc = x->t.recompute ? 1.0 : 0.0;
+	double params = 0, lx = 0, work = 0;
+
+	for (int r = 0; r < d->tp; r++) {
+		double fa = frac(m->kv_heads, d->tp, r);
+		double ff = frac(m->ffn, d->tp, r);
+		double hk = 2.0 * (m->heads + m->kv_heads) * dh * fa;
+		double p = layer_params(m, fa, ff);
+		double a = tok * (3.0 * C + 2.0 + hk + 3.0 * m->ffn * ff) +
+			   d->mb * m->heads * fa * T * T;
+		double w = tok * (3.0 * C + hk + 3.0 * m->ffn * ff) + T * T;
+		params = p > params ? p : params;
+		lx = a > lx ? a : lx;
+		work = w > work ? w : work;
+	}
+	out->mem_layer_b =
+	    params * x->t.bytes_per_param + e * i * (tok * C + (1.0 - rc) * lx);
+	/* per slot: the stage output, the last stage's head and targets;
+	 * with recompute one layer's tensors (+ the output buffer) once */
+	out->mem_fixed_b = x->t.reserve_gib * SCHED_GIB +
+			   e * (i * (d->last || !rc ? tok * C : 0.0) +
+				rc * (lx + (d->last ? 0 : tok * C))) +
+			   e * i * 2.0 * tok + e * (work + tok + 2.0 * tok * C);
+	if (d->first)
+		out->mem_fixed_b += V * C * x->t.bytes_per_param;
+	if (d->last)
+		out->mem_fixed_b += (V * C + C) * x->t.bytes_per_param +
+				    e * (i * tok * (C + 1.0 + V) + tok * V);
+	out->cap_b = group_min(x, d->dev, d->tp, 1);
+}
+
 static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 			   sched_scost *out)
 {
 	const hexi_model *m = &x->m;
+
+	if (x->dev[d->dev[0]].cpu) {
+		hexi_stage_mem_cpu(x, d, out);
+		return;
+	}
 	double C = m->hidden, T = m->seq_len, dh = C / m->heads;
 	double tok = (double)d->mb * T, ab = x->t.act_bytes;
 	double params = 0, acts = 0;

@@ -311,6 +311,9 @@ typedef struct rt_cuda_shard_cfg {
 	rt_cuda_dtype dt;
 	uint64_t seed;	   /* init.tensor's seed */
 	rt_cuda_init init; /* both functions required */
+	int recompute;	   /* 1: slots keep each layer's input only; the
+			      backward recomputes the layer
+			      (rt_model_config.recompute) */
 } rt_cuda_shard_cfg;
 
 /* One parameter (or its TP shard), device pointers. */
@@ -384,6 +387,11 @@ size_t rt_cuda_model_numel(const rt_cuda_model *m);
 double rt_cuda_model_flops(const rt_cuda_model *m);
 /* Bytes of one stage-boundary activation (B,T,C) in dt. */
 size_t rt_cuda_model_act_bytes(const rt_cuda_model *m);
+/* Device bytes the shard allocated, by what they hold (rt_model_mem of
+ * rt_model.h: params = fp32 master + dt copies, grads, optim = AdamW
+ * moments, acts = slots + the recompute layer, work = scratch). */
+struct rt_model_mem;
+void rt_cuda_model_mem_bytes(const rt_cuda_model *m, struct rt_model_mem *out);
 /* The attention the shard runs and why (rt_cuda_attn_pick's line, or why
  * cuDNN fell back), e.g. "cudnn (auto: bf16, sm_90, hs 128, cuDNN 91900)". */
 const char *rt_cuda_model_attention(const rt_cuda_model *m);

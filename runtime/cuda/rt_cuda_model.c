@@ -72,6 +72,12 @@ struct rt_cuda_model {
 	float *hlosses; /* host (B,T) */
 	void **allocs;	/* every device allocation, for destroy */
 	int nallocs, cap_allocs;
+	/* recompute: the layer every slot's backward rebuilds, and the
+	 * output buffer of a non-last stage */
+	gact ra;
+	void *xlast;
+	size_t *cur_cat;  /* into mem: where dalloc counts */
+	rt_model_mem mem; /* device bytes by what they hold */
 };
 
 #define CK(call)                                                               \
@@ -103,6 +109,8 @@ static hexi_rc track(rt_cuda_model *m, void *p)
 static hexi_rc dalloc(rt_cuda_model *m, void **p, size_t bytes)
 {
 	CK(rt_cuda_alloc(p, bytes ? bytes : 1));
+	if (m->cur_cat != NULL)
+		*m->cur_cat += bytes ? bytes : 1;
 	return track(m, *p);
 }
 
@@ -257,10 +265,14 @@ static hexi_rc params_init(rt_cuda_model *m)
 		if (m->p[i].n > maxn)
 			maxn = m->p[i].n;
 	}
+	m->cur_cat = &m->mem.params;
 	CK(dalloc(m, (void **)&m->master, m->padded * 4));
+	m->cur_cat = &m->mem.grads;
 	CK(dalloc(m, (void **)&m->g, m->padded * 4));
+	m->cur_cat = &m->mem.optim;
 	CK(dalloc(m, (void **)&m->mom, m->padded * 4));
 	CK(dalloc(m, (void **)&m->vel, m->padded * 4));
+	m->cur_cat = &m->mem.params;
 	host = malloc(maxn * sizeof(float));
 	if (host == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "GPU model: init buffer");
@@ -290,34 +302,52 @@ static hexi_rc params_init(rt_cuda_model *m)
 /* ---- activations ---------------------------------------------------------
  */
 
-static hexi_rc slot_init(rt_cuda_model *m, gslot *s)
+/* One layer's saved activations. */
+static hexi_rc gact_init(rt_cuda_model *m, gact *a)
 {
 	const size_t BT = (size_t)m->B * m->T, e = esz(m);
 	const size_t nC = BT * m->C * e, nQ = BT * m->qd * e,
 		     nK = BT * m->kvd * e, nF = BT * m->f * e;
 
+	CK(dalloc(m, &a->ln1, nC));
+	CK(dalloc(m, &a->q, nQ));
+	CK(dalloc(m, &a->k, nK));
+	CK(dalloc(m, &a->v, nK));
+	CK(dalloc(m, &a->y, nQ));
+	CK(dalloc(m, &a->xmid, nC));
+	CK(dalloc(m, &a->ln2, nC));
+	CK(dalloc(m, &a->gate, nF));
+	CK(dalloc(m, &a->up, nF));
+	CK(dalloc(m, &a->h, nF));
+	CK(dalloc(m, (void **)&a->rstd1, BT * 4));
+	CK(dalloc(m, (void **)&a->rstd2, BT * 4));
+	return dalloc(m, (void **)&a->lse, BT * m->nh * 4);
+}
+
+/* A slot: the residual stream and each layer's activations; with
+ * recompute only each layer's input (the output too on the last stage,
+ * the final norm's input), every a[l] being the shared m->ra. */
+static hexi_rc slot_init(rt_cuda_model *m, gslot *s)
+{
+	const size_t BT = (size_t)m->B * m->T, e = esz(m);
+	const size_t nC = BT * m->C * e;
+	const int rc = m->cfg.recompute;
+
 	s->xs = calloc((size_t)m->nl + 1, sizeof(*s->xs));
 	s->a = calloc((size_t)(m->nl ? m->nl : 1), sizeof(*s->a));
 	if (s->xs == NULL || s->a == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "GPU model: slot tables");
-	for (int l = 0; l <= m->nl; l++)
+	for (int l = 0; l < m->nl; l++)
 		CK(dalloc(m, &s->xs[l], nC));
+	if (!rc || m->cfg.has_head || m->nl == 0)
+		CK(dalloc(m, &s->xs[m->nl], nC));
+	else
+		s->xs[m->nl] = m->xlast;
 	for (int l = 0; l < m->nl; l++) {
-		gact *a = &s->a[l];
-
-		CK(dalloc(m, &a->ln1, nC));
-		CK(dalloc(m, &a->q, nQ));
-		CK(dalloc(m, &a->k, nK));
-		CK(dalloc(m, &a->v, nK));
-		CK(dalloc(m, &a->y, nQ));
-		CK(dalloc(m, &a->xmid, nC));
-		CK(dalloc(m, &a->ln2, nC));
-		CK(dalloc(m, &a->gate, nF));
-		CK(dalloc(m, &a->up, nF));
-		CK(dalloc(m, &a->h, nF));
-		CK(dalloc(m, (void **)&a->rstd1, BT * 4));
-		CK(dalloc(m, (void **)&a->rstd2, BT * 4));
-		CK(dalloc(m, (void **)&a->lse, BT * m->nh * 4));
+		if (rc)
+			s->a[l] = m->ra;
+		else
+			CK(gact_init(m, &s->a[l]));
 	}
 	if (m->cfg.has_embed)
 		CK(dalloc(m, (void **)&s->tokens, BT * sizeof(int)));
@@ -340,8 +370,15 @@ static hexi_rc acts_init(rt_cuda_model *m)
 	m->slots = calloc((size_t)m->cfg.max_slots, sizeof(*m->slots));
 	if (m->slots == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "GPU model: slots");
+	m->cur_cat = &m->mem.acts;
+	if (m->cfg.recompute && m->nl > 0) {
+		CK(gact_init(m, &m->ra));
+		if (!m->cfg.has_head)
+			CK(dalloc(m, &m->xlast, nC));
+	}
 	for (int i = 0; i < m->cfg.max_slots; i++)
 		CK(slot_init(m, &m->slots[i]));
+	m->cur_cat = &m->mem.work;
 	CK(dalloc(m, &m->dres, nC));
 	CK(dalloc(m, &m->dln, nC));
 	CK(dalloc(m, &m->tmp, nC));
@@ -355,6 +392,7 @@ static hexi_rc acts_init(rt_cuda_model *m)
 	CK(dalloc(m, (void **)&m->delta, BT * m->nh * 4));
 	CK(rt_cuda_rope_table_create(m->T, m->hs, RT_ROPE_THETA, &m->rope));
 	CK(track(m, m->rope));
+	m->mem.work += (size_t)m->T * (m->hs / 2) * 2 * sizeof(float);
 	if (m->cfg.tp_size > 1 && m->dt != RT_CUDA_F32)
 		CK(dalloc(m, (void **)&m->tpbuf, BT * m->C * 4));
 	if (m->cfg.has_head) {
@@ -540,6 +578,11 @@ size_t rt_cuda_model_act_bytes(const rt_cuda_model *m)
 	return (size_t)m->B * m->T * m->C * esz(m);
 }
 
+void rt_cuda_model_mem_bytes(const rt_cuda_model *m, rt_model_mem *out)
+{
+	*out = m->mem;
+}
+
 double rt_cuda_model_flops(const rt_cuda_model *m)
 {
 	const double BT = (double)m->B * m->T, C = m->C, T = m->T;
@@ -584,7 +627,8 @@ static hexi_rc tp_sum(rt_cuda_model *m, void *buf, size_t n, const char *what,
 	return HEXI_OK;
 }
 
-static hexi_rc block_forward(rt_cuda_model *m, int l, gslot *s)
+/* Attention half: xs[l] -> a->xmid. */
+static hexi_rc attn_half_forward(rt_cuda_model *m, int l, gslot *s)
 {
 	rt_cuda_param *w = lw(m, l);
 	gact *a = &s->a[l];
@@ -607,7 +651,19 @@ static hexi_rc block_forward(rt_cuda_model *m, int l, gslot *s)
 	CK(rt_cuda_matmul_tw_forward(m->cu, dt, m->tmp, a->y, w[W_O].w, BT,
 				     m->qd, C));
 	CK(tp_sum(m, m->tmp, nBTC, "attention output", l));
-	CK(rt_cuda_add(m->s, dt, a->xmid, x, m->tmp, nBTC));
+	return rt_cuda_add(m->s, dt, a->xmid, x, m->tmp, nBTC);
+}
+
+/* MLP half: a->xmid -> a->h, then (out != NULL) w_down, its TP sum and
+ * the residual into out; a recomputation stops at h (out NULL). */
+static hexi_rc mlp_half_forward(rt_cuda_model *m, int l, gslot *s, void *out)
+{
+	rt_cuda_param *w = lw(m, l);
+	gact *a = &s->a[l];
+	const int BT = m->B * m->T, C = m->C;
+	const size_t nBTC = (size_t)BT * C;
+	rt_cuda_dtype dt = m->dt;
+
 	CK(rt_cuda_rmsnorm_forward(m->s, dt, a->ln2, a->rstd2, a->xmid,
 				   w[W_MLP_NORM].w, BT, C, RT_NORM_EPS));
 	CK(rt_cuda_matmul_forward(m->cu, dt, a->gate, a->ln2, w[W_GATE].w, BT,
@@ -616,10 +672,28 @@ static hexi_rc block_forward(rt_cuda_model *m, int l, gslot *s)
 				  m->f));
 	CK(rt_cuda_swiglu_forward(m->s, dt, a->h, a->gate, a->up,
 				  (size_t)BT * m->f));
+	if (out == NULL)
+		return HEXI_OK;
 	CK(rt_cuda_matmul_tw_forward(m->cu, dt, m->tmp, a->h, w[W_DOWN].w, BT,
 				     m->f, C));
 	CK(tp_sum(m, m->tmp, nBTC, "mlp output", l));
-	return rt_cuda_add(m->s, dt, s->xs[l + 1], a->xmid, m->tmp, nBTC);
+	return rt_cuda_add(m->s, dt, out, a->xmid, m->tmp, nBTC);
+}
+
+static hexi_rc block_forward(rt_cuda_model *m, int l, gslot *s)
+{
+	CK(attn_half_forward(m, l, s));
+	return mlp_half_forward(m, l, s, s->xs[l + 1]);
+}
+
+/* Recompute: layer l's activations again from its input xs[l], by the
+ * same kernels on the same data (so the same bits). */
+static hexi_rc block_recompute(rt_cuda_model *m, int l, gslot *s)
+{
+	if (!m->cfg.recompute)
+		return HEXI_OK;
+	CK(attn_half_forward(m, l, s));
+	return mlp_half_forward(m, l, s, NULL);
 }
 
 /* Final norm, LM head, token losses (downloaded): *loss_sum = sum over
@@ -803,6 +877,7 @@ static hexi_rc backward_body(rt_cuda_model *m, gslot *s, const void *dy,
 	else
 		CK(rt_cuda_copy(m->s, m->dres, dy, nC));
 	for (int l = m->nl - 1; l >= 0; l--) {
+		CK(block_recompute(m, l, s));
 		CK(mlp_backward(m, l, s));
 		CK(attn_backward(m, l, s));
 	}

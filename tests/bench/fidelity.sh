@@ -202,7 +202,7 @@ echo "== plan and simulate"
 predicted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iteration_s"])' "$d/sim.json") ||
 	die "no iteration_s in the simulation"
 
-# (--no-recompute: hexitrain keeps every activation, it never recomputes.)
+# (--no-recompute: the plan says so, and hexitrain obeys the plan.)
 # 4. Measure: median step time after the first (warm-up) step.
 echo "== hexitrain, $steps steps"
 launch "$ranks" "$TRAIN" --backend mpi --plan "$d/plan.json" --steps "$steps" --json \

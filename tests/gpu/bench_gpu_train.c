@@ -149,6 +149,13 @@ int main(int argc, char **argv)
 	}
 	{
 		double per = t_total / (double)(a.steps - 1);
+		char attn[256];
+
+		/* the attention choice, safe inside a JSON string */
+		snprintf(attn, sizeof(attn), "%s", rt_cuda_model_attention(m));
+		for (char *c = attn; *c != '\0'; c++)
+			if (*c == '"' || *c == '\\' || (unsigned char)*c < 32)
+				*c = '\'';
 		double tps = (double)a.batch * md.seq_len / per;
 		double tflops = rt_cuda_model_flops(m) / per / 1e12;
 
@@ -156,12 +163,12 @@ int main(int argc, char **argv)
 		       "\"dtype\":\"%s\",\"batch\":%ld,\"seq\":%d,"
 		       "\"device\":\"%s\",\"gpu_type\":\"%s\","
 		       "\"tokens_per_s\":%.1f,\"tflops\":%.2f,"
-		       "\"peak_tflops\":%.2f,\"mfu\":%.4f,\"final_loss\":%.5f}"
-		       "\n",
+		       "\"peak_tflops\":%.2f,\"mfu\":%.4f,\"final_loss\":%.5f,"
+		       "\"attention\":\"%s\"}\n",
 		       md.name, rt_cuda_model_numel(m),
 		       rt_cuda_dtype_name(a.dt), a.batch, md.seq_len,
 		       rt_cuda_device_name(cu), type, tps, tflops, peak,
-		       peak > 0 ? tflops / peak : 0.0, loss);
+		       peak > 0 ? tflops / peak : 0.0, loss, attn);
 	}
 out:
 	if (rv != HEXI_OK)

@@ -39,7 +39,7 @@ for b in $bins; do
 		"$(grep -c -E 'libcudart|libjansson' "$tmp/ldd")" 0
 done
 LD_LIBRARY_PATH=$cuda_lib ldd "$B/scheduler/hexiplan" >"$tmp/ldd" 2>&1
-grep -q "libmetis.so.5 => $B/lib/" "$tmp/ldd" &&
+grep -q "libmetis.so.5 => $B/.*lib/libmetis.so.5" "$tmp/ldd" &&
 	pass "hexiplan loads the bundle's libmetis" || fail "hexiplan loads the bundle's libmetis"
 
 # device-check.sh from the bundle, no GPU here: probe, reason, exit 77, one
@@ -56,7 +56,7 @@ else
 fi
 grep -q '^bundle ' "$tmp/dc" && pass "the summary names the bundle" ||
 	fail "the summary names the bundle"
-! grep -q '^build ' "$tmp/dc" && pass "no build step from the bundle" ||
+grep -q '^build  *skipped' "$tmp/dc" && pass "no build step from the bundle" ||
 	fail "no build step from the bundle"
 expect_eq "one file in \$OUT" "$(ls "$tmp/out" | tr '\n' ' ')" "device-check.tar.gz "
 tar -xzf "$tmp/out/device-check.tar.gz" -C "$tmp/out" 2>/dev/null

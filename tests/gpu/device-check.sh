@@ -66,7 +66,9 @@ pack() {
 	tar -czf "$OUT/.device-check.tar.gz.tmp" -C "$work" . 2>/dev/null &&
 		mv -f "$OUT/.device-check.tar.gz.tmp" "$OUT/device-check.tar.gz"
 }
+step_pid=""
 on_exit() {
+	[ -z "$step_pid" ] || kill -TERM "$step_pid" 2>/dev/null
 	[ "$finished" = 1 ] || { summary_text running >"$work/SUMMARY.txt"; pack; }
 	rm -rf "$work"
 }
@@ -93,8 +95,13 @@ run() {
 		return 125
 	fi
 	[ "$limit" -le "$rem" ] || limit=$rem
-	timeout -k 5 "$limit" "$@" >"$work/$name.txt" 2>&1
+	# in the background and waited for, so a signal to this script runs
+	# its trap at once (on_exit stops the step, then packs the logs)
+	timeout -k 5 "$limit" "$@" >"$work/$name.txt" 2>&1 &
+	step_pid=$!
+	wait "$step_pid"
 	st=$?
+	step_pid=""
 	[ $st -ne 124 ] || echo "device-check: $name timed out after $limit s" >>"$work/$name.txt"
 	summary_text running >"$work/SUMMARY.txt"
 	pack
@@ -153,7 +160,10 @@ for l in nccl:libnccl.so.2 cublas:'libcublas.so.*' cublasLt:'libcublasLt.so.*' c
 	case ":$ldirs:" in *":$d:"*) ;; *) ldirs=${ldirs:+$ldirs:}$d ;; esac
 done
 export LD_LIBRARY_PATH=${ldirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-run probe 20 probe
+# timeout runs programs, not functions: the probe runs in a child bash
+export BUILD bundle work PY
+export -f probe
+run probe 20 bash -c probe
 gpu_name="" cc=""
 if command -v nvidia-smi >/dev/null 2>&1; then
 	gpu_name=$(timeout 5 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
@@ -201,6 +211,9 @@ if [ $st -eq 77 ]; then
 	note "reason" "no usable GPU: $(grep -m1 'SKIP' "$work/kernels.txt" | sed 's/^1..0 # SKIP //')"
 	finish 77
 fi
+# which attention test_kernels could compare: cuDNN's, or why not
+note "attention" "$(grep -m1 -E '^# attention: |SKIP cuDNN attention' "$work/kernels.txt" |
+	sed 's/^# attention: /cuDNN checked: /; s/^ok [0-9]* - # SKIP /not checked: /')"
 k_pass=$(grep -c '^ok ' "$work/kernels.txt")
 k_fail=$(grep -c '^not ok ' "$work/kernels.txt")
 if [ $st -eq 0 ]; then
@@ -285,7 +298,8 @@ import json, sys
 s = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
 print(f"{s['model']} ({s['params'] / 1e9:.2f}B params) {s['dtype']}, batch {s['batch']}x{s['seq']}: "
       f"{s['tokens_per_s']:.0f} tokens/s, {s['tflops']:.1f} TFLOP/s, "
-      f"MFU {100 * s['mfu']:.1f} % of {s['peak_tflops']:.1f} ({s['gpu_type']} catalog peak)")
+      f"MFU {100 * s['mfu']:.1f} % of {s['peak_tflops']:.1f} ({s['gpu_type']} catalog peak); "
+      f"attention {s.get('attention', '?')}")
 PY
 )"
 	else

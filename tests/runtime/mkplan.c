@@ -1,7 +1,8 @@
 /*
  * mkplan - write a hand-made asymmetric plan (test helper).
  *
- *   mkplan MODEL SPEC OUT.json
+ *   mkplan MODEL SPEC OUT.json [recompute=0|1] [zero=N] [reserve=GIB]
+ * [gpu=TYPE]
  *
  * SPEC lists pipelines separated by ';', each BATCH/MICROBATCHES:STAGES with
  * STAGES a comma list of TPxLAYERS, e.g. "8/4:2x3,1x5;4/1:4x8" (pipeline 0:
@@ -11,6 +12,10 @@
  * A stage written TPxLAYERS@N instead goes to node N of the 8-GPU Slurm test
  * cluster (tests/slurm/cluster.sh: n1 3 x a800, n2 3 x rtx4090, n3 2 x
  * rtx3090), its GPUs taken in order; then every stage must name a node.
+ * BATCH/MICROBATCHES+ or - sets that pipeline's own recompute (on, off);
+ * recompute= sets train.recompute (default 1), zero= train.zero, reserve=
+ * train.reserve_gib (default 2), gpu= the
+ * GPU type of the generated nodes (default a800; "cpu" for host runs).
  */
 #include "config.h"
 
@@ -27,7 +32,9 @@ typedef struct spec {
 	int np;
 	int batch[MAXP], mb[MAXP], ns[MAXP];
 	int tp[MAXP][MAXS], layers[MAXP][MAXS], node[MAXP][MAXS];
+	int rc[MAXP];	  /* hexi_recompute_mode of each pipeline */
 	int test_cluster; /* 1: stages placed with @N */
+	const char *gpu;  /* type of generated nodes */
 } spec;
 
 static int parse_spec(const char *s, spec *sp)
@@ -36,9 +43,14 @@ static int parse_spec(const char *s, spec *sp)
 	while (*s) {
 		int p = sp->np, n = 0;
 		if (p == MAXP ||
-		    sscanf(s, "%d/%d:%n", &sp->batch[p], &sp->mb[p], &n) != 2)
+		    sscanf(s, "%d/%d%n", &sp->batch[p], &sp->mb[p], &n) != 2)
 			return -1;
 		s += n;
+		if (*s == '+' || *s == '-')
+			sp->rc[p] = *s++ == '+' ? HEXI_RECOMPUTE_ON
+						: HEXI_RECOMPUTE_OFF;
+		if (*s++ != ':')
+			return -1;
 		for (;;) {
 			int k = sp->ns[p];
 			if (k == MAXS || sscanf(s, "%dx%d%n", &sp->tp[p][k],
@@ -101,7 +113,7 @@ static hexi_rc make_cluster(const spec *sp, hexi_cluster **out)
 		for (int s = 0; rc == HEXI_OK && s < sp->ns[p]; s++, k++) {
 			char name[32];
 			snprintf(name, sizeof(name), "n%d", k + 1);
-			rc = hexi_cluster_set_node(*out, k, name, "a800",
+			rc = hexi_cluster_set_node(*out, k, name, sp->gpu,
 						   sp->tp[p][s], NULL, 0);
 		}
 	if (rc == HEXI_OK) {
@@ -121,6 +133,7 @@ static hexi_rc fill(hexi_plan *pl, const spec *sp)
 		pp->nstages = sp->ns[p];
 		pp->batch = sp->batch[p];
 		pp->micro_batches = sp->mb[p];
+		pp->recompute = sp->rc[p];
 		pp->stages = calloc((size_t)pp->nstages, sizeof(hexi_stage));
 		if (pp->stages == NULL)
 			return HEXI_ERR_NOMEM;
@@ -148,6 +161,27 @@ static hexi_rc fill(hexi_plan *pl, const spec *sp)
 	return HEXI_OK;
 }
 
+/* KEY=VALUE arguments after OUT.json. */
+static int parse_keys(int n, char **kv, hexi_train *tr, spec *sp)
+{
+	sp->gpu = "a800";
+	for (int i = 0; i < n; i++) {
+		int v;
+		if (sscanf(kv[i], "recompute=%d", &v) == 1 && v >= 0 && v <= 1)
+			tr->recompute = v;
+		else if (sscanf(kv[i], "zero=%d", &v) == 1 && v >= 0)
+			tr->zero = v;
+		else if (sscanf(kv[i], "reserve=%lf", &tr->reserve_gib) == 1 &&
+			 tr->reserve_gib >= 0)
+			continue;
+		else if (strncmp(kv[i], "gpu=", 4) == 0 && kv[i][4])
+			sp->gpu = kv[i] + 4;
+		else
+			return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	hexi_cluster *c = NULL;
@@ -158,14 +192,17 @@ int main(int argc, char **argv)
 	char *json = NULL;
 	hexi_rc rc;
 
-	if (argc != 4 || parse_spec(argv[2], &sp) != 0) {
-		fprintf(stderr, "usage: mkplan MODEL SPEC OUT.json\n");
+	hexi_train_defaults(&tr);
+	if (argc < 4 || parse_spec(argv[2], &sp) != 0 ||
+	    parse_keys(argc - 4, argv + 4, &tr, &sp) != 0) {
+		fprintf(stderr,
+			"usage: mkplan MODEL SPEC OUT.json "
+			"[recompute=0|1] [zero=N] [reserve=GIB] [gpu=TYPE]\n");
 		return 2;
 	}
 	rc = hexi_model_load(argv[1], &m);
 	if (rc == HEXI_OK)
 		rc = make_cluster(&sp, &c);
-	hexi_train_defaults(&tr);
 	tr.global_batch = 0;
 	tr.micro_batch = 1 << 30;
 	for (int p = 0; p < sp.np; p++) {

@@ -2,7 +2,8 @@
  * test_model.c - the stage-shard model in one process: parameter table
  * against doc/LAYOUT.md, whole-model backward against finite differences of
  * the loss, pipeline split equal to the unsplit model, micro-batch gradient
- * accumulation, slots in flight, optimizers, synthetic data, bad input.
+ * accumulation, slots in flight, activation recompute, optimizers,
+ * synthetic data, bad input.
  */
 #include "config.h"
 
@@ -261,6 +262,112 @@ static void test_accumulate(void)
 	rt_model_destroy(b);
 }
 
+/* ---- activation recompute ----------------------------------------------- */
+
+/* One 1F1B-like step of a two-stage split of md with three slots in
+ * flight (F0 F1 F2 B0 F3... drained), then AdamW; losses summed. */
+static double split_steps(rt_model *s0, rt_model *s1, const hexi_model *md,
+			  int steps)
+{
+	const int B = 2, T = md->seq_len, C = md->hidden;
+	int tok[B * T], tgt[B * T];
+	float x[3][B * T * C], dx[B * T * C];
+	double loss = 0, l = 0;
+	rt_adamw_opts o;
+	hexi_rc rc = HEXI_OK;
+	rt_adamw_defaults(&o);
+	o.lr = 1e-2f;
+	for (int st = 0; st < steps && !rc; st++) {
+		rt_model_zero_grad(s0);
+		rt_model_zero_grad(s1);
+		for (int mb = 0; mb < 3 && !rc; mb++) {
+			batch(md, B, 100 * st + 2 * mb, tok, tgt);
+			rc = rt_model_forward(s0, mb, B, tok, NULL, x[mb], NULL,
+					      0, NULL);
+		}
+		for (int mb = 0; mb < 3 && !rc; mb++) {
+			batch(md, B, 100 * st + 2 * mb, tok, tgt);
+			rc = rt_model_forward(s1, 0, B, NULL, x[mb], NULL, tgt,
+					      1.0f / 6, &l);
+			loss += l;
+			rc = rc ? rc : rt_model_backward(s1, 0, NULL, dx);
+			rc = rc ? rc : rt_model_backward(s0, mb, dx, NULL);
+		}
+		rc = rc ? rc : rt_model_adamw(s0, &o, st + 1);
+		rc = rc ? rc : rt_model_adamw(s1, &o, st + 1);
+	}
+	if (rc)
+		tap_bail(hexi_errmsg(rc));
+	return loss;
+}
+
+static double param_diff(rt_model *m, rt_model *ref, int *bitwise)
+{
+	double worst = 0.0;
+	for (int i = 0; i < rt_model_nparams(m); i++) {
+		rt_param *p = rt_model_param(m, i), *q = rt_model_param(ref, i);
+		double d = rel_diff(p->w, q->w, p->n);
+		if (memcmp(p->w, q->w, p->n * sizeof(float)) != 0)
+			*bitwise = 0;
+		worst = d > worst ? d : worst;
+	}
+	return worst;
+}
+
+/* Recompute on vs off: the same losses and parameters (the recomputed
+ * forward makes the same calls, so the bits agree), less activation
+ * memory, for a first stage with three slots in flight and a last one. */
+static void test_recompute(void)
+{
+	hexi_model md = tiny(4, 16, 4, 2, 24, 11, 6);
+	rt_model *m[2][2];
+	rt_model_mem mem[2][2];
+	double loss[2];
+	for (int r = 0; r < 2; r++) {
+		rt_model_config c = whole(md, 3);
+		c.recompute = r;
+		c.layer_end = 3;
+		c.has_head = 0;
+		m[r][0] = make(&c);
+		c.max_slots = 1;
+		c.layer_begin = 3;
+		c.layer_end = md.layers;
+		c.has_embed = 0;
+		c.has_head = 1;
+		m[r][1] = make(&c);
+		loss[r] = split_steps(m[r][0], m[r][1], &md, 3);
+		rt_model_mem_bytes(m[r][0], &mem[r][0]);
+		rt_model_mem_bytes(m[r][1], &mem[r][1]);
+	}
+	int bitwise = 1;
+	double d = param_diff(m[1][0], m[0][0], &bitwise);
+	double d1 = param_diff(m[1][1], m[0][1], &bitwise);
+	d = d1 > d ? d1 : d;
+	double rl = fabs(loss[1] - loss[0]) / fabs(loss[0]);
+	ok(rl <= 1e-7, "recompute: same loss over 3 steps (%.12g vs %.12g)",
+	   loss[1], loss[0]);
+	ok(d <= 1e-7,
+	   "recompute: same parameters after 3 AdamW steps "
+	   "(rel %.1e, %s)",
+	   d, bitwise ? "bit-identical" : "not bit-identical");
+	/* stage 0: 3 slots of 3 layers -> 3 x 3 layer inputs + one layer's
+	 * activations; stage 1 keeps its input, output and head. */
+	const size_t BTC = (size_t)B_MAX * md.seq_len * md.hidden;
+	ok(mem[1][0].acts < mem[0][0].acts / 3 &&
+	       mem[1][0].acts >= 9 * BTC * sizeof(float),
+	   "recompute: stage 0 activations %zu bytes, without %zu",
+	   mem[1][0].acts, mem[0][0].acts);
+	ok(mem[1][0].params == mem[0][0].params &&
+	       mem[1][0].optim == 2 * mem[1][0].params &&
+	       mem[1][0].params == rt_model_numel(m[1][0]) * sizeof(float),
+	   "memory: params %zu, grads %zu, optimizer %zu bytes",
+	   mem[1][0].params, mem[1][0].grads, mem[1][0].optim);
+	for (int r = 0; r < 2; r++) {
+		rt_model_destroy(m[r][0]);
+		rt_model_destroy(m[r][1]);
+	}
+}
+
 /* ---- optimizers and training ------------------------------------------- */
 
 static void test_optim(void)
@@ -436,6 +543,7 @@ int main(void)
 	test_fd(4);
 	test_pipeline_split();
 	test_accumulate();
+	test_recompute();
 	test_optim();
 	test_data();
 	test_errors();
