@@ -133,7 +133,7 @@ hexi_rc hexi_read_file_ex(const char *path, size_t max_bytes, unsigned flags,
 			  char **out, size_t *len)
 {
 	hexi_rc rv;
-	struct stat st;
+	struct stat st = {0};
 	char *buf = NULL;
 	size_t size;
 	int fd = -1;
