@@ -18,6 +18,7 @@
 #include "hexi_ckpt.h"
 #include "hexi_sched.h"
 #include "ckpt_plan.h"
+#include "hf_llama.h"
 
 #define PROG "hexickpt"
 
@@ -26,6 +27,7 @@ typedef struct opts {
 	long step;
 	const char *plan, *out;
 	double tolerance;
+	const char *format, *dtype, *model, *name; /* export --format hf, import */
 } opts;
 
 static void usage(FILE *f)
@@ -39,13 +41,16 @@ static void usage(FILE *f)
 	    "  verify CKPT               every checksum, coverage, overlaps\n"
 	    "  reshard SRC --plan PLAN -o DST   rewrite for another plan\n"
 	    "  export SRC -o FILE        one HDF5 file of full tensors\n"
+	    "  export SRC --format hf -o DIR [--dtype fp32|bf16|fp16]\n"
+	    "                            Hugging Face Llama directory\n"
+	    "  import HF_DIR -o CKPT [--name NAME]\n"
+	    "                            HF Llama directory to a checkpoint\n"
 	    "  diff A B                  per-tensor max abs/rel difference\n"
 	    "  ls DIR                    checkpoints with step and state\n"
 	    "CKPT is a checkpoint directory (its latest commit) or a step "
 	    "directory.\n"
 	    "Options:\n"
-	    "  --json            machine-readable output (info, verify, diff, "
-	    "ls)\n"
+	    "  --json            machine-readable output (every command)\n"
 	    "  --step N          open step N instead of the latest\n"
 	    "  --plan PLAN       target plan file (reshard)\n"
 	    "  -o, --output P    output directory (reshard) or file (export)\n"
@@ -56,6 +61,11 @@ static void usage(FILE *f)
 	    "                    (no whole-file checksums)\n"
 	    "  --tolerance X     diff: differences <= X count as equal "
 	    "(default 0)\n"
+	    "  --format F        export: hdf5 (default) or hf\n"
+	    "  --dtype T         export --format hf: fp32 (default), bf16, "
+	    "fp16\n"
+	    "  --model M         export --format hf: model name or file\n"
+	    "  --name NAME       import: model name (default hf-DIRNAME)\n"
 	    "  -q, --quiet       no progress bar\n"
 	    "  -h, --help        this text\n"
 	    "  -V, --version     version\n");
@@ -316,6 +326,33 @@ static int cmd_verify(int argc, char **argv, const opts *o)
 
 /* ---- export ------------------------------------------------------------ */
 
+/* End of export and reshard: close r; on success say what was written
+ * (--json: the source's metadata plus command, output and target plan). */
+static int wrote(hexi_ckpt_reader *r, hexi_rc rc, const char *cmd,
+		 const opts *o, const char *plan)
+{
+	json_t *j = NULL;
+
+	if (rc == HEXI_OK && o->json) {
+		j = meta_json(r);
+		if (j != NULL) {
+			json_object_set_new(j, "command", json_string(cmd));
+			json_object_set_new(j, "output", json_string(o->out));
+			if (plan != NULL)
+				json_object_set_new(j, "target_plan",
+						    json_string(plan));
+		}
+	}
+	hexi_ckpt_close(r);
+	if (rc != HEXI_OK)
+		return fail(rc);
+	if (o->json)
+		return print_json(j);
+	if (!o->quiet)
+		fprintf(stderr, PROG ": wrote %s\n", o->out);
+	return 0;
+}
+
 static int cmd_export(int argc, char **argv, const opts *o)
 {
 	hexi_ckpt_reader *r = NULL;
@@ -323,13 +360,43 @@ static int cmd_export(int argc, char **argv, const opts *o)
 
 	if (argc != 1 || o->out == NULL)
 		return usage_error("export: expected SRC -o FILE", NULL);
-	if ((rc = open_ckpt(argv[0], o, 1, &r)) == HEXI_OK)
-		rc = hexi_ckpt_export(r, o->out, bar(o), NULL);
-	hexi_ckpt_close(r);
+	if (o->format != NULL && strcmp(o->format, "hf") != 0 &&
+	    strcmp(o->format, "hdf5") != 0)
+		return usage_error("--format: hdf5 or hf, not ", o->format);
+	if ((o->dtype != NULL || o->model != NULL) &&
+	    (o->format == NULL || strcmp(o->format, "hf") != 0))
+		return usage_error("--dtype and --model need --format hf", NULL);
+	if ((rc = open_ckpt(argv[0], o, 1, &r)) == HEXI_OK) {
+		if (o->format != NULL && strcmp(o->format, "hf") == 0) {
+			hexi_model m;
+			rc = hexi_hf_model_of(r, argv[0], o->model, &m);
+			if (rc == HEXI_OK)
+				rc = hexi_hf_export(r, &m, o->out,
+						    o->dtype ? o->dtype
+							     : "fp32");
+		} else {
+			rc = hexi_ckpt_export(r, o->out, bar(o), NULL);
+		}
+	}
+	return wrote(r, rc, "export", o, NULL);
+}
+
+/* ---- import (hf_llama.c) ---------------------------------------------- */
+
+static int cmd_import(int argc, char **argv, const opts *o)
+{
+	hexi_model m;
+	hexi_rc rc;
+
+	if (argc != 1 || o->out == NULL)
+		return usage_error("import: expected HF_DIR -o CKPT", NULL);
+	rc = hexi_hf_import(argv[0], o->out, o->name, &m);
 	if (rc != HEXI_OK)
 		return fail(rc);
 	if (!o->quiet)
-		fprintf(stderr, PROG ": wrote %s\n", o->out);
+		fprintf(stderr,
+			PROG ": wrote %s (step 0, model %s: %s/model.json)\n",
+			o->out, m.name, o->out);
 	return 0;
 }
 
@@ -345,12 +412,7 @@ static int cmd_reshard(int argc, char **argv, const opts *o)
 				   NULL);
 	if ((rc = open_ckpt(argv[0], o, 1, &r)) == HEXI_OK)
 		rc = ckpt_reshard_with_plan(r, o->plan, o->out, bar(o));
-	hexi_ckpt_close(r);
-	if (rc != HEXI_OK)
-		return fail(rc);
-	if (!o->quiet)
-		fprintf(stderr, PROG ": wrote %s\n", o->out);
-	return 0;
+	return wrote(r, rc, "reshard", o, o->plan);
 }
 
 /* ---- diff -------------------------------------------------------------- */
@@ -527,6 +589,10 @@ static const struct option longopts[] = {
     {"allow-unchecked", no_argument, NULL, 'u'},
     {"tolerance", required_argument, NULL, 't'},
     {"quiet", no_argument, NULL, 'q'},
+    {"format", required_argument, NULL, 'F'},
+    {"dtype", required_argument, NULL, 'D'},
+    {"model", required_argument, NULL, 'M'},
+    {"name", required_argument, NULL, 'N'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -555,6 +621,18 @@ static int parse_opts(int argc, char **argv, opts *o)
 			break;
 		case 'p':
 			o->plan = optarg;
+			break;
+		case 'F':
+			o->format = optarg;
+			break;
+		case 'D':
+			o->dtype = optarg;
+			break;
+		case 'M':
+			o->model = optarg;
+			break;
+		case 'N':
+			o->name = optarg;
 			break;
 		case 'o':
 			o->out = optarg;
@@ -592,7 +670,8 @@ int main(int argc, char **argv)
 		int (*fn)(int, char **, const opts *);
 	} cmds[] = {{"info", cmd_info},	      {"verify", cmd_verify},
 		    {"reshard", cmd_reshard}, {"export", cmd_export},
-		    {"diff", cmd_diff},	      {"ls", cmd_ls}};
+		    {"diff", cmd_diff},	      {"ls", cmd_ls},
+		    {"import", cmd_import}};
 	const char *cmd;
 	opts o;
 	int i, st;

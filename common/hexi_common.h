@@ -37,6 +37,8 @@ extern "C" {
 	X(HEXI_ERR_NOSPACE, 15, "no space left")                               \
 	X(HEXI_ERR_TIMEOUT, 16, "timed out")                                   \
 	X(HEXI_ERR_PEER, 17, "a peer process failed")                          \
+	X(HEXI_ERR_BATCH, 18, "the batch cannot feed the plan")                \
+	X(HEXI_ERR_SHAPE, 19, "the model's shape does not fit the GPUs")       \
 	X(HEXI_ERR_MPI, 20, "MPI error")                                       \
 	X(HEXI_ERR_PMIX, 21, "PMIx error")                                     \
 	X(HEXI_ERR_HDF5, 22, "HDF5 error")                                     \

@@ -5,11 +5,14 @@
 # which is not the plan's rank (hexiscale-env(7)).  Exit status: PROGRAM's
 # (128 + N for signal N), so srun --kill-on-bad-exit brings the step down.
 #
-# A TERM/INT sent to the whole step (scancel, srun tearing the step down)
-# reaches PROGRAM directly; this wrapper only notes it and stays quiet then.
+# A TERM/INT/USR1 sent to the whole step (scancel, srun tearing the step
+# down, #SBATCH --signal=USR1@N before the time limit) reaches PROGRAM
+# directly; this wrapper only notes it, stays quiet then and, since it
+# must not die of it, still exits with PROGRAM's status (hexitrain's 75
+# after a checkpoint on SIGTERM/SIGUSR1).
 [ $# -ge 1 ] || { echo "usage: hexi-rank.sh PROGRAM [ARGS...]" >&2; exit 2; }
 stopped=0
-trap 'stopped=1' TERM INT
+trap 'stopped=1' TERM INT USR1
 "$@"
 rc=$?
 if [ $rc -gt 128 ] && [ $stopped -eq 0 ]; then

@@ -2,7 +2,7 @@
 # print-role.sh - run by every task of a HexiScale step: prints the task's
 # role variables (hexiscale-env(7)) on one line, for people and for
 # tests/spank/check-roles.py.
-echo "HXROLE procid=${SLURM_PROCID} nodeid=${SLURM_NODEID}" \
+echo "HXROLE procid=${SLURM_PROCID} localid=${SLURM_LOCALID} nodeid=${SLURM_NODEID}" \
 	"nodelist=${SLURM_STEP_NODELIST} plan=${HEXISCALE_PLAN:-none}" \
 	"hash=${HEXISCALE_PLAN_HASH:-none} rank=${RANK:-none}" \
 	"hrank=${HEXISCALE_RANK:-none} world=${WORLD_SIZE:-none}" \

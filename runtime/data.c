@@ -1,6 +1,16 @@
-/* data.c - the deterministic synthetic corpus. */
+/* data.c - the deterministic synthetic corpus, and token files and raw
+ * bytes mapped from disk (rt_data.h). */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rt_data.h"
 #include "rt_model.h"
 
 static uint64_t mix64(uint64_t x)
@@ -26,4 +36,207 @@ void hexi_rt_data_sample(uint64_t seed, int vocab, int T, int64_t sample,
 		else
 			tokens[t] = (tokens[t - 1] + stride) % vocab;
 	}
+}
+
+/* ---- token files and raw bytes (rt_data.h, hexiscale-data(5)) ------------ */
+
+static uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+hexi_rc rt_data_parse_header(const char *path, const unsigned char *buf,
+			     size_t file_bytes, int *width, uint64_t *ntokens)
+{
+	uint32_t magic, version;
+	uint64_t n, need;
+	int w;
+
+	if (file_bytes < RT_DATA_HEADER_BYTES)
+		return hexi_error(HEXI_ERR_PARSE,
+				  "--data %s: %zu bytes, shorter than the "
+				  "%d-byte token file header",
+				  path, file_bytes, RT_DATA_HEADER_BYTES);
+	magic = le32(buf);
+	version = le32(buf + 4);
+	if (magic != RT_DATA_MAGIC)
+		return hexi_error(HEXI_ERR_PARSE,
+				  "--data %s: not a token file (magic %u, want "
+				  "%u); raw text needs --data-format bytes",
+				  path, magic, RT_DATA_MAGIC);
+	if (version == 1) { /* llm.c: count in word 2, uint16 tokens */
+		n = le32(buf + 8);
+		w = 2;
+	} else if (version == 2) {
+		n = (uint64_t)le32(buf + 8) | (uint64_t)le32(buf + 12) << 32;
+		w = (int)le32(buf + 16);
+		for (int i = 5; i < RT_DATA_HEADER_BYTES / 4; i++)
+			if (le32(buf + 4 * i) != 0)
+				return hexi_error(HEXI_ERR_PARSE,
+						  "--data %s: header word %d "
+						  "is %u, reserved (0)",
+						  path, i, le32(buf + 4 * i));
+	} else {
+		return hexi_error(HEXI_ERR_VERSION,
+				  "--data %s: token file version %u, this "
+				  "hexitrain reads 1 and 2",
+				  path, version);
+	}
+	if (w != 2 && w != 4)
+		return hexi_error(HEXI_ERR_PARSE,
+				  "--data %s: token width %d bytes, want 2 "
+				  "(uint16) or 4 (uint32)",
+				  path, w);
+	if (n > ((uint64_t)1 << 48))
+		return hexi_error(HEXI_ERR_RANGE,
+				  "--data %s: %llu tokens is more than 2^48",
+				  path, (unsigned long long)n);
+	need = RT_DATA_HEADER_BYTES + n * (uint64_t)w;
+	if (need != (uint64_t)file_bytes)
+		return hexi_error(
+		    HEXI_ERR_PARSE,
+		    "--data %s: header says %llu tokens of %d "
+		    "bytes (%llu bytes with the header), the file "
+		    "has %zu bytes (%s)",
+		    path, (unsigned long long)n, w, (unsigned long long)need,
+		    file_bytes,
+		    need > file_bytes ? "truncated" : "trailing bytes");
+	*width = w;
+	*ntokens = n;
+	return HEXI_OK;
+}
+
+/* Open without following a FIFO into a hang: O_NONBLOCK, then the
+ * descriptor itself must be a regular file. */
+static hexi_rc map_file(rt_data *d, const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	hexi_rc rc = HEXI_OK;
+
+	if (fd < 0)
+		return hexi_error(errno == ENOENT ? HEXI_ERR_NOTFOUND
+						  : HEXI_ERR_IO,
+				  "--data %s: %s", path, strerror(errno));
+	if (fstat(fd, &st) != 0)
+		rc = hexi_error(HEXI_ERR_IO, "--data %s: %s", path,
+				strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		rc = hexi_error(HEXI_ERR_INVAL, "--data %s: not a regular file",
+				path);
+	else if (st.st_size == 0)
+		rc = hexi_error(HEXI_ERR_INVAL, "--data %s: empty file", path);
+	if (rc == HEXI_OK) {
+		d->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE,
+			      fd, 0);
+		if (d->map == MAP_FAILED) {
+			d->map = NULL;
+			rc = hexi_error(HEXI_ERR_IO, "--data %s: mmap: %s",
+					path, strerror(errno));
+		} else {
+			d->map_len = (size_t)st.st_size;
+			(void)madvise(d->map, d->map_len, MADV_RANDOM);
+		}
+	}
+	close(fd);
+	return rc;
+}
+
+hexi_rc rt_data_open(rt_data *d, const char *path, rt_data_format fmt, int T,
+		     int V, uint64_t seed)
+{
+	hexi_rc rc;
+
+	memset(d, 0, sizeof(*d));
+	d->T = T;
+	d->V = V;
+	d->seed = seed;
+	d->path = strdup(path);
+	if (d->path == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "--data %s", path);
+	rc = map_file(d, path);
+	if (rc == HEXI_OK && fmt == RT_DATA_BYTES) {
+		d->width = 1;
+		d->ntokens = d->map_len;
+		d->tokens = d->map;
+	} else if (rc == HEXI_OK) {
+		rc = rt_data_parse_header(path, d->map, d->map_len, &d->width,
+					  &d->ntokens);
+		d->tokens =
+		    (const unsigned char *)d->map + RT_DATA_HEADER_BYTES;
+	}
+	if (rc == HEXI_OK && d->ntokens < (uint64_t)T + 1)
+		rc = hexi_error(HEXI_ERR_INVAL,
+				"--data %s: %llu tokens, need at least %d "
+				"(sequence length + 1)",
+				path, (unsigned long long)d->ntokens, T + 1);
+	if (rc != HEXI_OK) {
+		rt_data_fini(d);
+		return rc;
+	}
+	d->nwindows = (d->ntokens - 1) / (uint64_t)T;
+	return HEXI_OK;
+}
+
+void rt_data_fini(rt_data *d)
+{
+	if (d->map != NULL)
+		munmap(d->map, d->map_len);
+	free(d->path);
+	memset(d, 0, sizeof(*d));
+}
+
+/* Bijective on k-bit words: odd multiply-add and xor-shift are each
+ * invertible modulo 2^k, so every round is; cycle-walking then restricts
+ * the permutation of 0..2^k-1 to 0..n-1 (fewer than 2 rounds on average,
+ * since 2^k < 2n). */
+uint64_t rt_data_permute(uint64_t i, uint64_t n, uint64_t key)
+{
+	int k = 1;
+	uint64_t mask, x = i;
+
+	if (n <= 1)
+		return 0;
+	while (k < 64 && ((uint64_t)1 << k) < n)
+		k++;
+	mask = k == 64 ? ~(uint64_t)0 : ((uint64_t)1 << k) - 1;
+	do {
+		for (int r = 0; r < 4; r++) {
+			uint64_t rk = mix64(key + (uint64_t)r);
+			x = (x * (rk | 1) + (rk >> 17)) & mask;
+			x ^= x >> ((k + 1) / 2);
+		}
+	} while (x >= n);
+	return x;
+}
+
+uint64_t rt_data_window(const rt_data *d, int64_t s)
+{
+	uint64_t u = (uint64_t)s, epoch = u / d->nwindows;
+
+	return rt_data_permute(u % d->nwindows, d->nwindows,
+			       mix64(d->seed ^ mix64(epoch + 0x5851f42dULL)));
+}
+
+hexi_rc rt_data_read(const rt_data *d, uint64_t w, int *seq)
+{
+	uint64_t pos = w * (uint64_t)d->T;
+
+	for (int i = 0; i <= d->T; i++) {
+		const unsigned char *p = d->tokens + (pos + i) * d->width;
+		uint32_t v = d->width == 1   ? p[0]
+			     : d->width == 2 ? (uint32_t)p[0] | p[1] << 8
+					     : le32(p);
+		if (v >= (uint32_t)d->V)
+			return hexi_error(
+			    HEXI_ERR_RANGE,
+			    "--data %s: %s %u at %s %llu is outside the "
+			    "model's vocabulary (%d)",
+			    d->path, d->width == 1 ? "byte" : "token", v,
+			    d->width == 1 ? "offset" : "token position",
+			    (unsigned long long)(pos + i), d->V);
+		seq[i] = (int)v;
+	}
+	return HEXI_OK;
 }

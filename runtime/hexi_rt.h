@@ -112,6 +112,19 @@ typedef struct hexi_train_opts {
 	 * bounded buckets, as each layer's gradients are final (CPU path,
 	 * zero 0; doc/DECISIONS.md 78). */
 	int no_overlap;
+	/* Data (hexiscale-data(5)): --data is a token file, or raw bytes. */
+	int data_format;      /* 0: token file (default), 1: raw bytes */
+	const char *val_path; /* held-out data (same format), or NULL */
+	int eval_every;	      /* validate at step 0 and every N, 0 = never */
+	int eval_batches;     /* global batches per validation (default 1) */
+	/* Learning-rate schedule: linear warmup to lr over `warmup` steps,
+	 * then constant or cosine down to min_lr at step decay_steps (0: the
+	 * run's steps).  Stored in the checkpoint; a resume continues it. */
+	int lr_schedule; /* 0: constant (default), 1: cosine */
+	int warmup;
+	double min_lr;
+	int decay_steps;
+	int keep; /* keep the last N committed checkpoints, 0 = all */
 } hexi_train_opts;
 
 void hexi_train_opts_defaults(hexi_train_opts *o);
@@ -128,6 +141,7 @@ typedef struct hexi_step_stats {
 	double tp_s;	     /* tensor-parallel all-reduces */
 	double pp_wait_s;    /* waiting for pipeline neighbours */
 	double dp_sync_s;    /* chunked gradient sync + norm */
+	double lr;	     /* learning rate of this step */
 } hexi_step_stats;
 
 typedef struct hexi_trainer hexi_trainer;
@@ -147,6 +161,23 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir);
 /* Collective: load the latest checkpoint committed under dir, written by
  * any plan of the same model. */
 hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir);
+/* Collective: mean token loss over eval_batches global batches of the
+ * validation data (windows 0, 1, ... in order; the same for every plan),
+ * without changing the model.  HEXI_ERR_USAGE without val_path. */
+hexi_rc hexi_trainer_eval(hexi_trainer *t, double *loss);
+/* The last checkpoint saved or loaded, once: 1 and *ev filled on rank 0
+ * when there is a new one, else 0. */
+typedef struct hexi_ckpt_event {
+	int loaded;	/* 1: loaded (resume), 0: saved */
+	char path[4096]; /* the step directory */
+	int64_t step;
+	uint64_t bytes; /* its files on disk */
+	double seconds;
+} hexi_ckpt_event;
+int hexi_trainer_take_event(hexi_trainer *t, hexi_ckpt_event *ev);
+/* Steps of the run's checkpoint: the last one saved (-1 none). */
+int hexi_trainer_saved_step(const hexi_trainer *t);
+
 /* Collective: every rank's stats gathered on rank 0 into all[world_size]
  * (all may be NULL on other ranks). */
 hexi_rc hexi_trainer_gather_stats(hexi_trainer *t, const hexi_step_stats *mine,

@@ -1,15 +1,30 @@
 /*
  * hexitrain - reference trainer: runs the Llama-style model on a HexiScale
- * plan (hexitrain(1)).  Exit status: the hexi_rc code (usage errors 2).
+ * plan (hexitrain(1)).  Exit status: the hexi_rc code (usage errors 2);
+ * HEXITRAIN_EXIT_PREEMPTED after a SIGTERM/SIGUSR1 stop with a checkpoint.
  */
 #include "config.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hexi_rt.h"
+
+/* Stopped by SIGTERM or SIGUSR1 after the step in progress, checkpoint
+ * committed (EX_TEMPFAIL: "try again", i.e. resume). */
+#define HEXITRAIN_EXIT_PREEMPTED 75
+/* ...but there was no --ckpt-dir, or the save failed: nothing to resume. */
+#define HEXITRAIN_EXIT_STOPPED_UNSAVED 76
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
+}
 
 typedef struct cli {
 	hexi_rt_opts rt;
@@ -45,8 +60,20 @@ static void usage(FILE *f)
 		"  --eps X             AdamW epsilon (default 1e-8)\n"
 		"  --weight-decay X    AdamW weight decay (default 0)\n"
 		"  --clip X            global-norm clip, 0 = off (default 1)\n"
-		"  --data FILE         text file, byte tokens (default: "
-		"synthetic)\n"
+		"  --data FILE         token file, hexiscale-data(5) "
+		"(default: synthetic)\n"
+		"  --data-format F     tokens (default) or bytes (raw text, "
+		"one token a byte)\n"
+		"  --val-data FILE     held-out data, same format\n"
+		"  --eval-every N      validation loss at step 0 and every N "
+		"steps\n"
+		"  --eval-batches N    global batches per validation "
+		"(default 1)\n"
+		"  --lr-schedule S     constant (default) or cosine\n"
+		"  --warmup N          linear warmup steps (default 0)\n"
+		"  --min-lr X          cosine floor (default 0)\n"
+		"  --lr-decay-steps N  cosine length (default: --steps)\n"
+		"  --keep N            keep the last N committed checkpoints\n"
 		"  --save-every N      checkpoint every N steps\n"
 		"  --ckpt-dir DIR      checkpoint directory\n"
 		"  --resume DIR        resume from the latest checkpoint in "
@@ -68,7 +95,7 @@ static void usage(FILE *f)
 		"                      every rank's peak memory)\n"
 		"  --verbose           per-stage times every step, memory at "
 		"the end\n"
-		"  --help, --version\n");
+		"  -h, --help, -V, --version\n");
 }
 
 enum {
@@ -95,6 +122,15 @@ enum {
 	OPT_VERSION,
 	OPT_BACKEND,
 	OPT_DTYPE,
+	OPT_DATA_FORMAT,
+	OPT_VAL,
+	OPT_EVAL_EVERY,
+	OPT_EVAL_BATCHES,
+	OPT_SCHED,
+	OPT_WARMUP,
+	OPT_MIN_LR,
+	OPT_DECAY,
+	OPT_KEEP,
 	OPT_RECOMPUTE,
 	OPT_NO_RECOMPUTE,
 	OPT_NO_OVERLAP,
@@ -122,6 +158,15 @@ static const struct option long_opts[] = {
     {"verbose", no_argument, NULL, OPT_VERBOSE},
     {"backend", required_argument, NULL, OPT_BACKEND},
     {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"data-format", required_argument, NULL, OPT_DATA_FORMAT},
+    {"val-data", required_argument, NULL, OPT_VAL},
+    {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
+    {"eval-batches", required_argument, NULL, OPT_EVAL_BATCHES},
+    {"lr-schedule", required_argument, NULL, OPT_SCHED},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"min-lr", required_argument, NULL, OPT_MIN_LR},
+    {"lr-decay-steps", required_argument, NULL, OPT_DECAY},
+    {"keep", required_argument, NULL, OPT_KEEP},
     {"recompute", no_argument, NULL, OPT_RECOMPUTE},
     {"no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE},
     {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
@@ -156,11 +201,67 @@ static hexi_rc opt_double(const char *name, const char *s, double min,
 	return HEXI_OK;
 }
 
+/* The data and schedule options (0: not one of them). */
+static int parse_data_opt(cli *c, int opt, const char *a, hexi_rc *rc)
+{
+	long v = 0;
+
+	switch (opt) {
+	case OPT_DATA_FORMAT:
+		if (strcmp(a, "tokens") == 0 || strcmp(a, "bytes") == 0)
+			c->tr.data_format = strcmp(a, "bytes") == 0;
+		else
+			*rc = hexi_error(HEXI_ERR_USAGE,
+					 "--data-format '%.40s': tokens or "
+					 "bytes",
+					 a);
+		return 1;
+	case OPT_VAL:
+		c->tr.val_path = a;
+		return 1;
+	case OPT_EVAL_EVERY:
+		*rc = opt_long("eval-every", a, 0, 100000000, &v);
+		c->tr.eval_every = (int)v;
+		return 1;
+	case OPT_EVAL_BATCHES:
+		*rc = opt_long("eval-batches", a, 1, 1000000, &v);
+		c->tr.eval_batches = (int)v;
+		return 1;
+	case OPT_SCHED:
+		if (strcmp(a, "constant") == 0 || strcmp(a, "cosine") == 0)
+			c->tr.lr_schedule = strcmp(a, "cosine") == 0;
+		else
+			*rc = hexi_error(HEXI_ERR_USAGE,
+					 "--lr-schedule '%.40s': constant or "
+					 "cosine",
+					 a);
+		return 1;
+	case OPT_WARMUP:
+		*rc = opt_long("warmup", a, 0, 100000000, &v);
+		c->tr.warmup = (int)v;
+		return 1;
+	case OPT_MIN_LR:
+		*rc = opt_double("min-lr", a, 0, 100, &c->tr.min_lr);
+		return 1;
+	case OPT_DECAY:
+		*rc = opt_long("lr-decay-steps", a, 1, 100000000, &v);
+		c->tr.decay_steps = (int)v;
+		return 1;
+	case OPT_KEEP:
+		*rc = opt_long("keep", a, 1, 1000000, &v);
+		c->tr.keep = (int)v;
+		return 1;
+	}
+	return 0;
+}
+
 static hexi_rc parse_one(cli *c, int opt, const char *a)
 {
 	long v = 0;
 	hexi_rc rc = HEXI_OK;
 
+	if (parse_data_opt(c, opt, a, &rc))
+		return rc;
 	switch (opt) {
 	case OPT_PLAN:
 		c->rt.plan_path = a;
@@ -268,13 +369,13 @@ static int parse_args(cli *c, int argc, char **argv)
 	hexi_train_opts_defaults(&c->tr);
 	c->rt.timeout_s = 300;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "hV", long_opts, NULL)) != -1) {
 		hexi_rc rc;
-		if (opt == OPT_HELP) {
+		if (opt == 'h' || opt == OPT_HELP) {
 			usage(stdout);
 			return 1;
 		}
-		if (opt == OPT_VERSION) {
+		if (opt == 'V' || opt == OPT_VERSION) {
 			printf("hexitrain (%s) %s\n", PACKAGE_NAME,
 			       PACKAGE_VERSION);
 			return 1;
@@ -331,18 +432,18 @@ static void print_step(const cli *c, const hexi_step_stats *s,
 		printf("{\"step\":%d,\"loss\":%.9g,\"grad_norm\":%.9g,"
 		       "\"time_s\":%.6f,\"tokens_per_s\":%.3f,"
 		       "\"compute_s\":%.6f,\"tp_s\":%.6f,\"pp_wait_s\":%.6f,"
-		       "\"dp_sync_s\":%.6f",
+		       "\"dp_sync_s\":%.6f,\"lr\":%.9g",
 		       s->step, s->loss, s->grad_norm, s->time_s,
 		       s->tokens_per_s, s->compute_s, s->tp_s, s->pp_wait_s,
-		       s->dp_sync_s);
+		       s->dp_sync_s, s->lr);
 		if (all != NULL)
 			print_mem_json(all, n);
 		printf("}\n");
 	} else
-		printf("step %4d  loss %.6f  gnorm %.4f  %8.1f tok/s  "
+		printf("step %4d  loss %.6f  gnorm %.4f  lr %.3e  %8.1f tok/s  "
 		       "%.3fs = compute %.3f + tp %.3f + pp-wait %.3f + "
 		       "dp-sync %.3f\n",
-		       s->step, s->loss, s->grad_norm, s->tokens_per_s,
+		       s->step, s->loss, s->grad_norm, s->lr, s->tokens_per_s,
 		       s->time_s, s->compute_s, s->tp_s, s->pp_wait_s,
 		       s->dp_sync_s);
 	fflush(stdout);
@@ -372,6 +473,71 @@ static void print_stages(const cli *c, const hexi_rt *rt,
 				       pi, si, r, s->compute_s, s->tp_s,
 				       s->pp_wait_s, s->dp_sync_s);
 		}
+}
+
+/* The save/load line of hexitrain(1) (rank 0, after the event), on
+ * stderr so that --json's stdout stays one object per step. */
+static void print_event(hexi_rt *rt, hexi_trainer *t)
+{
+	hexi_ckpt_event ev;
+
+	if (!hexi_trainer_take_event(t, &ev) || hexi_rt_rank(rt) != 0)
+		return;
+	fprintf(stderr,
+		"hexitrain: %s checkpoint %s (step %lld, %llu bytes, %.3f s)\n",
+		ev.loaded ? "loaded" : "saved", ev.path, (long long)ev.step,
+		(unsigned long long)ev.bytes, ev.seconds);
+	fflush(stderr);
+}
+
+static hexi_rc maybe_eval(const cli *c, hexi_rt *rt, hexi_trainer *t,
+			  int final)
+{
+	int k = hexi_trainer_steps_done(t);
+	double loss = 0;
+	hexi_rc rc;
+
+	if (c->tr.eval_every <= 0 || (k % c->tr.eval_every != 0 && !final))
+		return HEXI_OK;
+	rc = hexi_trainer_eval(t, &loss);
+	if (rc != HEXI_OK || hexi_rt_rank(rt) != 0)
+		return rc;
+	if (c->json)
+		printf("{\"step\":%d,\"val_loss\":%.9g}\n", k, loss);
+	else
+		printf("step %4d  val loss %.6f\n", k, loss);
+	fflush(stdout);
+	return HEXI_OK;
+}
+
+/* Every rank agrees at each step boundary whether any got a stop signal
+ * (one all-reduce), so all finish the same step and save it together. */
+static int stop_agreed(hexi_rt *rt)
+{
+	return !hexi_rt_all_ok(rt, stop_signal == 0);
+}
+
+/* Stop after a signal: commit the step done (unless saved already).
+ * Returns the exit status. */
+static int stop_now(const cli *c, hexi_rt *rt, hexi_trainer *t, hexi_rc *rc)
+{
+	int k = hexi_trainer_steps_done(t);
+
+	if (hexi_rt_rank(rt) == 0)
+		fprintf(stderr,
+			"hexitrain: stop signal: stopping after step %d\n", k);
+	if (c->tr.ckpt_dir == NULL) {
+		if (hexi_rt_rank(rt) == 0)
+			fprintf(stderr, "hexitrain: no --ckpt-dir: nothing "
+					"saved\n");
+		return HEXITRAIN_EXIT_STOPPED_UNSAVED;
+	}
+	if (hexi_trainer_saved_step(t) != k)
+		*rc = hexi_trainer_save(t, c->tr.ckpt_dir);
+	if (*rc != HEXI_OK)
+		return HEXITRAIN_EXIT_STOPPED_UNSAVED;
+	print_event(rt, t);
+	return HEXITRAIN_EXIT_PREEMPTED;
 }
 
 /* Verbose text: every rank's peak bytes by kind, in MiB. */
@@ -404,7 +570,7 @@ static hexi_rc gather_mem(const cli *c, hexi_trainer *t, hexi_mem_stats *mem)
 				       : HEXI_OK;
 }
 
-static hexi_rc train(cli *c, hexi_rt *rt)
+static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 {
 	hexi_trainer *t = NULL;
 	hexi_step_stats st, *all = NULL;
@@ -414,13 +580,21 @@ static hexi_rc train(cli *c, hexi_rt *rt)
 
 	if (rc == HEXI_OK && c->resume != NULL)
 		rc = hexi_trainer_resume(t, c->resume);
+	if (rc == HEXI_OK)
+		print_event(rt, t);
 	if (rc == HEXI_OK) {
 		all = calloc((size_t)n, sizeof(*all));
 		mem = calloc((size_t)n, sizeof(*mem));
 		if (all == NULL || mem == NULL)
 			rc = hexi_error(HEXI_ERR_NOMEM, "stats");
 	}
+	if (rc == HEXI_OK) /* step 0, or the step resumed from */
+		rc = maybe_eval(c, rt, t, 0);
 	while (rc == HEXI_OK && hexi_trainer_steps_done(t) < c->tr.steps) {
+		if (stop_agreed(rt)) {
+			*status = stop_now(c, rt, t, &rc);
+			break;
+		}
 		rc = hexi_trainer_step(t, &st);
 		if (rc == HEXI_OK)
 			rc = gather_mem(c, t, mem);
@@ -428,11 +602,16 @@ static hexi_rc train(cli *c, hexi_rt *rt)
 			break;
 		if (hexi_rt_rank(rt) == 0)
 			print_step(c, &st, c->json ? mem : NULL, n);
+		print_event(rt, t);
 		if (c->verbose) {
 			rc = hexi_trainer_gather_stats(t, &st, all);
 			if (rc == HEXI_OK && hexi_rt_rank(rt) == 0)
 				print_stages(c, rt, all);
 		}
+		if (rc == HEXI_OK)
+			rc = maybe_eval(c, rt, t,
+					hexi_trainer_steps_done(t) ==
+					    c->tr.steps);
 	}
 	if (rc == HEXI_OK && c->verbose && !c->json &&
 	    (rc = gather_mem(c, t, mem)) == HEXI_OK && hexi_rt_rank(rt) == 0)
@@ -452,10 +631,20 @@ int main(int argc, char **argv)
 	hexi_rc rc;
 	int r = parse_args(&c, argc, argv);
 
+	struct sigaction sa;
+	int status = 0;
+
 	if (r == 1)
 		return 0;
 	if (r != 0)
 		return r;
+	/* Before the bootstrap: a signal from then on stops at a step end. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 	rc = hexi_rt_init(&argc, &argv, &c.rt, &rt);
 	if (rc != HEXI_OK) {
 		fprintf(stderr, "hexitrain: %s\n", hexi_errmsg(rc));
@@ -476,12 +665,12 @@ int main(int argc, char **argv)
 		       : nrc == 0	    ? "off"
 					    : "in some pipelines");
 	}
-	rc = train(&c, rt);
+	rc = train(&c, rt, &status);
 	if (rc != HEXI_OK) {
 		fprintf(stderr, "hexitrain: %s\n", hexi_errmsg(rc));
 		/* A failed rank must not leave the others waiting. */
 		hexi_rt_abort(rt, rc);
 	}
 	hexi_rt_destroy(rt);
-	return 0;
+	return status;
 }

@@ -4,6 +4,7 @@
 #ifndef HEXI_RT_TRAIN_H
 #define HEXI_RT_TRAIN_H
 
+#include "rt_data.h"
 #include "rt_dist.h"
 #include "rt_model.h"
 #include "rt_pipe.h"
@@ -39,8 +40,17 @@ struct hexi_trainer {
 	int sample_offset;   /* first sample of this pipeline in a batch */
 	int *tok, *tgt;	     /* (mbs,T) inputs and targets */
 	int *seq;	     /* (T+1) one sample */
-	unsigned char *text; /* --data file, or NULL: synthetic corpus */
-	size_t text_len;
+	rt_data train_data, val_data; /* mapped files; map NULL: none */
+	const rt_data *cur; /* source of the batch being built, NULL:
+			       the synthetic corpus */
+	int eval;	    /* 1 while validating: windows in order */
+	int64_t batch_base; /* first sample of the current global batch */
+	int64_t data_pos;   /* samples consumed by the steps done */
+	hexi_rc data_rc;    /* first data error of the current step */
+	int saved_step;	    /* last step saved or resumed from, -1 none */
+	int resumed_step;   /* step resumed from, -1 none (never rotated) */
+	hexi_ckpt_event ev; /* last save or load, for the CLI */
+	int ev_pending;
 	double tp_s;	/* TP all-reduce time of the current step */
 	void *pin, *pout; /* CPU path: pipeline activation buffers */
 	size_t act_bytes;
@@ -48,6 +58,14 @@ struct hexi_trainer {
 	rt_gtrain *gpu; /* nccl backend: the model on this rank's GPU; model
 			   and sync are then NULL */
 };
+
+/* train.c: learning rate of 0-based step `step` under the schedule. */
+double rt_train_lr(const hexi_trainer *t, int step);
+/* train_keep.c: after a commit, rank 0 fills t->ev (size of the step
+ * directory) and removes committed checkpoints beyond the last o.keep. */
+void rt_train_after_save(hexi_trainer *t, const char *dir, double seconds);
+/* Bytes of the regular files directly in DIR (0 if unreadable). */
+uint64_t rt_train_dir_bytes(const char *dir);
 
 /* train.c: inputs and targets of micro-batch mb into t->tok, t->tgt; the
  * global mean loss from this pipeline's sum over its samples. */

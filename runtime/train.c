@@ -21,8 +21,6 @@
 #include "rt_pipe.h"
 #include "rt_train.h"
 
-#define RT_MAX_TEXT_BYTES ((size_t)1 << 30)
-
 void hexi_train_opts_defaults(hexi_train_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -39,28 +37,34 @@ void hexi_train_opts_defaults(hexi_train_opts *o)
 
 /* ---- data ---------------------------------------------------------------- */
 
-/* Sample `sample` as T+1 tokens: synthetic, or T+1 bytes of the text file
- * from a position that walks through it (bytes >= V wrap modulo V). */
-static void data_sample(const hexi_trainer *t, int64_t sample, int *seq)
+/* Sample `sample` as T+1 tokens: synthetic, or a window of the data file
+ * (rt_data.h: shuffled per epoch for training, in order for validation).
+ * A token outside the vocabulary stops the step (t->data_rc). */
+static void data_sample(hexi_trainer *t, int64_t sample, int *seq)
 {
-	const int T = t->T;
+	const rt_data *d = t->cur;
+	uint64_t w;
+	hexi_rc rc;
 
-	if (t->text == NULL) {
-		hexi_rt_data_sample(t->o.seed, t->V, T, sample, seq);
+	if (d == NULL) {
+		hexi_rt_data_sample(t->o.seed, t->V, t->T, sample, seq);
 		return;
 	}
-	size_t span = t->text_len - (size_t)T;
-	size_t pos = (size_t)(((uint64_t)sample * 7919u * (uint64_t)T) % span);
-	for (int i = 0; i <= T; i++)
-		seq[i] = (int)(t->text[pos + (size_t)i] % (unsigned)t->V);
+	w = t->eval ? (uint64_t)sample % d->nwindows
+		    : rt_data_window(d, sample);
+	rc = rt_data_read(d, w, seq);
+	if (rc != HEXI_OK) {
+		memset(seq, 0, sizeof(int) * (size_t)(t->T + 1));
+		if (t->data_rc == HEXI_OK)
+			t->data_rc = rc;
+	}
 }
 
 /* Inputs and targets (mbs,T) of micro-batch mb of this pipeline. */
 void rt_train_micro_batch(hexi_trainer *t, int mb)
 {
 	const int T = t->T;
-	int64_t base = (int64_t)t->step * t->global_batch + t->sample_offset +
-		       (int64_t)mb * t->mbs;
+	int64_t base = t->batch_base + t->sample_offset + (int64_t)mb * t->mbs;
 
 	for (int j = 0; j < t->mbs; j++) {
 		data_sample(t, base + j, t->seq);
@@ -69,24 +73,39 @@ void rt_train_micro_batch(hexi_trainer *t, int mb)
 	}
 }
 
-static hexi_rc load_text(hexi_trainer *t, const char *path)
+static hexi_rc open_data(hexi_trainer *t, const hexi_train_opts *o)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	hexi_rc rc = hexi_read_file(path, RT_MAX_TEXT_BYTES, &buf, &len);
+	rt_data_format f = o->data_format == 1 ? RT_DATA_BYTES : RT_DATA_TOKENS;
+	hexi_rc rc = HEXI_OK;
 
-	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc, "--data %s", path);
-	if (len < (size_t)t->T + 2) {
-		free(buf);
-		return hexi_error(HEXI_ERR_INVAL,
-				  "--data %s: %zu bytes, need at least %d "
-				  "(sequence length + 2)",
-				  path, len, t->T + 2);
+	if (o->data_path != NULL)
+		rc = rt_data_open(&t->train_data, o->data_path, f, t->T, t->V,
+				  t->o.seed);
+	if (rc == HEXI_OK && o->val_path != NULL) {
+		rc = rt_data_open(&t->val_data, o->val_path, f, t->T, t->V,
+				  t->o.seed);
+		if (rc != HEXI_OK)
+			rc = hexi_error_prefix(rc, "--val-data");
 	}
-	t->text = (unsigned char *)buf;
-	t->text_len = len;
-	return HEXI_OK;
+	return rc;
+}
+
+/* ---- learning-rate schedule --------------------------------------------- */
+
+double rt_train_lr(const hexi_trainer *t, int step)
+{
+	const hexi_train_opts *o = &t->o;
+	double span, pr;
+
+	if (o->warmup > 0 && step < o->warmup)
+		return o->lr * (double)(step + 1) / o->warmup;
+	if (o->lr_schedule != 1)
+		return o->lr;
+	if (step >= o->decay_steps)
+		return o->min_lr;
+	span = (double)(o->decay_steps - o->warmup);
+	pr = span > 0 ? (step - o->warmup) / span : 1.0;
+	return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(M_PI * pr));
 }
 
 /* ---- stage callbacks ----------------------------------------------------- */
@@ -126,7 +145,8 @@ void rt_train_stage_data(hexi_trainer *t, int mb, int *first, int *last)
 
 	*first = r->stage == 0;
 	*last = r->stage == r->nstages - 1;
-	test_kill_hook(t, mb);
+	if (!t->eval)
+		test_kill_hook(t, mb);
 	if (*first || *last)
 		rt_train_micro_batch(t, mb);
 }
@@ -139,6 +159,8 @@ static hexi_rc stage_forward(void *arg, int mb, int slot, const void *in,
 
 	rt_train_stage_data(t, mb, &first, &last);
 	*loss_sum = 0;
+	if (t->data_rc != HEXI_OK)
+		return t->data_rc;
 	return rt_model_forward(t->model, slot, t->mbs, first ? t->tok : NULL,
 				in, out, last ? t->tgt : NULL,
 				(float)(1.0 / t->global_batch), loss_sum);
@@ -328,6 +350,16 @@ static hexi_rc check_opts(const hexi_rt *rt, const hexi_train_opts *o)
 	if (o->save_every > 0 && (o->ckpt_dir == NULL || !*o->ckpt_dir))
 		return hexi_error(HEXI_ERR_USAGE,
 				  "--save-every needs --ckpt-dir");
+	if (o->keep > 0 && (o->ckpt_dir == NULL || !*o->ckpt_dir))
+		return hexi_error(HEXI_ERR_USAGE, "--keep needs --ckpt-dir");
+	if (o->eval_every > 0 && o->val_path == NULL)
+		return hexi_error(HEXI_ERR_USAGE, "--eval-every needs --val-data");
+	if (o->warmup < 0 || o->min_lr < 0 || o->min_lr > o->lr ||
+	    o->decay_steps < 0 || o->eval_every < 0 || o->eval_batches < 0 ||
+	    o->keep < 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "schedule: warmup >= 0 and 0 <= min-lr <= lr "
+				  "required");
 	return HEXI_OK;
 }
 
@@ -375,7 +407,13 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 	memset(&rt->mem, 0, sizeof(rt->mem)); /* peaks of this trainer */
 	t->o = *o;
 	t->o.data_path = NULL; /* not kept */
+	t->o.val_path = NULL;
 	t->o.ckpt_dir = NULL;
+	if (t->o.decay_steps == 0)
+		t->o.decay_steps = t->o.steps;
+	if (t->o.eval_batches == 0)
+		t->o.eval_batches = 1;
+	t->saved_step = t->resumed_step = -1;
 	rc = check_opts(rt, o);
 	if (rc == HEXI_OK && o->ckpt_dir != NULL) {
 		t->ckpt_dir = strdup(o->ckpt_dir);
@@ -384,8 +422,8 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 	}
 	if (rc == HEXI_OK)
 		rc = trainer_fill(t);
-	if (rc == HEXI_OK && o->data_path != NULL)
-		rc = load_text(t, o->data_path);
+	if (rc == HEXI_OK)
+		rc = open_data(t, o);
 #ifdef RT_GPU
 	if (rc == HEXI_OK && rt->backend->device == RT_DEVICE_CUDA &&
 	    rt->role.zero > 0 && rt->plan->npipelines > 1)
@@ -458,7 +496,8 @@ void hexi_trainer_destroy(hexi_trainer *t)
 	rt_model_destroy(t->model);
 	free(t->pin);
 	free(t->pout);
-	free(t->text);
+	rt_data_fini(&t->train_data);
+	rt_data_fini(&t->val_data);
 	free(t->tok);
 	free(t->tgt);
 	free(t->seq);
@@ -517,14 +556,14 @@ static const rt_stage_ops cpu_ops = {.zero_grad = cpu_zero_grad,
 				     .sgd = cpu_sgd,
 				     .adamw = cpu_adamw};
 
-static hexi_rc optimizer_step(hexi_trainer *t)
+static hexi_rc optimizer_step(hexi_trainer *t, double lr)
 {
 	rt_adamw_opts ao;
 
 	if (t->o.optimizer == HEXI_OPT_SGD)
-		return t->ops->sgd(t, (float)t->o.lr);
+		return t->ops->sgd(t, (float)lr);
 	rt_adamw_defaults(&ao);
-	ao.lr = (float)t->o.lr;
+	ao.lr = (float)lr;
 	ao.beta1 = (float)t->o.beta1;
 	ao.beta2 = (float)t->o.beta2;
 	ao.eps = (float)t->o.eps;
@@ -535,7 +574,7 @@ static hexi_rc optimizer_step(hexi_trainer *t)
 
 /* Clipping (scale to the global norm) and the optimizer, every holder
  * alike. */
-static hexi_rc unsharded_step(hexi_trainer *t, double norm)
+static hexi_rc unsharded_step(hexi_trainer *t, double norm, double lr)
 {
 	hexi_rc rc;
 
@@ -543,13 +582,14 @@ static hexi_rc unsharded_step(hexi_trainer *t, double norm)
 	    (rc = t->ops->grad_scale(t, (float)(t->o.clip / (norm + 1e-6)))) !=
 		HEXI_OK)
 		return rc;
-	return optimizer_step(t);
+	return optimizer_step(t, lr);
 }
 
 /* Clipping and the optimizer on the owned ranges (zero > 0), then the
  * all-gather of the weights: the same arithmetic as grad_scale + the
  * optimizer of an unsharded run. */
-static hexi_rc sharded_step(hexi_trainer *t, rt_sync *sync, double norm)
+static hexi_rc sharded_step(hexi_trainer *t, rt_sync *sync, double norm,
+			    double lr)
 {
 	float scale = 1.0f;
 	rt_adamw_opts ao;
@@ -557,9 +597,9 @@ static hexi_rc sharded_step(hexi_trainer *t, rt_sync *sync, double norm)
 	if (t->o.clip > 0 && norm > t->o.clip)
 		scale = (float)(t->o.clip / (norm + 1e-6));
 	if (t->o.optimizer == HEXI_OPT_SGD)
-		return rt_sync_step(sync, scale, (float)t->o.lr, NULL, 0);
+		return rt_sync_step(sync, scale, (float)lr, NULL, 0);
 	rt_adamw_defaults(&ao);
-	ao.lr = (float)t->o.lr;
+	ao.lr = (float)lr;
 	ao.beta1 = (float)t->o.beta1;
 	ao.beta2 = (float)t->o.beta2;
 	ao.eps = (float)t->o.eps;
@@ -597,7 +637,12 @@ static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 	t0 = hexi_now_s();
 	if ((rc = t->ops->zero_grad(t)) != HEXI_OK)
 		return rc;
+	t->cur = t->train_data.map != NULL ? &t->train_data : NULL;
+	t->batch_base = t->data_pos;
+	t->data_rc = HEXI_OK;
 	rc = rt_pipe_run(t->rt, &io, &cb, &loss_sum, &pt);
+	if (rc == HEXI_OK)
+		rc = t->data_rc;
 	if (rc != HEXI_OK)
 		return rc;
 	t1 = hexi_now_s();
@@ -608,10 +653,11 @@ static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 		return rc;
 	t2 = hexi_now_s();
 	st->grad_norm = sqrt(sumsq);
+	st->lr = rt_train_lr(t, t->step);
 	if (rt_sync_zero(sync) > 0)
-		rc = sharded_step(t, sync, st->grad_norm);
+		rc = sharded_step(t, sync, st->grad_norm, st->lr);
 	else
-		rc = unsharded_step(t, st->grad_norm);
+		rc = unsharded_step(t, st->grad_norm, st->lr);
 	if (rc != HEXI_OK)
 		return rc;
 	st->time_s = hexi_now_s() - t0;
@@ -636,10 +682,69 @@ hexi_rc hexi_trainer_step(hexi_trainer *t, hexi_step_stats *st)
 		return hexi_error_prefix(rc, "rank %d: step %d", t->rt->rank,
 					 t->step + 1);
 	t->step++;
+	t->data_pos += t->global_batch;
 	st->step = t->step;
 	if (t->o.save_every > 0 && t->step % t->o.save_every == 0)
 		rc = hexi_trainer_save(t, t->ckpt_dir);
 	return rc;
+}
+
+/* Validation: forward and backward of whole global batches (the pipeline
+ * has no forward-only schedule); the gradients are dropped by the next
+ * step's zero_grad and the optimizer is not run. */
+hexi_rc hexi_trainer_eval(hexi_trainer *t, double *loss)
+{
+	rt_stage_cb cb;
+	rt_pipe_io io;
+	rt_sync *sync = NULL;
+	rt_pipe_times pt = {0};
+	double sum = 0;
+	hexi_rc rc = HEXI_OK;
+
+	*loss = 0;
+	if (t->val_data.map == NULL)
+		return hexi_error(HEXI_ERR_USAGE, "validation needs --val-data");
+	t->ops->bind(t, &io, &cb, &sync);
+	t->cur = &t->val_data;
+	t->eval = 1;
+	for (int b = 0; rc == HEXI_OK && b < t->o.eval_batches; b++) {
+		double ls = 0, l = 0;
+		t->batch_base = (int64_t)b * t->global_batch;
+		t->data_rc = HEXI_OK;
+		rt_watchdog_arm(t->rt, 1);
+		rc = t->ops->zero_grad(t);
+		if (rc == HEXI_OK)
+			rc = rt_pipe_run(t->rt, &io, &cb, &ls, &pt);
+		if (rc == HEXI_OK)
+			rc = t->data_rc;
+		if (rc == HEXI_OK)
+			rc = rt_train_global_loss(t, ls, &l);
+		rt_watchdog_arm(t->rt, 0);
+		sum += l;
+	}
+	t->eval = 0;
+	t->cur = NULL;
+	if (rc == HEXI_OK)
+		rc = t->ops->zero_grad(t);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "rank %d: validation after step %d",
+					 t->rt->rank, t->step);
+	*loss = sum / t->o.eval_batches;
+	return HEXI_OK;
+}
+
+int hexi_trainer_take_event(hexi_trainer *t, hexi_ckpt_event *ev)
+{
+	if (!t->ev_pending)
+		return 0;
+	*ev = t->ev;
+	t->ev_pending = 0;
+	return 1;
+}
+
+int hexi_trainer_saved_step(const hexi_trainer *t)
+{
+	return t->saved_step;
 }
 
 /* Every field of hexi_step_stats, as the gather packs it (one double per
@@ -660,6 +765,7 @@ static const struct {
     STAT_D(tp_s),
     STAT_D(pp_wait_s),
     STAT_D(dp_sync_s),
+    STAT_D(lr),
 };
 #undef STAT_D
 #define NSTATS ((int)(sizeof(stat_fields) / sizeof(stat_fields[0])))

@@ -134,7 +134,7 @@ static void fill_meta(const hexi_trainer *t, hexi_ckpt_meta *m)
 	hexi_strlcpy(m->model, t->rt->plan->model.name, sizeof(m->model));
 	hexi_strlcpy(m->plan_hash, t->rt->plan->hash, sizeof(m->plan_hash));
 	m->step = t->step;
-	m->data_position = (int64_t)t->step * t->global_batch;
+	m->data_position = t->data_pos; /* samples, whatever the batch */
 	m->tokens_seen = m->data_position * t->T;
 	m->opt_step = t->opt_step;
 	m->world_size = t->rt->world_size;
@@ -207,6 +207,63 @@ static hexi_rc write_train_blob(const hexi_trainer *t, hexi_ckpt_writer *w)
 	return hexi_ckpt_write_blob(w, "hexitrain.train", buf, (size_t)n);
 }
 
+/* The learning-rate schedule, blob "hexitrain.sched": a resume continues
+ * the stored one (the run's --steps may differ from the writer's). */
+static int sched_text(const hexi_trainer *t, char *buf, size_t cap)
+{
+	return snprintf(buf, cap,
+			"schedule=%d lr=%.17g min_lr=%.17g warmup=%d "
+			"decay_steps=%d\n",
+			t->o.lr_schedule, t->o.lr, t->o.min_lr, t->o.warmup,
+			t->o.decay_steps);
+}
+
+static hexi_rc write_sched_blob(const hexi_trainer *t, hexi_ckpt_writer *w)
+{
+	char buf[256];
+	int n = sched_text(t, buf, sizeof(buf));
+
+	return hexi_ckpt_write_blob(w, "hexitrain.sched", buf, (size_t)n);
+}
+
+/* Every rank reads it (all must agree); absent in older checkpoints. */
+static hexi_rc read_sched_blob(hexi_trainer *t, hexi_ckpt_reader *r)
+{
+	char cur[256], txt[256];
+	void *got = NULL;
+	size_t len = 0;
+	int kind, warm, decay;
+	double lr, min_lr;
+	hexi_rc rc = hexi_ckpt_read_blob(r, "hexitrain.sched", &got, &len);
+
+	if (rc == HEXI_ERR_NOTFOUND) {
+		hexi_error_clear();
+		return HEXI_OK;
+	}
+	if (rc != HEXI_OK)
+		return rc;
+	memcpy(txt, got, len < sizeof(txt) - 1 ? len : sizeof(txt) - 1);
+	txt[len < sizeof(txt) - 1 ? len : sizeof(txt) - 1] = '\0';
+	free(got);
+	if (sscanf(txt, "schedule=%d lr=%lg min_lr=%lg warmup=%d decay_steps=%d",
+		   &kind, &lr, &min_lr, &warm, &decay) != 5 || kind < 0 ||
+	    kind > 1 || !(lr > 0) || min_lr < 0 || warm < 0 || decay < 0)
+		return hexi_error(HEXI_ERR_PARSE,
+				  "resume: blob hexitrain.sched '%.80s'", txt);
+	sched_text(t, cur, sizeof(cur));
+	if (t->rt->rank == 0 && strcmp(cur, txt) != 0)
+		hexi_log(HEXI_LOG_WARN,
+			 "resume: continuing the checkpoint's learning-rate "
+			 "schedule '%.*s', not this run's options",
+			 (int)strcspn(txt, "\n"), txt);
+	t->o.lr_schedule = kind;
+	t->o.lr = lr;
+	t->o.min_lr = min_lr;
+	t->o.warmup = warm;
+	t->o.decay_steps = decay;
+	return HEXI_OK;
+}
+
 /* Warn (rank 0) when the resumed run differs in seed or optimizer. */
 static void check_train_blob(const hexi_trainer *t, hexi_ckpt_reader *r)
 {
@@ -260,6 +317,8 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 		rc = moment_slices(t, w, NULL);
 	if (rc == HEXI_OK && t->rt->rank == 0)
 		rc = write_train_blob(t, w);
+	if (rc == HEXI_OK && t->rt->rank == 0)
+		rc = write_sched_blob(t, w);
 	if (w != NULL) {
 		if (rc == HEXI_OK)
 			rc = hexi_ckpt_save_end(w);
@@ -291,6 +350,8 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 		return hexi_error(HEXI_ERR_PEER,
 				  "rank %d: commit of step %d failed on rank 0",
 				  t->rt->rank, t->step);
+	t->saved_step = t->step;
+	rt_train_after_save(t, dir, ck_now_s() - t0);
 	return HEXI_OK;
 }
 
@@ -337,6 +398,7 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 	moments = t->o.optimizer == HEXI_OPT_ADAMW && m->opt_step > 0;
 	sharded = rt_sync_zero(t->sync) > 0;
 	check_train_blob(t, r);
+	rc = read_sched_blob(t, r);
 	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
 		rt_param *p = NULL;
 		rc = rt_train_param_host(t, i, 0, &p);
@@ -350,6 +412,10 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 		rc = hexi_error_prefix(rc, "resume AdamW moments");
 	if (rc == HEXI_OK) {
 		t->step = (int)m->step;
+		t->data_pos = m->data_position;
+		t->saved_step = t->resumed_step = t->step;
+		hexi_strlcpy(t->ev.path, hexi_ckpt_reader_path(r),
+			     sizeof(t->ev.path));
 		t->opt_step =
 		    t->o.optimizer == HEXI_OPT_ADAMW ? m->opt_step : 0;
 	}
@@ -372,6 +438,13 @@ hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 		return hexi_error(HEXI_ERR_PEER,
 				  "rank %d: resume failed on another rank",
 				  t->rt->rank);
+	if (t->rt->rank == 0) {
+		t->ev.loaded = 1;
+		t->ev.step = t->step;
+		t->ev.bytes = rt_train_dir_bytes(t->ev.path);
+		t->ev.seconds = ck_now_s() - t0;
+		t->ev_pending = 1;
+	}
 	return HEXI_OK;
 }
 

@@ -134,7 +134,7 @@ static double elem_bytes(const sched_ctx *x, const sched_dev *g)
  * gradient buffers (dh, dgate, dup: 3F; dln twice: 2C; datty, dq, dk, dv:
  * 2(H+KV)d).  doc/COSTMODEL.md "Memory-bound work". */
 static double layer_elems(const sched_ctx *x, const sched_dev *g, double fa,
-			  double ff)
+			  double ff, int recompute)
 {
 	const hexi_model *m = &x->m;
 	double C = m->hidden, d = C / m->heads, T = m->seq_len;
@@ -149,7 +149,7 @@ static double layer_elems(const sched_ctx *x, const sched_dev *g, double fa,
 		fwd = 10.0 * C + 2.0 * hk + 3.0 * F;
 		bwd = 12.0 * C + 2.0 * hk + 5.0 * F;
 	}
-	return fwd * (x->t.recompute ? 2.0 : 1.0) + bwd;
+	return fwd * (recompute ? 2.0 : 1.0) + bwd;
 }
 
 /* Parameters of one layer held by a rank with fractions fa, ff. */
@@ -165,7 +165,7 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 			    sched_scost *out)
 {
 	const hexi_model *m = &x->m;
-	double attn, ffn, passes = 3.0 + (x->t.recompute ? 1.0 : 0.0);
+	double attn, ffn, passes = 3.0 + (d->recompute ? 1.0 : 0.0);
 	/* activations travel in the runtime's element type (fp32 on CPU) */
 	double act = (double)d->mb * m->seq_len * m->hidden *
 		     elem_bytes(x, &x->dev[d->dev[0]]);
@@ -185,11 +185,16 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 		double tok = (double)d->mb * m->seq_len,
 		       vc = (double)m->vocab * m->hidden;
 		double s = f / (g->peak_tflops * TF * g->eff) +
-			   tok * layer_elems(x, g, fa, ff) * eb * spb;
+			   tok * layer_elems(x, g, fa, ff, d->recompute) * eb *
+			       spb;
 		/* optimizer: every byte of weights, grads and state read and
-		 * written once per iteration (2 x bytes_per_param), plus the
-		 * gradients zeroed, read for the norm, scaled (4 passes) */
-		double o = (2.0 * x->t.bytes_per_param + 4.0 * eb) * spb;
+		 * written once per iteration (2 x bytes_per_param; with ZeRO
+		 * only the owned shard's), plus the gradients zeroed, read
+		 * for the norm, scaled (4 passes) */
+		double o = (2.0 * x->t.bytes_per_param *
+				sched_opt_share(x, g->cpu, d->dp) +
+			    4.0 * eb) *
+			   spb;
 		double ol = layer_params(m, fa, ff) * o;
 		double of =
 		    (d->first ? vc : 0) + (d->last ? vc + m->hidden : 0);
@@ -202,7 +207,7 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 	}
 	out->comp_layer_s = worst;
 	ring_link(x, d->dev, tp, nodes, &bw, &lat);
-	out->tp_layer_s = (4.0 + 2.0 * (x->t.recompute ? 1 : 0)) *
+	out->tp_layer_s = (4.0 + 2.0 * (d->recompute ? 1 : 0)) *
 			  allreduce_s(act, d->tp, bw, lat);
 	/* LM head replicated on every rank of the last stage (LAYOUT.md) */
 	out->fixed_s = d->last ? 6.0 * d->mb * m->seq_len * (double)m->hidden *
@@ -263,7 +268,9 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 	const hexi_model *m = &x->m;
 	const double C = m->hidden, T = m->seq_len, dh = C / m->heads;
 	const double V = m->vocab, e = 4.0, tok = (double)d->mb * T;
-	const double i = d->inflight, rc = x->t.recompute ? 1.0 : 0.0;
+	const double i = d->inflight, rc = d->recompute ? 1.0 : 0.0;
+	/* weights, gradients, AdamW moments; ZeRO shards (sched_param_bytes) */
+	const double pb = sched_param_bytes(x, 1, d->dp);
 	double params = 0, lx = 0, work = 0;
 
 	for (int r = 0; r < d->tp; r++) {
@@ -278,8 +285,7 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 		lx = a > lx ? a : lx;
 		work = w > work ? w : work;
 	}
-	out->mem_layer_b =
-	    params * x->t.bytes_per_param + e * i * (tok * C + (1.0 - rc) * lx);
+	out->mem_layer_b = params * pb + e * i * (tok * C + (1.0 - rc) * lx);
 	/* per slot: the stage output, the last stage's head and targets;
 	 * with recompute one layer's tensors (+ the output buffer) once */
 	out->mem_fixed_b = x->t.reserve_gib * SCHED_GIB +
@@ -287,9 +293,9 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 				rc * (lx + (d->last ? 0 : tok * C))) +
 			   e * i * 2.0 * tok + e * (work + tok + 2.0 * tok * C);
 	if (d->first)
-		out->mem_fixed_b += V * C * x->t.bytes_per_param;
+		out->mem_fixed_b += V * C * pb;
 	if (d->last)
-		out->mem_fixed_b += (V * C + C) * x->t.bytes_per_param +
+		out->mem_fixed_b += (V * C + C) * pb +
 				    e * (i * tok * (C + 1.0 + V) + tok * V);
 	out->cap_b = group_min(x, d->dev, d->tp, 1);
 }
@@ -321,18 +327,22 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 		acts = a > acts ? a : acts;
 	}
 	acts *= tok * ab; /* bytes of one layer, one micro-batch */
-	out->mem_layer_b = params * x->t.bytes_per_param;
+	/* weights, gradients, optimizer state: ZeRO shards the replicated
+	 * embedding/head tables too (the sync treats them as chunks) */
+	double pb = sched_param_bytes(x, x->dev[d->dev[0]].cpu, d->dp);
+
+	out->mem_layer_b = params * pb;
 	out->mem_fixed_b = x->t.reserve_gib * SCHED_GIB;
-	if (x->t.recompute) {
+	if (d->recompute) {
 		out->mem_layer_b += d->inflight * tok * C * ab;
 		out->mem_fixed_b += acts;
 	} else {
 		out->mem_layer_b += d->inflight * acts;
 	}
 	if (d->first)
-		out->mem_fixed_b += m->vocab * C * x->t.bytes_per_param;
+		out->mem_fixed_b += m->vocab * C * pb;
 	if (d->last)
-		out->mem_fixed_b += (m->vocab * C + C) * x->t.bytes_per_param +
+		out->mem_fixed_b += (m->vocab * C + C) * pb +
 				    tok * m->vocab * (ab + 4.0);
 	out->cap_b = group_min(x, d->dev, d->tp, 1);
 }
@@ -473,6 +483,17 @@ static double table_sync_s(const sched_ctx *x, int np,
 	return allreduce_s(bytes, np, bw, lat) + bc;
 }
 
+/* ZeRO: the all-gather of the updated shards follows the optimizer step,
+ * after every reduce-scatter; each job adds its time to its holders'
+ * load, and the busiest GPU's load is the exposed all-gather time. */
+static void ag_add(double *ag, int np, const int *const *holders,
+		   const int *tps, double cost)
+{
+	for (int p = 0; cost > 0 && p < np; p++)
+		for (int r = 0; r < tps[p]; r++)
+			ag[holders[p][r]] += cost;
+}
+
 /* Run one sync job on its devices: start when ready and every holder is
  * free; returns its end time. */
 static double run_job(double *busy, int np, const int *const *holders,
@@ -494,7 +515,8 @@ static double run_job(double *busy, int np, const int *const *holders,
 static double stage_finish(const sched_ctx *x, const hexi_pipeline *pp,
 			   const double *c, int s)
 {
-	double bf = x->t.recompute ? 3.0 / 4.0 : 2.0 / 3.0, t = pp->time_s;
+	double bf = sched_pipe_recompute(x, pp) ? 3.0 / 4.0 : 2.0 / 3.0;
+	double t = pp->time_s;
 
 	for (int k = 0; k < s; k++)
 		t -= bf * c[k];
@@ -532,7 +554,8 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 {
 	int L = x->m.layers, nseg, *base = NULL, *tps = NULL, *stbuf = NULL;
 	const int **hold = NULL;
-	double maxT = 0, end = 0, *busy = NULL, *load = NULL;
+	double maxT = 0, end = 0, *busy = NULL, *load = NULL, *ag = NULL;
+	double rs = x->t.zero >= 1 ? 0.5 : 1.0, ag_max = 0;
 	dp_seg *seg = NULL;
 
 	*total_s = 0;
@@ -548,7 +571,8 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 	seg = calloc((size_t)L, sizeof(*seg));
 	busy = calloc((size_t)x->ndev, sizeof(double));
 	load = calloc((size_t)x->ndev, sizeof(double));
-	if (!base || !tps || !hold || !stbuf || !seg || !busy || !load) {
+	ag = calloc((size_t)x->ndev, sizeof(double));
+	if (!base || !tps || !hold || !stbuf || !seg || !busy || !load || !ag) {
 		end = -1;
 		goto out;
 	}
@@ -578,8 +602,9 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 			hold[p] = map->dev[base[p] + seg[k].st[p]];
 			tps[p] = pp[p].stages[seg[k].st[p]].tp;
 		}
-		e = run_job(busy, np, hold, tps, seg[k].ready, seg[k].cost);
+		e = run_job(busy, np, hold, tps, seg[k].ready, rs * seg[k].cost);
 		end = e > end ? e : end;
+		ag_add(ag, np, hold, tps, (1 - rs) * seg[k].cost);
 	}
 	for (int which = 0; which < 2; which++) {
 		double ready = 0, cost, e;
@@ -596,10 +621,14 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 		}
 		cost = table_sync_s(x, np, hold, tps, scratch);
 		*total_s += cost;
-		e = run_job(busy, np, hold, tps, ready, cost);
+		e = run_job(busy, np, hold, tps, ready, rs * cost);
 		end = e > end ? e : end;
+		ag_add(ag, np, hold, tps, (1 - rs) * cost);
 	}
 	end = end > maxT ? end : maxT;
+	for (int i = 0; rs < 1 && i < x->ndev; i++)
+		ag_max = ag[i] > ag_max ? ag[i] : ag_max;
+	end += ag_max;
 out:
 	free(base);
 	free(tps);
@@ -608,5 +637,37 @@ out:
 	free(seg);
 	free(busy);
 	free(load);
+	free(ag);
 	return end;
 }
+
+/* The optimizer step follows the last gradient; MFU in SI TFLOPS. */
+static void hexi_finish(const sched_ctx *x, const hexi_pipeline *pp, int np,
+			double dp_end, double dp_total, sched_eval *ev)
+{
+	double G = 0;
+
+	for (int p = 0; p < np; p++)
+		G += pp[p].batch;
+	ev->dp_sync_s = dp_total;
+	ev->iter_s = dp_end + ev->opt_s;
+	ev->tokens_per_s = G * x->m.seq_len / ev->iter_s;
+	ev->mfu = G * sched_model_flops(&x->m) / ev->iter_s /
+		  (x->peak_sum_tflops * 1e12);
+}
+
+/* 1F1B grows by the largest stage per micro-batch from the first one. */
+static int hexi_linear_from(int S)
+{
+	(void)S;
+	return 1;
+}
+
+const sched_cost_model sched_cost_hexiscale = {
+    .name = "hexiscale",
+    .stage = sched_hexi_stage,
+    .pipe_s = sched_hexi_pipe_s,
+    .linear_from = hexi_linear_from,
+    .dp = sched_hexi_dp,
+    .finish = hexi_finish,
+};

@@ -20,11 +20,11 @@ static double ref_bw(const sched_ctx *x, int i, int j)
 }
 
 /* a_c b s h^2 (1 + s/(6h) + V/(16 L h)): FLOP of one layer, one micro-batch */
-static double ref_layer_flop(const sched_ctx *x, int mb)
+static double ref_layer_flop(const sched_ctx *x, int mb, int recompute)
 {
 	double h = x->m.hidden, s = SCHED_REF_SEQ, V = SCHED_REF_VOCAB;
 	double L = x->m.layers;
-	double ac = x->t.recompute ? 96.0 : 72.0;
+	double ac = recompute ? 96.0 : 72.0;
 
 	return ac * mb * s * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h));
 }
@@ -34,7 +34,7 @@ static double ref_tp_s(const sched_ctx *x, const sched_sdesc *d)
 {
 	double msg =
 	    (double)d->mb * SCHED_REF_SEQ * x->m.hidden * SCHED_REF_BYTES;
-	double at = x->t.recompute ? 12.0 : 8.0, worst = 0;
+	double at = d->recompute ? 12.0 : 8.0, worst = 0;
 
 	for (int i = 0; i < d->tp; i++) {
 		double sum = 0;
@@ -77,16 +77,25 @@ void sched_ref_stage(const sched_ctx *x, const sched_sdesc *d, sched_scost *out)
 	double B = SCHED_REF_BYTES, t = d->tp, cap = DBL_MAX;
 	const sched_dev *d0 = &x->dev[d->dev[0]];
 
-	out->comp_layer_s =
-	    ref_layer_flop(x, d->mb) / (d0->peak_tflops * SCHED_TWO40 * t);
+	out->comp_layer_s = ref_layer_flop(x, d->mb, d->recompute) /
+			    (d0->peak_tflops * SCHED_TWO40 * t);
 	out->tp_layer_s = ref_tp_s(x, d);
 	out->fixed_s = 0;
 	out->pp_s = ref_pp_s(x, d);
-	/* parameters x4 (weights, grads, 2 Adam moments) at B bytes */
-	out->mem_layer_b = 12.0 * h * h / t * B * 4.0 + d->mb * s * h / t * B;
-	out->mem_fixed_b =
-	    (h * d->last + V * h * d->last + h * (V + s) * d->first) * B * 4.0 +
-	    d->mb * s * h * 2.0 * B;
+	/* parameters x4 (weights, grads, 2 Adam moments) at B bytes; ZeRO
+	 * (not in their formulas) divides the copies it shards over the DP
+	 * replicas: zero 1 the 2 moments, zero 2 the gradient as well */
+	double D = d->dp > 1 ? d->dp : 1;
+	double copies = x->t.zero >= 2	 ? 1.0 + 3.0 / D
+			: x->t.zero == 1 ? 2.0 + 2.0 / D
+					 : 4.0;
+
+	out->mem_layer_b =
+	    12.0 * h * h / t * B * copies + d->mb * s * h / t * B;
+	out->mem_fixed_b = (h * d->last + V * h * d->last +
+			    h * (V + s) * d->first) *
+			       B * copies +
+			   d->mb * s * h * 2.0 * B;
 	for (int i = 0; i < d->tp; i++)
 		if (x->dev[d->dev[i]].mem_gib * SCHED_GIB < cap)
 			cap = x->dev[d->dev[i]].mem_gib * SCHED_GIB;
@@ -183,3 +192,47 @@ out:
 	free(base);
 	return total;
 }
+
+/* Their DP formula knows no overlap: the whole sync follows the pipelines. */
+static double ref_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
+		     const sched_map *map, const double *stage_s,
+		     double *total_s)
+{
+	(void)stage_s;
+	*total_s = sched_ref_dp_s(x, pp, np, map);
+	return 0;
+}
+
+/* T = 1.8 max_p T_p + 1.1 T_dp; MFU with a_c over every GPU's peak. */
+static void ref_finish(const sched_ctx *x, const hexi_pipeline *pp, int np,
+		       double dp_end, double dp_total, sched_eval *ev)
+{
+	double G = 0, h = x->m.hidden, s = SCHED_REF_SEQ, V = SCHED_REF_VOCAB;
+	double ac = x->t.recompute ? 96.0 : 72.0, flop;
+
+	(void)dp_end;
+	for (int p = 0; p < np; p++)
+		G += pp[p].batch;
+	flop = ac * x->m.layers * G * s * h * h *
+	       (1.0 + s / (6.0 * h) + V / (16.0 * x->m.layers * h));
+	ev->dp_sync_s = dp_total;
+	ev->iter_s = 1.8 * ev->max_pipe_s + 1.1 * dp_total;
+	ev->tokens_per_s = G * s / ev->iter_s;
+	ev->mfu = flop / ev->iter_s / (x->peak_sum_tflops * SCHED_TWO40);
+}
+
+/* The slot sum grows by the largest stage per micro-batch from m = S-1 on
+ * (every later column spans all stages). */
+static int ref_linear_from(int S)
+{
+	return S - 1 > 1 ? S - 1 : 1;
+}
+
+const sched_cost_model sched_cost_reference = {
+    .name = "reference",
+    .stage = sched_ref_stage,
+    .pipe_s = sched_ref_pipe_s,
+    .linear_from = ref_linear_from,
+    .dp = ref_dp,
+    .finish = ref_finish,
+};

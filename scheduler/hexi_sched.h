@@ -226,6 +226,21 @@ typedef struct hexi_prediction {
 	double mfu; /* 0..1 over all GPUs of the plan */
 } hexi_prediction;
 
+/* Why a search stopped (hexiscale-plan(5), "search"). */
+typedef enum hexi_search_stop {
+	HEXI_SEARCH_DONE = 0, /* converged or ran through its space */
+	HEXI_SEARCH_WORK = 1, /* reached max_evals: deterministic */
+	HEXI_SEARCH_TIME = 2, /* the wall-clock safety stop: the plan may
+				 differ between an idle and a loaded machine */
+} hexi_search_stop;
+
+typedef struct hexi_search {
+	long evaluations; /* candidates evaluated; 0: not planned here */
+	long max_evals;
+	double time_budget_s;
+	int stop; /* hexi_search_stop */
+} hexi_search;
+
 typedef struct hexi_plan {
 	int version;
 	char hash[HEXI_HASH_HEX]; /* content hash, see hexi_plan_hash() */
@@ -238,6 +253,14 @@ typedef struct hexi_plan {
 	int npipelines;
 	hexi_pipeline *pipelines; /* [npipelines] */
 	hexi_prediction pred;
+	hexi_search search; /* how the planner got it; not hashed */
+	/* GPUs of the cluster the plan leaves idle (hexiscale-plan(5),
+	 * "idle"): every GPU of the cluster is in exactly one stage or here.
+	 * Their ranks continue the training ranks: W .. W+nidle-1 as the
+	 * planner writes them (any permutation of 0 .. W+nidle-1 over the
+	 * stages' and idle devices is valid, so a launcher may renumber). */
+	int nidle;
+	hexi_device *idle; /* [nidle], malloc'ed, freed by hexi_plan_destroy */
 } hexi_plan;
 
 /* A plan to fill in code: copies of c (cloned), m and t, npipelines zeroed
@@ -276,13 +299,25 @@ typedef struct hexi_role {
 	int local_rank, local_world_size; /* among ranks on the same node */
 	int recompute; /* 0/1: this rank's pipeline recomputes activations */
 	int zero;      /* the plan's train.zero */
+	/* 1: the rank is one of the plan's idle GPUs; it trains nothing.
+	 * Then pipeline, stage, tp_rank are -1, nstages, tp_size, layers,
+	 * batch and micro-batches 0, recompute 0; rank, world_size (the
+	 * training ranks W), node, gpu, local_rank and local_world_size (over
+	 * every task of the node, idle ones included) are set. */
+	int idle;
 } hexi_role;
 
 /* 0 or 1: whether pipeline pi of p recomputes activations (its own
  * setting, else train.recompute). */
 int hexi_plan_recompute(const hexi_plan *p, int pi);
 
+/* Role of rank 0 .. hexi_plan_tasks(p)-1: a training rank or an idle GPU
+ * (out->idle); HEXI_ERR_NOTFOUND for any other rank. */
 hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out);
+/* Tasks the plan needs, one per GPU: world_size + nidle. */
+int hexi_plan_tasks(const hexi_plan *p);
+/* Index in p->idle of the idle GPU with this rank, or -1. */
+int hexi_plan_find_idle(const hexi_plan *p, int rank);
 /* Stage holding a global rank: pipeline/stage/tp_rank, or HEXI_ERR_NOTFOUND. */
 hexi_rc hexi_plan_find_rank(const hexi_plan *p, int rank, int *pipeline,
 			    int *stage, int *tp_rank);
@@ -360,12 +395,41 @@ typedef struct hexi_plan_opts {
 	hexi_strategy strategy;
 	hexi_cost_kind cost_model;
 	uint64_t seed;
-	double time_budget_s; /* 0 = default */
+	/* The search is bounded by work, so the same inputs and seed give the
+	 * same plan on any machine; the time budget is only a safety stop,
+	 * recorded in the plan (hexi_plan.search) when it cuts the search. */
+	long max_evals;	      /* candidates evaluated; 0 = default */
+	double time_budget_s; /* wall-clock safety stop; 0 = default */
 	int no_asymmetric_tp; /* ablation */
 	int uniform_batch;    /* ablation */
 	int verbose;	      /* search trace through hexi_log */
 	int max_pipelines;    /* 0 = no limit */
+	/* 1: every GPU of the cluster in the plan (no idle GPUs), as before
+	 * subsets were searched; the hexiscale strategy otherwise also plans
+	 * on the fastest GPU types and nodes alone and keeps what is faster */
+	int use_all_gpus;
+	/* Micro-batch sizes.  Default (micro_batch_exact 0): the planner
+	 * chooses each pipeline's micro-batch size among the divisors of its
+	 * batch up to micro_batch_max (0 = no bound); train.micro_batch is
+	 * then not used.  micro_batch_exact 1: micro-batches of
+	 * train.micro_batch samples, or a power-of-two multiple of it when
+	 * that is faster (the meaning before bounds existed). */
+	int micro_batch_max;
+	int micro_batch_exact;
+	/* Memory options searched with the rest of the plan: -1 (default)
+	 * = searched (zero 0, 1, 2; recompute on and off), else fixed to
+	 * that value (train.zero / train.recompute are then not used).
+	 * Clusters of more than HEXI_PLAN_MEMSEARCH_GPUS GPUs search only
+	 * what train says, to keep planning time in bounds. */
+	int zero;
+	int recompute;
 } hexi_plan_opts;
+
+#define HEXI_PLAN_MEMSEARCH_GPUS 512
+
+/* Defaults of max_evals and time_budget_s. */
+#define HEXI_PLAN_MAX_EVALS 20000
+#define HEXI_PLAN_BUDGET_S  600.0
 
 void hexi_plan_opts_defaults(hexi_plan_opts *o);
 /* Find the best plan; the cluster is copied into the plan. */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sched_int.h"
 
@@ -22,6 +23,7 @@ typedef struct cli {
 	const char *input; /* CLUSTER or PLAN */
 	const char *model, *catalog, *profiles, *out, *svg;
 	long global_batch, micro_batch, seq, recompute;
+	int mb_exact; /* --micro-batch-exact given */
 	int json, verbose, no_overlap;
 	hexi_plan_opts o;
 	int have_cost;
@@ -39,14 +41,16 @@ static void usage(FILE *f)
 	       "  compare CLUSTER --model M                 strategies side by "
 	       "side\n"
 	       "options:\n"
-	       "  --model NAME|FILE  --global-batch N  --micro-batch N  "
+	       "  --model NAME|FILE  --global-batch N  --micro-batch N | "
+	       "--micro-batch-exact N  "
 	       "--seq N\n"
-	       "  --recompute | --no-recompute  --catalog FILE  --profiles "
+	       "  --recompute | --no-recompute  --zero 0|1|2  --catalog FILE  "
+	       "--profiles "
 	       "PATH\n"
 	       "  --strategy hexiscale|megatron|random|exhaustive  "
 	       "--cost-model hexiscale|reference\n"
-	       "  --seed N  --time-budget S  --max-pipelines N  "
-	       "--no-asymmetric-tp  --uniform-batch\n"
+	       "  --seed N  --max-evals N  --time-budget S  --max-pipelines N  "
+	       "--no-asymmetric-tp  --uniform-batch  --use-all-gpus\n"
 	       "  --no-overlap  -o, --output FILE  --svg FILE  --json  -v, "
 	       "--verbose\n"
 	       "  -h, --help  -V, --version\n"
@@ -76,6 +80,8 @@ enum {
 	OPT_MODEL = 256,
 	OPT_GB,
 	OPT_MB,
+	OPT_MBEXACT,
+	OPT_ZERO,
 	OPT_SEQ,
 	OPT_RECOMPUTE,
 	OPT_NO_RECOMPUTE,
@@ -85,10 +91,12 @@ enum {
 	OPT_COST,
 	OPT_SEED,
 	OPT_BUDGET,
+	OPT_MAXEVALS,
 	OPT_MAXP,
 	OPT_NOASYM,
 	OPT_UNIFORM,
 	OPT_NOOVERLAP,
+	OPT_ALLGPUS,
 	OPT_SVG,
 	OPT_JSON,
 };
@@ -97,6 +105,8 @@ static const struct option longopts[] = {
     {"model", required_argument, NULL, OPT_MODEL},
     {"global-batch", required_argument, NULL, OPT_GB},
     {"micro-batch", required_argument, NULL, OPT_MB},
+    {"micro-batch-exact", required_argument, NULL, OPT_MBEXACT},
+    {"zero", required_argument, NULL, OPT_ZERO},
     {"seq", required_argument, NULL, OPT_SEQ},
     {"recompute", no_argument, NULL, OPT_RECOMPUTE},
     {"no-recompute", no_argument, NULL, OPT_NO_RECOMPUTE},
@@ -106,10 +116,12 @@ static const struct option longopts[] = {
     {"cost-model", required_argument, NULL, OPT_COST},
     {"seed", required_argument, NULL, OPT_SEED},
     {"time-budget", required_argument, NULL, OPT_BUDGET},
+    {"max-evals", required_argument, NULL, OPT_MAXEVALS},
     {"max-pipelines", required_argument, NULL, OPT_MAXP},
     {"no-asymmetric-tp", no_argument, NULL, OPT_NOASYM},
     {"uniform-batch", no_argument, NULL, OPT_UNIFORM},
     {"no-overlap", no_argument, NULL, OPT_NOOVERLAP},
+    {"use-all-gpus", no_argument, NULL, OPT_ALLGPUS},
     {"output", required_argument, NULL, 'o'},
     {"svg", required_argument, NULL, OPT_SVG},
     {"json", no_argument, NULL, OPT_JSON},
@@ -149,8 +161,14 @@ static int parse_opts(cli *a, int argc, char **argv)
 				     &a->global_batch);
 			break;
 		case OPT_MB:
-			rc = num_opt("--micro-batch", optarg, 1, 65536,
-				     &a->micro_batch);
+		case OPT_MBEXACT:
+			rc = num_opt(c == OPT_MB ? "--micro-batch"
+						 : "--micro-batch-exact",
+				     optarg, 1, 65536, &a->micro_batch);
+			a->mb_exact = c == OPT_MBEXACT;
+			a->o.micro_batch_exact = a->mb_exact;
+			a->o.micro_batch_max =
+			    a->mb_exact ? 0 : (int)a->micro_batch;
 			break;
 		case OPT_SEQ:
 			rc = num_opt("--seq", optarg, 1, 1048576, &a->seq);
@@ -158,6 +176,11 @@ static int parse_opts(cli *a, int argc, char **argv)
 		case OPT_RECOMPUTE:
 		case OPT_NO_RECOMPUTE:
 			a->recompute = c == OPT_RECOMPUTE;
+			a->o.recompute = (int)a->recompute;
+			break;
+		case OPT_ZERO:
+			rc = num_opt("--zero", optarg, 0, 2, &v);
+			a->o.zero = (int)v;
 			break;
 		case OPT_CATALOG:
 			a->catalog = optarg;
@@ -193,6 +216,10 @@ static int parse_opts(cli *a, int argc, char **argv)
 			}
 			a->o.time_budget_s = d;
 			break;
+		case OPT_MAXEVALS:
+			rc = num_opt("--max-evals", optarg, 1, 100000000L, &v);
+			a->o.max_evals = v;
+			break;
 		case OPT_MAXP:
 			rc = num_opt("--max-pipelines", optarg, 1,
 				     HEXI_MAX_GPUS, &v);
@@ -206,6 +233,9 @@ static int parse_opts(cli *a, int argc, char **argv)
 			break;
 		case OPT_NOOVERLAP:
 			a->no_overlap = 1;
+			break;
+		case OPT_ALLGPUS:
+			a->o.use_all_gpus = 1;
 			break;
 		case 'o':
 			a->out = optarg;
@@ -280,7 +310,7 @@ static hexi_rc load_inputs(const cli *a, hexi_cluster **c, hexi_model *m,
 	hexi_train_defaults(t);
 	if (a->global_batch > 0)
 		t->global_batch = (int)a->global_batch;
-	if (a->micro_batch > 0)
+	if (a->micro_batch > 0 && a->mb_exact)
 		t->micro_batch = (int)a->micro_batch;
 	if (a->recompute >= 0)
 		t->recompute = (int)a->recompute;
@@ -290,7 +320,7 @@ static hexi_rc load_inputs(const cli *a, hexi_cluster **c, hexi_model *m,
 	if (rc == HEXI_OK && t->global_batch % t->micro_batch)
 		rc = hexi_error(HEXI_ERR_INVAL,
 				"--global-batch: %d is not divisible by "
-				"--micro-batch %d",
+				"--micro-batch-exact %d",
 				t->global_batch, t->micro_batch);
 	return rc;
 }
@@ -335,6 +365,79 @@ static const char *gpu_name(const hexi_plan *p, const hexi_stage *s)
 	return p->cluster->nodes[s->devices[0].node].gpu_type;
 }
 
+/* " rtx4090 x1024, rtx3090 x1024": idle GPUs per type, in first-seen
+ * order. */
+static void print_idle_types(const hexi_plan *p)
+{
+	const char *seen[32];
+	int cnt[32], n = 0;
+
+	for (int i = 0; i < p->nidle; i++) {
+		const char *t = p->cluster->nodes[p->idle[i].node].gpu_type;
+		int k = 0;
+		while (k < n && strcmp(seen[k], t) != 0)
+			k++;
+		if (k == n && n < 32) {
+			seen[n] = t;
+			cnt[n++] = 0;
+		}
+		if (k < n)
+			cnt[k]++;
+	}
+	for (int k = 0; k < n; k++)
+		printf("%s %s x%d", k ? "," : "", seen[k], cnt[k]);
+	printf(" (hexiplan show --json lists them)\n");
+}
+
+/* "idle: 3 GPUs: n2 (rtx3090) 0,1; n3 (rtx3090) 0" when the plan leaves
+ * any out; nothing otherwise. */
+static void print_idle(const hexi_plan *p)
+{
+	int prev = -1, nodes = 0;
+
+	if (p->nidle == 0)
+		return;
+	for (int i = 0; i < p->nidle; i++)
+		nodes += i == 0 || p->idle[i].node != p->idle[i - 1].node;
+	printf("  idle: %d GPU%s on %d node%s (ranks %d-%d, train nothing):",
+	       p->nidle, p->nidle == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s",
+	       p->world_size, p->world_size + p->nidle - 1);
+	if (nodes > 8) { /* GPUs per type, not every node */
+		print_idle_types(p);
+		return;
+	}
+	for (int i = 0; i < p->nidle; i++) {
+		const hexi_node *n = &p->cluster->nodes[p->idle[i].node];
+		if (p->idle[i].node != prev)
+			printf("%s %s (%s) %d", i ? ";" : "", n->name,
+			       n->gpu_type, p->idle[i].gpu);
+		else
+			printf(",%d", p->idle[i].gpu);
+		prev = p->idle[i].node;
+	}
+	printf("\n");
+}
+
+/* The search's work, and a warning when the time budget cut it short
+ * (then the plan depends on the machine's load). */
+static void print_search(const hexi_plan *p)
+{
+	const hexi_search *s = &p->search;
+
+	if (s->evaluations == 0)
+		return;
+	printf("search: %ld candidates evaluated (bound %ld)%s\n",
+	       s->evaluations, s->max_evals,
+	       s->stop == HEXI_SEARCH_WORK ? ", stopped by the bound" : "");
+	if (s->stop == HEXI_SEARCH_TIME)
+		fprintf(stderr,
+			PROG ": warning: the search stopped at its time budget "
+			"(%g s) after %ld candidates, so this plan may differ "
+			"on a machine with another load; raise --time-budget "
+			"or lower --max-evals for a reproducible plan\n",
+			s->time_budget_s, s->evaluations);
+}
+
 static void print_summary(const hexi_plan *p)
 {
 	printf("plan: %d pipeline(s) on %d GPUs, strategy %s, cost model %s\n",
@@ -352,9 +455,11 @@ static void print_summary(const hexi_plan *p)
 			       pl->stages[s].layer_end - 1);
 		printf("\n");
 	}
+	print_idle(p);
 	printf("iteration %.4f s, DP sync %.4f s, %.1f tokens/s, MFU %.2f%%\n",
 	       p->pred.iter_s, p->pred.dp_sync_s, p->pred.tokens_per_s,
 	       100.0 * p->pred.mfu);
+	print_search(p);
 }
 
 /* ---- commands --------------------------------------------------------------
@@ -385,6 +490,13 @@ static int cmd_plan(cli *a)
 		json_object_set_new(j, "planning_s",
 				    json_real(hexi_now_s() - t0));
 		json_object_set_new(j, "hash", json_string(p->hash));
+		json_object_set_new(j, "evaluations",
+				    json_integer(p->search.evaluations));
+		json_object_set_new(
+		    j, "stopped_by",
+		    json_string(p->search.stop == HEXI_SEARCH_TIME   ? "time"
+				: p->search.stop == HEXI_SEARCH_WORK ? "work"
+								     : "done"));
 		if (a->out)
 			json_object_set_new(j, "output", json_string(a->out));
 		print_json(j);
@@ -516,6 +628,7 @@ static int cmd_show(cli *a)
 		free(js);
 	} else if (rc == HEXI_OK) {
 		rc = hexi_plan_render_text(p, stdout);
+		print_idle(p);
 	}
 	if (rc == HEXI_OK && a->svg)
 		rc = hexi_plan_render_svg(p, a->svg);
@@ -556,18 +669,88 @@ typedef struct cmp_row {
 	hexi_rc rc;
 	double iter_s, mfu, tokens, plan_s;
 	int np;
+	char msg[320]; /* the error, when rc is not HEXI_OK */
 } cmp_row;
+
+/* Plan one row of the comparison; on a terminal a progress line on
+ * stderr while it runs. */
+static void cmp_plan(const cli *a, const hexi_cluster *c, const hexi_model *m,
+		     const hexi_train *t, cmp_row *r, int i, int n)
+{
+	hexi_plan_opts o = a->o;
+	hexi_plan *p = NULL;
+	double t0 = hexi_now_s();
+	int tty = isatty(STDERR_FILENO);
+
+	if (tty) {
+		fprintf(stderr, "\r[%d/%d] planning %s ...", i + 1, n, r->name);
+		fflush(stderr);
+	}
+	o.strategy = r->s;
+	o.no_asymmetric_tp = r->no_asym;
+	o.uniform_batch = r->uniform;
+	r->rc = hexi_plan_create(c, m, t, &o, &p);
+	r->plan_s = hexi_now_s() - t0;
+	if (r->rc == HEXI_OK) {
+		r->iter_s = p->pred.iter_s;
+		r->mfu = p->pred.mfu;
+		r->tokens = p->pred.tokens_per_s;
+		r->np = p->npipelines;
+	} else {
+		snprintf(r->msg, sizeof(r->msg), "%s", hexi_errmsg(r->rc));
+	}
+	if (tty)
+		fprintf(stderr, "\r%*s\r", 60, "");
+	hexi_plan_destroy(p);
+}
+
+/* Row i as soon as it is planned (row 0, megatron, is the baseline). */
+static void cmp_print(const cli *a, const cmp_row *rows, int i, json_t *arr)
+{
+	double sp = rows[0].rc == HEXI_OK && rows[i].rc == HEXI_OK
+			? rows[0].iter_s / rows[i].iter_s
+			: 0;
+
+	if (a->json) {
+		json_array_append_new(
+		    arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:i, s:o, s:f, "
+				   "s:s}",
+				   "strategy", rows[i].name, "status",
+				   hexi_errname(rows[i].rc), "iteration_s",
+				   rows[i].iter_s, "mfu", rows[i].mfu,
+				   "tokens_per_s", rows[i].tokens, "pipelines",
+				   rows[i].np, "speedup_over_megatron",
+				   sp > 0 ? json_real(sp) : json_null(),
+				   "planning_s", rows[i].plan_s, "message",
+				   rows[i].msg));
+		return;
+	}
+	if (rows[i].rc != HEXI_OK)
+		printf("%-17s %s (%s): %s\n", rows[i].name,
+		       hexi_strerror(rows[i].rc), hexi_errname(rows[i].rc),
+		       rows[i].msg);
+	else if (sp > 0)
+		printf("%-17s %9.4f %7.2f %6d %12.1f %8.2fx %10.3f\n",
+		       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
+		       rows[i].np, rows[i].tokens, sp, rows[i].plan_s);
+	else /* megatron does not fit: no speed-up to print */
+		printf("%-17s %9.4f %7.2f %6d %12.1f %9s %10.3f\n",
+		       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
+		       rows[i].np, rows[i].tokens, "n/a", rows[i].plan_s);
+	fflush(stdout);
+}
 
 static int cmd_compare(cli *a)
 {
 	cmp_row rows[] = {
-	    {"megatron", HEXI_STRATEGY_MEGATRON, 0, 0, 0, 0, 0, 0, 0, 0},
-	    {"hexiscale", HEXI_STRATEGY_HEXISCALE, 0, 0, 0, 0, 0, 0, 0, 0},
-	    {"no-asymmetric-tp", HEXI_STRATEGY_HEXISCALE, 1, 0, 0, 0, 0, 0, 0,
-	     0},
-	    {"uniform-batch", HEXI_STRATEGY_HEXISCALE, 0, 1, 0, 0, 0, 0, 0, 0},
-	    {"random", HEXI_STRATEGY_RANDOM, 0, 0, 0, 0, 0, 0, 0, 0},
-	    {"exhaustive", HEXI_STRATEGY_EXHAUSTIVE, 0, 0, 0, 0, 0, 0, 0, 0},
+	    {.name = "megatron", .s = HEXI_STRATEGY_MEGATRON},
+	    {.name = "hexiscale", .s = HEXI_STRATEGY_HEXISCALE},
+	    {.name = "no-asymmetric-tp",
+	     .s = HEXI_STRATEGY_HEXISCALE,
+	     .no_asym = 1},
+	    {.name = "uniform-batch", .s = HEXI_STRATEGY_HEXISCALE, .uniform = 1},
+	    {.name = "random", .s = HEXI_STRATEGY_RANDOM},
+	    {.name = "exhaustive", .s = HEXI_STRATEGY_EXHAUSTIVE},
 	};
 	int nrows = (int)(sizeof(rows) / sizeof(rows[0]));
 	hexi_cluster *c = NULL;
@@ -580,58 +763,16 @@ static int cmd_compare(cli *a)
 		return fail(rc);
 	if (hexi_cluster_total_gpus(c) > 8)
 		nrows--; /* exhaustive only for <= 8 GPUs */
-	for (int i = 0; i < nrows; i++) {
-		hexi_plan_opts o = a->o;
-		hexi_plan *p = NULL;
-		double t0 = hexi_now_s();
-		o.strategy = rows[i].s;
-		o.no_asymmetric_tp = rows[i].no_asym;
-		o.uniform_batch = rows[i].uniform;
-		rows[i].rc = hexi_plan_create(c, &m, &t, &o, &p);
-		rows[i].plan_s = hexi_now_s() - t0;
-		if (rows[i].rc == HEXI_OK) {
-			rows[i].iter_s = p->pred.iter_s;
-			rows[i].mfu = p->pred.mfu;
-			rows[i].tokens = p->pred.tokens_per_s;
-			rows[i].np = p->npipelines;
-		}
-		hexi_plan_destroy(p);
-	}
 	arr = json_array();
-	if (!a->json)
+	if (!a->json) {
 		printf("%-17s %9s %7s %6s %12s %9s %10s\n", "strategy",
 		       "iter_s", "MFU%", "pipes", "tokens/s", "speedup",
 		       "planning_s");
+		fflush(stdout);
+	}
 	for (int i = 0; i < nrows; i++) {
-		double sp = rows[0].rc == HEXI_OK && rows[i].rc == HEXI_OK
-				? rows[0].iter_s / rows[i].iter_s
-				: 0;
-		if (a->json) {
-			json_array_append_new(
-			    arr, json_pack("{s:s, s:s, s:f, s:f, s:f, s:i, "
-					   "s:o, s:f}",
-					   "strategy", rows[i].name, "status",
-					   hexi_errname(rows[i].rc),
-					   "iteration_s", rows[i].iter_s, "mfu",
-					   rows[i].mfu, "tokens_per_s",
-					   rows[i].tokens, "pipelines",
-					   rows[i].np, "speedup_over_megatron",
-					   sp > 0 ? json_real(sp) : json_null(),
-					   "planning_s", rows[i].plan_s));
-		} else if (rows[i].rc != HEXI_OK) {
-			printf("%-17s %s (%s)\n", rows[i].name,
-			       hexi_strerror(rows[i].rc),
-			       hexi_errname(rows[i].rc));
-		} else if (sp > 0) {
-			printf("%-17s %9.4f %7.2f %6d %12.1f %8.2fx %10.3f\n",
-			       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
-			       rows[i].np, rows[i].tokens, sp, rows[i].plan_s);
-		} else { /* megatron does not fit: no speed-up to print */
-			printf("%-17s %9.4f %7.2f %6d %12.1f %9s %10.3f\n",
-			       rows[i].name, rows[i].iter_s, 100 * rows[i].mfu,
-			       rows[i].np, rows[i].tokens, "n/a",
-			       rows[i].plan_s);
-		}
+		cmp_plan(a, c, &m, &t, &rows[i], i, nrows);
+		cmp_print(a, rows, i, arr);
 	}
 	if (a->json)
 		print_json(json_pack("{s:o}", "strategies", arr));

@@ -27,6 +27,7 @@ void hexi_plan_destroy(hexi_plan *p)
 		free(pl->stages);
 	}
 	free(p->pipelines);
+	free(p->idle);
 	hexi_cluster_destroy(p->cluster);
 	free(p);
 }
@@ -120,213 +121,27 @@ hexi_rc hexi_plan_clone(const hexi_plan *p, hexi_plan **out)
 		*d = *p;
 		d->cluster = c;
 		d->pipelines = pls;
+		d->idle = NULL;
+		d->nidle = 0;
 	}
 	memset(pls, 0, (size_t)p->npipelines * sizeof(*pls));
 	for (int i = 0; rv == HEXI_OK && i < p->npipelines; i++)
 		rv = copy_pipeline(&pls[i], &p->pipelines[i]);
+	if (rv == HEXI_OK && p->nidle > 0) {
+		d->idle = malloc((size_t)p->nidle * sizeof(hexi_device));
+		if (d->idle == NULL)
+			rv = hexi_error(HEXI_ERR_NOMEM, "plan: out of memory");
+		else
+			memcpy(d->idle, p->idle,
+			       (size_t)p->nidle * sizeof(hexi_device));
+		d->nidle = d->idle != NULL ? p->nidle : 0;
+	}
 	if (rv != HEXI_OK) {
 		hexi_plan_destroy(d);
 		return rv;
 	}
 	*out = d;
 	return HEXI_OK;
-}
-
-/* ---- validation ---------------------------------------------------------- */
-
-/* Position of GPU index gpu in node n's list, or -1. */
-static int gpu_slot(const hexi_node *n, int gpu)
-{
-	for (int k = 0; k < n->ngpus; k++)
-		if (n->gpu_index[k] == gpu)
-			return k;
-	return -1;
-}
-
-typedef struct vstate {
-	const hexi_plan *p;
-	int *node_base;		  /* [nnodes] first slot of each node */
-	unsigned char *dev_used;  /* [total GPUs] */
-	unsigned char *rank_used; /* [world_size] */
-} vstate;
-
-static hexi_rc check_device(vstate *v, int pi, int si, int di, int node0)
-{
-	const hexi_cluster *c = v->p->cluster;
-	const hexi_device *d = &v->p->pipelines[pi].stages[si].devices[di];
-	int slot;
-
-	if (d->node < 0 || d->node >= c->nnodes)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d].node: "
-				  "index %d is not a node of the cluster",
-				  pi, si, di, d->node);
-	if (d->node != node0)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d].node: "
-				  "'%s' differs from '%s'; a TP group must be "
-				  "on one node",
-				  pi, si, di, c->nodes[d->node].name,
-				  c->nodes[node0].name);
-	slot = gpu_slot(&c->nodes[d->node], d->gpu);
-	if (slot < 0)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d].gpu: "
-				  "node '%s' has no GPU %d",
-				  pi, si, di, c->nodes[d->node].name, d->gpu);
-	if (v->dev_used[v->node_base[d->node] + slot]++)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d]: GPU "
-				  "%d of node '%s' is used twice",
-				  pi, si, di, d->gpu, c->nodes[d->node].name);
-	if (d->rank < 0 || d->rank >= v->p->world_size)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d].rank: "
-				  "%d is not in 0..%d",
-				  pi, si, di, d->rank, v->p->world_size - 1);
-	if (v->rank_used[d->rank]++)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].devices[%d].rank: "
-				  "rank %d is used twice",
-				  pi, si, di, d->rank);
-	return HEXI_OK;
-}
-
-static hexi_rc check_stage(vstate *v, int pi, int si, int *next_layer)
-{
-	const hexi_stage *s = &v->p->pipelines[pi].stages[si];
-	int kv = v->p->model.kv_heads;
-	hexi_rc rv = HEXI_OK;
-
-	if (s->layer_begin != *next_layer || s->layer_end <= s->layer_begin ||
-	    s->layer_end > v->p->model.layers)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d]: layers [%d,%d) "
-				  "must start at %d and hold at least one of "
-				  "the model's %d layers",
-				  pi, si, s->layer_begin, s->layer_end,
-				  *next_layer, v->p->model.layers);
-	*next_layer = s->layer_end;
-	if (s->tp < 1 || s->tp > kv || s->tp > HEXI_MAX_GPUS_PER_NODE ||
-	    s->devices == NULL)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages[%d].tp: %d must be in "
-				  "1..%d (KV heads of %s)",
-				  pi, si, s->tp, kv, v->p->model.name);
-	for (int d = 0; rv == HEXI_OK && d < s->tp; d++)
-		rv = check_device(v, pi, si, d, s->devices[0].node);
-	return rv;
-}
-
-static hexi_rc check_pipeline(vstate *v, int pi, long *batch_sum)
-{
-	const hexi_pipeline *pl = &v->p->pipelines[pi];
-	int next = 0;
-	hexi_rc rv = HEXI_OK;
-
-	if (pl->nstages < 1 || pl->nstages > v->p->model.layers ||
-	    pl->stages == NULL)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines[%d].stages: %d stages is out of "
-				  "range 1..%d (layers)",
-				  pi, pl->nstages, v->p->model.layers);
-	for (int s = 0; rv == HEXI_OK && s < pl->nstages; s++)
-		rv = check_stage(v, pi, s, &next);
-	if (rv == HEXI_OK && next != v->p->model.layers)
-		rv = hexi_error(HEXI_ERR_INVAL,
-				"pipelines[%d]: stages end at layer %d, the "
-				"model has %d",
-				pi, next, v->p->model.layers);
-	if (rv == HEXI_OK && (pl->batch < 1 || pl->micro_batches < 1 ||
-			      pl->micro_batches > pl->batch))
-		rv = hexi_error(HEXI_ERR_INVAL,
-				"pipelines[%d]: batch %d and micro_batches %d "
-				"must be >= 1 with micro_batches <= batch",
-				pi, pl->batch, pl->micro_batches);
-	if (rv == HEXI_OK && pl->batch % pl->micro_batches != 0)
-		rv = hexi_error(HEXI_ERR_INVAL,
-				"pipelines[%d].micro_batches: %d does not "
-				"divide batch %d",
-				pi, pl->micro_batches, pl->batch);
-	if (rv == HEXI_OK && (pl->recompute < HEXI_RECOMPUTE_INHERIT ||
-			      pl->recompute > HEXI_RECOMPUTE_OFF))
-		rv = hexi_error(HEXI_ERR_INVAL,
-				"pipelines[%d].recompute: mode %d is not "
-				"inherit (0), on (1) or off (2)",
-				pi, pl->recompute);
-	*batch_sum += pl->batch;
-	return rv;
-}
-
-static hexi_rc check_top(const hexi_plan *p, int *total)
-{
-	long devs = 0;
-	hexi_rc rv;
-
-	if (p == NULL || p->cluster == NULL || p->pipelines == NULL)
-		return hexi_error(HEXI_ERR_INVAL, "plan: NULL or empty");
-	if (p->version != HEXI_PLAN_VERSION)
-		return hexi_error(HEXI_ERR_VERSION, "version: %d is not %d",
-				  p->version, HEXI_PLAN_VERSION);
-	rv = hexi_model_validate(&p->model);
-	if (rv == HEXI_OK)
-		rv = hexi_train_validate(&p->train);
-	if (rv == HEXI_OK)
-		rv = hexi_cluster_validate(p->cluster);
-	if (rv != HEXI_OK)
-		return rv;
-	*total = hexi_cluster_total_gpus(p->cluster);
-	if (p->npipelines < 1 || p->npipelines > *total)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "pipelines: %d pipelines for %d GPUs",
-				  p->npipelines, *total);
-	for (int i = 0; i < p->npipelines; i++)
-		for (int s = 0; s < p->pipelines[i].nstages &&
-				p->pipelines[i].stages != NULL;
-		     s++)
-			devs += p->pipelines[i].stages[s].tp;
-	if (p->world_size < 1 || p->world_size > *total ||
-	    devs != p->world_size)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "world_size: %d must equal the %ld devices "
-				  "of the stages and be <= the cluster's %d "
-				  "GPUs",
-				  p->world_size, devs, *total);
-	return HEXI_OK;
-}
-
-hexi_rc hexi_plan_validate(const hexi_plan *p)
-{
-	vstate v = {p, NULL, NULL, NULL};
-	long batch_sum = 0;
-	int total = 0;
-	hexi_rc rv;
-
-	rv = check_top(p, &total);
-	if (rv != HEXI_OK)
-		return rv;
-	v.node_base = calloc((size_t)p->cluster->nnodes, sizeof(int));
-	v.dev_used = calloc((size_t)total, 1);
-	v.rank_used = calloc((size_t)p->world_size, 1);
-	if (v.node_base == NULL || v.dev_used == NULL || v.rank_used == NULL) {
-		rv = hexi_error(HEXI_ERR_NOMEM, "plan: out of memory");
-		goto out;
-	}
-	for (int i = 1; i < p->cluster->nnodes; i++)
-		v.node_base[i] =
-		    v.node_base[i - 1] + p->cluster->nodes[i - 1].ngpus;
-	for (int i = 0; rv == HEXI_OK && i < p->npipelines; i++)
-		rv = check_pipeline(&v, i, &batch_sum);
-	if (rv == HEXI_OK && batch_sum != p->train.global_batch)
-		rv = hexi_error(HEXI_ERR_INVAL,
-				"pipelines: batches sum to %ld, "
-				"train.global_batch is %d",
-				batch_sum, p->train.global_batch);
-out:
-	free(v.rank_used);
-	free(v.dev_used);
-	free(v.node_base);
-	return rv;
 }
 
 /* ---- JSON: writing --------------------------------------------------------
@@ -388,7 +203,24 @@ static json_t *pipeline_json(const hexi_plan *p, const hexi_pipeline *pl)
 	return o;
 }
 
-/* world_size, model, train, cluster, pipelines: the hashed content. */
+/* The idle GPUs; written only when there are any, so plans that use
+ * every GPU keep the hash they had before the key existed. */
+static json_t *idle_json(const hexi_plan *p)
+{
+	json_t *a = json_array();
+	hexi_rc rv = a != NULL ? HEXI_OK : HEXI_ERR_NOMEM;
+
+	for (int i = 0; rv == HEXI_OK && i < p->nidle; i++)
+		rv = hsj_append(a, device_json(p, &p->idle[i]));
+	if (rv != HEXI_OK) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* world_size, model, train, cluster, pipelines (and idle): the hashed
+ * content. */
 static hexi_rc add_core(json_t *o, const hexi_plan *p)
 {
 	json_t *pls = json_array();
@@ -407,6 +239,8 @@ static hexi_rc add_core(json_t *o, const hexi_plan *p)
 		rv = hsj_set(o, "train", hexi__train_to_json(&p->train));
 	if (rv == HEXI_OK)
 		rv = hsj_set(o, "cluster", hexi__cluster_to_json(p->cluster));
+	if (rv == HEXI_OK && p->nidle > 0)
+		rv = hsj_set(o, "idle", idle_json(p));
 	if (rv == HEXI_OK)
 		return hsj_set(o, "pipelines", pls);
 	json_decref(pls);
@@ -509,6 +343,56 @@ static json_t *pred_json(const hexi_plan *p)
 	return NULL;
 }
 
+static const char *const stop_names[] = {"done", "work", "time"};
+
+/* How the planner got the plan; like the prediction, not hashed. */
+static json_t *search_json(const hexi_search *s)
+{
+	int k = s->stop >= 0 && s->stop <= HEXI_SEARCH_TIME ? s->stop : 0;
+
+	return json_pack("{s:I,s:I,s:f,s:s}", "evaluations",
+			 (json_int_t)s->evaluations, "max_evals",
+			 (json_int_t)s->max_evals, "time_budget_s",
+			 s->time_budget_s, "stopped_by", stop_names[k]);
+}
+
+static hexi_rc parse_search(const json_t *j, hexi_plan *p)
+{
+	static const char *const keys[] = {"evaluations", "max_evals",
+					   "time_budget_s", "stopped_by", NULL};
+	const char *w = "search";
+	char by[16] = "done";
+	long ev = 0, mx = 0;
+	json_t *o = NULL;
+	hexi_rc rv = hsj_get_object(j, "", w, 0, &o);
+
+	if (rv != HEXI_OK || o == NULL)
+		return rv;
+	rv = hsj_check_keys(o, w, keys);
+	if (rv == HEXI_OK)
+		rv = hsj_get_int(o, w, "evaluations", 0, 0, 1L << 40, &ev);
+	if (rv == HEXI_OK)
+		rv = hsj_get_int(o, w, "max_evals", 0, 0, 1L << 40, &mx);
+	if (rv == HEXI_OK)
+		rv = hsj_get_num(o, w, "time_budget_s", 0, 0, 0, 1e9,
+				 &p->search.time_budget_s);
+	if (rv == HEXI_OK)
+		rv = hsj_get_str(o, w, "stopped_by", 0, by, sizeof(by));
+	p->search.evaluations = ev;
+	p->search.max_evals = mx;
+	for (int k = 0; rv == HEXI_OK && k <= HEXI_SEARCH_TIME; k++)
+		if (strcmp(by, stop_names[k]) == 0) {
+			p->search.stop = k;
+			return HEXI_OK;
+		}
+	if (rv == HEXI_OK)
+		rv = hexi_error(HEXI_ERR_PARSE,
+				"search.stopped_by: '%s' is not done, work "
+				"or time",
+				by);
+	return rv;
+}
+
 hexi_rc hexi_plan_to_json(const hexi_plan *p, char **out)
 {
 	char hex[HEXI_HASH_HEX];
@@ -534,6 +418,8 @@ hexi_rc hexi_plan_to_json(const hexi_plan *p, char **out)
 		rv = hsj_set(o, "sync", sync_json(p));
 	if (rv == HEXI_OK && p->pred.iter_s > 0)
 		rv = hsj_set(o, "prediction", pred_json(p));
+	if (rv == HEXI_OK && p->search.evaluations > 0)
+		rv = hsj_set(o, "search", search_json(&p->search));
 	if (rv == HEXI_OK)
 		rv = hsj_dump(o, 1, out);
 	json_decref(o);
@@ -546,7 +432,7 @@ hexi_rc hexi_plan_to_json(const hexi_plan *p, char **out)
 static const char *const plan_keys[] = {
     "format",	  "version",	"hash",	 "strategy", "cost_model",
     "world_size", "model",	"train", "cluster",  "pipelines",
-    "sync",	  "prediction", NULL};
+    "sync",	  "prediction", "idle", "search", NULL};
 static const char *const pipeline_keys[] = {"batch", "micro_batches",
 					    "recompute", "stages", NULL};
 static const char *const stage_keys[] = {"layer_begin", "layer_end", "tp",
@@ -746,6 +632,29 @@ static hexi_rc parse_prediction(const json_t *j, hexi_plan *p)
 	return rv;
 }
 
+static hexi_rc parse_idle(const json_t *j, hexi_plan *p)
+{
+	json_t *a = NULL, *dj;
+	size_t i;
+	hexi_rc rv = hsj_get_array(j, "", "idle", 0, HEXI_MAX_GPUS, 0, &a);
+
+	if (rv != HEXI_OK || a == NULL || json_array_size(a) == 0)
+		return rv;
+	p->idle = calloc(json_array_size(a), sizeof(hexi_device));
+	if (p->idle == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "plan: out of memory");
+	json_array_foreach(a, i, dj)
+	{
+		char w[HSJ_PATH_MAX];
+		hsj_index(w, sizeof(w), "idle", i);
+		rv = parse_device(p->cluster, dj, w, &p->idle[i]);
+		if (rv != HEXI_OK)
+			return rv;
+		p->nidle = (int)i + 1;
+	}
+	return HEXI_OK;
+}
+
 static hexi_rc parse_head(const json_t *j, hexi_plan *p, char *hash)
 {
 	json_t *sync;
@@ -816,6 +725,10 @@ static hexi_rc plan_from_json(const json_t *j, const hexi_catalog *cat,
 		hsj_index(w, sizeof(w), "pipelines", i);
 		rv = parse_pipeline(p->cluster, pj, w, &p->pipelines[i]);
 	}
+	if (rv == HEXI_OK)
+		rv = parse_idle(j, p);
+	if (rv == HEXI_OK)
+		rv = parse_search(j, p);
 	if (rv == HEXI_OK)
 		rv = parse_prediction(j, p);
 	if (rv == HEXI_OK) {
@@ -910,15 +823,67 @@ int hexi_plan_recompute(const hexi_plan *p, int pi)
 	return p->train.recompute != 0;
 }
 
+int hexi_plan_find_idle(const hexi_plan *p, int rank)
+{
+	for (int i = 0; p != NULL && i < p->nidle; i++)
+		if (p->idle[i].rank == rank)
+			return i;
+	return -1;
+}
+
+/* Local rank and size of (node, rank) over every task of the node: the
+ * stages' devices and the idle GPUs, ordered by rank. */
+static void local_counts(const hexi_plan *p, int node, int rank,
+			 hexi_role *out)
+{
+	out->local_rank = 0;
+	out->local_world_size = 0;
+	for (int i = 0; i < p->npipelines; i++)
+		for (int s = 0; s < p->pipelines[i].nstages; s++) {
+			const hexi_stage *x = &p->pipelines[i].stages[s];
+			for (int d = 0; d < x->tp; d++) {
+				if (x->devices[d].node != node)
+					continue;
+				out->local_world_size++;
+				out->local_rank += x->devices[d].rank < rank;
+			}
+		}
+	for (int i = 0; i < p->nidle; i++)
+		if (p->idle[i].node == node) {
+			out->local_world_size++;
+			out->local_rank += p->idle[i].rank < rank;
+		}
+}
+
+static hexi_rc idle_role(const hexi_plan *p, int k, hexi_role *out)
+{
+	const hexi_device *d = &p->idle[k];
+
+	*out = (hexi_role){.rank = d->rank,
+			   .world_size = p->world_size,
+			   .pipeline = -1,
+			   .stage = -1,
+			   .tp_rank = -1,
+			   .node = d->node,
+			   .gpu = d->gpu,
+			   .zero = p->train.zero,
+			   .idle = 1};
+	local_counts(p, d->node, d->rank, out);
+	return HEXI_OK;
+}
+
 hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out)
 {
-	int pi, si, ti, node;
+	int pi, si, ti, node, k;
 	const hexi_pipeline *pl;
 	const hexi_stage *st;
 	hexi_rc rv;
 
 	if (p == NULL || out == NULL)
 		return hexi_error(HEXI_ERR_INVAL, "plan: NULL");
+	k = hexi_plan_find_idle(p, rank);
+	if (k >= 0)
+		return idle_role(p, k, out);
 	rv = hexi_plan_find_rank(p, rank, &pi, &si, &ti);
 	if (rv != HEXI_OK)
 		return rv;
@@ -942,15 +907,6 @@ hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out)
 			   .gpu = st->devices[ti].gpu,
 			   .recompute = hexi_plan_recompute(p, pi),
 			   .zero = p->train.zero};
-	for (int i = 0; i < p->npipelines; i++)
-		for (int s = 0; s < p->pipelines[i].nstages; s++) {
-			const hexi_stage *x = &p->pipelines[i].stages[s];
-			for (int d = 0; d < x->tp; d++) {
-				if (x->devices[d].node != node)
-					continue;
-				out->local_world_size++;
-				out->local_rank += x->devices[d].rank < rank;
-			}
-		}
+	local_counts(p, node, rank, out);
 	return HEXI_OK;
 }

@@ -1,9 +1,9 @@
 /*
- * planner.c - the planner's entry point (hexi_plan_create) and phase 2:
- * TP groups inside nodes, stage order by a maximum-bandwidth path, the
- * optimal contiguous min-max layer split under memory caps, and the batch
- * split over pipelines.  Phase 1 is in planner_metis.c, the search loops in
- * planner_search.c, the baselines in planner_base.c.
+ * planner.c - the planner's entry point (hexi_plan_create): inputs, search
+ * state, the strategy chosen, and the plan made of the best candidate.
+ * Phase 1 is in planner_metis.c, phase 2 in planner_phase2.c, the search
+ * loops in planner_search.c, the baselines in planner_base.c, what they
+ * share in planner_cand.c.
  */
 #include "config.h"
 
@@ -20,609 +20,8 @@ void hexi_plan_opts_defaults(hexi_plan_opts *o)
 	o->strategy = HEXI_STRATEGY_HEXISCALE;
 	o->cost_model = HEXI_COST_HEXISCALE;
 	o->seed = 1;
-}
-
-uint64_t pl_rand(pl_state *st)
-{
-	uint64_t z = (st->rng += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-int pl_out_of_time(const pl_state *st)
-{
-	return hexi_now_s() - st->t0 > st->budget_s;
-}
-
-void pl_cand_free(pl_cand *c)
-{
-	if (c->pp)
-		for (int p = 0; p < c->np; p++) {
-			for (int s = 0; s < c->pp[p].nstages; s++)
-				free(c->pp[p].stages[s].devices);
-			free(c->pp[p].stages);
-		}
-	free(c->pp);
-	memset(c, 0, sizeof(*c));
-	c->score = DBL_MAX;
-}
-
-int pl_cand_take(pl_cand *best, pl_cand *c)
-{
-	if (c->pp && (!best->pp || c->score < best->score * (1 - 1e-12))) {
-		pl_cand_free(best);
-		*best = *c;
-		memset(c, 0, sizeof(*c));
-		c->score = DBL_MAX;
-		return 1;
-	}
-	pl_cand_free(c);
-	return 0;
-}
-
-/* ---- layer split --------------------------------------------------------- */
-
-static int split_count(double T, double a, double c, int cap)
-{
-	double k = floor((T - c) / a);
-
-	if (k < 0)
-		return 0;
-	return k > cap ? cap : (int)k;
-}
-
-int sched_split_layers(int L, int S, const double *a, const double *c,
-		       const int *cap, int *n)
-{
-	double lo = 0, hi = 0;
-	long sum = 0;
-
-	if (S < 1 || S > L)
-		return -1;
-	for (int s = 0; s < S; s++) {
-		if (cap[s] < 1 || !(a[s] > 0))
-			return -1;
-		sum += cap[s];
-		lo = a[s] + c[s] > lo ? a[s] + c[s] : lo;
-		hi = a[s] * L + c[s] > hi ? a[s] * L + c[s] : hi;
-	}
-	if (sum < L)
-		return -1;
-	lo *= 1 - 1e-12;
-	hi = hi * (1 + 1e-9) + 1e-300;
-	for (int it = 0; it < 200 && hi - lo > 1e-12 * hi; it++) {
-		double mid = 0.5 * (lo + hi);
-		long got = 0;
-		int ok = 1;
-		for (int s = 0; s < S; s++) {
-			int k = split_count(mid, a[s], c[s], cap[s]);
-			ok &= k >= 1;
-			got += k;
-		}
-		if (ok && got >= L)
-			hi = mid;
-		else
-			lo = mid;
-	}
-	sum = 0;
-	for (int s = 0; s < S; s++) {
-		n[s] = split_count(hi, a[s], c[s], cap[s]);
-		n[s] = n[s] < 1 ? 1 : n[s];
-		sum += n[s];
-	}
-	/* every n[s] keeps its stage under the optimal bound; drop the
-	 * surplus from the stages with the dearest layers, which also gives
-	 * the smallest sum of stage times (1F1B: sum + (m-1) max) */
-	while (sum > L) {
-		int w = -1;
-		for (int s = 0; s < S; s++)
-			if (n[s] > 1 && (w < 0 || a[s] > a[w]))
-				w = s;
-		if (w < 0)
-			return -1;
-		n[w]--;
-		sum--;
-	}
-	return sum == L ? 0 : -1;
-}
-
-/* ---- batch split --------------------------------------------------------- */
-
-/* Time of one pipeline for m micro-batches, both models, O(1) once the
- * anchor is known: 1F1B is sum + (m-1) max; the GPipe slot sum grows by
- * max per micro-batch from m = S-1 on (every later column spans all
- * stages). */
-typedef struct pipe_fn {
-	const double *c;
-	int S, ref, anchor;
-	double sum, mx, t_anchor;
-} pipe_fn;
-
-static double pipe_t(const pipe_fn *f, long m)
-{
-	if (!f->ref)
-		return f->sum + (double)(m - 1) * f->mx;
-	if (m >= f->anchor)
-		return f->t_anchor + (double)(m - f->anchor) * f->mx;
-	return sched_ref_pipe_s(f->c, f->S, (int)m);
-}
-
-/* Largest m >= 1 with pipe_t(m) <= T (0 if none). */
-static long pipe_count(const pipe_fn *f, double T, long M)
-{
-	long m;
-
-	if (!f->ref || T >= f->t_anchor) {
-		double base = f->ref ? f->t_anchor : f->sum;
-		long m0 = f->ref ? f->anchor : 1;
-		if (T < base)
-			return f->ref ? 0 : 0;
-		m = m0 + (long)floor((T - base) / f->mx);
-		return m > M ? M : m;
-	}
-	for (m = f->anchor - 1; m >= 1; m--)
-		if (pipe_t(f, m) <= T)
-			return m;
-	return 0;
-}
-
-/* Minimise max_p T_p(m_p) with sum m_p = M, m_p >= 1: bisection on the
- * bound (each T_p grows with m), then the surplus leaves the pipelines
- * whose time is largest.  O(np log) instead of O(M np). */
-int sched_split_batches(const sched_ctx *x, int np, int M,
-			const double *const *stage_s, const int *S, int *m)
-{
-	pipe_fn *f = calloc((size_t)(np > 0 ? np : 1), sizeof(*f));
-	double lo = 0, hi = 0;
-	long sum = 0;
-	int rc = -1;
-
-	if (!f || np < 1 || M < np)
-		goto out;
-	for (int p = 0; p < np; p++) {
-		f[p].c = stage_s[p];
-		f[p].S = S[p];
-		f[p].ref = x->kind == HEXI_COST_REFERENCE;
-		for (int s = 0; s < S[p]; s++) {
-			f[p].sum += stage_s[p][s];
-			f[p].mx =
-			    stage_s[p][s] > f[p].mx ? stage_s[p][s] : f[p].mx;
-		}
-		if (!(f[p].mx > 0))
-			goto out;
-		f[p].anchor = S[p] - 1 > 1 ? S[p] - 1 : 1;
-		f[p].t_anchor =
-		    f[p].ref ? sched_ref_pipe_s(f[p].c, S[p], f[p].anchor) : 0;
-		lo = pipe_t(&f[p], 1) > lo ? pipe_t(&f[p], 1) : lo;
-		hi = pipe_t(&f[p], M) > hi ? pipe_t(&f[p], M) : hi;
-	}
-	lo *= 1 - 1e-12;
-	hi = hi * (1 + 1e-9);
-	for (int it = 0; it < 200 && hi - lo > 1e-12 * hi; it++) {
-		double mid = 0.5 * (lo + hi);
-		long got = 0;
-		int ok = 1;
-		for (int p = 0; p < np && ok; p++) {
-			long k = pipe_count(&f[p], mid, M);
-			ok = k >= 1;
-			got += k;
-		}
-		if (ok && got >= M)
-			hi = mid;
-		else
-			lo = mid;
-	}
-	for (int p = 0; p < np; p++) {
-		long k = pipe_count(&f[p], hi, M);
-		m[p] = (int)(k < 1 ? 1 : k);
-		sum += m[p];
-	}
-	while (sum > M) { /* surplus from the slowest pipelines */
-		int w = -1;
-		for (int p = 0; p < np; p++)
-			if (m[p] > 1 && (w < 0 || pipe_t(&f[p], m[p]) >
-						      pipe_t(&f[w], m[w])))
-				w = p;
-		if (w < 0)
-			goto out;
-		m[w]--;
-		sum--;
-	}
-	rc = sum == M ? 0 : -1;
-out:
-	free(f);
-	return rc;
-}
-
-/* ---- phase 2 ------------------------------------------------------------- */
-
-typedef struct pl_grp {
-	int node, tp, pipe;
-	int *dev; /* [tp] context indices */
-} pl_grp;
-
-/* qsort_r keys (no globals: hexi_plan_create may run in several threads) */
-typedef struct dev_key {
-	const sched_dev *dev;
-	const int *part, *grp;
-} dev_key;
-
-static int cmp_dev(const void *a, const void *b, void *arg)
-{
-	const dev_key *kk = arg;
-	int i = *(const int *)a, j = *(const int *)b;
-	const sched_dev *d = kk->dev;
-	int k[4] = {kk->part[i], d[i].node, kk->grp ? kk->grp[i] : 0, i};
-	int l[4] = {kk->part[j], d[j].node, kk->grp ? kk->grp[j] : 0, j};
-
-	for (int q = 0; q < 4; q++)
-		if (k[q] != l[q])
-			return k[q] < l[q] ? -1 : 1;
-	return 0;
-}
-
-/* Order the nodes nd[k] of one pipeline: maximum-bandwidth path (largest
- * bottleneck, then largest sum), ties broken by the given order. */
-static void order_nodes(const sched_ctx *x, int *nd, int k)
-{
-	int best[16], cur[16], used[16];
-	double bmin = -1, bsum = -1;
-
-	if (!x->c->pair_bw_gbps || k < 3 || k > 16)
-		return; /* uniform links: every order ties */
-	for (int start = 0; start < k && start < 4; start++) {
-		double mn = DBL_MAX, sm = 0;
-		memset(used, 0, sizeof(used));
-		cur[0] = start;
-		used[start] = 1;
-		for (int i = 1; i < k; i++) {
-			int w = -1;
-			double wb = -1;
-			for (int j = 0; j < k; j++) {
-				double b =
-				    sched_bw_gbps(x, nd[cur[i - 1]], nd[j]);
-				if (!used[j] && b > wb) {
-					wb = b;
-					w = j;
-				}
-			}
-			cur[i] = w;
-			used[w] = 1;
-			mn = wb < mn ? wb : mn;
-			sm += wb;
-		}
-		if (mn > bmin || (mn == bmin && sm > bsum)) {
-			bmin = mn;
-			bsum = sm;
-			memcpy(best, cur, sizeof(int) * (size_t)k);
-		}
-	}
-	for (int i = 0; i < k; i++)
-		cur[i] = nd[best[i]];
-	memcpy(nd, cur, sizeof(int) * (size_t)k);
-}
-
-/* Stage costs of the ordered groups g[S]; layer split; fills pl. Returns
- * the min-max stage time, or a negative deficit when it cannot fit. */
-static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl)
-{
-	const sched_ctx *x = &st->x;
-	int L = x->m.layers, mcap = st->M; /* no pipeline gets more */
-	double *a = calloc((size_t)S, sizeof(double) * 2);
-	int *cap = calloc((size_t)S, sizeof(int) * 2), *n = cap + S;
-	double *c = a + S, res = -1;
-	long capsum = 0;
-
-	if (!a || !cap)
-		goto out;
-	mcap = mcap < 1 ? 1 : mcap;
-	for (int s = 0; s < S; s++) {
-		sched_sdesc d = {g[s]->dev,
-				 g[s]->tp,
-				 s + 1 < S ? g[s + 1]->dev : NULL,
-				 s + 1 < S ? g[s + 1]->tp : 0,
-				 s == 0,
-				 s == S - 1,
-				 S - s < mcap ? S - s : mcap,
-				 st->mb};
-		sched_scost k;
-		double room;
-		sched_stage_cost(x, &d, &k);
-		a[s] = k.comp_layer_s + k.tp_layer_s;
-		c[s] = k.fixed_s + k.pp_s;
-		room = (k.cap_b - k.mem_fixed_b) / k.mem_layer_b;
-		cap[s] = room < 0 ? 0 : room > L ? L : (int)floor(room);
-		capsum += cap[s];
-	}
-	if (sched_split_layers(L, S, a, c, cap, n) != 0) {
-		res = -(double)(L > capsum ? L - capsum : 0) - 1;
-		goto out;
-	}
-	pl->nstages = S;
-	pl->stages = calloc((size_t)S, sizeof(hexi_stage));
-	if (!pl->stages)
-		goto out;
-	res = 0;
-	for (int s = 0, l = 0; s < S; s++) {
-		hexi_stage *sg = &pl->stages[s];
-		sg->layer_begin = l;
-		sg->layer_end = l += n[s];
-		sg->tp = g[s]->tp;
-		sg->time_s = a[s] * n[s] + c[s];
-		res = sg->time_s > res ? sg->time_s : res;
-		sg->devices = calloc((size_t)sg->tp, sizeof(hexi_device));
-		if (!sg->devices) {
-			res = -1;
-			goto out;
-		}
-		for (int i = 0; i < sg->tp; i++) {
-			sg->devices[i].node = x->dev[g[s]->dev[i]].node;
-			sg->devices[i].gpu = x->dev[g[s]->dev[i]].gpu;
-		}
-	}
-out:
-	free(a);
-	free(cap);
-	return res;
-}
-
-static void free_stages(hexi_pipeline *pl)
-{
-	if (pl->stages)
-		for (int s = 0; s < pl->nstages; s++)
-			free(pl->stages[s].devices);
-	free(pl->stages);
-	pl->stages = NULL;
-	pl->nstages = 0;
-}
-
-typedef struct node_key {
-	const sched_ctx *x;
-	int dir;
-} node_key;
-
-static int cmp_node_mem(const void *a, const void *b, void *arg)
-{
-	const node_key *nk = arg;
-	const sched_ctx *x = nk->x;
-	int i = *(const int *)a, j = *(const int *)b;
-	double mi = x->dev[x->node_first[i]].mem_gib;
-	double mj = x->dev[x->node_first[j]].mem_gib;
-
-	if (mi != mj)
-		return (mi > mj ? -1 : 1) * nk->dir;
-	return (i > j) - (i < j);
-}
-
-/* Groups g[ng] of one pipeline: try node orders (memory descending and
- * ascending, each along a max-bandwidth path) and keep the better. */
-/* Build the pipeline with nodes in the order nd[k]; keep it in *pl if it
- * beats *best (min-max stage time; a negative value is a deficit). */
-static void try_order(pl_state *st, pl_grp *g, int ng, const int *nd, int k,
-		      pl_grp **ord, hexi_pipeline *pl, double *best, int *have)
-{
-	hexi_pipeline tmp = {0};
-	int q = 0;
-	double r;
-
-	for (int i = 0; i < k; i++)
-		for (int j = 0; j < ng; j++)
-			if (g[j].node == nd[i])
-				ord[q++] = &g[j];
-	r = build_pipe(st, ord, ng, &tmp);
-	if (r >= 0 && (!*have || r < *best)) {
-		free_stages(pl);
-		*pl = tmp;
-		*best = r;
-		*have = 1;
-		return;
-	}
-	if (!*have && r > *best)
-		*best = r; /* smallest deficit so far */
-	free_stages(&tmp);
-}
-
-static int next_perm(int *a, int k)
-{
-	int i = k - 2, j = k - 1, t;
-
-	while (i >= 0 && a[i] >= a[i + 1])
-		i--;
-	if (i < 0)
-		return 0;
-	while (a[j] <= a[i])
-		j--;
-	t = a[i];
-	a[i] = a[j];
-	a[j] = t;
-	for (int l = i + 1, r = k - 1; l < r; l++, r--) {
-		t = a[l];
-		a[l] = a[r];
-		a[r] = t;
-	}
-	return 1;
-}
-
-/* Groups g[ng] of one pipeline: node orders memory descending and
- * ascending, each along a max-bandwidth path; every order when the
- * pipeline spans at most 3 nodes (5 for the exhaustive search).  Keep the
- * best. */
-static double order_and_split(pl_state *st, pl_grp *g, int ng,
-			      hexi_pipeline *pl)
-{
-	int *nd = calloc((size_t)ng, sizeof(int)), k = 0, have = 0;
-	pl_grp **ord = calloc((size_t)ng, sizeof(*ord));
-	double best = -DBL_MAX;
-
-	if (!ord || !nd)
-		goto out;
-	for (int i = 0; i < ng; i++)
-		if (k == 0 || nd[k - 1] != g[i].node)
-			nd[k++] = g[i].node;
-	if (k <= (st->all_orders ? 5 : 3)) {
-		do
-			try_order(st, g, ng, nd, k, ord, pl, &best, &have);
-		while (next_perm(nd, k));
-		goto out;
-	}
-	for (int dir = 1; dir >= -1; dir -= 2) {
-		node_key nk = {&st->x, dir};
-		qsort_r(nd, (size_t)k, sizeof(int), cmp_node_mem, &nk);
-		order_nodes(&st->x, nd, k);
-		try_order(st, g, ng, nd, k, ord, pl, &best, &have);
-	}
-out:
-	free(ord);
-	free(nd);
-	return best;
-}
-
-int pl_phase2_groups(pl_state *st, const int *part, int P, const int *grp,
-		     pl_cand *out)
-{
-	const sched_ctx *x = &st->x;
-	int n = x->ndev, *idx = calloc((size_t)n, sizeof(int)), ng = 0;
-	pl_grp *g = calloc((size_t)n, sizeof(pl_grp));
-	double deficit = 0;
-	int rc = -1;
-
-	memset(out, 0, sizeof(*out));
-	out->score = DBL_MAX;
-	out->pp = calloc((size_t)P, sizeof(hexi_pipeline));
-	if (!idx || !g || !out->pp)
-		goto out;
-	out->np = P;
-	for (int i = 0; i < n; i++)
-		idx[i] = i;
-	{
-		dev_key kk = {x->dev, part, grp};
-		qsort_r(idx, (size_t)n, sizeof(int), cmp_dev, &kk);
-	}
-	for (int i = 0; i < n; i++) {
-		int d = idx[i];
-		if (part[d] < 0)
-			continue;
-		if (ng == 0 || g[ng - 1].pipe != part[d] ||
-		    grp[g[ng - 1].dev[0]] != grp[d]) {
-			g[ng].node = x->dev[d].node;
-			g[ng].pipe = part[d];
-			g[ng].dev = &idx[i];
-			ng++;
-		}
-		g[ng - 1].tp++;
-	}
-	for (int p = 0, i = 0; p < P; p++) {
-		int j = i;
-		double r;
-		while (j < ng && g[j].pipe == p)
-			j++;
-		if (j == i)
-			goto out; /* empty pipeline */
-		r = order_and_split(st, g + i, j - i, &out->pp[p]);
-		if (r < 0)
-			deficit += -r;
-		i = j;
-	}
-	if (deficit > 0) {
-		out->score = PL_INFEASIBLE * (2.0 + deficit / x->m.layers);
-		rc = 0;
-		goto out;
-	}
-	rc = pl_finish(st, out);
-out:
-	free(idx);
-	free(g);
-	return rc;
-}
-
-int pl_phase2(pl_state *st, const int *part, int P, const int *tp_of_type,
-	      pl_cand *out)
-{
-	const sched_ctx *x = &st->x;
-	int n = x->ndev, *grp = calloc((size_t)n, sizeof(int)), gid = 0;
-	int *idx = calloc((size_t)n, sizeof(int)), rc = -1;
-
-	memset(out, 0, sizeof(*out));
-	out->score = DBL_MAX;
-	if (!grp || !idx)
-		goto out;
-	for (int i = 0; i < n; i++)
-		idx[i] = i;
-	{
-		dev_key kk = {x->dev, part, NULL};
-		qsort_r(idx, (size_t)n, sizeof(int), cmp_dev, &kk);
-	}
-	for (int i = 0; i < n;) {
-		int d = idx[i], j = i, k, t;
-		while (j < n && part[idx[j]] == part[d] &&
-		       x->dev[idx[j]].node == x->dev[d].node)
-			j++;
-		k = j - i;
-		t = tp_of_type[x->dev[d].type];
-		if (st->o->no_asymmetric_tp && (t > k || k % t)) {
-			out->score = PL_INFEASIBLE * 4;
-			rc = 0;
-			goto out;
-		}
-		t = t > k ? k : t;
-		t = t > st->kv ? st->kv : t;
-		t = t < 1 ? 1 : t;
-		for (int q = 0; q < k; q++) /* groups of t, then the rest */
-			grp[idx[i + q]] = gid + q / t;
-		gid += (k + t - 1) / t;
-		i = j;
-	}
-	rc = pl_phase2_groups(st, part, P, grp, out);
-out:
-	free(grp);
-	free(idx);
-	return rc;
-}
-
-int pl_finish(pl_state *st, pl_cand *c)
-{
-	const double **ss = calloc((size_t)c->np, sizeof(*ss));
-	int *S = calloc((size_t)c->np, sizeof(int) * 2), *m = S + c->np;
-	double *buf = NULL;
-	int rc = -1, tot = 0, k = 0;
-
-	if (!ss || !S)
-		goto out;
-	for (int p = 0; p < c->np; p++)
-		tot += c->pp[p].nstages;
-	buf = calloc((size_t)tot, sizeof(double));
-	if (!buf)
-		goto out;
-	for (int p = 0; p < c->np; p++) {
-		S[p] = c->pp[p].nstages;
-		ss[p] = buf + k;
-		for (int s = 0; s < S[p]; s++)
-			buf[k++] = c->pp[p].stages[s].time_s;
-	}
-	if (st->o->uniform_batch && st->M >= c->np) {
-		for (int p = 0; p < c->np; p++)
-			m[p] = st->M / c->np + (p < st->M % c->np);
-	} else if (sched_split_batches(&st->x, c->np, st->M, ss, S, m)) {
-		c->score = PL_INFEASIBLE * 8;
-		rc = 0;
-		goto out;
-	}
-	for (int p = 0; p < c->np; p++) {
-		c->pp[p].micro_batches = m[p];
-		c->pp[p].batch = m[p] * st->mb;
-	}
-	st->evals++;
-	if (sched_evaluate(&st->x, c->pp, c->np, &c->ev, NULL) != HEXI_OK)
-		goto out;
-	c->score = c->ev.fits ? c->ev.iter_s
-			      : PL_INFEASIBLE * (1.0 + c->ev.worst_mem_ratio);
-	rc = 0;
-out:
-	free(ss);
-	free(S);
-	free(buf);
-	return rc;
+	o->zero = -1;
+	o->recompute = -1;
 }
 
 /* ---- entry point -----------------------------------------------------------
@@ -651,11 +50,15 @@ static hexi_rc check_inputs(const hexi_cluster *c, const hexi_model *m,
 				  "train.global_batch/micro_batch: must be "
 				  ">= 1 (got %d, %d)",
 				  t->global_batch, t->micro_batch);
-	if (t->global_batch % t->micro_batch)
+	if (o->micro_batch_exact && t->global_batch % t->micro_batch)
 		return hexi_error(HEXI_ERR_INVAL,
 				  "train.global_batch: %d is not divisible by "
 				  "micro_batch %d",
 				  t->global_batch, t->micro_batch);
+	if (o->micro_batch_max < 0)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "micro_batch_max: %d is negative",
+				  o->micro_batch_max);
 	if (o->max_pipelines > n)
 		return hexi_error(
 		    HEXI_ERR_RANGE,
@@ -666,6 +69,52 @@ static hexi_rc check_inputs(const hexi_cluster *c, const hexi_model *m,
 				  "strategy exhaustive: %d GPUs (at most 8)",
 				  n);
 	return HEXI_OK;
+}
+
+/* Every GPU of the cluster in no stage goes to p->idle, in cluster order,
+ * with the ranks after the training ranks (hexiscale-plan(5), "idle"). */
+static hexi_rc plan_idle(hexi_plan *p)
+{
+	const hexi_cluster *c = p->cluster;
+	int total = hexi_cluster_total_gpus(c), k = 0;
+	unsigned char *used = calloc((size_t)total, 1);
+	int *base = calloc((size_t)c->nnodes + 1, sizeof(int));
+	hexi_rc rc = HEXI_OK;
+
+	if (used == NULL || base == NULL)
+		rc = hexi_error(HEXI_ERR_NOMEM, "plan: out of memory");
+	for (int n = 0; rc == HEXI_OK && n < c->nnodes; n++)
+		base[n + 1] = base[n] + c->nodes[n].ngpus;
+	for (int q = 0; rc == HEXI_OK && q < p->npipelines; q++)
+		for (int s = 0; s < p->pipelines[q].nstages; s++)
+			for (int i = 0; i < p->pipelines[q].stages[s].tp; i++) {
+				const hexi_device *d =
+				    &p->pipelines[q].stages[s].devices[i];
+				for (int g = 0; g < c->nodes[d->node].ngpus;
+				     g++)
+					if (c->nodes[d->node].gpu_index[g] ==
+					    d->gpu)
+						used[base[d->node] + g] = 1;
+			}
+	if (rc == HEXI_OK && total > p->world_size) {
+		p->idle = calloc((size_t)(total - p->world_size),
+				 sizeof(hexi_device));
+		if (p->idle == NULL)
+			rc = hexi_error(HEXI_ERR_NOMEM, "plan: out of memory");
+	}
+	for (int n = 0; rc == HEXI_OK && n < c->nnodes; n++)
+		for (int g = 0; g < c->nodes[n].ngpus; g++)
+			if (!used[base[n] + g] && k < total - p->world_size) {
+				p->idle[k] = (hexi_device){
+				    .node = n,
+				    .gpu = c->nodes[n].gpu_index[g],
+				    .rank = p->world_size + k};
+				k++;
+			}
+	p->nidle = k;
+	free(base);
+	free(used);
+	return rc;
 }
 
 static hexi_rc cand_to_plan(pl_state *st, const hexi_cluster *c,
@@ -699,6 +148,13 @@ static hexi_rc cand_to_plan(pl_state *st, const hexi_cluster *c,
 				p->pipelines[q].stages[s].devices[i].rank =
 				    rank++;
 	p->world_size = rank;
+	p->search = (hexi_search){.evaluations = st->evals,
+				  .max_evals = st->max_evals,
+				  .time_budget_s = st->budget_s,
+				  .stop = st->stop};
+	rc = plan_idle(p);
+	if (rc != HEXI_OK)
+		goto out;
 	p->pred.iter_s = cd->ev.iter_s;
 	p->pred.dp_sync_s = cd->ev.dp_sync_s;
 	p->pred.tokens_per_s = cd->ev.tokens_per_s;
@@ -717,6 +173,47 @@ out:
 	return rc;
 }
 
+/* Weights, gradients and optimizer state must fit in the sum of every
+ * GPU's memory (above the reserve) whatever the plan: sharding spreads
+ * them, it cannot make them smaller. */
+static hexi_rc check_total_memory(const pl_state *st)
+{
+	const sched_ctx *x = &st->x;
+	double need = hexi_model_params(&x->m) * x->t.bytes_per_param, have = 0;
+
+	for (int i = 0; i < x->ndev; i++)
+		if (x->dev[i].mem_gib > x->t.reserve_gib)
+			have += (x->dev[i].mem_gib - x->t.reserve_gib) * SCHED_GIB;
+	if (need <= have)
+		return HEXI_OK;
+	return hexi_error(HEXI_ERR_NOFIT,
+			  "model '%s': no plan: its %.2f G parameters need "
+			  "%.0f GiB of weights, gradients and optimizer state "
+			  "(%g B each), the cluster's %d GPUs have %.0f GiB "
+			  "above the %g GiB reserve",
+			  x->m.name, hexi_model_params(&x->m) / 1e9,
+			  need / SCHED_GIB, x->t.bytes_per_param, x->ndev,
+			  have / SCHED_GIB, x->t.reserve_gib);
+}
+
+/* The error of a search that found no plan: the constraint of its best
+ * candidate (the one closest to fitting), else one met outside them. */
+static hexi_rc no_plan(const pl_state *st, const pl_cand *best,
+		       const hexi_model *m)
+{
+	const pl_why *w = best->pp && best->why.rc != HEXI_OK ? &best->why
+			  : st->why.rc != HEXI_OK	      ? &st->why
+							      : NULL;
+
+	if (w == NULL)
+		return hexi_error(HEXI_ERR_NOFIT,
+				  "model '%s': no plan tried fits in the "
+				  "memory of the cluster's GPUs (micro-batch "
+				  "%d, recompute %d)",
+				  m->name, st->mb, st->x.t.recompute);
+	return hexi_error(w->rc, "model '%s': no plan: %s", m->name, w->msg);
+}
+
 static hexi_rc state_init(pl_state *st, const hexi_cluster *c,
 			  const hexi_model *m, const hexi_train *t,
 			  const hexi_plan_opts *o)
@@ -726,11 +223,14 @@ static hexi_rc state_init(pl_state *st, const hexi_cluster *c,
 	memset(st, 0, sizeof(*st));
 	st->t0 = hexi_now_s();
 	st->o = o;
-	st->mb = t->micro_batch;
-	st->M = t->global_batch / t->micro_batch;
+	st->mb = o->micro_batch_exact ? t->micro_batch : 1;
+	st->M = t->global_batch / st->mb;
+	st->mb_max = o->micro_batch_exact ? 0 : o->micro_batch_max;
 	st->kv = m->kv_heads;
 	st->rng = o->seed * 0x2545f4914f6cdd1dull + 1;
-	st->budget_s = o->time_budget_s > 0 ? o->time_budget_s : 10.0;
+	st->budget_s = o->time_budget_s > 0 ? o->time_budget_s
+					    : HEXI_PLAN_BUDGET_S;
+	st->max_evals = o->max_evals > 0 ? o->max_evals : HEXI_PLAN_MAX_EVALS;
 	rc = sched_ctx_init(&st->x, c, m, t, o->cost_model);
 	if (rc != HEXI_OK)
 		return rc;
@@ -776,58 +276,312 @@ static hexi_rc also_uniform(pl_state *st, pl_cand *best, int mb0, int M0)
 	return rc;
 }
 
+static void state_fini(pl_state *st)
+{
+	free(st->type_max);
+	st->type_max = NULL;
+	sched_ctx_fini(&st->x);
+}
+
+/* One search on cluster c (the job's or a subset of it).  st and *best
+ * are the caller's to finish (state_fini, pl_cand_free) whatever the
+ * result. */
+static hexi_rc search_on(const hexi_cluster *c, const hexi_model *m,
+			 const hexi_train *t, const hexi_plan_opts *o,
+			 pl_state *st, pl_cand *best)
+{
+	int mb0, M0;
+	hexi_rc rc;
+
+	best->score = DBL_MAX;
+	rc = state_init(st, c, m, t, o);
+	if (rc == HEXI_OK)
+		rc = check_total_memory(st);
+	if (rc != HEXI_OK)
+		return rc;
+	mb0 = st->mb;
+	M0 = st->M;
+	switch (o->strategy) {
+	case HEXI_STRATEGY_MEGATRON:
+		return pl_search_megatron(st, best);
+	case HEXI_STRATEGY_RANDOM:
+		return pl_search_random(st, best);
+	case HEXI_STRATEGY_EXHAUSTIVE:
+		return pl_search_exhaustive(st, best);
+	default:
+		rc = pl_search_hexiscale(st, best);
+		if (rc == HEXI_OK && !o->no_asymmetric_tp && !o->uniform_batch)
+			rc = also_uniform(st, best, mb0, M0);
+		return rc;
+	}
+}
+
+/* The cluster of the nodes keep[k] (k < n, ascending) of c: same links,
+ * pair bandwidths cut to those nodes. */
+static hexi_rc sub_cluster(const hexi_cluster *c, const int *keep, int n,
+			   hexi_cluster **out)
+{
+	hexi_cluster *s = NULL;
+	hexi_rc rc = hexi_cluster_create(n, c->catalog, &s);
+
+	for (int k = 0; rc == HEXI_OK && k < n; k++) {
+		const hexi_node *nd = &c->nodes[keep[k]];
+		rc = hexi_cluster_set_node(s, k, nd->name, nd->gpu_type,
+					   nd->ngpus, nd->gpu_index,
+					   nd->intra_bw_gbps);
+	}
+	if (rc == HEXI_OK) {
+		s->inter_bw_gbps = c->inter_bw_gbps;
+		s->inter_lat_s = c->inter_lat_s;
+		s->intra_lat_s = c->intra_lat_s;
+	}
+	if (rc == HEXI_OK && c->pair_bw_gbps != NULL) {
+		s->pair_bw_gbps = calloc((size_t)n * (size_t)n, sizeof(double));
+		if (s->pair_bw_gbps == NULL)
+			rc = hexi_error(HEXI_ERR_NOMEM, "planner: subset");
+		for (int a = 0; rc == HEXI_OK && a < n; a++)
+			for (int b = 0; b < n; b++)
+				s->pair_bw_gbps[(size_t)a * (size_t)n +
+						(size_t)b] =
+				    c->pair_bw_gbps[(size_t)keep[a] *
+							(size_t)c->nnodes +
+						    (size_t)keep[b]];
+	}
+	if (rc == HEXI_OK)
+		rc = hexi_cluster_validate(s);
+	if (rc != HEXI_OK)
+		hexi_cluster_destroy(s);
+	else
+		*out = s;
+	return rc;
+}
+
+/* Plan on the nodes keep[n] of the job's cluster; a better plan replaces
+ * *best (its devices renumbered to the job's nodes) and st's micro-batch
+ * settings.  A subset on which the model cannot fit is no error. */
+static hexi_rc try_subset(pl_state *st, pl_cand *best, const hexi_cluster *c,
+			  const hexi_model *m, const hexi_train *t,
+			  const hexi_plan_opts *o, const int *keep, int n)
+{
+	hexi_cluster *sub = NULL;
+	pl_state s2;
+	pl_cand cand = {0};
+	hexi_rc rc = sub_cluster(c, keep, n, &sub);
+
+	memset(&s2, 0, sizeof(s2));
+	if (rc == HEXI_OK)
+		rc = search_on(sub, m, t, o, &s2, &cand);
+	if (rc == HEXI_ERR_NOFIT)
+		rc = HEXI_OK; /* too little memory on this subset */
+	st->evals += s2.evals;
+	st->stop = s2.stop > st->stop ? s2.stop : st->stop;
+	if (rc == HEXI_OK && cand.pp && cand.score < PL_INFEASIBLE &&
+	    cand.score < best->score * (1 - 1e-9)) {
+		for (int p = 0; p < cand.np; p++)
+			for (int q = 0; q < cand.pp[p].nstages; q++)
+				for (int i = 0; i < cand.pp[p].stages[q].tp;
+				     i++) {
+					hexi_device *d =
+					    &cand.pp[p].stages[q].devices[i];
+					d->node = keep[d->node];
+				}
+		hexi_log(HEXI_LOG_VERBOSE,
+			 "planner: %d of %d nodes: %.4f s/iter (was %.4f)", n,
+			 c->nnodes, cand.score,
+			 best->score < PL_INFEASIBLE ? best->score : 0.0);
+		pl_cand_free(best);
+		*best = cand;
+		memset(&cand, 0, sizeof(cand));
+		st->mb = s2.mb;
+		st->M = s2.M;
+	}
+	pl_cand_free(&cand);
+	state_fini(&s2);
+	hexi_cluster_destroy(sub);
+	return rc;
+}
+
+/* Per-GPU achievable TFLOPS of node i (its GPU type's). */
+static double node_speed(const sched_ctx *x, int i)
+{
+	const sched_dev *d = &x->dev[x->node_first[i]];
+
+	return x->node_first[i + 1] > x->node_first[i] ? d->peak_tflops * d->eff
+						       : 0;
+}
+
+/*
+ * Leave GPUs idle when that is faster: plan on the nodes of the fastest
+ * GPU types only (the fastest k types for k = types-1 .. 1), and when no
+ * plan fits yet, on the fastest 1, 2, 4 ... nodes, so a plan exists
+ * whenever the model fits on some nodes.  Whole nodes only: a node's GPUs
+ * are one type and share its links.
+ */
+static hexi_rc try_subsets(pl_state *st, pl_cand *best, const hexi_cluster *c,
+			   const hexi_model *m, const hexi_train *t,
+			   const hexi_plan_opts *o)
+{
+	int N = c->nnodes, *keep = calloc((size_t)N + 1, sizeof(int));
+	int *ord = calloc((size_t)N + 1, sizeof(int));
+	double *sp = calloc((size_t)N + 1, sizeof(double));
+	hexi_rc rc = keep && ord && sp ? HEXI_OK : HEXI_ERR_NOMEM;
+	int ndist = 0;
+
+	for (int i = 0; rc == HEXI_OK && i < N; i++) {
+		double v = node_speed(&st->x, i);
+		int k = 0;
+		while (k < ndist && sp[k] != v)
+			k++;
+		if (k == ndist)
+			sp[ndist++] = v;
+	}
+	/* distinct speeds, fastest first (insertion sort: few of them) */
+	for (int i = 1; i < ndist; i++)
+		for (int k = i; k > 0 && sp[k - 1] < sp[k]; k--) {
+			double tmp = sp[k];
+			sp[k] = sp[k - 1];
+			sp[k - 1] = tmp;
+		}
+	for (int kt = ndist - 1; rc == HEXI_OK && kt >= 1; kt--) {
+		int n = 0;
+		for (int i = 0; i < N; i++)
+			if (node_speed(&st->x, i) >= sp[kt - 1])
+				keep[n++] = i;
+		rc = try_subset(st, best, c, m, t, o, keep, n);
+	}
+	/* nodes by speed times GPUs, fastest first, ties by index */
+	for (int i = 0; i < N; i++)
+		ord[i] = i;
+	for (int i = 1; i < N; i++)
+		for (int k = i; k > 0; k--) {
+			double a = node_speed(&st->x, ord[k - 1]) *
+				   c->nodes[ord[k - 1]].ngpus;
+			double b = node_speed(&st->x, ord[k]) *
+				   c->nodes[ord[k]].ngpus;
+			int tmp;
+			if (a >= b)
+				break;
+			tmp = ord[k];
+			ord[k] = ord[k - 1];
+			ord[k - 1] = tmp;
+		}
+	for (int n = 1; rc == HEXI_OK && n < N &&
+			(!best->pp || best->score >= PL_INFEASIBLE);
+	     n *= 2) {
+		memcpy(keep, ord, sizeof(int) * (size_t)n);
+		for (int i = 1; i < n; i++) /* ascending node index */
+			for (int k = i; k > 0 && keep[k - 1] > keep[k]; k--) {
+				int tmp = keep[k];
+				keep[k] = keep[k - 1];
+				keep[k - 1] = tmp;
+			}
+		rc = try_subset(st, best, c, m, t, o, keep, n);
+	}
+	if (rc == HEXI_ERR_NOMEM)
+		rc = hexi_error(rc, "planner: subsets");
+	free(keep);
+	free(ord);
+	free(sp);
+	return rc;
+}
+
+
+
+/* The memory settings to search, zero-major: fixed ones as given, else
+ * zero 0..2 and recompute on, then off (train's own values only on big
+ * clusters).  Returns the count; z[], r[] get them. */
+static int memory_options(const hexi_cluster *c, const hexi_train *t,
+			  const hexi_plan_opts *o, int *z, int *r)
+{
+	int big = hexi_cluster_total_gpus(c) > HEXI_PLAN_MEMSEARCH_GPUS;
+	int z0 = o->zero >= 0 ? o->zero : big ? t->zero : 0;
+	/* Megatron-LM's distributed optimizer is zero 1; it has no zero 2 */
+	int z1 = o->zero >= 0 ? o->zero
+		 : big	      ? t->zero
+		 : o->strategy == HEXI_STRATEGY_MEGATRON ? 1
+							 : 2;
+	int r0 = o->recompute >= 0 ? o->recompute : big ? t->recompute : 1;
+	int r1 = o->recompute >= 0 ? o->recompute : big ? t->recompute : 0;
+	int n = 0;
+
+	/* zero 1 prices as zero 2 but keeps more memory: searched only when
+	 * zero 2 is not allowed (megatron) or asked for */
+	for (int zz = z0; zz <= z1; zz += z0 == 0 && z1 == 2 ? 2 : 1)
+		for (int rr = r0;; rr = r1) {
+			z[n] = zz;
+			r[n++] = rr;
+			if (rr == r1)
+				break;
+		}
+	return n;
+}
+
 hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 			 const hexi_train *t, const hexi_plan_opts *o,
 			 hexi_plan **out)
 {
-	pl_state st;
-	pl_cand best = {0};
-	int mb0, M0;
-	hexi_rc rc;
+	pl_state st, s2;
+	pl_cand best = {0}, cand = {0};
+	hexi_train tb, t2;
+	int z[6], r[6], nopt;
+	hexi_rc rc, first = HEXI_OK;
 
+	memset(&st, 0, sizeof(st));
 	best.score = DBL_MAX;
 	rc = check_inputs(c, m, t, o);
 	if (rc != HEXI_OK)
 		return rc;
-	rc = state_init(&st, c, m, t, o);
-	if (rc != HEXI_OK)
-		goto out;
-	mb0 = st.mb;
-	M0 = st.M;
-	switch (o->strategy) {
-	case HEXI_STRATEGY_MEGATRON:
-		rc = pl_search_megatron(&st, &best);
-		break;
-	case HEXI_STRATEGY_RANDOM:
-		rc = pl_search_random(&st, &best);
-		break;
-	case HEXI_STRATEGY_EXHAUSTIVE:
-		rc = pl_search_exhaustive(&st, &best);
-		break;
-	default:
-		rc = pl_search_hexiscale(&st, &best);
-		if (rc == HEXI_OK && !o->no_asymmetric_tp && !o->uniform_batch)
-			rc = also_uniform(&st, &best, mb0, M0);
-		break;
+	nopt = memory_options(c, t, o, z, r);
+	tb = *t;
+	for (int k = 0; k < nopt; k++) {
+		t2 = *t;
+		t2.zero = z[k];
+		t2.recompute = r[k];
+		memset(&s2, 0, sizeof(s2));
+		rc = search_on(c, m, &t2, o, &s2, &cand);
+		if (k == 0 || (rc == HEXI_OK && cand.pp &&
+			       cand.score < best.score * (1 - 1e-12))) {
+			s2.evals += st.evals;
+			state_fini(&st);
+			st = s2;
+			pl_cand_free(&best);
+			best = cand;
+			tb = t2;
+			first = k == 0 ? rc : first;
+		} else {
+			st.evals += s2.evals;
+			st.stop = s2.stop > st.stop ? s2.stop : st.stop;
+			state_fini(&s2);
+			pl_cand_free(&cand);
+		}
+		memset(&cand, 0, sizeof(cand));
+		if (rc != HEXI_OK && rc != HEXI_ERR_NOFIT)
+			goto out;
 	}
+	rc = best.pp && best.score < PL_INFEASIBLE ? HEXI_OK : first;
+	/* subsets with the memory setting that won on the whole cluster (or
+	 * the first when none fits there) */
+	if (rc == HEXI_OK && st.x.dev != NULL &&
+	    !o->use_all_gpus && o->strategy == HEXI_STRATEGY_HEXISCALE &&
+	    c->nnodes > 1)
+		rc = try_subsets(&st, &best, c, m, &tb, o);
 	if (rc != HEXI_OK)
 		goto out;
 	if (!best.pp || best.score >= PL_INFEASIBLE) {
-		rc = hexi_error(HEXI_ERR_NOFIT,
-				"model '%s': does not fit in the memory of "
-				"the cluster's GPUs with any plan tried "
-				"(micro_batch %d, recompute %d)",
-				m->name, t->micro_batch, t->recompute);
+		rc = no_plan(&st, &best, m);
 		goto out;
 	}
 	hexi_log(HEXI_LOG_VERBOSE,
-		 "planner: %s: %ld candidates in %.3f s, best %.4f s/iter",
+		 "planner: %s: %ld candidates in %.3f s, best %.4f s/iter "
+		 "(zero %d, recompute %d)",
 		 sched_strategy_name(o->strategy), st.evals,
-		 hexi_now_s() - st.t0, best.score);
-	rc = cand_to_plan(&st, c, m, t, &best, out);
+		 hexi_now_s() - st.t0, best.score, tb.zero, tb.recompute);
+	/* the prediction over the job's cluster (MFU counts idle GPUs) */
+	rc = sched_evaluate(&st.x, best.pp, best.np, &best.ev, NULL);
+	if (rc == HEXI_OK)
+		rc = cand_to_plan(&st, c, m, &tb, &best, out);
 out:
 	pl_cand_free(&best);
-	free(st.type_max);
-	sched_ctx_fini(&st.x);
+	state_fini(&st);
 	return rc;
 }

@@ -57,6 +57,8 @@ static int megatron_plan(pl_state *st, int d, int t, int P, int b, pl_cand *c)
 		return -1;
 	c->score = c->ev.fits ? c->ev.iter_s
 			      : PL_INFEASIBLE * (1.0 + c->ev.worst_mem_ratio);
+	if (!c->ev.fits)
+		pl_why_fit(st, c);
 	return 0;
 }
 
@@ -81,7 +83,9 @@ hexi_rc pl_search_megatron(pl_state *st, pl_cand *best)
 			int d = N / t / P;
 			if ((N / t) % P || G % d)
 				continue;
-			for (int b = 1; b <= G / d; b *= 2) {
+			for (int b = 1; b <= G / d &&
+					(st->mb_max == 0 || b <= st->mb_max);
+			     b *= 2) {
 				pl_cand c;
 				if ((G / d) % b)
 					continue;
@@ -102,6 +106,13 @@ hexi_rc pl_search_megatron(pl_state *st, pl_cand *best)
 	}
 	if (best->pp)
 		st->mb = best->pp[0].batch / best->pp[0].micro_batches;
+	else if (st->why.rc == HEXI_OK)
+		pl_why_set(&st->why, HEXI_ERR_SHAPE,
+			   "megatron: no uniform DP x TP x PP grid: TP must "
+			   "divide every node's GPUs and be at most the %d KV "
+			   "heads of %s, PP at most its %d layers, DP must "
+			   "divide the global batch %d",
+			   st->kv, x->m.name, x->m.layers, G);
 	return HEXI_OK;
 }
 

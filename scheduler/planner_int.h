@@ -10,15 +10,32 @@
 
 #define PL_INFEASIBLE 1e12 /* score base of a plan that does not fit */
 
+/* Why a candidate (or the whole search) has no plan: the reason class is
+ * the hexi_rc the planner fails with (HEXI_ERR_NOFIT memory,
+ * HEXI_ERR_BATCH batch, HEXI_ERR_SHAPE TP degree / KV heads / layers), the
+ * text names the constraint and the object. */
+typedef struct pl_why {
+	hexi_rc rc; /* HEXI_OK: none recorded */
+	char msg[224];
+} pl_why;
+
+void pl_why_set(pl_why *w, hexi_rc rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 typedef struct pl_state {
 	sched_ctx x;
 	const hexi_plan_opts *o;
 	int M;		 /* micro-batches in the global batch */
 	int mb;		 /* micro-batch size, samples */
+	int mb_max;	 /* largest micro-batch allowed; 0 none */
+	int np_cur;	 /* pipelines of the candidate phase 2 builds */
 	int kv;		 /* largest TP degree allowed (KV heads) */
 	int max_p;	 /* most pipelines tried */
 	double t0;	 /* hexi_now_s() at start */
-	double budget_s; /* search time budget */
+	double budget_s; /* safety stop on wall-clock time */
+	long max_evals;	 /* the work bound: candidates evaluated */
+	int stop;	 /* HEXI_SEARCH_* why the search stopped */
+	pl_why why;	 /* a constraint met outside any candidate */
 	uint64_t rng;	 /* splitmix64 state (from --seed) */
 	long evals;	 /* candidates evaluated */
 	int *type_max;	 /* [ntypes] most GPUs of that type on one node */
@@ -31,6 +48,7 @@ typedef struct pl_cand {
 	hexi_pipeline *pp; /* [np], stages and devices heap-allocated */
 	sched_eval ev;
 	double score; /* iteration time, or PL_INFEASIBLE + penalty */
+	pl_why why;   /* when score >= PL_INFEASIBLE: the constraint */
 } pl_cand;
 
 void pl_cand_free(pl_cand *c);
@@ -38,7 +56,9 @@ void pl_cand_free(pl_cand *c);
 int pl_cand_take(pl_cand *best, pl_cand *c);
 
 uint64_t pl_rand(pl_state *st);
-int pl_out_of_time(const pl_state *st);
+/* 1 once the search must stop: the work bound (deterministic) or, as a
+ * safety stop only, the wall-clock budget; records which in st->stop. */
+int pl_out_of_time(pl_state *st);
 
 /* Phase 1: part[ndev] <- pipeline id of every GPU, P parts, all used.
  * dir 0 keeps fast links inside pipelines, dir 1 puts them between. */
@@ -56,6 +76,9 @@ int pl_phase2(pl_state *st, const int *part, int P, const int *tp_of_type,
  * group share a node), part[ndev] pipeline id. */
 int pl_phase2_groups(pl_state *st, const int *part, int P, const int *grp,
 		     pl_cand *out);
+/* c->why for an evaluated candidate that does not fit: its stage furthest
+ * over its GPUs' memory. */
+void pl_why_fit(pl_state *st, pl_cand *c);
 /* Batch split over the pipelines of cand, evaluation and score. */
 int pl_finish(pl_state *st, pl_cand *c);
 

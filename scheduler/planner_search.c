@@ -29,8 +29,8 @@ static void trace(const pl_state *st, const char *what, int P, int dir,
 			      t ? "," : "", tp ? tp[t] : 0);
 	if (c->score >= PL_INFEASIBLE)
 		hexi_log(HEXI_LOG_INFO,
-			 "search: %-8s P=%-4d dir=%d tp=[%s] does not fit",
-			 what, P, dir, buf);
+			 "search: %-8s P=%-4d dir=%d tp=[%s] no plan: %s", what,
+			 P, dir, buf, c->why.rc != HEXI_OK ? c->why.msg : "?");
 	else
 		hexi_log(HEXI_LOG_INFO,
 			 "search: %-8s P=%-4d dir=%d tp=[%s] iter %.4f s "
@@ -181,11 +181,130 @@ static void cand_groups(const pl_state *st, const pl_cand *c, int *part,
 			}
 }
 
+/* Each pipeline's own micro-batch size on cand's stages and batches: the
+ * divisor of its batch up to the bound that makes that pipeline fastest
+ * (its time depends on its own size only), where its stages still fit. */
+static void per_pipeline_mb(pl_state *st, pl_cand *c)
+{
+	for (int p = 0; p < c->np; p++) {
+		hexi_pipeline *pl = &c->pp[p];
+		int B = pl->batch, best_m = pl->micro_batches;
+		double best_t = -1;
+		for (int b = 1; b <= B && (st->mb_max == 0 || b <= st->mb_max);
+		     b++) {
+			sched_eval ev;
+			if (B % b)
+				continue;
+			pl->micro_batches = B / b;
+			st->evals++;
+			if (sched_evaluate(&st->x, c->pp, c->np, &ev, NULL) !=
+				HEXI_OK ||
+			    !ev.fits)
+				continue;
+			if (best_t < 0 || pl->time_s < best_t * (1 - 1e-12)) {
+				best_t = pl->time_s;
+				best_m = pl->micro_batches;
+			}
+		}
+		pl->micro_batches = best_m;
+	}
+	st->evals++;
+	if (sched_evaluate(&st->x, c->pp, c->np, &c->ev, NULL) == HEXI_OK)
+		c->score = c->ev.fits ? c->ev.iter_s : c->score;
+}
+
+/* Copy of cand's pipelines (stages and devices too), or -1. */
+static int cand_copy(const pl_cand *c, pl_cand *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->score = c->score;
+	out->ev = c->ev;
+	out->pp = calloc((size_t)c->np, sizeof(hexi_pipeline));
+	if (!out->pp)
+		return -1;
+	out->np = c->np;
+	for (int p = 0; p < c->np; p++) {
+		out->pp[p] = c->pp[p];
+		out->pp[p].stages =
+		    calloc((size_t)c->pp[p].nstages, sizeof(hexi_stage));
+		if (!out->pp[p].stages) {
+			out->pp[p].nstages = 0;
+			return -1;
+		}
+		for (int s = 0; s < c->pp[p].nstages; s++) {
+			hexi_stage *d = &out->pp[p].stages[s];
+			*d = c->pp[p].stages[s];
+			d->devices = calloc((size_t)d->tp, sizeof(hexi_device));
+			if (!d->devices)
+				return -1;
+			memcpy(d->devices, c->pp[p].stages[s].devices,
+			       sizeof(hexi_device) * (size_t)d->tp);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Micro-batch sizes up to the bound st->mb_max (0: any), from the best
+ * plan found at micro-batch 1: (a) every uniform size b dividing the
+ * global batch, phase 2 redone on the plan's groups; (b) on the plan
+ * itself, each pipeline's own best size.  The better of the two wins.
+ * Both search a superset when the bound grows and start from the same
+ * micro-batch-1 plan, so a larger bound is never worse.
+ */
+static void search_mb_bounded(pl_state *st, pl_cand *best)
+{
+	int n = st->x.ndev, *part = calloc((size_t)n * 2, sizeof(int));
+	int G = st->M * st->mb, mb_best = st->mb, uni_mb = st->mb;
+	pl_cand own = {0}, uni = {0};
+
+	own.score = uni.score = DBL_MAX;
+	if (!part || !best->pp || best->score >= PL_INFEASIBLE)
+		goto out;
+	cand_groups(st, best, part, part + n);
+	if (cand_copy(best, &own) == 0)
+		per_pipeline_mb(st, &own);
+	for (int mb = st->mb + 1;
+	     mb <= G && (st->mb_max == 0 || mb <= st->mb_max); mb++) {
+		pl_cand c = {0};
+		if (G % mb || G / mb < best->np)
+			continue;
+		st->mb = mb;
+		st->M = G / mb;
+		if (pl_phase2_groups(st, part, best->np, part + n, &c) != 0) {
+			pl_cand_free(&c);
+			continue;
+		}
+		trace(st, "ubatch", best->np, mb, NULL, &c);
+		if (pl_cand_take(&uni, &c))
+			uni_mb = mb;
+	}
+	if (uni.pp && pl_cand_take(best, &uni))
+		mb_best = uni_mb;
+	if (own.pp && own.score < best->score * (1 - 1e-12)) {
+		pl_cand_free(best);
+		*best = own;
+		memset(&own, 0, sizeof(own));
+		mb_best = 1; /* the micro-batch-1 plan, sizes per pipeline */
+	}
+out:
+	pl_cand_free(&own);
+	pl_cand_free(&uni);
+	st->mb = mb_best;
+	st->M = G / mb_best;
+	free(part);
+}
+
 /* Larger micro-batches (2b, 4b, ...) for the best plan's groups: fewer,
  * longer micro-batches trade bubble and memory for less per-message
- * latency.  Keeps the best; st->mb/st->M end up matching it. */
+ * latency.  Keeps the best; st->mb/st->M end up matching it.  Without
+ * --micro-batch-exact, the bounded search above instead. */
 void pl_search_mb(pl_state *st, pl_cand *best)
 {
+	if (!st->o->micro_batch_exact) {
+		search_mb_bounded(st, best);
+		return;
+	}
 	int n = st->x.ndev, *part = calloc((size_t)n * 2, sizeof(int));
 	int G = st->M * st->mb, mb_best = st->mb;
 
@@ -279,9 +398,13 @@ static int min_pipelines(const pl_state *st)
 	return (int)((st->x.ndev + cap - 1) / cap);
 }
 
-static int next_p(int P)
+/* The pipeline counts tried: every one up to 8, then steps of a quarter,
+ * and always max_p itself (a step past it lands on it). */
+static int next_p(int P, int max_p)
 {
-	return P < 8 ? P + 1 : P + P / 4;
+	int q = P < 8 ? P + 1 : P + P / 4;
+
+	return P < max_p && q > max_p ? max_p : q;
 }
 
 hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best)
@@ -295,7 +418,8 @@ hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best)
 		free(warm);
 		return hexi_error(HEXI_ERR_NOMEM, "planner: partition");
 	}
-	for (int P = min_pipelines(st); P <= st->max_p; P = next_p(P)) {
+	for (int P = min_pipelines(st); P <= st->max_p;
+	     P = next_p(P, st->max_p)) {
 		double before = best->score;
 		for (int dir = 0; dir < (P > 1 ? 2 : 1); dir++) {
 			pl_cand b = {0};
@@ -314,6 +438,13 @@ hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best)
 		    pl_out_of_time(st))
 			break;
 	}
+	if (min_pipelines(st) > st->max_p)
+		pl_why_set(&st->why, HEXI_ERR_BATCH,
+			   "global batch %d (%d micro-batches of %d) cannot "
+			   "feed the %d pipelines that %d GPUs need (a pipeline "
+			   "holds at most %d stages of one node's GPUs)",
+			   st->M * st->mb, st->M, st->mb, min_pipelines(st),
+			   st->x.ndev, st->x.m.layers);
 	local_moves(st, best);
 	pl_search_mb(st, best);
 out:
@@ -329,7 +460,7 @@ hexi_rc pl_search_random(pl_state *st, pl_cand *best)
 	if (!part)
 		return hexi_error(HEXI_ERR_NOMEM, "planner: partition");
 	for (int P = min_pipelines(st); P <= st->max_p && !pl_out_of_time(st);
-	     P = next_p(P))
+	     P = next_p(P, st->max_p))
 		for (int draw = 0; draw < (P > 1 ? 3 : 1); draw++) {
 			pl_cand b = {0};
 			b.score = DBL_MAX;

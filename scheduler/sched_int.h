@@ -80,23 +80,23 @@ typedef struct sched_sdesc {
 	int first, last; /* holds embedding / LM head */
 	int inflight;	 /* micro-batches whose activations it keeps */
 	int mb;		 /* micro-batch size, samples */
+	int recompute;	 /* 0/1: its pipeline recomputes activations */
+	int dp;		 /* pipelines (DP replicas) holding each of its
+			    layers: the ZeRO shard count, 0 counts as 1 */
 } sched_sdesc;
 
-void sched_ref_stage(const sched_ctx *x, const sched_sdesc *d,
-		     sched_scost *out);
-void sched_hexi_stage(const sched_ctx *x, const sched_sdesc *d,
-		      sched_scost *out);
-void sched_stage_cost(const sched_ctx *x, const sched_sdesc *d,
-		      sched_scost *out);
-
-/* Pipeline time from per-micro-batch stage times c[S] and m micro-batches:
- * reference = GPipe slot sum, hexiscale = 1F1B. */
-double sched_ref_pipe_s(const double *c, int S, int m);
-double sched_hexi_pipe_s(const double *c, int S, int m);
-double sched_pipe_s(const sched_ctx *x, const double *c, int S, int m);
-
-/* Model FLOPs of one sample (fwd+bwd, no recompute), FLOP. */
-double sched_model_flops(const hexi_model *m);
+/* Bytes per parameter of weights, gradients and optimizer state on one GPU
+ * of a stage under train.zero with dp replicas (doc/COSTMODEL.md "ZeRO"):
+ * bytes_per_param split as the runtime holds it (GPU types: 2 weights,
+ * 2 gradients, 12 fp32 master + Adam moments of 16; the fp32 CPU runtime:
+ * 4, 4, 8), the optimizer state (zero >= 1) and the gradients (zero 2)
+ * divided over the dp replicas. */
+double sched_param_bytes(const sched_ctx *x, int cpu, int dp);
+/* 0/1: whether pipeline pl recomputes (its own mode, else train's). */
+int sched_pipe_recompute(const sched_ctx *x, const hexi_pipeline *pl);
+/* The optimizer step's share of the bytes per parameter a GPU touches:
+ * 1 without ZeRO, 1/dp of the optimizer state with it. */
+double sched_opt_share(const sched_ctx *x, int cpu, int dp);
 
 /* ---- evaluation of a set of pipelines ------------------------------------ */
 
@@ -114,6 +114,55 @@ typedef struct sched_map {
 	int **dev; /* [nstages_total] pointers into buf */
 	int *buf;
 } sched_map;
+
+/* ---- cost models (cost_models.c holds the table) ------------------------ */
+
+/* What one cost model provides.  A new model is a file defining one of
+ * these and a row in cost_models.c (its hexi_cost_kind is the row). */
+typedef struct sched_cost_model {
+	const char *name; /* as in --cost-model and the plan's cost_model */
+	/* Per-micro-batch cost of one stage (out is zeroed by the caller). */
+	void (*stage)(const sched_ctx *x, const sched_sdesc *d,
+		      sched_scost *out);
+	/* Pipeline time from stage times c[S] and m micro-batches. */
+	double (*pipe_s)(const double *c, int S, int m);
+	/* The m from which pipe_s grows by max_s c[s] per micro-batch (the
+	 * planner's batch split relies on it). */
+	int (*linear_from)(int S);
+	/* Gradient sync: returns when it ends (after the pipelines; < 0 on
+	 * out of memory), *total_s its total time.  stage_s[] are the stage
+	 * times of every pipeline, pipeline-major. */
+	double (*dp)(const sched_ctx *x, const hexi_pipeline *pp, int np,
+		     const sched_map *map, const double *stage_s,
+		     double *total_s);
+	/* iter_s, dp_sync_s, tokens_per_s, mfu of ev from the rest. */
+	void (*finish)(const sched_ctx *x, const hexi_pipeline *pp, int np,
+		       double dp_end, double dp_total, sched_eval *ev);
+} sched_cost_model;
+
+extern const sched_cost_model sched_cost_hexiscale;
+extern const sched_cost_model sched_cost_reference;
+
+/* The model of kind k (unknown kinds: hexiscale). */
+const sched_cost_model *sched_cost_get(hexi_cost_kind k);
+/* Rows in the table (kinds 0 .. count-1). */
+int sched_cost_count(void);
+
+void sched_ref_stage(const sched_ctx *x, const sched_sdesc *d,
+		     sched_scost *out);
+void sched_hexi_stage(const sched_ctx *x, const sched_sdesc *d,
+		      sched_scost *out);
+void sched_stage_cost(const sched_ctx *x, const sched_sdesc *d,
+		      sched_scost *out);
+
+/* Pipeline time from per-micro-batch stage times c[S] and m micro-batches:
+ * reference = GPipe slot sum, hexiscale = 1F1B. */
+double sched_ref_pipe_s(const double *c, int S, int m);
+double sched_hexi_pipe_s(const double *c, int S, int m);
+double sched_pipe_s(const sched_ctx *x, const double *c, int S, int m);
+
+/* Model FLOPs of one sample (fwd+bwd, no recompute), FLOP. */
+double sched_model_flops(const hexi_model *m);
 
 hexi_rc sched_pipes_map(const sched_ctx *x, const hexi_pipeline *pp, int np,
 			sched_map *map);

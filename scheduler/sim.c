@@ -1,7 +1,7 @@
 /*
- * sim.c - the simulator: resolves a cluster into a cost-model context and
- * evaluates a set of pipelines (stage times, pipeline times, gradient sync,
- * iteration time, tokens/s, MFU, memory per GPU) with either cost model.
+ * sim.c - the simulator: evaluates a set of pipelines (stage times,
+ * pipeline times, gradient sync, iteration time, tokens/s, MFU, memory per
+ * GPU) with the cost model of the context (cost_models.c).
  */
 #include "config.h"
 
@@ -10,118 +10,6 @@
 #include <string.h>
 
 #include "sched_int.h"
-
-hexi_rc sched_ctx_init(sched_ctx *x, const hexi_cluster *c, const hexi_model *m,
-		       const hexi_train *t, hexi_cost_kind kind)
-{
-	const hexi_gpu_type **seen = NULL;
-	int n = 0, k = 0;
-	hexi_rc rc = HEXI_ERR_NOMEM;
-
-	memset(x, 0, sizeof(*x));
-	x->c = c;
-	x->m = *m;
-	x->t = *t;
-	x->kind = kind;
-	x->overlap_dp = 1;
-	if (!c || c->nnodes < 1)
-		return hexi_error(HEXI_ERR_INVAL, "cluster: no nodes");
-	for (int i = 0; i < c->nnodes; i++)
-		n += c->nodes[i].ngpus;
-	x->dev = calloc((size_t)(n > 0 ? n : 1), sizeof(*x->dev));
-	x->node_first = calloc((size_t)c->nnodes + 1, sizeof(int));
-	seen = calloc((size_t)c->nnodes, sizeof(*seen));
-	if (!x->dev || !x->node_first || !seen)
-		goto out;
-	for (int i = 0; i < c->nnodes; i++) {
-		const hexi_node *nd = &c->nodes[i];
-		const hexi_gpu_type *g =
-		    hexi_catalog_find(c->catalog, nd->gpu_type);
-		int ty = 0;
-		if (!g) {
-			rc = hexi_error(HEXI_ERR_NOTFOUND,
-					"cluster: nodes[%d].gpu_type: unknown "
-					"GPU type '%s'",
-					i, nd->gpu_type);
-			goto out;
-		}
-		while (ty < x->ntypes && seen[ty] != g)
-			ty++;
-		if (ty == x->ntypes)
-			seen[x->ntypes++] = g;
-		x->node_first[i] = k;
-		for (int j = 0; j < nd->ngpus; j++, k++) {
-			x->dev[k].node = i;
-			x->dev[k].gpu = nd->gpu_index ? nd->gpu_index[j] : j;
-			x->dev[k].type = ty;
-			x->dev[k].peak_tflops = g->peak_tflops;
-			x->dev[k].eff = g->efficiency > 0 ? g->efficiency : 1.0;
-			x->dev[k].mem_gib = g->mem_gib;
-			x->dev[k].mem_bw_gbps = g->mem_bw_gbps;
-			x->dev[k].cpu = strcmp(g->name, "cpu") == 0;
-			x->peak_sum_tflops += g->peak_tflops;
-		}
-	}
-	x->node_first[c->nnodes] = k;
-	x->ndev = k;
-	rc = HEXI_OK;
-out:
-	free(seen);
-	if (rc != HEXI_OK)
-		sched_ctx_fini(x);
-	return rc;
-}
-
-void sched_ctx_fini(sched_ctx *x)
-{
-	free(x->dev);
-	free(x->node_first);
-	x->dev = NULL;
-	x->node_first = NULL;
-}
-
-int sched_dev_index(const sched_ctx *x, int node, int gpu)
-{
-	if (node < 0 || node >= x->c->nnodes)
-		return -1;
-	for (int i = x->node_first[node]; i < x->node_first[node + 1]; i++)
-		if (x->dev[i].gpu == gpu)
-			return i;
-	return -1;
-}
-
-double sched_bw_gbps(const sched_ctx *x, int a, int b)
-{
-	const hexi_cluster *c = x->c;
-
-	if (a == b)
-		return c->nodes[a].intra_bw_gbps;
-	if (c->pair_bw_gbps)
-		return c
-		    ->pair_bw_gbps[(size_t)a * (size_t)c->nnodes + (size_t)b];
-	return c->inter_bw_gbps;
-}
-
-double sched_lat_s(const sched_ctx *x, int a, int b)
-{
-	return a == b ? x->c->intra_lat_s : x->c->inter_lat_s;
-}
-
-void sched_stage_cost(const sched_ctx *x, const sched_sdesc *d,
-		      sched_scost *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (x->kind == HEXI_COST_REFERENCE)
-		sched_ref_stage(x, d, out);
-	else
-		sched_hexi_stage(x, d, out);
-}
-
-double sched_pipe_s(const sched_ctx *x, const double *c, int S, int m)
-{
-	return x->kind == HEXI_COST_REFERENCE ? sched_ref_pipe_s(c, S, m)
-					      : sched_hexi_pipe_s(c, S, m);
-}
 
 /* ---- device map ---------------------------------------------------------- */
 
@@ -208,22 +96,24 @@ static hexi_rc check_pipes(const sched_ctx *x, const hexi_pipeline *pp, int np)
 }
 
 /* Stage times and memory of pipeline p; c[] gets time per micro-batch. */
-static void eval_pipe(const sched_ctx *x, hexi_pipeline *pl, int *const *dev,
-		      double *c, hexi_stage_report *rep, double *worst,
-		      double *opt)
+static void eval_pipe(const sched_ctx *x, hexi_pipeline *pl, int np,
+		      int *const *dev, double *c, hexi_stage_report *rep,
+		      double *worst, double *opt)
 {
 	int S = pl->nstages, m = pl->micro_batches;
 
 	for (int s = 0; s < S; s++) {
 		hexi_stage *st = &pl->stages[s];
-		sched_sdesc d = {dev[s],
-				 st->tp,
-				 s + 1 < S ? dev[s + 1] : NULL,
-				 s + 1 < S ? pl->stages[s + 1].tp : 0,
-				 s == 0,
-				 s == S - 1,
-				 S - s < m ? S - s : m,
-				 pl->batch / m};
+		sched_sdesc d = {.dev = dev[s],
+				 .tp = st->tp,
+				 .next = s + 1 < S ? dev[s + 1] : NULL,
+				 .next_tp = s + 1 < S ? pl->stages[s + 1].tp : 0,
+				 .first = s == 0,
+				 .last = s == S - 1,
+				 .inflight = S - s < m ? S - s : m,
+				 .mb = pl->batch / m,
+				 .recompute = sched_pipe_recompute(x, pl),
+				 .dp = np};
 		sched_scost k;
 		int n = st->layer_end - st->layer_begin;
 		double mem;
@@ -250,35 +140,10 @@ static void eval_pipe(const sched_ctx *x, hexi_pipeline *pl, int *const *dev,
 			rep[s].bubble_s = pl->time_s - m * c[s];
 }
 
-static void finish_eval(const sched_ctx *x, const hexi_pipeline *pp, int np,
-			double dp_end, double dp_total, sched_eval *ev)
-{
-	double G = 0, h = x->m.hidden, s = SCHED_REF_SEQ, V = SCHED_REF_VOCAB;
-
-	for (int p = 0; p < np; p++)
-		G += pp[p].batch;
-	if (x->kind == HEXI_COST_REFERENCE) {
-		double ac = x->t.recompute ? 96.0 : 72.0;
-		double flop =
-		    ac * x->m.layers * G * s * h * h *
-		    (1.0 + s / (6.0 * h) + V / (16.0 * x->m.layers * h));
-		ev->dp_sync_s = dp_total;
-		ev->iter_s = 1.8 * ev->max_pipe_s + 1.1 * dp_total;
-		ev->tokens_per_s = G * s / ev->iter_s;
-		ev->mfu =
-		    flop / ev->iter_s / (x->peak_sum_tflops * SCHED_TWO40);
-	} else {
-		ev->dp_sync_s = dp_total;
-		ev->iter_s = dp_end + ev->opt_s;
-		ev->tokens_per_s = G * x->m.seq_len / ev->iter_s;
-		ev->mfu = G * sched_model_flops(&x->m) / ev->iter_s /
-			  (x->peak_sum_tflops * 1e12);
-	}
-}
-
 hexi_rc sched_evaluate(const sched_ctx *x, hexi_pipeline *pp, int np,
 		       sched_eval *ev, hexi_stage_report *rep)
 {
+	const sched_cost_model *cm = sched_cost_get(x->kind);
 	sched_map map = {0};
 	double *c = NULL, dp_total = 0, dp_end = 0;
 	int ns = 0, k = 0;
@@ -298,22 +163,18 @@ hexi_rc sched_evaluate(const sched_ctx *x, hexi_pipeline *pp, int np,
 		goto out;
 	}
 	for (int p = 0; p < np; p++) {
-		eval_pipe(x, &pp[p], map.dev + k, c + k, rep ? rep + k : NULL,
+		eval_pipe(x, &pp[p], np, map.dev + k, c + k, rep ? rep + k : NULL,
 			  &ev->worst_mem_ratio, &ev->opt_s);
 		if (pp[p].time_s > ev->max_pipe_s)
 			ev->max_pipe_s = pp[p].time_s;
 		k += pp[p].nstages;
 	}
-	if (x->kind == HEXI_COST_REFERENCE) {
-		dp_total = sched_ref_dp_s(x, pp, np, &map);
-	} else {
-		dp_end = sched_hexi_dp(x, pp, np, &map, c, &dp_total);
-		if (dp_end < 0) {
-			rc = hexi_error(HEXI_ERR_NOMEM, "simulator: DP sync");
-			goto out;
-		}
+	dp_end = cm->dp(x, pp, np, &map, c, &dp_total);
+	if (dp_end < 0) {
+		rc = hexi_error(HEXI_ERR_NOMEM, "simulator: DP sync");
+		goto out;
 	}
-	finish_eval(x, pp, np, dp_end, dp_total, ev);
+	cm->finish(x, pp, np, dp_end, dp_total, ev);
 	ev->fits = ev->worst_mem_ratio <= 1.0;
 out:
 	free(c);
@@ -356,24 +217,8 @@ hexi_rc hexi_simulate(hexi_plan *p, hexi_cost_kind kind,
 	return sched_simulate_ex(p, kind, 1, report);
 }
 
-/* ---- names ------------------------------------------------------------------
+/* ---- strategy names --------------------------------------------------------
  */
-
-const char *sched_cost_name(hexi_cost_kind k)
-{
-	return k == HEXI_COST_REFERENCE ? "reference" : "hexiscale";
-}
-
-int sched_cost_parse(const char *s, hexi_cost_kind *k)
-{
-	if (strcmp(s, "hexiscale") == 0)
-		*k = HEXI_COST_HEXISCALE;
-	else if (strcmp(s, "reference") == 0)
-		*k = HEXI_COST_REFERENCE;
-	else
-		return -1;
-	return 0;
-}
 
 static const char *const strategy_names[] = {"hexiscale", "megatron", "random",
 					     "exhaustive"};

@@ -16,57 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HX_PLAN_FILE_MAX (16u << 20)
-
-/* Read the user's plan file with the caller's own privileges (sbatch and
- * srun run as the user): one open with O_NONBLOCK, fstat on that
- * descriptor (regular file only, size capped), and the read, so a FIFO
- * never blocks and a name swapped after the check is never read. */
-static int load_plan_file(hx_settings *s)
-{
-	hexi_rc rc = hexi_read_file(s->plan_file, HX_PLAN_FILE_MAX,
-				    &s->plan_text, &s->plan_len);
-
-	if (rc != HEXI_OK) {
-		hx_err("plan file %s", hexi_errmsg(rc));
-		return -1;
-	}
-	return 0;
-}
-
-int hx_check_settings(hx_settings *s)
-{
-	if (hx_settings_resolve(s, &hx_g_conf,
-				(const char *const *)hx_g_cmdline) != HEXI_OK) {
-		hx_err("%s", hexi_errmsg(HEXI_ERR_INVAL));
-		return -1;
-	}
-	if (s->mode == HX_MODE_FILE && load_plan_file(s) != 0)
-		return -1;
-	return 0;
-}
-
-void hx_settings_fini(hx_settings *s)
-{
-	free(s->plan_text);
-	s->plan_text = NULL;
-	s->plan_len = 0;
-}
-
-/* Where a setting came from, for messages: "option --hexiscale-model",
- * "environment variable HEXISCALE_MODEL" or "plugstack.conf model=". */
-void hx_setting_origin(const hx_settings *s, hx_opt_id id, const char *key,
-		       char *buf, size_t cap)
-{
-	if (s->source[id] != NULL && !strcmp(s->source[id], "command line"))
-		snprintf(buf, cap, "option --%s", hx_opt_table[id].name);
-	else if (s->source[id] != NULL && !strcmp(s->source[id], "environment"))
-		snprintf(buf, cap, "environment variable %s",
-			 hx_opt_table[id].env);
-	else
-		snprintf(buf, cap, "plugstack.conf %s=", key);
-}
-
 static hexi_rc check_model(const hx_sched *lib, const hx_settings *s,
 			   const char *origin)
 {

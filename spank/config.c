@@ -28,7 +28,7 @@ void hx_conf_defaults(hx_conf *c)
 	c->time_budget_s = 2.0;
 }
 
-typedef enum { K_PATH, K_STR, K_INT, K_DOUBLE, K_MODE } key_kind;
+typedef enum { K_PATH, K_STR, K_INT, K_DOUBLE, K_MODE, K_BIND } key_kind;
 
 typedef struct key_desc {
 	const char *key;
@@ -58,6 +58,7 @@ static const key_desc keys[] = {
     {"inter_lat_s", K_DOUBLE, F(inter_lat_s), 0, 1, 0},
     {"time_budget_s", K_DOUBLE, F(time_budget_s), 0.01, 600, 0},
     {"default_mode", K_MODE, F(default_on), 0, 0, 0},
+    {"gpu_bind", K_BIND, F(gpu_bind_single), 0, 0, 0},
 };
 #undef F
 #undef S
@@ -109,6 +110,18 @@ static hexi_rc set_key(hx_conf *c, const key_desc *k, const char *val)
 					  "one of optin, on",
 					  k->key, val);
 		break;
+	case K_BIND:
+		rc = HEXI_OK;
+		if (strcmp(val, "local_rank") == 0)
+			*(int *)(void *)base = 0;
+		else if (strcmp(val, "single") == 0)
+			*(int *)(void *)base = 1;
+		else
+			return hexi_error(HEXI_ERR_INVAL,
+					  "plugstack key '%s': '%.64s' is not "
+					  "one of local_rank, single",
+					  k->key, val);
+		break;
 	default:
 		return hexi_error(HEXI_ERR_INTERNAL, "plugstack key '%s'",
 				  k->key);
@@ -121,8 +134,12 @@ static hexi_rc set_key(hx_conf *c, const key_desc *k, const char *val)
 	return HEXI_OK;
 }
 
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
 hexi_rc hx_conf_parse(hx_conf *c, int ac, char **av)
 {
+	unsigned char seen[NKEYS] = {0};
+
 	hx_conf_defaults(c);
 	for (int i = 0; i < ac; i++) {
 		const char *eq = strchr(av[i], '=');
@@ -134,7 +151,7 @@ hexi_rc hx_conf_parse(hx_conf *c, int ac, char **av)
 					  "plugstack argument '%.64s' is not "
 					  "key=value",
 					  av[i]);
-		for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++)
+		for (size_t j = 0; j < NKEYS; j++)
 			if (strlen(keys[j].key) == klen &&
 			    strncmp(keys[j].key, av[i], klen) == 0)
 				k = &keys[j];
@@ -142,6 +159,11 @@ hexi_rc hx_conf_parse(hx_conf *c, int ac, char **av)
 			return hexi_error(HEXI_ERR_INVAL,
 					  "plugstack key '%.*s' is unknown",
 					  (int)(klen > 64 ? 64 : klen), av[i]);
+		/* a second value would silently win: say so instead */
+		if (seen[k - keys]++)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "plugstack key '%s' is given twice",
+					  k->key);
 		hexi_rc rc = set_key(c, k, eq + 1);
 		if (rc != HEXI_OK)
 			return rc;

@@ -15,11 +15,40 @@
 #include "hexiscale_int.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define NROW 14
+/* The fields of a role row, in wire order (the table is the format: a new
+ * field is a new row at the end and a new hand-off version). */
+static const size_t row_field[] = {
+    offsetof(hx_task_role, rank),
+    offsetof(hx_task_role, node),
+    offsetof(hx_task_role, gpu),
+    offsetof(hx_task_role, pipeline),
+    offsetof(hx_task_role, stage),
+    offsetof(hx_task_role, nstages),
+    offsetof(hx_task_role, tp_rank),
+    offsetof(hx_task_role, tp_size),
+    offsetof(hx_task_role, layer_begin),
+    offsetof(hx_task_role, layer_end),
+    offsetof(hx_task_role, batch),
+    offsetof(hx_task_role, micro_batches),
+    offsetof(hx_task_role, local_rank),
+    offsetof(hx_task_role, local_world_size),
+};
+#define NROW ((int)(sizeof(row_field) / sizeof(row_field[0])))
+
+static int *row_int(hx_task_role *r, int k)
+{
+	return (int *)(void *)((char *)r + row_field[k]);
+}
+
+static int row_get(const hx_task_role *r, int k)
+{
+	return *(const int *)(const void *)((const char *)r + row_field[k]);
+}
 
 void hx_handoff_init(hx_handoff *h)
 {
@@ -47,18 +76,6 @@ hexi_rc hx_handoff_alloc(hx_handoff *h, int nnodes, int ntasks)
 	h->nnodes = nnodes;
 	h->ntasks = ntasks;
 	return HEXI_OK;
-}
-
-static void role_fields(const hx_task_role *r, int v[NROW])
-{
-	int tmp[NROW] = {r->rank,	 r->node,
-			 r->gpu,	 r->pipeline,
-			 r->stage,	 r->nstages,
-			 r->tp_rank,	 r->tp_size,
-			 r->layer_begin, r->layer_end,
-			 r->batch,	 r->micro_batches,
-			 r->local_rank,	 r->local_world_size};
-	memcpy(v, tmp, sizeof(tmp));
 }
 
 /* Growable string with a hard cap. */
@@ -102,13 +119,10 @@ hexi_rc hx_handoff_encode(const hx_handoff *h, char **out)
 	for (int i = 0; i < h->nnodes; i++)
 		sb_add(&b, "%s%s", i ? "," : "", h->gpu_type[i]);
 	sb_add(&b, ";t=");
-	for (int t = 0; t < h->ntasks; t++) {
-		int v[NROW];
-
-		role_fields(&h->roles[t], v);
+	for (int t = 0; t < h->ntasks; t++)
 		for (int k = 0; k < NROW; k++)
-			sb_add(&b, "%s%d", k ? "." : (t ? "/" : ""), v[k]);
-	}
+			sb_add(&b, "%s%d", k ? "." : (t ? "/" : ""),
+			       row_get(&h->roles[t], k));
 	if (!b.over) {
 		hx_fnv1a_hex(b.s, b.len, sum);
 		sb_add(&b, ";c=%s", sum);
@@ -179,24 +193,22 @@ static hexi_rc parse_types(hx_handoff *h, char *g)
 
 static hexi_rc parse_row(hx_handoff *h, const char *row, hx_task_role *r)
 {
-	long v[NROW];
 	const char *p = row;
 
+	memset(r, 0, sizeof(*r));
 	for (int k = 0; k < NROW; k++) {
 		char *end;
+		long v;
 
 		if (*p < '0' || *p > '9')
 			return hexi_error(HEXI_ERR_PARSE, "hand-off: bad row");
-		v[k] = strtol(p, &end, 10);
-		if (v[k] < 0 || v[k] > (1L << 24) ||
+		v = strtol(p, &end, 10);
+		if (v < 0 || v > (1L << 24) ||
 		    *end != (k == NROW - 1 ? '\0' : '.'))
 			return hexi_error(HEXI_ERR_PARSE, "hand-off: bad row");
+		*row_int(r, k) = (int)v;
 		p = end + 1;
 	}
-	*r = (hx_task_role){(int)v[0],	(int)v[1], (int)v[2],  (int)v[3],
-			    (int)v[4],	(int)v[5], (int)v[6],  (int)v[7],
-			    (int)v[8],	(int)v[9], (int)v[10], (int)v[11],
-			    (int)v[12], (int)v[13]};
 	if (r->rank >= h->world_size || r->node >= h->nnodes ||
 	    r->pipeline >= h->npipelines || r->stage >= r->nstages ||
 	    r->tp_rank >= r->tp_size || r->layer_begin >= r->layer_end ||

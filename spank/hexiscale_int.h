@@ -44,6 +44,7 @@ typedef struct hx_conf {
 	int micro_batch;	    /* samples per micro-batch */
 	int seq_len;		    /* 0 = the model's own */
 	int default_on;		    /* 1: auto unless --hexiscale=off */
+	int gpu_bind_single;	    /* 1: CUDA_VISIBLE_DEVICES = own GPU only */
 	int port_base;		    /* MASTER_PORT = base + job/step mix */
 	double inter_bw_gbps;	    /* node<->node bandwidth, GB/s */
 	double inter_lat_s;	    /* node<->node latency, s */

@@ -1,7 +1,8 @@
 /*
  * hx_spank.h - the Slurm-facing parts of hexiscale.so: global plugin state
- * and one entry function per context.  Only plugin.c, allocator.c, local.c,
- * remote.c and discover.c include it.
+ * and one entry function per context.  Only the plugin's own files
+ * (plugin.c, state.c, allocator.c, local.c, remote.c, discover.c,
+ * sched_dl.c, nvml.c) include it.
  */
 #ifndef HX_SPANK_H
 #define HX_SPANK_H
@@ -10,8 +11,12 @@
 
 #include "hexiscale_int.h"
 
-/* Parsed plugstack arguments of this process (plugin.c). */
+/* Parsed plugstack arguments of this process (state.c, set by plugin.c;
+ * the shared state lives below every context file, see state.c). */
 extern hx_conf hx_g_conf;
+/* The plugstack line's error ("" if it parsed); hx_g_conf then holds the
+ * defaults, and only steps that ask for HexiScale are refused. */
+extern char hx_g_conf_error[512];
 /* Option values given on the command line (copies, NULL = not given). */
 extern char *hx_g_cmdline[HX_OPT_COUNT];
 extern struct spank_option hx_g_opts[HX_OPT_COUNT];
@@ -88,6 +93,7 @@ hexi_rc hx_nvml_check(const char *lib, int gpu, const char *want_type,
 	X(hexi_plan_parse)                                                     \
 	X(hexi_plan_validate)                                                  \
 	X(hexi_plan_to_json)                                                   \
+	X(hexi_plan_hash)                                                      \
 	X(hexi_plan_destroy)
 
 /* Optional: NULL when the library has no planner (then only user plan

@@ -189,6 +189,9 @@ static hexi_rc auto_plan(local_ctx *c)
 		t.micro_batch = c->set.micro_batch;
 		c->lib.hexi_plan_opts_defaults(&o);
 		o.time_budget_s = hx_g_conf.time_budget_s;
+		/* every GPU of the step gets a rank until idle tasks get a
+		 * role here (hexiscale-plan(5) "idle", issue 16.1) */
+		o.use_all_gpus = 1;
 		rv = from_lib(c,
 			      c->lib.hexi_plan_create(cl, &m, &t, &o, &c->plan),
 			      "planner");
@@ -316,20 +319,19 @@ static hexi_rc roles_by_rank(local_ctx *c, hx_task_role *byrank, char *seen)
 					    "which the job does not have",
 					    r, dev->gpu,
 					    c->alloc.nodes[sn].name);
-				byrank[r] = (hx_task_role){r,
-							   sn,
-							   dev->gpu,
-							   pi,
-							   si,
-							   pp->nstages,
-							   d,
-							   st->tp,
-							   st->layer_begin,
-							   st->layer_end,
-							   pp->batch,
-							   pp->micro_batches,
-							   0,
-							   0};
+				byrank[r] = (hx_task_role){
+				    .rank = r,
+				    .node = sn,
+				    .gpu = dev->gpu,
+				    .pipeline = pi,
+				    .stage = si,
+				    .nstages = pp->nstages,
+				    .tp_rank = d,
+				    .tp_size = st->tp,
+				    .layer_begin = st->layer_begin,
+				    .layer_end = st->layer_end,
+				    .batch = pp->batch,
+				    .micro_batches = pp->micro_batches};
 			}
 		}
 	}
@@ -387,11 +389,45 @@ static hexi_rc assign_tasks(local_ctx *c, hx_task_role *byrank)
 				return hexi_error(HEXI_ERR_SLURM,
 						  "task id %u out of range",
 						  n->tids[j]);
+			/* LOCAL_RANK as torchrun and SLURM_LOCALID: the
+			 * task's place on its node (tids ascend) */
+			byrank[list[j]].local_rank = j;
 			byrank[list[j]].local_world_size = cnt;
 			c->ho.roles[n->tids[j]] = byrank[list[j]];
 		}
 	}
 	return HEXI_OK;
+}
+
+/* Plan rank = task id (SLURM_PROCID), as torchrun's RANK: the plan's
+ * ranks are renumbered to the step's task order once every rank has its
+ * task, and the plan is hashed again, so the plan file, its hash and every
+ * task's RANK agree (doc/DECISIONS.md). */
+static hexi_rc renumber(local_ctx *c)
+{
+	hexi_plan *p = c->plan;
+	int *task_of = calloc((size_t)p->world_size, sizeof(int));
+	hexi_rc rv;
+
+	if (task_of == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "no memory");
+	for (int t = 0; t < c->ho.ntasks; t++) {
+		task_of[c->ho.roles[t].rank] = t;
+		c->ho.roles[t].rank = t;
+	}
+	for (int pi = 0; pi < p->npipelines; pi++)
+		for (int si = 0; si < p->pipelines[pi].nstages; si++) {
+			hexi_stage *st = &p->pipelines[pi].stages[si];
+			for (int d = 0; d < st->tp; d++)
+				st->devices[d].rank =
+				    task_of[st->devices[d].rank];
+		}
+	free(task_of);
+	rv = from_lib(c, c->lib.hexi_plan_hash(p), "plan");
+	if (rv == HEXI_OK)
+		rv = from_lib(c, c->lib.hexi_plan_validate(p),
+			      "renumbered plan");
+	return rv;
 }
 
 static hexi_rc build_roles(local_ctx *c)
@@ -417,6 +453,8 @@ static hexi_rc build_roles(local_ctx *c)
 		rv = roles_by_rank(c, byrank, seen);
 	if (rv == HEXI_OK)
 		rv = assign_tasks(c, byrank);
+	if (rv == HEXI_OK)
+		rv = renumber(c);
 	if (rv == HEXI_OK)
 		for (int i = 0; i < c->alloc.nnodes; i++)
 			hexi_strlcpy(c->ho.gpu_type[i],
@@ -539,9 +577,10 @@ static hexi_rc write_plan_file(char *path, size_t cap, const char *data,
 	if (rename(tmp, path) == 0)
 		return HEXI_OK;
 	err = errno;
-	fprintf(stderr,
-		"hexiscale: %s: cannot be replaced (%s); the plan stays at %s\n",
-		path, strerror(err), tmp);
+	fprintf(
+	    stderr,
+	    "hexiscale: %s: cannot be replaced (%s); the plan stays at %s\n",
+	    path, strerror(err), tmp);
 	return hexi_strlcpy(path, tmp, cap);
 }
 
@@ -646,6 +685,69 @@ static hexi_rc check_gpus(local_ctx *c)
 	return HEXI_OK;
 }
 
+/* 1 if a --het-group value names more than one component ("0,1", "0-1"). */
+static int several_groups(const char *v)
+{
+	return strpbrk(v, ",-") != NULL;
+}
+
+/* A step over several components of a heterogeneous job (srun ... : ...,
+ * srun --het-group=0,1).  Slurm 22.05 calls local_user_init for one
+ * component only, with that component's job id, nodes and tasks, and
+ * S_JOB_TOTAL_TASK_COUNT is that component's too: a plan of it would leave
+ * the other components' tasks without roles.  Nothing in the SPANK API
+ * tells such a step apart, so srun's own command line does (srun runs as
+ * the user; /proc/self/cmdline is its argv).  Such a step is refused,
+ * naming what works (one component per step). */
+static hexi_rc check_one_component(const local_ctx *c)
+{
+	char buf[65536];
+	size_t n = 0;
+	FILE *f = fopen("/proc/self/cmdline", "rb");
+	int het = 0;
+
+	if (f == NULL)
+		return HEXI_OK; /* no /proc: nothing to learn */
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	for (size_t k = 0; k < n && !het; k += strlen(buf + k) + 1) {
+		const char *a = buf + k, *next = a + strlen(a) + 1;
+
+		if (strcmp(a, ":") == 0)
+			het = 1;
+		else if (strncmp(a, "--het-group=", 12) == 0)
+			het = several_groups(a + 12);
+		else if (strcmp(a, "--het-group") == 0 && next < buf + n)
+			het = several_groups(next);
+	}
+	if (!het)
+		return HEXI_OK;
+	return hexi_error(HEXI_ERR_UNSUPPORTED,
+			  "job %u: this step spans several components of a "
+			  "heterogeneous job (srun ... : ... or --het-group "
+			  "with several groups); one plan over several "
+			  "components is not supported yet: give each "
+			  "component its own step (srun --het-group=N)",
+			  (unsigned)c->alloc.job_id);
+}
+
+/* default_mode=on plans only steps of one task per GPU of the job on
+ * every node; others (e.g. one task using three GPUs) are left alone. */
+static hexi_rc check_one_task_per_gpu(local_ctx *c)
+{
+	for (int i = 0; i < c->alloc.nnodes; i++) {
+		const hx_alloc_node *n = &c->alloc.nodes[i];
+
+		if (n->ntasks != n->gres.ngpus)
+			return hexi_error(HEXI_ERR_MISMATCH,
+					  "node %s: %d tasks for %d GPUs, not "
+					  "one task per GPU",
+					  n->name, n->ntasks, n->gres.ngpus);
+	}
+	return HEXI_OK;
+}
+
 int hx_local_post_opt(spank_t sp)
 {
 	hx_settings s;
@@ -700,24 +802,37 @@ int hx_local_user_init(spank_t sp)
 	t[0] = hexi_now_s();
 	rv = hx_discover(job, step, &c.alloc);
 	t[1] = hexi_now_s();
-	if (rv == HEXI_OK && (rv = check_gpus(&c)) == HEXI_ERR_NODEV &&
-	    c.set.mode_from_default) {
-		/* default_mode=on must not break steps without GPUs */
-		slurm_verbose("hexiscale: step %u.%u not planned: %s", job,
-			      step, hexi_errmsg(rv));
-		local_fini(&c);
-		return 0;
-	}
+	if (rv == HEXI_OK)
+		rv = check_one_component(&c);
+	if (rv == HEXI_OK)
+		rv = check_gpus(&c);
+	if (rv == HEXI_OK && c.set.mode_from_default)
+		rv = check_one_task_per_gpu(&c);
 	if (rv == HEXI_OK)
 		rv = make_plan(&c);
 	t[2] = hexi_now_s();
 	if (rv == HEXI_OK)
 		rv = publish(&c);
 	t[3] = hexi_now_s();
-	if (rv != HEXI_OK)
-		hx_err("step %u.%u: %s", job, step, hexi_errmsg(rv));
-	else
+	if (rv != HEXI_OK && c.set.mode_from_default) {
+		/* default_mode=on never refuses a step the user did not ask
+		 * to plan: it says why and steps aside (no hand-off, the
+		 * GPUs as Slurm bound them). */
+		unsetenv(HX_HANDOFF_VAR);
+		if (rv == HEXI_ERR_NODEV) /* no GPUs: nothing to say */
+			slurm_verbose("hexiscale: step %u.%u not planned: %s",
+				      job, step, hexi_errmsg(rv));
+		else
+			slurm_info("hexiscale: step %u.%u not planned "
+				   "(default_mode=on; --hexiscale=auto to "
+				   "insist): %s",
+				   job, step, hexi_errmsg(rv));
 		ret = 0;
+	} else if (rv != HEXI_OK) {
+		hx_err("step %u.%u: %s", job, step, hexi_errmsg(rv));
+	} else {
+		ret = 0;
+	}
 	slurm_verbose("hexiscale: step %u.%u: discovery %.1f ms, plan %.1f ms, "
 		      "file and hand-off %.1f ms",
 		      job, step, 1e3 * (t[1] - t[0]), 1e3 * (t[2] - t[1]),

@@ -11,29 +11,11 @@
 
 #include "hx_spank.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 SPANK_PLUGIN(hexiscale, 1);
-
-hx_conf hx_g_conf;
-static hexi_rc conf_rc = HEXI_OK;
-static char conf_msg[512];
-char *hx_g_cmdline[HX_OPT_COUNT];
-struct spank_option hx_g_opts[HX_OPT_COUNT];
-
-void hx_err(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	slurm_error("hexiscale: %s", msg);
-}
 
 static void log_sink(hexi_log_level level, const char *msg, void *arg)
 {
@@ -81,13 +63,13 @@ static int opt_cb(int val, const char *optarg, int remote)
 static int register_options(spank_t sp)
 {
 	for (int i = 0; i < HX_OPT_COUNT; i++) {
-		hx_g_opts[i] =
-		    (struct spank_option){(char *)hx_opt_table[i].name,
-					  (char *)hx_opt_table[i].arginfo,
-					  (char *)hx_opt_table[i].usage,
-					  1,
-					  i,
-					  opt_cb};
+		hx_g_opts[i] = (struct spank_option){
+		    .name = (char *)hx_opt_table[i].name,
+		    .arginfo = (char *)hx_opt_table[i].arginfo,
+		    .usage = (char *)hx_opt_table[i].usage,
+		    .has_arg = 1,
+		    .val = i,
+		    .cb = opt_cb};
 		if (spank_option_register(sp, &hx_g_opts[i]) != ESPANK_SUCCESS)
 			return -1;
 	}
@@ -100,22 +82,28 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 
 	hexi_log_set_sink(log_sink, NULL);
 	hexi_log_set_level(HEXI_LOG_DEBUG);
-	conf_rc = hx_conf_parse(&hx_g_conf, ac, av);
-	if (conf_rc != HEXI_OK)
-		snprintf(conf_msg, sizeof(conf_msg), "%s",
-			 hexi_errmsg(conf_rc));
+	hx_g_conf_error[0] = '\0';
+	if (hx_conf_parse(&hx_g_conf, ac, av) != HEXI_OK) {
+		/* Keep nothing of a half-parsed line: defaults, and the
+		 * message for the steps that ask for HexiScale. */
+		snprintf(hx_g_conf_error, sizeof(hx_g_conf_error), "%s",
+			 hexi_errmsg(HEXI_ERR_INVAL));
+		hx_conf_defaults(&hx_g_conf);
+	}
 	if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR) {
-		if (conf_rc != HEXI_OK) {
-			hx_err("plugstack.conf: %s", conf_msg);
-			return -1;
-		}
+		/* A bad line never blocks --help or a job that does not use
+		 * HexiScale: say it, register the options, go on. */
+		if (hx_g_conf_error[0] != '\0')
+			slurm_info("hexiscale: plugstack.conf: %s (HexiScale "
+				   "is off until it is fixed)",
+				   hx_g_conf_error);
 		return register_options(sp);
 	}
 	if (ctx == S_CTX_REMOTE) {
-		if (conf_rc != HEXI_OK)
+		if (hx_g_conf_error[0] != '\0')
 			hx_err("plugstack.conf: %s (tasks of planned steps "
 			       "will fail)",
-			       conf_msg);
+			       hx_g_conf_error);
 		register_options(sp);
 	}
 	return 0; /* never fail in slurmd/slurmstepd here: it drains nodes */
@@ -148,7 +136,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	(void)av;
 	if (spank_context() != S_CTX_REMOTE)
 		return 0;
-	return hx_remote_task_init(sp, conf_rc == HEXI_OK ? NULL : conf_msg);
+	return hx_remote_task_init(
+	    sp, hx_g_conf_error[0] == '\0' ? NULL : hx_g_conf_error);
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)

@@ -10,34 +10,44 @@
 #include "hx_spank.h"
 
 #include <slurm/slurm.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Position of gpu in the comma list, or -1. */
-static int list_pos(const char *list, int gpu, char *item, size_t cap)
+/* Entry pos of a comma list: *tok gets it (NUL-terminated, at most cap-1
+ * bytes); returns 0, or -1 if the list has no such entry or it is too
+ * long or empty. */
+static int list_entry(const char *list, int pos, char *tok, size_t cap)
 {
 	const char *p = list;
 
-	for (int pos = 0; *p != '\0'; pos++) {
+	for (int i = 0; *p != '\0'; i++) {
 		size_t n = strcspn(p, ",");
-		char tok[16];
-		long v;
 
-		if (n == 0 || n >= sizeof(tok))
+		if (n == 0 || n >= cap)
 			return -1;
-		memcpy(tok, p, n);
-		tok[n] = '\0';
-		if (item != NULL && gpu == -1 - pos) /* fetch mode */
-			return hexi_strlcpy(item, tok, cap) == HEXI_OK ? pos
-								       : -1;
-		if (item == NULL &&
-		    hexi_parse_long(tok, 0, 1 << 20, &v) == HEXI_OK && v == gpu)
-			return pos;
+		if (i == pos) {
+			memcpy(tok, p, n);
+			tok[n] = '\0';
+			return 0;
+		}
 		p += n;
 		if (*p == ',')
 			p++;
 	}
+	return -1;
+}
+
+/* Position of device index gpu in a comma list of indices, or -1. */
+static int list_index(const char *list, int gpu)
+{
+	char tok[16];
+	long v;
+
+	for (int pos = 0; list_entry(list, pos, tok, sizeof(tok)) == 0; pos++)
+		if (hexi_parse_long(tok, 0, 1 << 20, &v) == HEXI_OK && v == gpu)
+			return pos;
 	return -1;
 }
 
@@ -47,7 +57,7 @@ static int list_pos(const char *list, int gpu, char *item, size_t cap)
 static hexi_rc bind_gpu(spank_t sp, const char *node, int gpu, char *cvd,
 			size_t cap)
 {
-	char step[512], vis[512];
+	char step[512], vis[512], tok[16];
 	int pos;
 
 	if (spank_getenv(sp, "SLURM_STEP_GPUS", step, sizeof(step)) !=
@@ -56,7 +66,7 @@ static hexi_rc bind_gpu(spank_t sp, const char *node, int gpu, char *cvd,
 				  "node %s: this task sees no GPUs "
 				  "(SLURM_STEP_GPUS unset)",
 				  node);
-	pos = list_pos(step, gpu, NULL, 0);
+	pos = list_index(step, gpu);
 	if (pos < 0)
 		return hexi_error(HEXI_ERR_NODEV,
 				  "node %s: the plan gives this task GPU %d "
@@ -64,85 +74,161 @@ static hexi_rc bind_gpu(spank_t sp, const char *node, int gpu, char *cvd,
 				  node, gpu, step);
 	if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", vis, sizeof(vis)) !=
 		ESPANK_SUCCESS ||
-	    list_pos(vis, -1 - pos, cvd, cap) != pos)
+	    list_entry(vis, pos, tok, sizeof(tok)) != 0 ||
+	    hexi_strlcpy(cvd, tok, cap) != HEXI_OK)
 		snprintf(cvd, cap, "%d", gpu);
 	return HEXI_OK;
 }
 
-typedef struct env_kv {
+/* CUDA_VISIBLE_DEVICES of a task.  gpu_bind=local_rank (default, as
+ * torchrun): every GPU of this step on the node, in local-rank order, so
+ * that device LOCAL_RANK is the task's own; gpu_bind=single: the task's GPU
+ * alone (device 0).  Each entry is Slurm's name for the GPU (bind_gpu). */
+static hexi_rc visible_devices(spank_t sp, const hx_handoff *h,
+			       const hx_task_role *me, const char *node,
+			       char *cvd, size_t cap)
+{
+	char one[64];
+	size_t len = 0;
+	hexi_rc rc;
+
+	if (hx_g_conf.gpu_bind_single)
+		return bind_gpu(sp, node, me->gpu, cvd, cap);
+	cvd[0] = '\0';
+	for (int lr = 0; lr < me->local_world_size; lr++) {
+		int gpu = -1;
+
+		for (int t = 0; t < h->ntasks && gpu < 0; t++)
+			if (h->roles[t].node == me->node &&
+			    h->roles[t].local_rank == lr)
+				gpu = h->roles[t].gpu;
+		if (gpu < 0)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "node %s: no task has local rank %d",
+					  node, lr);
+		/* another task's GPU may be missing from this task's
+		 * SLURM_STEP_GPUS (per-task binding): its device index */
+		rc = bind_gpu(sp, node, gpu, one, sizeof(one));
+		if (rc != HEXI_OK && gpu == me->gpu)
+			return rc;
+		if (rc != HEXI_OK)
+			snprintf(one, sizeof(one), "%d", gpu);
+		len += (size_t)snprintf(cvd + len, cap - len, "%s%s",
+					lr ? "," : "", one);
+		if (len >= cap)
+			return hexi_error(HEXI_ERR_RANGE,
+					  "node %s: CUDA_VISIBLE_DEVICES too "
+					  "long",
+					  node);
+	}
+	return HEXI_OK;
+}
+
+/* Values of a task's environment that are neither a role field nor a
+ * hand-off field. */
+typedef struct task_vals {
+	int micro_batch_size;
+	const char *gpu_type;
+	const char *cvd;
+	const char *device_order;
+} task_vals;
+
+typedef enum env_src { FROM_ROLE, FROM_HANDOFF, FROM_TASK } env_src;
+typedef enum env_kind { AS_INT, AS_CHARS, AS_STRING } env_kind;
+
+/* One exported variable: where its value is (struct and offset) and how it
+ * is printed (int, char array, or const char pointer). */
+typedef struct env_row {
 	const char *name;
-	char value[HX_PATH_MAX];
-} env_kv;
+	env_src src;
+	env_kind kind;
+	size_t off;
+} env_row;
+
+#define ROLE(n, f)                                                             \
+	{                                                                      \
+		n, FROM_ROLE, AS_INT, offsetof(hx_task_role, f)                \
+	}
+#define HO_INT(n, f)                                                           \
+	{                                                                      \
+		n, FROM_HANDOFF, AS_INT, offsetof(hx_handoff, f)               \
+	}
+#define HO_STR(n, f)                                                           \
+	{                                                                      \
+		n, FROM_HANDOFF, AS_CHARS, offsetof(hx_handoff, f)             \
+	}
+#define TASK(n, k, f)                                                          \
+	{                                                                      \
+		n, FROM_TASK, k, offsetof(task_vals, f)                        \
+	}
+static const env_row env_rows[] = {
+    HO_STR("HEXISCALE_PLAN", plan_path),
+    HO_STR("HEXISCALE_PLAN_HASH", plan_hash),
+    ROLE("HEXISCALE_RANK", rank),
+    HO_INT("HEXISCALE_WORLD_SIZE", world_size),
+    HO_INT("HEXISCALE_NPIPELINES", npipelines),
+    ROLE("HEXISCALE_PIPELINE", pipeline),
+    ROLE("HEXISCALE_STAGE", stage),
+    ROLE("HEXISCALE_NSTAGES", nstages),
+    ROLE("HEXISCALE_TP_RANK", tp_rank),
+    ROLE("HEXISCALE_TP_SIZE", tp_size),
+    ROLE("HEXISCALE_LAYER_BEGIN", layer_begin),
+    ROLE("HEXISCALE_LAYER_END", layer_end),
+    ROLE("HEXISCALE_PIPELINE_BATCH", batch),
+    ROLE("HEXISCALE_MICRO_BATCHES", micro_batches),
+    TASK("HEXISCALE_MICRO_BATCH_SIZE", AS_INT, micro_batch_size),
+    ROLE("HEXISCALE_GPU", gpu),
+    TASK("HEXISCALE_GPU_TYPE", AS_STRING, gpu_type),
+    ROLE("RANK", rank),
+    HO_INT("WORLD_SIZE", world_size),
+    ROLE("LOCAL_RANK", local_rank),
+    ROLE("LOCAL_WORLD_SIZE", local_world_size),
+    HO_STR("MASTER_ADDR", master_addr),
+    HO_INT("MASTER_PORT", master_port),
+    TASK("CUDA_VISIBLE_DEVICES", AS_STRING, cvd),
+    TASK("CUDA_DEVICE_ORDER", AS_STRING, device_order),
+};
+#undef ROLE
+#undef HO_INT
+#undef HO_STR
+#undef TASK
+
+static void env_value(const env_row *e, const void *const base[3], char *buf,
+		      size_t cap)
+{
+	const char *p = (const char *)base[e->src] + e->off;
+
+	if (e->kind == AS_INT)
+		snprintf(buf, cap, "%d", *(const int *)(const void *)p);
+	else if (e->kind == AS_CHARS)
+		snprintf(buf, cap, "%s", p);
+	else
+		snprintf(buf, cap, "%s", *(const char *const *)(const void *)p);
+}
 
 static int export_all(spank_t sp, const hx_handoff *h, const hx_task_role *r,
 		      const char *cvd)
 {
-	env_kv kv[] = {
-	    {"HEXISCALE_PLAN", ""},
-	    {"HEXISCALE_PLAN_HASH", ""},
-	    {"HEXISCALE_RANK", ""},
-	    {"HEXISCALE_WORLD_SIZE", ""},
-	    {"HEXISCALE_NPIPELINES", ""},
-	    {"HEXISCALE_PIPELINE", ""},
-	    {"HEXISCALE_STAGE", ""},
-	    {"HEXISCALE_NSTAGES", ""},
-	    {"HEXISCALE_TP_RANK", ""},
-	    {"HEXISCALE_TP_SIZE", ""},
-	    {"HEXISCALE_LAYER_BEGIN", ""},
-	    {"HEXISCALE_LAYER_END", ""},
-	    {"HEXISCALE_PIPELINE_BATCH", ""},
-	    {"HEXISCALE_MICRO_BATCHES", ""},
-	    {"HEXISCALE_MICRO_BATCH_SIZE", ""},
-	    {"HEXISCALE_GPU", ""},
-	    {"HEXISCALE_GPU_TYPE", ""},
-	    {"RANK", ""},
-	    {"WORLD_SIZE", ""},
-	    {"LOCAL_RANK", ""},
-	    {"LOCAL_WORLD_SIZE", ""},
-	    {"MASTER_ADDR", ""},
-	    {"MASTER_PORT", ""},
-	    {"CUDA_VISIBLE_DEVICES", ""},
-	    {"CUDA_DEVICE_ORDER", ""},
-	};
-	int n = 0;
+	const task_vals tv = {.micro_batch_size = r->batch / r->micro_batches,
+			      .gpu_type = h->gpu_type[r->node],
+			      .cvd = cvd,
+			      .device_order = "PCI_BUS_ID"};
+	const void *const base[3] = {
+	    [FROM_ROLE] = r, [FROM_HANDOFF] = h, [FROM_TASK] = &tv};
+	char value[HX_PATH_MAX];
 
-#define V(...) snprintf(kv[n++].value, sizeof(kv[0].value), __VA_ARGS__)
-	V("%s", h->plan_path);
-	V("%s", h->plan_hash);
-	V("%d", r->rank);
-	V("%d", h->world_size);
-	V("%d", h->npipelines);
-	V("%d", r->pipeline);
-	V("%d", r->stage);
-	V("%d", r->nstages);
-	V("%d", r->tp_rank);
-	V("%d", r->tp_size);
-	V("%d", r->layer_begin);
-	V("%d", r->layer_end);
-	V("%d", r->batch);
-	V("%d", r->micro_batches);
-	V("%d", r->batch / r->micro_batches);
-	V("%d", r->gpu);
-	V("%s", h->gpu_type[r->node]);
-	V("%d", r->rank);
-	V("%d", h->world_size);
-	V("%d", r->local_rank);
-	V("%d", r->local_world_size);
-	V("%s", h->master_addr);
-	V("%d", h->master_port);
-	V("%s", cvd);
-	V("%s", "PCI_BUS_ID");
-#undef V
-	for (int i = 0; i < n; i++) {
-		if (kv[i].value[0] == '\0' || !hexi_is_printable(kv[i].value)) {
+	for (size_t i = 0; i < sizeof(env_rows) / sizeof(env_rows[0]); i++) {
+		const env_row *e = &env_rows[i];
+
+		env_value(e, base, value, sizeof(value));
+		if (value[0] == '\0' || !hexi_is_printable(value)) {
 			hx_err("refusing to export %s: empty or not printable",
-			       kv[i].name);
+			       e->name);
 			return -1;
 		}
-		if (spank_setenv(sp, kv[i].name, kv[i].value, 1) !=
-		    ESPANK_SUCCESS) {
+		if (spank_setenv(sp, e->name, value, 1) != ESPANK_SUCCESS) {
 			hx_err("cannot set %s in the task environment",
-			       kv[i].name);
+			       e->name);
 			return -1;
 		}
 	}
@@ -201,14 +287,14 @@ static int apply(spank_t sp, const hx_handoff *h)
 {
 	uint32_t gtid = 0;
 	const hx_task_role *r;
-	char node[HX_NAME_MAX] = "?", cvd[64], found[96];
+	char node[HX_NAME_MAX] = "?", cvd[HX_GPUS_MAX * 20], found[96];
 	hexi_rc rc;
 
 	if (check_ids(sp, h, &gtid) != 0)
 		return -1;
 	r = &h->roles[gtid];
 	node_name(sp, r->node, node, sizeof(node));
-	if (bind_gpu(sp, node, r->gpu, cvd, sizeof(cvd)) != HEXI_OK) {
+	if (visible_devices(sp, h, r, node, cvd, sizeof(cvd)) != HEXI_OK) {
 		hx_err("task %u (rank %d): %s", gtid, r->rank,
 		       hexi_errmsg(HEXI_ERR_NODEV));
 		return -1;

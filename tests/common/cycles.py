@@ -38,6 +38,30 @@ PREFIX = re.compile(r"^[A-Za-z0-9_]+_la-")
 TEST_OBJ = re.compile(r"^(libgpuemu_la|libhexirt_emu_la|hexitrain_emu)-")
 
 
+def built_objects(d):
+    """Base names of the objects the directory's Makefile builds (every
+    *_OBJECTS variable), so objects left over from an older Makefile are not
+    counted; None when make cannot say."""
+    rule = ("hexi-print-objects:\n\t@echo $(foreach v,$(filter %_OBJECTS,"
+            "$(.VARIABLES)),$($(v)))\n")
+    try:
+        r = subprocess.run(["make", "-s", "--no-print-directory", "-C", d,
+                            "-f", "Makefile", "-f", "-", "hexi-print-objects"],
+                           input=rule, capture_output=True, text=True,
+                           timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    names = set()
+    for w in r.stdout.split():
+        base = os.path.basename(w)
+        for ext in (".lo", ".o"):
+            if base.endswith(ext):
+                names.add(base[:-len(ext)])
+    return names
+
+
 def objects(build):
     """(module, source name, object path) for every object of the modules."""
     out = []
@@ -45,12 +69,16 @@ def objects(build):
         d = os.path.join(build, mod)
         if not os.path.isdir(d):
             continue
+        live = built_objects(d) if os.path.exists(
+            os.path.join(d, "Makefile")) else None
         for sub in (d, os.path.join(d, ".libs")):
             if not os.path.isdir(sub):
                 continue
             for f in sorted(os.listdir(sub)):
                 if not f.endswith(".o") or TEST_OBJ.match(f):
                     continue
+                if live is not None and f[:-2] not in live:
+                    continue  # left over from an older Makefile
                 # the non-PIC twin of a libtool object sits beside .libs
                 if sub == d and os.path.exists(os.path.join(d, ".libs", f)):
                     continue

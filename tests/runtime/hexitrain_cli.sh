@@ -31,6 +31,12 @@ done <<'EOT'
 --steps|invalid option
 extra-arg|unexpected argument
 --save-every 2 --steps 1|--ckpt-dir
+--data-format utf8|--data-format
+--lr-schedule linear|--lr-schedule
+--warmup -1|--warmup
+--keep 0|--keep
+--keep 2 --steps 1|--ckpt-dir
+--eval-every 2 --steps 1|--val-data
 EOT
 
 # Plan and environment must agree.
@@ -75,17 +81,35 @@ last=$(sed -n '$s/.*"loss":\([^,]*\),.*/\1/p' "$WORK/syn.json")
 echo "# synthetic: loss $first -> $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }' &&
 	pass "synthetic corpus: loss falls by > 0.5" || fail "loss $first -> $last"
-"$HT" --model tiny-4l --batch 8 --steps 30 --lr 0.01 --json \
-	--data "$top_srcdir/man/hexitrain.1.in" >"$WORK/txt.json" ||
-	fail "text run"
+# Raw text needs --data-format bytes and a vocabulary of every byte used.
+cat >"$WORK/v256.json" <<'EOT'
+{"format": "hexiscale-model", "version": 1, "name": "tiny-4l-v256",
+ "layers": 4, "hidden": 48, "heads": 6, "kv_heads": 6, "ffn": 128,
+ "vocab": 256, "seq_len": 16}
+EOT
+"$HT" --model "$WORK/v256.json" --batch 8 --steps 30 --lr 0.01 --json \
+	--data-format bytes --data "$top_srcdir/man/hexitrain.1.in" \
+	>"$WORK/txt.json" || fail "text run"
 first=$(sed -n '1s/.*"loss":\([^,]*\),.*/\1/p' "$WORK/txt.json")
 last=$(sed -n '$s/.*"loss":\([^,]*\),.*/\1/p' "$WORK/txt.json")
 echo "# text: loss $first -> $last"
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.3) }' &&
 	pass "text data: loss falls by > 0.3" || fail "loss $first -> $last"
 printf 'abc' >"$WORK/short.txt"
-"$HT" --data "$WORK/short.txt" --steps 1 >/dev/null 2>"$WORK/err"
+"$HT" --data "$WORK/short.txt" --data-format bytes --steps 1 >/dev/null \
+	2>"$WORK/err"
 expect_eq "text shorter than a sample: exit 4" "$?" 4
+"$HT" --data "$top_srcdir/man/hexitrain.1.in" --steps 1 >/dev/null 2>"$WORK/err"
+st=$?
+[ "$st" -eq 5 ] && grep -q 'not a token file.*--data-format bytes' "$WORK/err" &&
+	pass "text without --data-format bytes: exit 5, says so" ||
+	fail "text as a token file (exit $st: $(cat "$WORK/err"))"
+"$HT" --data "$top_srcdir/man/hexitrain.1.in" --data-format bytes --steps 1 \
+	>/dev/null 2>"$WORK/err"
+st=$?
+[ "$st" -eq 6 ] && grep -q 'outside the model.s vocabulary (64)' "$WORK/err" &&
+	pass "byte >= vocab: exit 6 naming the offset, no silent wrap" ||
+	fail "byte >= vocab (exit $st: $(cat "$WORK/err"))"
 "$HT" --model tiny-4l --steps 3 --micro-batches 4 --json >"$WORK/m4.json" &&
 	"$HT" --model tiny-4l --steps 3 --json >"$WORK/m1.json" &&
 	"$CMP" --loss "$WORK/m1.json" "$WORK/m4.json" >/dev/null &&

@@ -1,15 +1,18 @@
 /*
- * bench_planner.c - planner benchmarks (make bench): planning time for 8,
- * 64, 320 and 1024 mixed GPUs, and plan quality: speed-up over the
+ * bench_planner.c - planner benchmarks (make bench): planning time and
+ * peak memory for 8 to 4096 mixed GPUs with the growth exponent, the
+ * subset case (idle GPUs vs every GPU), and plan quality: speed-up over the
  * megatron baseline, MFU of heterogeneous vs same-peak homogeneous
  * clusters, optimality gap to the exhaustive search.  Prints numbers and
  * ratios measured in this run; asserts nothing about time.
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "hexi_sched.h"
@@ -24,8 +27,8 @@ typedef struct res {
 	int np;
 } res;
 
-static res plan(const hexi_cluster *c, const char *model, int gb,
-		hexi_strategy s)
+static res plan_opt(const hexi_cluster *c, const char *model, int gb,
+		    hexi_strategy s, int all_gpus, hexi_cost_kind cm)
 {
 	hexi_model m;
 	hexi_train t;
@@ -40,7 +43,8 @@ static res plan(const hexi_cluster *c, const char *model, int gb,
 	t.global_batch = gb;
 	hexi_plan_opts_defaults(&o);
 	o.strategy = s;
-	o.time_budget_s = 60;
+	o.use_all_gpus = all_gpus;
+	o.cost_model = cm;
 	r.rc = hexi_plan_create(c, &m, &t, &o, &p);
 	r.cpu_s = (double)(clock() - c0) / CLOCKS_PER_SEC;
 	r.wall_s = hexi_now_s() - w0;
@@ -51,6 +55,22 @@ static res plan(const hexi_cluster *c, const char *model, int gb,
 	}
 	hexi_plan_destroy(p);
 	return r;
+}
+
+static res plan(const hexi_cluster *c, const char *model, int gb,
+		hexi_strategy s)
+{
+	return plan_opt(c, model, gb, s, 0, HEXI_COST_HEXISCALE);
+}
+
+/* Peak resident set of this process so far, MiB. */
+static double peak_rss_mib(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return ru.ru_maxrss / 1024.0;
 }
 
 static hexi_cluster *example(const char *name)
@@ -71,12 +91,15 @@ static void planning_time(void)
 {
 	static const char *const types[] = {"a100-80g", "rtx4090", "rtx3090",
 					    "l40s"};
-	static const int sizes[] = {8, 64, 320, 1024};
-	double base = 0;
+	static const int sizes[] = {8, 64, 256, 1024, 4096};
+	double base = 0, prev_t = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+	int npts = 0;
 
-	printf("planning time, llama2-13b, global batch 512, 4 GPU types, "
-	       "8 GPUs a node, 10 GB/s (goal: 320 < 2 s, 1024 < 15 s)\n");
-	for (int i = 0; i < 4; i++) {
+	printf("planning time and peak RSS, llama2-13b, global batch 512, 4 GPU "
+	       "types, 8 GPUs a node, 10 GB/s (goal: 320 < 2 s, 1024 < 15 s);\n"
+	       "  exponent k of cpu time ~ GPUs^k against the previous size, "
+	       "and fitted over all sizes; RSS is the process peak so far\n");
+	for (int i = 0; i < 5; i++) {
 		hexi_cluster *c = NULL;
 		res r;
 		if (hexi_cluster_synthetic(sizes[i], 8, types, 4, 10.0, &c)) {
@@ -88,11 +111,63 @@ static void planning_time(void)
 		if (i == 0)
 			base = r.cpu_s > 1e-6 ? r.cpu_s : 1e-6;
 		printf("  %5d GPUs: cpu %7.3f s, wall %7.3f s (%6.1fx the "
-		       "8-GPU cpu time), %d pipelines, MFU %.1f%%\n",
-		       sizes[i], r.cpu_s, r.wall_s, r.cpu_s / base, r.np,
-		       100 * r.mfu);
+		       "8-GPU cpu time), peak RSS %7.1f MiB, k %5.2f, %d "
+		       "pipelines, MFU %.1f%%\n",
+		       sizes[i], r.cpu_s, r.wall_s, r.cpu_s / base,
+		       peak_rss_mib(),
+		       i > 0 && prev_t > 0 && r.cpu_s > 0
+			   ? log(r.cpu_s / prev_t) /
+				 log((double)sizes[i] / sizes[i - 1])
+			   : 0.0,
+		       r.np, 100 * r.mfu);
+		if (r.cpu_s > 0) {
+			double x = log(sizes[i]), y = log(r.cpu_s);
+			sx += x;
+			sy += y;
+			sxx += x * x;
+			sxy += x * y;
+			npts++;
+		}
+		prev_t = r.cpu_s;
 		hexi_cluster_destroy(c);
 	}
+	if (npts > 1)
+		printf("  growth exponent over 8..4096 GPUs (least squares, "
+		       "log cpu time on log GPUs): %.2f\n",
+		       (npts * sxy - sx * sy) / (npts * sxx - sx * sx));
+}
+
+/* Idle GPUs: the four-type 64-GPU cluster of issue 16 (0.7 GB/s,
+ * llama-30b, global batch 24), planned with subsets and with every GPU. */
+static void subsets(void)
+{
+	static const char *const types[] = {"a100-80g", "rtx4090", "rtx3090",
+					    "rtx3080ti"};
+	static const hexi_cost_kind cms[] = {HEXI_COST_REFERENCE,
+					     HEXI_COST_HEXISCALE};
+	hexi_cluster *c = NULL;
+
+	printf("subsets: 64 GPUs (8-GPU A100/4090/3090/3080 Ti nodes, 0.7 "
+	       "GB/s), llama-30b, global batch 24\n");
+	if (hexi_cluster_synthetic(64, 8, types, 4, 0.7, &c)) {
+		printf("  %s\n", hexi_errmsg(HEXI_ERR_INTERNAL));
+		return;
+	}
+	for (int k = 0; k < 2; k++) {
+		res a = plan_opt(c, "llama-30b", 24, HEXI_STRATEGY_HEXISCALE, 0,
+				 cms[k]);
+		res b = plan_opt(c, "llama-30b", 24, HEXI_STRATEGY_HEXISCALE, 1,
+				 cms[k]);
+		if (a.rc != HEXI_OK || b.rc != HEXI_OK) {
+			printf("  %s\n", hexi_errmsg(a.rc ? a.rc : b.rc));
+			continue;
+		}
+		printf("  %-9s subsets %8.3f s (cpu %6.2f s), every GPU %8.3f s "
+		       "(cpu %6.2f s): %.1f%% faster\n",
+		       k ? "hexiscale" : "reference", a.iter_s, a.cpu_s,
+		       b.iter_s, b.cpu_s, 100 * (1 - a.iter_s / b.iter_s));
+	}
+	hexi_cluster_destroy(c);
 }
 
 static void speedup(const char *cluster, const char *model, int gb)
@@ -156,6 +231,7 @@ static void gap(const char *cluster, const char *model, int gb)
 int main(void)
 {
 	planning_time();
+	subsets();
 	printf("speed-up over megatron (global batch 64)\n");
 	speedup("paper", "llama2-13b", 64);
 	speedup("paper", "llama2-7b", 64);

@@ -72,7 +72,7 @@ cat >"$T/small.json" <<'J'
 {"format":"hexiscale-cluster","version":1,"nodes":[{"name":"n1","gpu":"t4","count":1}],"inter_bw_gbps":1}
 J
 bad "model cannot fit" 10 "llama2-70b" "$H" plan "$T/small.json" --model llama2-70b
-bad "batch not divisible" 4 "global-batch" "$H" plan "$EX/paper.json" --model llama2-7b --global-batch 10 --micro-batch 4
+bad "batch not divisible" 4 "global-batch" "$H" plan "$EX/paper.json" --model llama2-7b --global-batch 10 --micro-batch-exact 4
 bad "more pipelines than GPUs" 6 "max_pipelines" "$H" plan "$EX/paper.json" --model llama2-7b --max-pipelines 9
 bad "huge global batch" 2 "global-batch" "$H" plan "$EX/paper.json" --model llama2-7b --global-batch 99999999999999999999
 bad "negative micro-batch" 2 "micro-batch" "$H" plan "$EX/paper.json" --model llama2-7b --micro-batch -1

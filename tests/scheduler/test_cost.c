@@ -187,8 +187,10 @@ static void hexi_tp_and_mem(void)
 	hexi_train t;
 	fx f;
 	int g[2] = {0, 1}, one[1] = {0};
-	sched_sdesc d1 = {one, 1, NULL, 0, 0, 0, 1, 1};
-	sched_sdesc d2 = {g, 2, NULL, 0, 0, 0, 1, 1};
+	sched_sdesc d1 = {.dev = one, .tp = 1, .inflight = 1, .mb = 1,
+			  .recompute = 1, .dp = 1};
+	sched_sdesc d2 = {.dev = g, .tp = 2, .inflight = 1, .mb = 1,
+			  .recompute = 1, .dp = 1};
 	sched_scost k1, k2;
 	double act = 4096.0 * 1024 * 2;
 
@@ -215,6 +217,7 @@ static void hexi_tp_and_mem(void)
 			"hexi: compute of one layer (fwd+bwd+recompute)");
 	}
 	f.x.t.recompute = 0;
+	d1.recompute = 0; /* a stage's own setting, as its pipeline's */
 	sched_hexi_stage(&f.x, &d1, &k2);
 	ok(k2.mem_layer_b > k1.mem_layer_b,
 	   "hexi: no recompute keeps more activations");

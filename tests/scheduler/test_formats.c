@@ -439,6 +439,97 @@ static void test_plan(void)
 	hexi_cluster_destroy(c);
 }
 
+/* Idle GPUs: the plan of test_plan with n1's GPU 2 listed idle (rank 7):
+ * hashed and written only when present, round trip, its role, bad lists. */
+static void test_plan_idle(void)
+{
+	hexi_cluster *c = tcluster(
+	    "{\"nodes\":[{\"name\":\"n1\",\"gpu\":\"a800\",\"count\":3},"
+	    "{\"name\":\"n2\",\"gpu\":\"rtx4090\",\"gpus\":[0,2,3]},"
+	    "{\"name\":\"n3\",\"gpu\":\"rtx3090\",\"count\":2}],"
+	    "\"inter_bw_gbps\":0.7}");
+	tpipe pp[2] = {{8, 4, {{0, 2, 0, 0, 30}, {1, 1, 2, 30, 40}}},
+		       {4, 2, {{1, 2, 0, 0, 20}, {2, 2, 0, 20, 40}}}};
+	hexi_plan *p = tplan(c, "llama2-13b", 2, pp), *q = NULL;
+	hexi_device idle = {.node = 0, .gpu = 2, .rank = 7};
+	char h0[HEXI_HASH_HEX], *js = NULL, *js2 = NULL;
+	hexi_role role;
+
+	hexi_plan_hash(p);
+	snprintf(h0, sizeof(h0), "%s", p->hash);
+	is_int(hexi_plan_to_json(p, &js), HEXI_OK, "write without idle");
+	ok(js && strstr(js, "\"idle\"") == NULL,
+	   "no idle key when no GPU is listed (old hashes stay)");
+	free(js);
+	p->idle = malloc(sizeof(hexi_device));
+	*p->idle = idle;
+	p->nidle = 1;
+	is_int(hexi_plan_tasks(p), 8, "7 ranks + 1 idle = 8 tasks");
+	is_int(hexi_plan_validate(p), HEXI_OK, "plan with an idle GPU valid: %s",
+	       hexi_errmsg(HEXI_ERR_INVAL));
+	hexi_plan_hash(p);
+	ok(strcmp(p->hash, h0) != 0, "the idle list is hashed");
+	is_int(hexi_plan_to_json(p, &js), HEXI_OK, "write with idle");
+	ok(js && strstr(js, "\"idle\": [{\"node\": \"n1\", \"gpu\": 2, "
+			    "\"rank\": 7}]"),
+	   "idle written as {node, gpu, rank}");
+	is_int(hexi_plan_parse(js, strlen(js), NULL, &q), HEXI_OK,
+	       "re-read: %s", hexi_errmsg(HEXI_ERR_INTERNAL));
+	if (q == NULL)
+		tap_bail("idle plan re-read");
+	is_str(q->hash, p->hash, "hash verified after re-read");
+	is_int(hexi_plan_to_json(q, &js2), HEXI_OK, "re-write");
+	is_str(js2, js, "round trip identical");
+	is_int(hexi_plan_find_idle(q, 7), 0, "rank 7 is idle[0]");
+	is_int(hexi_plan_find_idle(q, 3), -1, "rank 3 is not idle");
+	is_int(hexi_plan_role(q, 7, &role), HEXI_OK, "role of the idle rank");
+	ok(role.idle == 1 && role.pipeline == -1 && role.stage == -1 &&
+	       role.tp_rank == -1 && role.nstages == 0 && role.batch == 0 &&
+	       role.node == 0 && role.gpu == 2 && role.world_size == 7,
+	   "idle role: no pipeline, node n1 GPU 2, world_size 7");
+	ok(role.local_rank == 2 && role.local_world_size == 3,
+	   "idle rank is local 2 of 3 on n1 (ranks 0, 1, 7)");
+	is_int(hexi_plan_role(q, 1, &role), HEXI_OK, "role of rank 1");
+	ok(role.idle == 0 && role.local_rank == 1 && role.local_world_size == 3,
+	   "training rank: not idle, local 1 of 3 tasks on n1");
+	is_int(hexi_plan_role(q, 8, &role), HEXI_ERR_NOTFOUND, "no rank 8");
+	{
+		hexi_plan *r = NULL;
+		is_int(hexi_plan_clone(q, &r), HEXI_OK, "clone");
+		ok(r && r->idle != q->idle && r->nidle == 1 &&
+		       r->idle[0].rank == 7,
+		   "clone copies the idle list");
+		hexi_plan_destroy(r);
+	}
+	/* bad lists: each one clear line naming idle[0] */
+	{
+		static const struct {
+			hexi_device d;
+			const char *what;
+		} bad[] = {
+		    {{0, 1, 7}, "used twice"},	/* GPU of stage 0 */
+		    {{0, 2, 3}, "rank 3 is used twice"},
+		    {{0, 2, 9}, "idle[0].rank: 9 is not in 0..7"},
+		    {{0, 5, 7}, "node 'n1' has no GPU 5"},
+		};
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			hexi_rc rv;
+			q->idle[0] = bad[i].d;
+			rv = hexi_plan_validate(q);
+			is_int(rv, HEXI_ERR_INVAL, "bad idle %zu refused", i);
+			ok(strstr(hexi_errmsg(rv), "idle[0]") &&
+			       strstr(hexi_errmsg(rv), bad[i].what),
+			   "names idle[0] and '%s': %s", bad[i].what,
+			   hexi_errmsg(rv));
+		}
+	}
+	free(js);
+	free(js2);
+	hexi_plan_destroy(q);
+	hexi_plan_destroy(p);
+	hexi_cluster_destroy(c);
+}
+
 /* train.zero and a pipeline's own recompute: defaults, round trip, the
  * hash of plans without them unchanged, role fields, bad values. */
 static void test_plan_memory_fields(void)
@@ -570,5 +661,6 @@ int main(void)
 	test_examples();
 	test_minimal_plan();
 	test_plan_memory_fields();
+	test_plan_idle();
 	return tap_done();
 }

@@ -196,6 +196,7 @@ static void st_init(pl_state *st, fx *f, const hexi_plan_opts *o, int gb,
 	st->kv = f->x.m.kv_heads;
 	st->max_p = st->x.ndev < st->M ? st->x.ndev : st->M;
 	st->budget_s = 30;
+	st->max_evals = HEXI_PLAN_MAX_EVALS;
 	st->t0 = hexi_now_s();
 	st->rng = o->seed;
 	st->type_max = calloc((size_t)f->x.ntypes, sizeof(int));

@@ -34,9 +34,9 @@ int main(void)
 	    "{\"gpu_types\":[{\"name\":\"x<&>\",\"peak_tflops\":10,"
 	    "\"mem_gib\":8,\"mem_bw_gbps\":100,\"intra_bw_gbps\":5}],"
 	    "\"nodes\":[{\"name\":\"n1\",\"gpu\":\"a800\",\"count\":3},"
-	    "{\"name\":\"n2\",\"gpu\":\"x<&>\",\"count\":6}],"
+	    "{\"name\":\"n2\",\"gpu\":\"x<&>\",\"count\":8}],"
 	    "\"inter_bw_gbps\":0.7}");
-	/* p0: 6 stages (wraps after 4); p1: one TP3 stage */
+	/* p0: 6 stages (wraps after 4); p1: one TP3 stage; n2 GPUs 6, 7 idle */
 	tpipe pp[2] = {{6,
 			3,
 			{{1, 1, 0, 0, 1},
@@ -92,13 +92,23 @@ int main(void)
 	svg = slurp(path);
 	ok(svg && strncmp(svg, "<svg ", 5) == 0, "starts with <svg");
 	ok(svg && strstr(svg, "</svg>\n") != NULL, "ends with </svg>");
-	is_int(svg ? count(svg, "<rect x=") : 0, 7, "one box per stage");
+	is_int(svg ? count(svg, "class=\"stage\"") : 0, 7, "one box per stage");
 	is_int(svg ? count(svg, "marker-end") : 0, 5, "arrows between stages");
+	is_int(svg ? count(svg, "<polyline") : 0, 1,
+	       "6 stages wrap into 2 rows of 5 once");
+	is_int(svg ? count(svg, "class=\"legend\"") : 0, 2,
+	       "legend: one swatch per GPU type");
+	ok(svg && strstr(svg, "fill=\"#E69F00\"") != NULL &&
+	       strstr(svg, "fill=\"#56B4E9\"") != NULL,
+	   "two types: the first two Okabe-Ito colours");
+	is_int(svg ? count(svg, "class=\"idle\"") : 0, 2, "two idle GPUs drawn");
+	ok(svg && strstr(svg, "(+2 idle)") != NULL, "legend counts idle GPUs");
+	ok(svg && strstr(svg, ">gpu 7<") != NULL, "idle GPU named");
 	ok(svg && strstr(svg, "x&lt;&amp;&gt;") != NULL &&
 	       strstr(svg, "x<&>") == NULL,
 	   "type name escaped");
-	is_int(svg ? count(svg, "<text") : 0, 1 + 2 * 2 + 7 * 5,
-	       "title, row labels, 5 lines per box");
+	is_int(svg ? count(svg, "<text") : 0, 1 + 2 + 2 * 2 + 7 * 5 + 1 + 2 * 2,
+	       "title, legend, row labels, 5 lines per box, idle GPUs");
 	unlink(path);
 	is_int(hexi_plan_render_svg(p, "/nonexistent/dir/x.svg"),
 	       HEXI_ERR_NOTFOUND, "unwritable path is an error");

@@ -137,7 +137,9 @@ hexi_cluster_write_conf() {
 		echo "TaskPlugin=task/none"
 		echo "SelectType=select/cons_tres"
 		echo "SelectTypeParameters=CR_Core"
-		echo "SchedulerType=sched/builtin"
+		# backfill: the only scheduler that starts heterogeneous jobs
+		echo "SchedulerType=sched/backfill"
+		echo "SchedulerParameters=bf_interval=1"
 		echo "GresTypes=gpu"
 		echo "MpiDefault=none"
 		echo "PlugStackConfig=$d/etc/plugstack.conf"
@@ -157,6 +159,11 @@ hexi_cluster_write_conf() {
 			echo "NodeName=$name NodeHostname=$host NodeAddr=127.0.0.1 Port=$((port + i)) CPUs=8 RealMemory=4000 Gres=gpu:$type:$n State=UNKNOWN"
 		done
 		echo "PartitionName=debug Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP"
+		# one partition per GPU type, as real clusters keep each GPU
+		# generation apart (heterogeneous jobs: -p a800 ... : -p rtx4090)
+		hexi_cluster_nodes | while read -r name type n; do
+			echo "PartitionName=$type Nodes=$name MaxTime=INFINITE State=UP"
+		done
 	} >"$d/etc/slurm.conf"
 	: >"$d/etc/gres.conf"
 	hexi_cluster_nodes | while read -r name type n; do

@@ -44,12 +44,17 @@ srun -N2 -n6 -w n1,n2 --gpus-per-task=1 --hexiscale=auto --hexiscale-model=tiny-
 check "2-node step: roles match a 6-GPU plan" $CHECK "$(latest_plan)" two.out
 expect_eq "2-node plan has 6 ranks" "$(field "$(latest_plan)" "p['world_size']")" 6
 
-# Without per-task binding every task sees the node's 3 GPUs: the plugin
-# narrows CUDA_VISIBLE_DEVICES to the plan's GPU of each task.
+# Without per-task binding every task sees the node's 3 GPUs; with the
+# default gpu_bind=local_rank they stay visible in local-rank order, so
+# torch.cuda.set_device(LOCAL_RANK) picks each task's plan GPU.
 srun -N1 -n3 -w n1 --gres=gpu:3 --hexiscale=auto --hexiscale-model=tiny-8l "$EX/print-role.sh" >narrow.out 2>/dev/null
-check "3 tasks sharing 3 GPUs: roles match, CUDA_VISIBLE_DEVICES = plan GPU" $CHECK "$(latest_plan)" narrow.out
-expect_eq "tasks saw the whole step's GPUs before narrowing" "$(grep -c 'step_gpus=0,1,2 ' narrow.out)" 3
-expect_eq "narrowed to distinct GPUs" "$(grep -o 'cvd=[0-9]*' narrow.out | sort -u | wc -l)" 3
+check "3 tasks sharing 3 GPUs: roles match, device LOCAL_RANK = plan GPU" $CHECK "$(latest_plan)" narrow.out
+expect_eq "tasks saw the whole step's GPUs" "$(grep -c 'step_gpus=0,1,2 ' narrow.out)" 3
+expect_eq "local ranks 0, 1, 2" "$(grep -o 'local_rank=[0-9]*' narrow.out | sort -u | paste -sd' ')" \
+	"local_rank=0 local_rank=1 local_rank=2"
+# RANK is SLURM_PROCID in every layout (the plan is renumbered to the tasks).
+srun -N3 -n8 -m cyclic --gpus-per-task=1 --hexiscale=auto --hexiscale-model=tiny-8l "$EX/print-role.sh" >cyclic.out 2>/dev/null
+check "cyclic layout: RANK = SLURM_PROCID, roles match the plan file" $CHECK "$(latest_plan)" cyclic.out
 
 # Env twins, and the command line beats them.
 HEXISCALE_MODE=auto HEXISCALE_MODEL=tiny-8l HEXISCALE_GLOBAL_BATCH=24 srun $GPUS true 2>/dev/null

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""check-roles.py PLAN.json OUTPUT: every HXROLE line of OUTPUT (one per
-task, from examples/print-role.sh) must match the plan file: rank, world,
-pipeline, stage, TP rank/size, layers, batch, micro-batches, node and GPU;
-roles must cover every GPU (rank) of the plan exactly once.  Exit 0 ok,
-1 mismatch (each printed)."""
+"""check-roles.py [--bind single] PLAN.json OUTPUT: every HXROLE line of
+OUTPUT (one per task, from examples/print-role.sh) must match the plan file:
+rank, world, pipeline, stage, TP rank/size, layers, batch, micro-batches,
+node and GPU; RANK is SLURM_PROCID and LOCAL_RANK SLURM_LOCALID (torchrun's
+meanings); CUDA_VISIBLE_DEVICES lists the node's GPUs of the step with the
+task's own at position LOCAL_RANK (gpu_bind=local_rank), or only the
+task's own (--bind single); roles cover every GPU (rank) of the plan once.
+Exit 0 ok, 1 mismatch (each printed)."""
 import json
 import re
 import sys
@@ -24,6 +27,9 @@ def hostnames(expr):
 
 
 def main():
+    single = len(sys.argv) > 3 and sys.argv[1] == '--bind' and sys.argv[2] == 'single'
+    if single:
+        del sys.argv[1:3]
     plan = json.load(open(sys.argv[1]))
     roles = {}
     for pi, p in enumerate(plan['pipelines']):
@@ -58,10 +64,15 @@ def main():
         for k, v in want.items():
             if str(v) != got[k]:
                 errors.append('rank %d %s: task says %s, plan says %s' % (r, k, got[k], v))
+        cvd = kv['cvd'].split(',')
+        lr = int(kv['local_rank'])
+        mine = cvd[0] if single else (cvd[lr] if 0 <= lr < len(cvd) else 'none')
         checks = [(kv['hrank'], str(r)), (kv['world'], str(plan['world_size'])),
                   (kv['hash'], plan['hash']), (kv['plan'], sys.argv[1]),
-                  (kv['cvd'], kv['gpu']), (kv['order'], 'PCI_BUS_ID'),
-                  (kv['handoff'], '')]
+                  (kv['rank'], kv['procid']), (kv['local_rank'], kv['localid']),
+                  (mine, kv['gpu']),
+                  (str(len(cvd)), '1' if single else kv['local_size']),
+                  (kv['order'], 'PCI_BUS_ID'), (kv['handoff'], '')]
         for got_v, want_v in checks:
             if got_v != want_v and not (want_v == sys.argv[1] and got_v.endswith(want_v.split('/')[-1])):
                 errors.append('rank %d: %r != %r' % (r, got_v, want_v))

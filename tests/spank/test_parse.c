@@ -55,6 +55,15 @@ static void test_conf(void)
 		   "plugstack '%s' refused naming %s", bad[i][0], bad[i][1]);
 	}
 	{
+		char *dup[] = {"model=llama2-13b", "inter_bw_gbps=1",
+			       "model=llama2-7b"};
+		hexi_rc rc = hx_conf_parse(&c, 3, dup);
+
+		ok(rc == HEXI_ERR_INVAL &&
+		       strstr(hexi_errmsg(rc), "'model' is given twice"),
+		   "duplicate plugstack key refused, named");
+	}
+	{
 		char longv[2100] = "catalog=/";
 		char *av[1] = {longv};
 

@@ -1,0 +1,154 @@
+#!/bin/sh
+# Real data (issue 14.1, 14.2, 14.4): the three commands from text to a
+# training run (a SentencePiece model trained here on the machine's licence
+# texts, tokenize.py, hexitrain), validation loss, the data position across
+# a resume with another global batch, the learning-rate schedule across a
+# resume, --keep, and SIGUSR1/SIGTERM stops that commit a checkpoint and
+# resume with no step lost (one process and 2 MPI ranks).
+. "$top_srcdir/tests/runtime/rt_env.sh"
+PY=/usr/bin/python3
+TOK="$top_srcdir/examples/tokenize.py"
+CK="$top_builddir/checkpoint/hexickpt"
+"$HT" --steps 1 --save-every 1 --ckpt-dir "$WORK/probe" >/dev/null 2>&1
+[ $? -eq 9 ] && skip "hexitrain built without the checkpoint library"
+TEXT=/usr/share/common-licenses
+[ -r $TEXT/GPL-3 ] && [ -r $TEXT/Apache-2.0 ] || skip "no licence texts"
+cat >"$WORK/m.json" <<'EOT'
+{"format": "hexiscale-model", "version": 1, "name": "tiny-spm",
+ "layers": 2, "hidden": 48, "heads": 6, "kv_heads": 6, "ffn": 128,
+ "vocab": 256, "seq_len": 32}
+EOT
+M="--model $WORK/m.json"
+
+# 1. text -> token file: SentencePiece when it imports, else byte level.
+if $PY -c 'import sentencepiece' 2>/dev/null; then
+	$PY "$TOK" --train-spm "$WORK/spm" --vocab 256 $TEXT/GPL-3 \
+		$TEXT/Apache-2.0 >"$WORK/tok.out" 2>&1 &&
+		[ -s "$WORK/spm.model" ] && pass "tokenize.py --train-spm" ||
+		fail "train SentencePiece: $(cat "$WORK/tok.out")"
+	$PY "$TOK" --spm "$WORK/spm.model" -o "$WORK/train.tok" \
+		--val-fraction 0.1 $TEXT/GPL-3 $TEXT/Apache-2.0 >"$WORK/tok.out" 2>&1
+	expect_eq "tokenize.py --spm: text to token files" "$?" 0
+else
+	echo "# python3-sentencepiece missing: byte-level tokens only"
+	$PY "$TOK" --bytes -o "$WORK/train.tok" --val-fraction 0.1 \
+		$TEXT/GPL-3 $TEXT/Apache-2.0 >"$WORK/tok.out" 2>&1
+	expect_eq "tokenize.py --bytes" "$?" 0
+fi
+sed 's/^/# /' "$WORK/tok.out"
+$PY "$TOK" --bytes -o "$WORK/bytes.tok" $TEXT/GPL-3 >/dev/null 2>&1 &&
+	cmp -s -i 1024:0 "$WORK/bytes.tok" $TEXT/GPL-3 2>/dev/null ||
+	[ "$(od -An -tu2 -j1024 -N2 "$WORK/bytes.tok" | tr -d ' ')" = \
+		"$(od -An -tu1 -N1 $TEXT/GPL-3 | tr -d ' ')" ] &&
+	pass "byte-level fallback: first token is the first byte" ||
+	fail "byte-level fallback"
+D="--data $WORK/train.tok"
+V="--val-data $WORK/train.val.tok"
+
+# 2. training with validation: the loss falls, val_loss in --json.
+"$HT" $M $D $V --eval-every 10 --steps 30 --lr 3e-3 --json \
+	>"$WORK/run.json" 2>"$WORK/run.err"
+expect_eq "hexitrain on the token file with --val-data" "$?" 0
+v0=$(sed -n 's/^{"step":0,"val_loss":\([^}]*\)}$/\1/p' "$WORK/run.json")
+v30=$(sed -n 's/^{"step":30,"val_loss":\([^}]*\)}$/\1/p' "$WORK/run.json")
+echo "# val loss $v0 -> $v30"
+awk -v a="$v0" -v b="$v30" 'BEGIN { exit !(a != "" && b != "" && b < a - 0.3) }' &&
+	pass "validation loss at steps 0 and 30 falls by > 0.3" ||
+	fail "val loss '$v0' -> '$v30'"
+[ "$(grep -c '"val_loss"' "$WORK/run.json")" -eq 4 ] &&
+	pass "validation at steps 0, 10, 20, 30" || fail "validation lines"
+
+# 3. a resume continues the data position, also with another batch.
+"$HT" $M $D --batch 8 --steps 4 --save-every 4 --ckpt-dir "$WORK/dp" \
+	>/dev/null 2>"$WORK/err" || fail "batch 8 run: $(cat "$WORK/err")"
+grep -q 'saved checkpoint .*step-00000004 (step 4, [0-9]* bytes' "$WORK/err" &&
+	pass "a line for the save (path, step, size, seconds)" ||
+	fail "save line: $(cat "$WORK/err")"
+"$HT" $M $D --batch 3 --steps 6 --resume "$WORK/dp" --save-every 6 \
+	--ckpt-dir "$WORK/dp" >/dev/null 2>"$WORK/err" ||
+	fail "batch 3 resume: $(cat "$WORK/err")"
+grep -q 'loaded checkpoint .*step-00000004 (step 4, [0-9]* bytes' "$WORK/err" &&
+	pass "a line for the load" || fail "load line: $(cat "$WORK/err")"
+"$CK" info "$WORK/dp" | grep -q 'data position 38$' &&
+	pass "data position 4*8 + 2*3 = 38 samples after a batch change" ||
+	fail "data position: $("$CK" info "$WORK/dp" | grep position)"
+
+# 4. the schedule (warmup + cosine) resumes exactly.
+S="--lr 3e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4"
+"$HT" $M $D $S --steps 8 --json >"$WORK/full.json" || fail "cosine run"
+"$HT" $M $D $S --lr-decay-steps 8 --steps 4 --save-every 4 --ckpt-dir "$WORK/sc" --json \
+	>/dev/null 2>&1 || fail "cosine 4 steps"
+"$HT" $M $D --steps 8 --resume "$WORK/sc" --json >"$WORK/res.json" \
+	2>"$WORK/err" || fail "cosine resume"
+"$CMP" --skip 4 --loss "$WORK/full.json" "$WORK/res.json" >/dev/null &&
+	pass "cosine schedule: 4 + 4 resumed steps equal 8 steps" ||
+	fail "schedule resume: $("$CMP" --skip 4 --loss "$WORK/full.json" "$WORK/res.json")"
+lr1=$(sed -n '1s/.*"lr":\([^,}]*\).*/\1/p' "$WORK/full.json")
+lr8=$(sed -n '8s/.*"lr":\([^,}]*\).*/\1/p' "$WORK/full.json")
+lr8r=$(sed -n '4s/.*"lr":\([^,}]*\).*/\1/p' "$WORK/res.json")
+awk -v a="$lr1" -v b="$lr8" -v c="$lr8r" 'BEGIN { exit !(a == 0.001 && b == c &&
+	b > 0.000376 && b < 0.000378) }' && pass "lr: 1e-3 at step 1 (warmup), $lr8 (cosine, 0.8 of the way) at step 8 in both runs" ||
+	fail "lr $lr1 $lr8 $lr8r"
+
+# 5. --keep 2 keeps the newest two committed checkpoints.
+"$HT" $M $D --steps 5 --save-every 1 --keep 2 --ckpt-dir "$WORK/kp" \
+	>/dev/null 2>&1 || fail "--keep run"
+[ "$(ls "$WORK/kp" | grep -c '^step-')" -eq 2 ] && [ -d "$WORK/kp/step-00000005" ] &&
+	[ -d "$WORK/kp/step-00000004" ] && pass "--keep 2: steps 4 and 5 left" ||
+	fail "--keep 2 left: $(ls "$WORK/kp")"
+mkdir "$WORK/kp/step-00000001" # uncommitted, another writer's
+"$HT" $M $D --steps 7 --save-every 1 --keep 1 --resume "$WORK/kp" \
+	--ckpt-dir "$WORK/kp" >/dev/null 2>&1 || fail "--keep 1 resume"
+[ -d "$WORK/kp/step-00000001" ] && [ -d "$WORK/kp/step-00000005" ] &&
+	[ -d "$WORK/kp/step-00000007" ] && [ ! -d "$WORK/kp/step-00000006" ] &&
+	pass "--keep 1: keeps the resumed-from and uncommitted ones" ||
+	fail "--keep 1 left: $(ls "$WORK/kp")"
+
+# 6. a stop signal: the step finishes, a checkpoint is committed, exit 75,
+# and stopped + resumed steps equal an uninterrupted run (constant lr, so
+# the run's length does not change the steps).
+stop_test() { # NAME SIGNAL self|child LAUNCH... (child: signal the
+	# launcher's child, mpirun under timeout)
+	local name=$1 sig=$2 who=$3 n=0 st k
+	shift 3
+	rm -rf "$WORK/st"
+	"$@" $D --steps 100000 --ckpt-dir "$WORK/st" --json \
+		>"$WORK/a.json" 2>"$WORK/a.err" &
+	local pid=$!
+	while [ "$(grep -c '"step"' "$WORK/a.json")" -lt 3 ] && [ $n -lt 300 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	if [ "$who" = child ]; then
+		kill -s "$sig" $(pgrep -P $pid)
+	else
+		kill -s "$sig" $pid
+	fi
+	wait $pid
+	st=$?
+	expect_eq "$name: SIG$sig stops with exit 75" "$st" 75
+	k=$(grep -c '"step"' "$WORK/a.json")
+	grep -q "saved checkpoint .*(step $k," "$WORK/a.err" &&
+		pass "$name: stopped after step $k, checkpoint committed" ||
+		fail "$name: $(cat "$WORK/a.err")"
+	"$@" $D --steps $((k + 3)) --resume "$WORK/st" --json >"$WORK/b.json" \
+		2>"$WORK/b.err" || fail "$name: resume: $(cat "$WORK/b.err")"
+	"$@" $D --steps $((k + 3)) --json >"$WORK/ref.json" 2>/dev/null ||
+		fail "$name: reference run"
+	cat "$WORK/a.json" "$WORK/b.json" >"$WORK/ab.json"
+	"$CMP" --loss "$WORK/ref.json" "$WORK/ab.json" >"$WORK/cmp" &&
+		[ "$(grep -c '"step"' "$WORK/ab.json")" -eq $((k + 3)) ] &&
+		pass "$name: stopped + resumed = $((k + 3)) uninterrupted steps" ||
+		fail "$name: losses differ: $(tail -n 2 "$WORK/cmp")"
+}
+stop_test "one process" USR1 self "$HT" $M
+stop_test "one process" TERM self "$HT" $M
+if command -v mpirun >/dev/null 2>&1; then
+	"$MKPLAN" "$WORK/m.json" "4/2:1x1,1x1;4/1:1x2" "$WORK/p3.json" ||
+		hard "mkplan"
+	# mpirun passes SIGUSR1 on to every rank.
+	stop_test "3 MPI ranks, 2 pipelines" USR1 child timeout -k 5 120 mpirun \
+		--oversubscribe --allow-run-as-root -np 3 "$HT" \
+		--plan "$WORK/p3.json"
+fi
+done_testing

@@ -1,0 +1,102 @@
+#!/bin/bash
+# planner-reach.sh - issue 16 end to end through hexiplan: subsets (idle
+# GPUs), pipeline-count coverage and the 4096-GPU regression, determinism
+# (work bound; the time budget only a recorded safety stop), errors that
+# name the constraint with one exit code per class, micro-batch bounds
+# (a larger bound is never worse), the memory options (zero, recompute).
+. "$top_srcdir/tests/tap.sh"
+H="$top_builddir/scheduler/hexiplan"
+EX="$top_srcdir/examples/clusters"
+[ -x "$H" ] || hard "no hexiplan binary at $H"
+T=$(mktemp -d) || hard "mktemp"
+BUSY=""
+trap 'for p in $BUSY; do kill "$p" 2>/dev/null; done; rm -rf "$T"' EXIT
+
+# NGPUS: 8-GPU nodes of A100 / 4090 / 3090 / 3080 Ti in turn, 0.7 GB/s
+mixed4() {
+	awk -v n="$1" 'BEGIN { split("a100-80g rtx4090 rtx3090 rtx3080ti", t, " ");
+	printf "{\"format\":\"hexiscale-cluster\",\"version\":1,\"nodes\":[";
+	for (i = 0; i < n / 8; i++)
+		printf "%s{\"name\":\"n%04d\",\"gpu\":\"%s\",\"count\":8}", i ? "," : "", i, t[i % 4 + 1];
+	printf "],\"inter_bw_gbps\":0.7}\n" }'
+}
+jget() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))$2)" "$1"; }
+mixed4 64 >"$T/m64.json"
+mixed4 4096 >"$T/m4096.json"
+
+# ---- subsets -------------------------------------------------------------
+"$H" plan "$EX/mixed-1024.json" --model llama2-7b --global-batch 2 -o "$T/s.json" >"$T/s.txt" 2>&1
+expect_eq "mixed-1024, llama2-7b, global batch 2: a plan (was exit 10)" $? 0
+check "the summary lists the idle GPUs" grep -q "idle: .* GPUs on .* nodes" "$T/s.txt"
+expect_eq "plan file: idle + ranks = 1024 GPUs" \
+	"$(jget "$T/s.json" '["world_size"] + len(json.load(open(sys.argv[1]))["idle"])')" 1024
+check "validate accepts the idle list" "$H" validate "$T/s.json"
+"$H" show "$T/s.json" >"$T/show.txt" || fail "show"
+check "show lists the idle GPUs" grep -q "idle: " "$T/show.txt"
+"$H" plan "$EX/mixed-1024.json" --model llama2-7b --global-batch 2 --use-all-gpus >"$T/e.txt" 2>&1
+expect_eq "--use-all-gpus: exit 18 (the batch cannot feed the pipelines)" $? 18
+check "names the batch and the pipelines" grep -q "global batch 2 .* cannot feed the 4 pipelines that 1024 GPUs need" "$T/e.txt"
+"$H" plan "$T/m64.json" --model llama-30b --global-batch 24 --cost-model reference --json >"$T/a.json" || fail "64 GPUs"
+"$H" plan "$T/m64.json" --model llama-30b --global-batch 24 --cost-model reference --json --use-all-gpus >"$T/b.json" || fail "64 GPUs, all"
+sub=$(jget "$T/a.json" '["iteration_s"]')
+all=$(jget "$T/b.json" '["iteration_s"]')
+check "64 mixed GPUs: a subset beats every GPU ($sub < $all s)" awk -v a="$sub" -v b="$all" 'BEGIN { exit !(a < b) }'
+check "and uses fewer than 64" awk -v w="$(jget "$T/a.json" '["world_size"]')" 'BEGIN { exit !(w < 64) }'
+
+# ---- pipeline counts -----------------------------------------------------
+"$H" plan "$T/m4096.json" --model llama-30b --global-batch 24 --micro-batch-exact 2 --cost-model reference -v >"$T/r.txt" 2>&1
+expect_eq "4096 GPUs, llama-30b, gb 24, mb 2, reference: a plan (was exit 10)" $? 0
+check "12 of 12 pipelines was tried" grep -q "P=12 " "$T/r.txt"
+
+# ---- determinism ---------------------------------------------------------
+args="$T/m64.json --model llama2-13b --global-batch 48 --seed 1 --json"
+"$H" plan $args >"$T/d1.json" || fail "plan idle"
+for i in 1 2; do (while :; do :; done) & BUSY="$BUSY $!"; done
+"$H" plan $args >"$T/d2.json" || fail "plan under load"
+for p in $BUSY; do kill "$p" 2>/dev/null; done; BUSY=""
+expect_eq "same plan hash idle and under 2 busy loops" "$(jget "$T/d1.json" '["hash"]')" "$(jget "$T/d2.json" '["hash"]')"
+expect_eq "stopped by convergence, not time" "$(jget "$T/d1.json" '["stopped_by"]')" done
+"$H" plan $args --max-evals 40 >"$T/w1.json" || fail "work bound 1"
+"$H" plan $args --max-evals 40 --time-budget 3600 >"$T/w2.json" || fail "work bound 2"
+expect_eq "a work bound gives the same plan whatever the time budget" "$(jget "$T/w1.json" '["hash"]')" "$(jget "$T/w2.json" '["hash"]')"
+expect_eq "and says it stopped by the bound" "$(jget "$T/w1.json" '["stopped_by"]')" work
+"$H" plan "$EX/mixed-320.json" --model llama2-13b --global-batch 48 --time-budget 0.001 -o "$T/t.json" >/dev/null 2>"$T/t.err"
+check "a tiny time budget warns on stderr" grep -q "stopped at its time budget" "$T/t.err"
+expect_eq "and is recorded in the plan" "$(jget "$T/t.json" '["search"]["stopped_by"]')" time
+
+# ---- errors name the constraint -----------------------------------------
+"$H" plan "$EX/paper.json" --model llama2-70b >"$T/x.txt" 2>&1
+expect_eq "llama2-70b on 8 GPUs: exit 10" $? 10
+check "names the parameters and the memory" grep -q "68.98 G parameters need 1028 GiB .* the cluster's 8 GPUs have 344 GiB" "$T/x.txt"
+"$H" plan "$EX/paper.json" --model llama2-13b --strategy megatron --zero 0 >"$T/x.txt" 2>&1
+expect_eq "megatron llama2-13b on paper.json: exit 10" $? 10
+check "names the stage, node, GPU, need and micro-batch" grep -q "stage [0-9]* on n[0-9] (rtx[0-9]* x1, 24 GiB) needs [0-9.]* GiB for [0-9]* layers at micro-batch 1" "$T/x.txt"
+"$H" plan "$EX/mixed-1024.json" --model llama2-7b --global-batch 2 --strategy megatron >"$T/x.txt" 2>&1
+expect_eq "megatron without a grid: exit 19" $? 19
+check "names the grid's constraints" grep -q "no uniform DP x TP x PP grid" "$T/x.txt"
+expect_eq "one line each" "$(wc -l <"$T/x.txt")" 1
+
+# ---- micro-batch bounds --------------------------------------------------
+for c in "$EX/paper.json llama2-7b 64" "$EX/mixed-8.json llama2-7b 32" "$EX/hetero-a100-4090-12.json llama2-13b 48"; do
+	set -- $c
+	prev=""
+	for b in 1 2 4 8; do
+		it=$("$H" plan "$1" --model "$2" --global-batch "$3" --micro-batch $b --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["iteration_s"])') || fail "$1 mb $b"
+		[ -z "$prev" ] || check "$(basename "$1") $2: bound $b ($it s) no worse than the smaller ($prev s)" \
+			awk -v a="$it" -v b="$prev" 'BEGIN { exit !(a <= b * (1 + 1e-9)) }'
+		prev=$it
+	done
+done
+"$H" plan "$EX/paper.json" --model llama2-7b --global-batch 10 --micro-batch 4 >/dev/null 2>&1
+expect_eq "--micro-batch is a bound: need not divide the global batch" $? 0
+"$H" plan "$EX/paper.json" --model llama2-7b --global-batch 10 --micro-batch-exact 4 >/dev/null 2>&1
+expect_eq "--micro-batch-exact must divide it (exit 4)" $? 4
+
+# ---- memory options ------------------------------------------------------
+"$H" plan "$EX/paper.json" --model llama2-13b --zero 1 --no-recompute -o "$T/z.json" >/dev/null || fail "--zero 1"
+expect_eq "--zero 1 is the plan's train.zero" "$(jget "$T/z.json" '["train"].get("zero", 0)')" 1
+expect_eq "--no-recompute is the plan's train.recompute" "$(jget "$T/z.json" '["train"]["recompute"]')" False
+"$H" compare "$EX/paper.json" --model llama2-13b --cost-model reference --json >"$T/c.json" || fail "compare"
+check "reference: the llama2-13b case study has a uniform baseline and a speed-up" \
+	/usr/bin/python3 -c 'import json,sys; r={x["strategy"]: x for x in json.load(open(sys.argv[1]))["strategies"]}; sys.exit(not (r["megatron"]["status"] == "HEXI_OK" and r["hexiscale"]["speedup_over_megatron"] > 1))' "$T/c.json"
+done_testing
