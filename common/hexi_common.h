@@ -132,6 +132,12 @@ int hexi_is_printable(const char *s);
 
 /* ---- small utilities ---------------------------------------------------- */
 
+/* 64-bit FNV-1a of len bytes (offset 0xcbf29ce484222325, prime
+ * 0x100000001b3).  A format contract: the plan hash (hexiscale-plan(5)),
+ * the hand-off checksum and the trainer's per-tensor init seeds depend on
+ * these exact values; tests/common/test_error.c pins them. */
+uint64_t hexi_fnv1a64(const void *data, size_t len);
+
 /* Monotonic clock in seconds. */
 double hexi_now_s(void);
 /*

@@ -14,6 +14,18 @@
 #include <time.h>
 #include <unistd.h>
 
+uint64_t hexi_fnv1a64(const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
 double hexi_now_s(void)
 {
 	struct timespec ts;
@@ -121,7 +133,7 @@ hexi_rc hexi_read_file_ex(const char *path, size_t max_bytes, unsigned flags,
 			  char **out, size_t *len)
 {
 	hexi_rc rv;
-	struct stat st;
+	struct stat st = {0};
 	char *buf = NULL;
 	size_t size;
 	int fd = -1;

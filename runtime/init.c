@@ -15,16 +15,6 @@ static uint64_t mix64(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-static uint64_t fnv1a64(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
 void rt_init_tensor(float *w, const char *name, int64_t row_begin,
 		    int64_t row_end, int64_t ncols, float std, uint64_t seed)
 {
@@ -34,7 +24,7 @@ void rt_init_tensor(float *w, const char *name, int64_t row_begin,
 			w[i] = 1.0f;
 		return;
 	}
-	const uint64_t key = mix64(seed ^ mix64(fnv1a64(name)));
+	const uint64_t key = mix64(seed ^ mix64(hexi_fnv1a64(name, strlen(name))));
 	const float a = sqrtf(3.0f) * std;
 	const uint64_t first = (uint64_t)row_begin * (uint64_t)ncols;
 	for (size_t i = 0; i < n; i++) {

@@ -392,12 +392,5 @@ hexi_rc hsj_dump(const json_t *j, int pretty, char **out)
 
 uint64_t hsj_fnv1a64(const void *data, size_t len)
 {
-	const unsigned char *p = data;
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= p[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	return hexi_fnv1a64(data, len); /* one FNV-1a, in common/ */
 }

@@ -170,12 +170,8 @@ hexi_rc hx_gres_parse(const char *s, hx_gres *out)
 
 void hx_fnv1a_hex(const char *s, size_t len, char *buf)
 {
-	uint64_t h = 1469598103934665603ULL;
+	uint64_t h = hexi_fnv1a64(s, len);
 
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 1099511628211ULL;
-	}
 	snprintf(buf, 17, "%016llx", (unsigned long long)h);
 }
 

@@ -28,7 +28,10 @@ def findings(src, rep):
         for name in files:
             if not name.endswith('.plist'):
                 continue
-            with open(os.path.join(root, name), 'rb') as f:
+            path = os.path.join(root, name)
+            if os.path.getsize(path) == 0:
+                continue  # a file the analyzer had nothing to say about
+            with open(path, 'rb') as f:
                 p = plistlib.load(f)
             for d in p.get('diagnostics', []):
                 loc = d.get('location', {})

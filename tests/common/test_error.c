@@ -338,6 +338,27 @@ static void test_create_unique(const char *dir)
 	unlink(a);
 }
 
+/* FNV-1a is a format contract (plan hash, hand-off checksum, init seeds):
+ * the published test vectors, and a plan-like text, pinned. */
+static void test_fnv1a(void)
+{
+	static const struct {
+		const char *in;
+		uint64_t want;
+	} v[] = {
+	    {"", 0xcbf29ce484222325ull},
+	    {"a", 0xaf63dc4c8601ec8cull},
+	    {"foobar", 0x85944171f73967e8ull},
+	};
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		ok(hexi_fnv1a64(v[i].in, strlen(v[i].in)) == v[i].want,
+		   "FNV-1a64('%s') = %016llx", v[i].in,
+		   (unsigned long long)v[i].want);
+	ok(hexi_fnv1a64("a\0b", 3) != hexi_fnv1a64("a", 1),
+	   "FNV-1a64 hashes bytes, NUL included");
+}
+
 static void test_hostile_files(void)
 {
 	char dir[] = "/tmp/hexi-test-XXXXXX";
@@ -363,5 +384,6 @@ int main(void)
 	test_strings();
 	test_files();
 	test_hostile_files();
+	test_fnv1a();
 	return tap_done();
 }
