@@ -317,38 +317,6 @@ hexi_rc hexi_hf_model_of(hexi_ckpt_reader *r, const char *ckpt,
 
 /* ---- import ----------------------------------------------------------- */
 
-/* A small file read without blocking on a FIFO. */
-static hexi_rc read_small(const char *path, size_t cap, char **out)
-{
-	struct stat st;
-	char *buf = NULL;
-	hexi_rc rc = HEXI_OK;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-
-	*out = NULL;
-	if (fd < 0)
-		return hexi_error(errno == ENOENT ? HEXI_ERR_NOTFOUND
-						  : HEXI_ERR_IO,
-				  "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-		rc = hexi_error(HEXI_ERR_INVAL, "%s: not a regular file", path);
-	else if ((uint64_t)st.st_size > cap)
-		rc =
-		    hexi_error(HEXI_ERR_RANGE, "%s: over %zu bytes", path, cap);
-	else if ((buf = malloc((size_t)st.st_size + 1)) == NULL)
-		rc = hexi_error(HEXI_ERR_NOMEM, "%s", path);
-	else if (read(fd, buf, (size_t)st.st_size) != (ssize_t)st.st_size)
-		rc = hexi_error(HEXI_ERR_IO, "%s: short read", path);
-	close(fd);
-	if (rc != HEXI_OK) {
-		free(buf);
-		return rc;
-	}
-	buf[st.st_size] = '\0';
-	*out = buf;
-	return HEXI_OK;
-}
-
 static int get_int(json_t *o, const char *k, int def, int *v)
 {
 	json_t *j = json_object_get(o, k);
@@ -410,7 +378,7 @@ static hexi_rc parse_config(const char *dir, const char *name, hexi_model *m,
 
 	snprintf(path, sizeof(path), "%s/config.json", dir);
 	memset(m, 0, sizeof(*m));
-	if ((rc = read_small(path, HF_CONFIG_MAX, &txt)) != HEXI_OK)
+	if ((rc = hexi_read_file(path, HF_CONFIG_MAX, &txt, NULL)) != HEXI_OK)
 		return rc;
 	c = json_loads(txt, JSON_REJECT_DUPLICATES, NULL);
 	free(txt);

@@ -828,6 +828,23 @@ int rt_sync_zero(const rt_sync *s)
 	return s != NULL ? s->zero : 0;
 }
 
+/* The squared global norm from this rank's partial sum acc: the pieces no
+ * other rank holds (solo) are added, then one world all-reduce. */
+static hexi_rc norm_finish(rt_sync *s, double acc, double *sumsq)
+{
+	hexi_rc rc;
+
+	for (int i = 0; i < s->solo.npieces; i++)
+		acc +=
+		    sumsq_f32(s->solo.pieces[i].grad, s->solo.pieces[i].count);
+	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
+					     RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient norm");
+	*sumsq = acc;
+	return HEXI_OK;
+}
+
 /* Pack bucket b into the staging buffer, member i's range at block i
  * (the tail of a shorter range zero), and reduce-scatter: my range's sum
  * lands in b->own. */
@@ -897,15 +914,7 @@ static hexi_rc shard_run(rt_sync *s, double *sumsq)
 			return rc;
 	if (sumsq == NULL)
 		return HEXI_OK;
-	for (int i = 0; i < s->solo.npieces; i++)
-		acc +=
-		    sumsq_f32(s->solo.pieces[i].grad, s->solo.pieces[i].count);
-	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
-					     RT_F64);
-	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc, "gradient norm");
-	*sumsq = acc;
-	return HEXI_OK;
+	return norm_finish(s, acc, sumsq);
 }
 
 /* The updated weights of every member's range back to every holder. */
@@ -1280,13 +1289,5 @@ static hexi_rc overlap_finish(rt_sync *s, double *sumsq)
 	s->next = 0;
 	if (rc != HEXI_OK || sumsq == NULL)
 		return rc;
-	for (int i = 0; i < s->solo.npieces; i++)
-		acc +=
-		    sumsq_f32(s->solo.pieces[i].grad, s->solo.pieces[i].count);
-	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
-					     RT_F64);
-	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc, "gradient norm");
-	*sumsq = acc;
-	return HEXI_OK;
+	return norm_finish(s, acc, sumsq);
 }
