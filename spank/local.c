@@ -189,6 +189,10 @@ static hexi_rc auto_plan(local_ctx *c)
 		t.micro_batch = c->set.micro_batch;
 		c->lib.hexi_plan_opts_defaults(&o);
 		o.time_budget_s = hx_g_conf.time_budget_s;
+		/* --hexiscale-micro-batch keeps its documented meaning (the
+		 * size, or a power-of-two multiple of it), hexiplan's
+		 * --micro-batch-exact */
+		o.micro_batch_exact = 1;
 		/* every GPU of the step gets a rank until idle tasks get a
 		 * role here (hexiscale-plan(5) "idle", issue 16.1) */
 		o.use_all_gpus = 1;
