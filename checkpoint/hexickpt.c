@@ -71,18 +71,12 @@ static void usage(FILE *f)
 	    "  -V, --version     version\n");
 }
 
-static int fail(hexi_rc rc)
-{
-	fprintf(stderr, PROG ": %s\n", hexi_errmsg(rc));
-	return (int)rc;
-}
+#define fail(rc) hexi_cli_fail(PROG, rc)
 
-static int usage_error(const char *fmt, const char *arg)
+/* what, then arg (may be NULL) */
+static int usage_error(const char *what, const char *arg)
 {
-	fprintf(stderr, PROG ": ");
-	fprintf(stderr, "%s%s\n", fmt, arg ? arg : "");
-	fprintf(stderr, "Try '" PROG " --help'.\n");
-	return HEXI_ERR_USAGE;
+	return hexi_cli_usage_error(PROG, "%s%s", what, arg ? arg : "");
 }
 
 /* ---- progress bar (a terminal only) ---------------------------------- */

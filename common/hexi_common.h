@@ -113,6 +113,13 @@ typedef enum hexi_log_level {
 /* Where messages go: default writes "hexiscale: LEVEL: msg" to stderr. */
 typedef void (*hexi_log_sink)(hexi_log_level level, const char *msg, void *arg);
 
+/* Programs only (hexiplan, hexickpt, hexitrain, hexiprof): print
+ * "PROG: <message of rc>" and return rc as the exit status; print
+ * "PROG: <fmt...> (see 'PROG --help')" and return HEXI_ERR_USAGE. */
+int hexi_cli_fail(const char *prog, hexi_rc rc);
+int hexi_cli_usage_error(const char *prog, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 void hexi_log_set_sink(hexi_log_sink sink, void *arg);
 void hexi_log_set_level(hexi_log_level level);
 hexi_log_level hexi_log_get_level(void);

@@ -53,18 +53,8 @@ static void usage(FILE *f)
 		HEXI_PROF_MAX_SHAPES);
 }
 
-static __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt,
-							     ...)
-{
-	va_list ap;
 
-	fprintf(stderr, "hexiprof: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry 'hexiprof --help'.\n");
-	return HEXI_ERR_USAGE;
-}
+#define usage_error(...) hexi_cli_usage_error("hexiprof", __VA_ARGS__)
 
 /* 0: go on; -1: exit 0 (help/version); >0: exit with that status. */
 static int parse_args(int argc, char **argv, cli *c)

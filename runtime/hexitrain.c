@@ -389,7 +389,7 @@ static int parse_args(cli *c, int argc, char **argv)
 		}
 		rc = parse_one(c, opt, optarg);
 		if (rc != HEXI_OK) {
-			fprintf(stderr, "hexitrain: %s\n", hexi_errmsg(rc));
+			hexi_cli_fail("hexitrain", rc);
 			return HEXI_ERR_USAGE;
 		}
 	}
@@ -647,7 +647,7 @@ int main(int argc, char **argv)
 	sigaction(SIGUSR1, &sa, NULL);
 	rc = hexi_rt_init(&argc, &argv, &c.rt, &rt);
 	if (rc != HEXI_OK) {
-		fprintf(stderr, "hexitrain: %s\n", hexi_errmsg(rc));
+		hexi_cli_fail("hexitrain", rc);
 		return (int)rc;
 	}
 	if (hexi_rt_rank(rt) == 0 && !c.json) {
@@ -667,7 +667,7 @@ int main(int argc, char **argv)
 	}
 	rc = train(&c, rt, &status);
 	if (rc != HEXI_OK) {
-		fprintf(stderr, "hexitrain: %s\n", hexi_errmsg(rc));
+		hexi_cli_fail("hexitrain", rc);
 		/* A failed rank must not leave the others waiting. */
 		hexi_rt_abort(rt, rc);
 	}

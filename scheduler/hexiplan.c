@@ -57,24 +57,10 @@ static void usage(FILE *f)
 	       "See hexiplan(1).\n");
 }
 
-static int fail(hexi_rc rc)
-{
-	fprintf(stderr, PROG ": %s\n", hexi_errmsg(rc));
-	return (int)rc;
-}
 
-static __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt,
-							     ...)
-{
-	va_list ap;
 
-	fprintf(stderr, PROG ": ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, " (see '" PROG " --help')\n");
-	return HEXI_ERR_USAGE;
-}
+#define fail(rc) hexi_cli_fail(PROG, rc)
+#define usage_error(...) hexi_cli_usage_error(PROG, __VA_ARGS__)
 
 enum {
 	OPT_MODEL = 256,

@@ -23,7 +23,7 @@ check "--version" sh -c "'$CK' --version | grep -q '^hexickpt (hexiscale) '"
 "$CK" reshard "$T/none" -o "$T/x" >/dev/null 2>&1; expect_eq "reshard without --plan: exit 2" $? 2
 
 # plans and a checkpoint of plan A
-"$PLAN" plan "$C/hetero-a100-4090-12.json" --model tiny-4l -o "$T/A.json" >/dev/null 2>&1 || hard "hexiplan A"
+"$PLAN" plan "$C/hetero-a100-4090-12.json" --model tiny-4l --use-all-gpus -o "$T/A.json" >/dev/null 2>&1 || hard "hexiplan A"
 "$PLAN" plan "$C/cpu-1x4.json" --model tiny-4l -o "$T/B.json" >/dev/null 2>&1 || hard "hexiplan B"
 "$PLAN" plan "$C/cpu-2x2.json" --model tiny-8l -o "$T/C.json" >/dev/null 2>&1 || hard "hexiplan C"
 check "save a checkpoint of plan A" "$GEN" save-plan "$T/a" 7 "$T/A.json"

@@ -30,6 +30,9 @@ hexickpt.1|0|hexickpt reshard ckpt/ --plan plan-b.json -o ckpt-b/
 hexickpt.1|0|hexickpt diff ckpt/ ckpt-b/
 hexickpt.1|0|hexickpt export ckpt/ -o model.h5
 hexickpt.1|0|h5dump -H model.h5
+hexickpt.1|-needs a checkpoint of a built-in model|hexickpt export ckpt/ --format hf --dtype bf16 -o hf-model/
+hexickpt.1|-needs a Hugging Face model directory|hexickpt import hf-llama/ -o ckpt-hf/
+hexickpt.1|-needs an imported checkpoint and a token file|hexitrain --model ckpt-hf/model.json --resume ckpt-hf/ --data train.tok
 hexiplan.1|0|hexiplan plan examples/clusters/paper.json --model llama2-13b --global-batch 64 -o plan.json
 hexiplan.1|0|hexiplan simulate plan.json
 hexiplan.1|0|hexiplan show plan.json --svg plan.svg
@@ -43,6 +46,7 @@ hexiscale-cluster.5|-a GPU|hexiprof --gpu -o profiles/$(hostname).json   # on ev
 hexiscale-cluster.5|-GPU profiles|hexiplan plan cluster.json --model llama2-13b --profiles profiles/
 hexiscale-cluster.5|-developer (libFuzzer)|clang -g -O1 -fsanitize=fuzzer,address,undefined -I../.. -I../../../common -I../../../scheduler ../../../tests/scheduler/fuzz_plan.c -L../../scheduler/.libs -lhexisched -o fuzz_plan_lf
 hexiscale-env.7|-Slurm|srun -N3 -n8 --gpus-per-task=1 --hexiscale=auto sh -c '"'"'echo $RANK p$HEXISCALE_PIPELINE s$HEXISCALE_STAGE tp$HEXISCALE_TP_RANK/$HEXISCALE_TP_SIZE layers $HEXISCALE_LAYER_BEGIN-$HEXISCALE_LAYER_END'"'"'
+hexiscale-data.5|-needs token files and a model file|hexitrain --model model.json --data train.tok --val-data train.val.tok --eval-every 100 --steps 1000
 hexiscale-plan.5|0|hexiplan validate plan.json && hexiplan show plan.json --svg plan.svg
 hexiscale.7|0|hexiplan plan cluster.json --model llama2-13b -o plan.json
 hexiscale.7|0|hexiplan compare cluster.json --model llama2-13b
@@ -51,6 +55,7 @@ hexiscale.8|-Slurm|sbatch -N3 -n8 --gpus-per-task=1 --hexiscale=auto --hexiscale
 hexiscale.8|-Slurm|srun -N3 -n8 --gpus-per-task=1 --hexiscale=myplan.json ./train
 hexiscale.8|-Slurm|HEXISCALE_MODE=off srun -n8 ./other-program
 hexitrain.1|0|hexitrain --model tiny-8l --batch 12 --steps 20
+hexitrain.1|-needs token files and a model file|hexitrain --model model.json --data train.tok --val-data train.val.tok --eval-every 100 --steps 2000 --lr 3e-3 --warmup 100 --lr-schedule cosine --min-lr 3e-4 --save-every 500 --keep 3 --ckpt-dir ck
 hexitrain.1|0|OMPI_MCA_btl=self,tcp mpirun --oversubscribe -np 7 hexitrain --plan plan.json --steps 20 --json
 hexitrain.1|-a GPU|hexitrain --backend nccl --dtype bf16 --model tiny-8l --batch 16 --steps 50
 hexitrain.1|-Slurm|srun --mpi=pmix --hexiscale=auto hexitrain --steps 1000 --save-every 100 --ckpt-dir ck
