@@ -105,11 +105,63 @@ def synthetic_sample(seed, vocab, T, sample):
     return tok
 
 
-def text_sample(text, vocab, T, sample):
-    """hexitrain --data: T+1 bytes from a position walking the file."""
-    span = len(text) - T
-    pos = (sample * 7919 * T) % span
-    return [b % vocab for b in text[pos:pos + T + 1]]
+def permute(i, n, key):
+    """rt_data_permute (runtime/data.c): a keyed bijection of 0..n-1."""
+    if n <= 1:
+        return 0
+    k = 1
+    while k < 64 and (1 << k) < n:
+        k += 1
+    mask = (1 << k) - 1
+    x = i
+    while True:
+        for r in range(4):
+            rk = mix64((key + r) & M64)
+            x = (x * (rk | 1) + (rk >> 17)) & mask
+            x ^= x >> ((k + 1) // 2)
+        if x < n:
+            return x
+
+
+def data_window(seed, nwindows, sample):
+    """rt_data_window: sample -> window, a new shuffle every epoch."""
+    epoch = sample // nwindows
+    key = mix64((seed ^ mix64((epoch + 0x5851F42D) & M64)) & M64)
+    return permute(sample % nwindows, nwindows, key)
+
+
+def text_sample(tokens, vocab, T, sample, seed):
+    """hexitrain --data (hexiscale-data(5)): the T+1 tokens of window
+    data_window(sample) at stride T; a token outside the vocabulary is an
+    error, as in hexitrain."""
+    w = data_window(seed, (len(tokens) - 1) // T, sample)
+    seq = list(tokens[w * T:w * T + T + 1])
+    for i, v in enumerate(seq):
+        if v >= vocab:
+            raise hx.PlanError(f"--data: token {v} at position {w * T + i} "
+                               f"is outside the model's vocabulary ({vocab})")
+    return seq
+
+
+def read_tokens(path, fmt):
+    """A token file (hexiscale-data(5): 1024-byte header, magic 20240520,
+    version 1 uint16, version 2 width 2 or 4) or, with fmt "bytes", the
+    raw bytes."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if fmt == "bytes":
+        return raw
+    hdr = np.frombuffer(raw[:1024], dtype="<u4")
+    if len(raw) < 1024 or hdr[0] != 20240520 or hdr[1] not in (1, 2):
+        raise hx.PlanError(f"--data {path}: not a token file (raw text "
+                           "needs --data-format bytes)")
+    if hdr[1] == 1:
+        n, width = int(hdr[2]), 2
+    else:
+        n = int(hdr[2]) | int(hdr[3]) << 32
+        width = int(hdr[4])
+    dt = "<u2" if width == 2 else "<u4"
+    return np.frombuffer(raw[1024:1024 + n * width], dtype=dt).tolist()
 
 
 # ---- one stage shard ------------------------------------------------------
@@ -230,8 +282,7 @@ class Trainer:
         self.stage = Stage(self.md, role, args.seed, groups.tp)
         self.text = None
         if args.data:
-            with open(args.data, "rb") as f:
-                self.text = f.read()
+            self.text = read_tokens(args.data, args.data_format)
             if len(self.text) < self.T + 2:
                 raise hx.PlanError(f"--data {args.data}: too short")
         self.step_no = 0
@@ -250,7 +301,8 @@ class Trainer:
             if self.text is None:
                 seqs.append(synthetic_sample(self.a.seed, V, T, base + j))
             else:
-                seqs.append(text_sample(self.text, V, T, base + j))
+                seqs.append(text_sample(self.text, V, T, base + j,
+                                               self.a.seed))
         s = torch.tensor(seqs, dtype=torch.long)
         return s[:, :T], s[:, 1:]
 
@@ -361,8 +413,11 @@ def parse_args(argv):
     ap.add_argument("--beta1", type=float, default=0.9)
     ap.add_argument("--beta2", type=float, default=0.95)
     ap.add_argument("--clip", type=float, default=1.0)
-    ap.add_argument("--data", help="text file, byte tokens (default: "
-                    "hexitrain's synthetic corpus)")
+    ap.add_argument("--data", help="token file (hexiscale-data(5)), or raw "
+                    "bytes with --data-format bytes (default: hexitrain's "
+                    "synthetic corpus)")
+    ap.add_argument("--data-format", choices=["tokens", "bytes"],
+                    default="tokens")
     ap.add_argument("--json", action="store_true",
                     help="one JSON object per step on stdout (rank 0)")
     return ap.parse_args(argv)

@@ -61,10 +61,20 @@ PL=$top_srcdir/examples/plans
 # 2 pipelines: TP 2 + TP 1 stages against one TP-3 stage, batches 4/4 in
 # 2 and 4 micro-batches (uneven shard boundaries: chunked sync)
 compare tp123 "$PL/tiny-8l-tp123.json" --steps 6
-# SGD, no clipping, a text corpus instead of the synthetic one
-printf 'the quick brown fox jumps over the lazy dog %s\n' $(seq 200) >"$W/text"
-compare tp123-sgd-text "$PL/tiny-8l-tp123.json" --steps 4 --optimizer sgd \
-	--lr 0.3 --clip 0 --data "$W/text"
+# SGD, no clipping, raw bytes instead of the synthetic corpus (digits and
+# blanks: inside tiny-8l's vocabulary of 64), both sampling hexitrain's
+# shuffled windows (hexiscale-data(5))
+seq 3000 | tr '\n' ' ' >"$W/text"
+compare tp123-sgd-bytes "$PL/tiny-8l-tp123.json" --steps 4 --optimizer sgd \
+	--lr 0.3 --clip 0 --data "$W/text" --data-format bytes
+# a token file (version 2, uint16 tokens below the vocabulary of 64)
+"$PY" -c '
+import struct, sys
+n = 5000
+hdr = struct.pack("<5I", 20240520, 2, n, 0, 2) + bytes(1024 - 20)
+tok = struct.pack("<%dH" % n, *[(i * 7 + i // 13) % 64 for i in range(n)])
+sys.stdout.buffer.write(hdr + tok)' >"$W/train.tok" || hard "token file"
+compare gqa-tokens "$PL/tiny-gqa-cpu2x2.json" --steps 3 --data "$W/train.tok"
 # GQA model on 2x2 ranks
 compare gqa "$PL/tiny-gqa-cpu2x2.json" --steps 4
 # A broken plan is one clear error on every rank, not a hang.
