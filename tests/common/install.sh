@@ -49,7 +49,13 @@ for l in -lhexisched -lhexickpt -lhexirt; do
 	case " $libs " in *" $l "*) pass "pkg-config --libs hexiscale has $l" ;;
 	*) fail "pkg-config --libs hexiscale: '$libs' lacks $l" ;; esac
 done
-if command -v cc >/dev/null 2>&1; then
+# the build's own compiler and sanitizer flags: an ASan+UBSan build's
+# libraries need the sanitizer runtime in the program too
+mkvar() { sed -n "s/^$1 = //p" "$top_builddir/Makefile" | head -n 1; }
+bcc=$(mkvar CC)
+san="$(mkvar SAN_CFLAGS) $(mkvar SAN_LDFLAGS)"
+cc() { ${bcc:-command cc} $san "$@"; }
+if command -v ${bcc:-cc} >/dev/null 2>&1; then
 	printf '#include <hexi_ckpt.h>\n#include <hexi_rt.h>\nint main(void){return (int)(long)hexi_ckpt_open + (int)(long)hexi_rt_init + (int)(long)hexi_plan_load;}\n' >"$dest/use.c"
 	# shellcheck disable=SC2046
 	cc -o "$dest/use" "$dest/use.c" $(PKG_CONFIG_PATH=$root/lib/pkgconfig pkg-config \
