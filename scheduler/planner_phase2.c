@@ -280,14 +280,15 @@ static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl,
 {
 	const sched_ctx *x = &st->x;
 	int L = x->m.layers, mcap = st->M; /* no pipeline gets more */
-	double *a = calloc((size_t)S, sizeof(double) * 2);
-	int *cap = calloc((size_t)S, sizeof(int) * 2), *n = cap + S;
+	double *a = calloc((size_t)S, sizeof(double) * 2), *c = NULL, res = -1;
+	int *cap = calloc((size_t)S, sizeof(int) * 2), *n = NULL;
 	sched_scost *ks = calloc((size_t)S, sizeof(sched_scost));
-	double *c = a + S, res = -1;
 	long capsum = 0;
 
 	if (!a || !cap || !ks)
 		goto out;
+	c = a + S;
+	n = cap + S;
 	mcap = mcap < 1 ? 1 : mcap;
 	for (int s = 0; s < S; s++) {
 		sched_sdesc d = {.dev = g[s]->dev,
@@ -625,10 +626,12 @@ void pl_why_fit(pl_state *st, pl_cand *c)
 int pl_finish(pl_state *st, pl_cand *c)
 {
 	const double **ss = calloc((size_t)c->np, sizeof(*ss));
-	int *S = calloc((size_t)c->np, sizeof(int) * 2), *m = S + c->np;
+	int *S = calloc((size_t)c->np, sizeof(int) * 2), *m = NULL;
 	double *buf = NULL;
 	int rc = -1, tot = 0, k = 0;
 
+	if (ss != NULL && S != NULL)
+		m = S + c->np;
 	if (!ss || !S)
 		goto out;
 	for (int p = 0; p < c->np; p++)
