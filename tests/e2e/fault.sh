@@ -14,8 +14,9 @@ export HEXI_CKPT_DIR=$CK HEXI_TRAIN_ARGS=--json HEXI_SAVE_EVERY=3
 
 jid=$(HEXI_STEPS=40 sbatch --parsable -o "out/%j.out" -e "out/%j.err" "$EX/train.sbatch") ||
 	hard "sbatch train.sbatch refused"
-# Wait for step 7 (after the checkpoint of step 6).
-for i in $(seq 600); do
+# Wait for step 7 (after the checkpoint of step 6); up to 5 minutes, as a
+# loaded 2-core machine can take two to start 8 MPI ranks.
+for i in $(seq 1500); do
 	json_steps "out/$jid.out" 2>/dev/null | grep -q '^7 ' && break
 	[ "$(job_field "$jid" JobState)" = RUNNING ] || [ "$(job_field "$jid" JobState)" = PENDING ] ||
 		break
