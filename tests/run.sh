@@ -77,8 +77,11 @@ if [ "${HEXI_NO_FUZZ:-0}" != 1 ]; then
 fi
 
 if [ $status -ne 0 ]; then
-	for log in $(grep -lE '^(FAIL|ERROR|XPASS):' $(find "$HEXI_SRC"/build*/tests -name '*.log' ! -name test-suite.log) 2>/dev/null); do
-		echo "---- $log"; tail -n 40 "$log"
+	# automake's .trs files say which tests failed; print their logs' tails
+	for trs in $(grep -lE '^:global-test-result: (FAIL|ERROR|XPASS)' \
+		$(find "$HEXI_SRC"/build*/tests -name '*.trs') 2>/dev/null); do
+		log=${trs%.trs}.log
+		echo "---- $log"; grep -E '^not ok' "$log" | head -n 20; tail -n 40 "$log"
 	done
 fi
 sh "$HEXI_SRC/tests/summary.sh" "$HEXI_SRC/build/tests" "$HEXI_SRC/build-san/tests"

@@ -58,7 +58,7 @@ expect_eq "no job was created by a refused submission" "$(njobs)" "$n0"
 # job's stderr names the cause.
 refused_step() {
 	local st
-	st=$(job_wait "$2" 60)
+	st=$(job_wait "$2")
 	expect_eq "$1: job failed" "$st" FAILED
 	check "$1: message names the cause ($3)" grep -q "hexiscale: .*$3" "out/$2.err"
 	if json_steps "out/$2.out" | grep -q . || [ -e "$JOBS/ck-$1" ]; then
@@ -106,7 +106,7 @@ no_drain "after the refused submissions"
 
 # The cluster still trains after all that.
 jid=$(sub valid "$EX/train.sbatch")
-expect_eq "a valid job afterwards completes" "$(job_wait "$jid" 120)" COMPLETED
+expect_eq "a valid job afterwards completes" "$(job_wait "$jid")" COMPLETED
 expect_eq "it trained steps 1-2" "$(json_steps "out/$jid.out" | cut -d' ' -f1 | paste -sd' ')" "1 2"
 no_drain
 done_testing

@@ -70,7 +70,7 @@ check "last committed checkpoint verifies" "$HEXICKPT" verify -q "$CK"
 next=$((saved + 1))
 jid2=$(HEXI_STEPS=$((saved + 3)) sbatch --parsable -w n2,n3 -o "out/%j.out" -e "out/%j.err" "$EX/resume.sbatch") ||
 	hard "sbatch resume.sbatch refused"
-expect_eq "resume job completed" "$(job_wait "$jid2" 120)" COMPLETED
+expect_eq "resume job completed" "$(job_wait "$jid2")" COMPLETED
 json_steps "out/$jid2.out" >lossB.txt
 expect_eq "resumed at step $next" "$(head -1 lossB.txt | cut -d' ' -f1)" "$next"
 a=$(awk -v s=$next '$1 == s {print $2}' lossA.txt)

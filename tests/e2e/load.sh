@@ -22,7 +22,7 @@ expect_eq "$N jobs accepted" "${#jids[@]}" "$N"
 done_ok=0 roles_ok=0 bad=""
 for j in "${jids[@]}"; do
 	IFS=: read -r jid nt nl <<<"$j"
-	st=$(job_wait "$jid" 240)
+	st=$(job_wait "$jid")
 	plan=out/hexiscale-plan.$jid.0.json
 	if [ "$st" != COMPLETED ]; then
 		bad="$bad $jid($st)"

@@ -18,7 +18,7 @@ export HEXI_CKPT_DIR=$CK HEXI_PRINT_ROLES=1 HEXI_TRAIN_ARGS=--json HEXI_SAVE_EVE
 # Job 1: all three nodes, steps 1-8, checkpoint at step 5.
 jid=$(HEXI_STEPS=8 sbatch --parsable -o "out/%j.out" -e "out/%j.err" "$EX/train.sbatch") ||
 	hard "sbatch train.sbatch refused"
-st=$(job_wait "$jid" 180)
+st=$(job_wait "$jid")
 expect_eq "job 1 (train.sbatch, 8 GPUs) completed" "$st" COMPLETED
 [ "$st" = COMPLETED ] || { sed 's/^/# /' "out/$jid.out" "out/$jid.err" | tail -n 30; }
 p_roles=out/hexiscale-plan.$jid.0.json
@@ -51,7 +51,7 @@ expect_eq "job 1: checkpoint written by job 1's plan" \
 # Job 2: another allocation (n2, n3: no A800), its own plan, resumes at 5.
 jid2=$(HEXI_STEPS=10 sbatch --parsable -w n2,n3 -o "out/%j.out" -e "out/%j.err" "$EX/resume.sbatch") ||
 	hard "sbatch resume.sbatch refused"
-st=$(job_wait "$jid2" 180)
+st=$(job_wait "$jid2")
 expect_eq "job 2 (resume.sbatch on n2,n3) completed" "$st" COMPLETED
 [ "$st" = COMPLETED ] || { sed 's/^/# /' "out/$jid2.out" "out/$jid2.err" | tail -n 30; }
 p2=out/hexiscale-plan.$jid2.1.json

@@ -51,10 +51,11 @@ no_drain() {
 		fail "nodes drained: $bad"; hexi_cluster_resume; fi
 }
 
-# Wait for a batch job to end; print its state.
+# Wait for a batch job to end (10 minutes at most: the wait ends when the
+# job does, and a loaded CI machine can take minutes); print its state.
 job_wait() {
 	local i st
-	for i in $(seq 300); do
+	for i in $(seq 3000); do
 		st=$(scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
 		case $st in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) echo "$st"; return 0 ;; esac
 		sleep 0.2
