@@ -30,10 +30,15 @@
 #define CK_CACHE_BYTES	   ((size_t)32 << 20) /* reader: one verified slice */
 #define CK_PATH_MAX	   4096
 
+/* No byte offset recorded (format versions before 3). */
+#define CK_NO_OFFSET UINT64_MAX
+
 typedef struct ck_slice {
 	int rank;
 	int64_t b, e; /* rows [b, e) */
 	uint64_t xxh;
+	uint64_t off; /* its data's byte offset in the rank file, or
+		       * CK_NO_OFFSET (version < 3) */
 	int verified; /* reader: checksum checked */
 } ck_slice;
 
@@ -49,6 +54,7 @@ typedef struct ck_blob {
 	char name[HEXI_CKPT_NAME_MAX];
 	int rank;
 	uint64_t bytes, xxh;
+	uint64_t off; /* as ck_slice.off */
 } ck_blob;
 
 /* A slice as added, before ck_manifest_validate groups them by tensor. */
@@ -78,9 +84,11 @@ hexi_rc ck_manifest_init(ck_manifest *m, const hexi_ckpt_meta *meta);
 void ck_manifest_fini(ck_manifest *m);
 hexi_rc ck_manifest_add_slice(ck_manifest *m, const char *name, int ndim,
 			      const int64_t shape[2], int rank, int64_t b,
-			      int64_t e, uint64_t xxh, const char *where);
+			      int64_t e, uint64_t xxh, uint64_t off,
+			      const char *where);
 hexi_rc ck_manifest_add_blob(ck_manifest *m, const char *name, int rank,
-			     uint64_t bytes, uint64_t xxh, const char *where);
+			     uint64_t bytes, uint64_t xxh, uint64_t off,
+			     const char *where);
 /* Sort, then check coverage, overlaps, duplicates; WHERE names the source. */
 hexi_rc ck_manifest_validate(ck_manifest *m, const char *where);
 hexi_rc ck_manifest_parse(const char *json, size_t len, const char *where,

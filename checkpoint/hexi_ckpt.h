@@ -42,8 +42,10 @@ extern "C" {
 #define HEXI_CKPT_FORMAT "hexiscale-ckpt"
 /* Format versions this build reads: HEXI_CKPT_VERSION_MIN..HEXI_CKPT_VERSION
  * (hexiscale-ckpt(5), VERSIONS).  It writes HEXI_CKPT_VERSION.  Version 2
- * added each rank file's whole-file xxh64 to the manifest. */
-#define HEXI_CKPT_VERSION     2
+ * added each rank file's whole-file xxh64 to the manifest; version 3 each
+ * slice's and blob's byte offset in its rank file, so reads need no
+ * libhdf5 (one pass over the disk, every slice checked by its xxh64). */
+#define HEXI_CKPT_VERSION     3
 #define HEXI_CKPT_VERSION_MIN 1
 #define HEXI_CKPT_NAME_MAX    128 /* tensor / blob name, NUL included */
 #define HEXI_CKPT_MANIFEST    "MANIFEST.json"

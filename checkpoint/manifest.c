@@ -114,7 +114,8 @@ static hexi_rc shape_check(int ndim, const int64_t shape[2], const char *name,
 
 hexi_rc ck_manifest_add_slice(ck_manifest *m, const char *name, int ndim,
 			      const int64_t shape[2], int rank, int64_t b,
-			      int64_t e, uint64_t xxh, const char *where)
+			      int64_t e, uint64_t xxh, uint64_t off,
+			      const char *where)
 {
 	ck_raw *r;
 	hexi_rc rc;
@@ -152,11 +153,13 @@ hexi_rc ck_manifest_add_slice(ck_manifest *m, const char *name, int ndim,
 	r->s.b = b;
 	r->s.e = e;
 	r->s.xxh = xxh;
+	r->s.off = off;
 	return HEXI_OK;
 }
 
 hexi_rc ck_manifest_add_blob(ck_manifest *m, const char *name, int rank,
-			     uint64_t bytes, uint64_t xxh, const char *where)
+			     uint64_t bytes, uint64_t xxh, uint64_t off,
+			     const char *where)
 {
 	ck_blob *bl;
 
@@ -185,6 +188,7 @@ hexi_rc ck_manifest_add_blob(ck_manifest *m, const char *name, int rank,
 	bl->rank = rank;
 	bl->bytes = bytes;
 	bl->xxh = xxh;
+	bl->off = off;
 	return HEXI_OK;
 }
 
@@ -484,6 +488,12 @@ static const char *const tensor_keys[] = {"name", "shape", "dtype", "slices",
 					  NULL};
 static const char *const slice_keys[] = {"rank", "rows", "xxh64", NULL};
 static const char *const blob_keys[] = {"name", "rank", "bytes", "xxh64", NULL};
+/* Version 3: each slice and blob also says where its data starts in the
+ * rank file ("offset", bytes), so it can be read without libhdf5. */
+static const char *const slice_keys_v3[] = {"rank", "rows", "xxh64", "offset",
+					    NULL};
+static const char *const blob_keys_v3[] = {"name",  "rank",   "bytes",
+					   "xxh64", "offset", NULL};
 
 static hexi_rc parse_meta(json_t *root, ck_manifest *m, const char *where)
 {
@@ -574,10 +584,12 @@ static hexi_rc file_v2(json_t *f, size_t i, ck_manifest *m, const char *where)
 static const struct version_hooks {
 	int version;
 	int file_xxh; /* the manifest has whole-file checksums */
+	int offsets;  /* slices and blobs have "offset" */
 	hexi_rc (*file)(json_t *f, size_t i, ck_manifest *m, const char *where);
 } version_table[] = {
-    {1, 0, file_v1},
-    {2, 1, file_v2},
+    {1, 0, 0, file_v1},
+    {2, 1, 0, file_v2},
+    {3, 1, 1, file_v2},
 };
 
 static const struct version_hooks *hooks_of(int version)
@@ -617,6 +629,34 @@ static hexi_rc parse_files(json_t *a, ck_manifest *m, const char *where)
 	return HEXI_OK;
 }
 
+static hexi_rc json_offset(json_t *o, uint64_t *off, const char *where)
+{
+	int64_t v;
+	hexi_rc rc = ck_json_i64(o, "offset", 0, INT64_MAX, &v, where);
+
+	if (rc == HEXI_OK)
+		*off = (uint64_t)v;
+	return rc;
+}
+
+/* BYTES at OFF lie inside rank file RANK (whose size the file list gave;
+ * a rank outside the world is the validator's to report). */
+static hexi_rc offset_check(const ck_manifest *m, int rank, uint64_t off,
+			    uint64_t bytes, const char *name, const char *where)
+{
+	uint64_t size;
+
+	if (rank >= m->meta.world_size || m->file_bytes == NULL)
+		return HEXI_OK;
+	size = m->file_bytes[rank];
+	if (off > size || bytes > size - off)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "%s: '%s': %" PRIu64 " bytes at offset %" PRIu64
+				  " lie outside rank-%05d.h5 (%" PRIu64 " bytes)",
+				  where, name, bytes, off, rank, size);
+	return HEXI_OK;
+}
+
 static hexi_rc parse_tensor(json_t *t, ck_manifest *m, const char *where)
 {
 	char name[HEXI_CKPT_NAME_MAX], dtype[16];
@@ -625,6 +665,7 @@ static hexi_rc parse_tensor(json_t *t, ck_manifest *m, const char *where)
 	uint64_t xxh;
 	json_t *sl;
 	size_t i;
+	int offsets = hooks_of(m->version)->offsets;
 	hexi_rc rc;
 
 	if ((rc = ck_json_keys(t, tensor_keys, where)) ||
@@ -645,13 +686,24 @@ static hexi_rc parse_tensor(json_t *t, ck_manifest *m, const char *where)
 				  where, name);
 	for (i = 0; i < json_array_size(sl); i++) {
 		json_t *s = json_array_get(sl, i);
-		if ((rc = ck_json_keys(s, slice_keys, where)) ||
+		uint64_t off = CK_NO_OFFSET;
+		if ((rc = ck_json_keys(s, offsets ? slice_keys_v3 : slice_keys,
+				       where)) ||
 		    (rc = ck_json_i64(s, "rank", 0, HEXI_CKPT_MAX_RANKS - 1,
 				      &rank, where)) ||
 		    (rc = ck_json_rows(s, &b, &e, where)) ||
 		    (rc = ck_json_hex64(s, "xxh64", &xxh, where)) ||
+		    (offsets && (rc = json_offset(s, &off, where))) ||
 		    (rc = ck_manifest_add_slice(m, name, ndim, shape, (int)rank,
-						b, e, xxh, where)))
+						b, e, xxh, off, where)))
+			return rc;
+		/* shape and rows were checked by add_slice: no overflow */
+		if (offsets &&
+		    (rc = offset_check(m, (int)rank, off,
+				       (uint64_t)(e - b) *
+					   (uint64_t)(ndim == 2 ? shape[1] : 1) *
+					   4,
+				       name, where)))
 			return rc;
 	}
 	return HEXI_OK;
@@ -661,19 +713,23 @@ static hexi_rc parse_blob(json_t *o, ck_manifest *m, const char *where)
 {
 	char name[HEXI_CKPT_NAME_MAX];
 	int64_t rank, bytes;
-	uint64_t xxh;
+	uint64_t xxh, off = CK_NO_OFFSET;
+	int offsets = hooks_of(m->version)->offsets;
 	hexi_rc rc;
 
-	if ((rc = ck_json_keys(o, blob_keys, where)) ||
+	if ((rc = ck_json_keys(o, offsets ? blob_keys_v3 : blob_keys, where)) ||
 	    (rc = ck_json_str(o, "name", name, sizeof(name), where)) ||
 	    (rc = ck_json_i64(o, "rank", 0, HEXI_CKPT_MAX_RANKS - 1, &rank,
 			      where)) ||
 	    (rc = ck_json_i64(o, "bytes", 0, (int64_t)CK_BLOB_MAX_BYTES, &bytes,
 			      where)) ||
-	    (rc = ck_json_hex64(o, "xxh64", &xxh, where)))
+	    (rc = ck_json_hex64(o, "xxh64", &xxh, where)) ||
+	    (offsets && (rc = json_offset(o, &off, where))) ||
+	    (offsets && (rc = offset_check(m, (int)rank, off, (uint64_t)bytes,
+					   name, where))))
 		return rc;
 	return ck_manifest_add_blob(m, name, (int)rank, (uint64_t)bytes, xxh,
-				    where);
+				    off, where);
 }
 
 static hexi_rc parse_root(json_t *root, ck_manifest *m, const char *where)
@@ -764,9 +820,10 @@ static json_t *tensor_json(const ck_tensor *t)
 		const ck_slice *s = &t->slices[i];
 		if (json_array_append_new(
 			sl,
-			json_pack("{s:i,s:[I,I],s:o}", "rank", s->rank, "rows",
-				  (json_int_t)s->b, (json_int_t)s->e, "xxh64",
-				  ck_json_hex64_new(s->xxh))) < 0) {
+			json_pack("{s:i,s:[I,I],s:o,s:I}", "rank", s->rank,
+				  "rows", (json_int_t)s->b, (json_int_t)s->e,
+				  "xxh64", ck_json_hex64_new(s->xxh), "offset",
+				  (json_int_t)s->off)) < 0) {
 			json_decref(sl);
 			return NULL;
 		}
@@ -799,10 +856,11 @@ static json_t *manifest_json(const ck_manifest *m)
 	for (i = 0; !bad && i < m->nblobs; i++)
 		bad = json_array_append_new(
 		    blobs,
-		    json_pack("{s:s,s:i,s:I,s:o}", "name", m->blobs[i].name,
+		    json_pack("{s:s,s:i,s:I,s:o,s:I}", "name", m->blobs[i].name,
 			      "rank", m->blobs[i].rank, "bytes",
 			      (json_int_t)m->blobs[i].bytes, "xxh64",
-			      ck_json_hex64_new(m->blobs[i].xxh)));
+			      ck_json_hex64_new(m->blobs[i].xxh), "offset",
+			      (json_int_t)m->blobs[i].off));
 	if (!bad)
 		plan = m->plan_json && m->plan_json[0]
 			   ? json_loads(m->plan_json, 0, NULL)

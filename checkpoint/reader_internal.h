@@ -12,6 +12,8 @@ struct hexi_ckpt_reader {
 	int stepfd;  /* the step directory, everything opened below it */
 	hid_t *fids; /* [world_size], opened lazily */
 	int nopen;
+	int *fds; /* [world_size]: for reads by offset (version 3), or -1 */
+	int nfds;
 	float *buf; /* verification buffer */
 	size_t bufcap;
 	const ck_slice *cached;	    /* slice whose data r->buf holds, or NULL */

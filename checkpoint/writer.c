@@ -38,8 +38,24 @@ struct hexi_ckpt_writer {
 	char name[HEXI_CKPT_NAME_MAX];
 	int ndim;
 	int64_t shape[2], b, e, next;
+	uint64_t off; /* its data's byte offset in the file */
 	XXH64_state_t *xxh;
 };
+
+/* Where a dataset's data starts in the file: contiguous, allocated at
+ * create (H5D_ALLOC_TIME_EARLY), so readers can find it without libhdf5
+ * (format version 3).  An empty dataset has no storage: 0. */
+static int dset_offset(hid_t d, uint64_t bytes, uint64_t *off)
+{
+	haddr_t a = H5Dget_offset(d);
+
+	if (a == HADDR_UNDEF) {
+		*off = 0;
+		return bytes == 0 ? 0 : -1;
+	}
+	*off = (uint64_t)a;
+	return 0;
+}
 
 static hexi_rc writer_open(hexi_ckpt_writer *w)
 {
@@ -361,7 +377,9 @@ static hexi_rc create_slice_dset(hexi_ckpt_writer *w, const char *dname)
 		goto fail;
 	w->dset = H5Dcreate2(w->fid, dname, H5T_IEEE_F32LE, w->fspace,
 			     H5P_DEFAULT, dcpl, H5P_DEFAULT);
-	if (w->dset < 0)
+	if (w->dset < 0 ||
+	    dset_offset(w->dset, (uint64_t)(w->e - w->b) * (uint64_t)w->shape[1] * 4,
+			&w->off) < 0)
 		goto fail;
 	H5Pclose(dcpl);
 	return HEXI_OK;
@@ -396,7 +414,7 @@ hexi_rc hexi_ckpt_slice_begin(hexi_ckpt_writer *w, const char *name, int ndim,
 	/* Same checks as the manifest will make. */
 	ck_manifest_init(&tmp, &w->meta);
 	rc = ck_manifest_add_slice(&tmp, name, ndim, shape, w->rank, row_begin,
-				   row_end, 0, w->path);
+				   row_end, 0, 0, w->path);
 	ck_manifest_fini(&tmp);
 	if (rc != HEXI_OK)
 		return rc;
@@ -487,10 +505,10 @@ hexi_rc hexi_ckpt_slice_end(hexi_ckpt_writer *w)
 	w->dset = H5I_INVALID_HID;
 	if (rv != HEXI_OK)
 		return rv;
-	e = json_pack("{s:s,s:o,s:[I,I],s:o}", "name", w->name, "shape",
+	e = json_pack("{s:s,s:o,s:[I,I],s:o,s:I}", "name", w->name, "shape",
 		      ck_json_shape_new(w->ndim, w->shape), "rows",
 		      (json_int_t)w->b, (json_int_t)w->e, "xxh64",
-		      ck_json_hex64_new(h));
+		      ck_json_hex64_new(h), "offset", (json_int_t)w->off);
 	if (json_array_append_new(w->index_slices, e) < 0)
 		return hexi_error(HEXI_ERR_NOMEM, "%s: index", w->path);
 	return HEXI_OK;
@@ -514,9 +532,9 @@ hexi_rc hexi_ckpt_write_blob(hexi_ckpt_writer *w, const char *name,
 			     const void *data, size_t len)
 {
 	hsize_t n = len;
-	hid_t s = H5I_INVALID_HID, d = H5I_INVALID_HID;
+	hid_t s = H5I_INVALID_HID, d = H5I_INVALID_HID, dcpl;
 	json_t *e;
-	uint64_t h;
+	uint64_t h, off = 0;
 	hexi_rc rv = HEXI_ERR_HDF5;
 
 	if (w == NULL || name == NULL || (data == NULL && len > 0))
@@ -531,9 +549,15 @@ hexi_rc hexi_ckpt_write_blob(hexi_ckpt_writer *w, const char *name,
 	s = H5Screate_simple(1, &n, NULL);
 	if (s < 0)
 		goto out;
-	d = H5Dcreate2(w->blobs, name, H5T_STD_U8LE, s, H5P_DEFAULT,
-		       H5P_DEFAULT, H5P_DEFAULT);
-	if (d < 0 ||
+	/* contiguous, allocated now: its offset goes in the manifest */
+	dcpl = H5Pcreate(H5P_DATASET_CREATE);
+	if (dcpl >= 0 && H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0 &&
+	    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0)
+		d = H5Dcreate2(w->blobs, name, H5T_STD_U8LE, s, H5P_DEFAULT,
+			       dcpl, H5P_DEFAULT);
+	if (dcpl >= 0)
+		H5Pclose(dcpl);
+	if (d < 0 || dset_offset(d, len, &off) < 0 ||
 	    (len > 0 && H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL,
 				 H5P_DEFAULT, data) < 0) ||
 	    ck_h5_write_u64_attr(d, "xxh64", h) < 0)
@@ -548,8 +572,9 @@ out:
 		H5Sclose(s);
 	if (rv != HEXI_OK)
 		return rv;
-	e = json_pack("{s:s,s:I,s:o}", "name", name, "bytes", (json_int_t)len,
-		      "xxh64", ck_json_hex64_new(h));
+	e = json_pack("{s:s,s:I,s:o,s:I}", "name", name, "bytes",
+		      (json_int_t)len, "xxh64", ck_json_hex64_new(h), "offset",
+		      (json_int_t)off);
 	if (json_array_append_new(w->index_blobs, e) < 0)
 		return hexi_error(HEXI_ERR_NOMEM, "%s: index", w->path);
 	return HEXI_OK;
@@ -649,11 +674,12 @@ static hexi_rc index_add(ck_manifest *m, const char *text, int rank,
 {
 	static const char *const root_keys[] = {"slices", "blobs", NULL};
 	static const char *const sk[] = {"name", "shape", "rows", "xxh64",
+					 "offset", NULL};
+	static const char *const bk[] = {"name", "bytes", "xxh64", "offset",
 					 NULL};
-	static const char *const bk[] = {"name", "bytes", "xxh64", NULL};
 	char name[HEXI_CKPT_NAME_MAX];
 	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, NULL), *a, *o;
-	int64_t shape[2], b, e, bytes;
+	int64_t shape[2], b, e, bytes, off;
 	uint64_t xxh;
 	int ndim = 0;
 	size_t i;
@@ -670,10 +696,11 @@ static hexi_rc index_add(ck_manifest *m, const char *text, int rank,
 		    (rc = ck_json_str(o, "name", name, sizeof(name), path)) ||
 		    (rc = ck_json_shape(o, &ndim, shape, path)) ||
 		    (rc = ck_json_rows(o, &b, &e, path)) ||
-		    (rc = ck_json_hex64(o, "xxh64", &xxh, path)))
+		    (rc = ck_json_hex64(o, "xxh64", &xxh, path)) ||
+		    (rc = ck_json_i64(o, "offset", 0, INT64_MAX, &off, path)))
 			break;
 		rc = ck_manifest_add_slice(m, name, ndim, shape, rank, b, e,
-					   xxh, path);
+					   xxh, (uint64_t)off, path);
 	}
 	a = json_object_get(root, "blobs");
 	for (i = 0; rc == HEXI_OK && i < json_array_size(a); i++) {
@@ -682,10 +709,11 @@ static hexi_rc index_add(ck_manifest *m, const char *text, int rank,
 		    (rc = ck_json_str(o, "name", name, sizeof(name), path)) ||
 		    (rc = ck_json_i64(o, "bytes", 0, (int64_t)CK_BLOB_MAX_BYTES,
 				      &bytes, path)) ||
-		    (rc = ck_json_hex64(o, "xxh64", &xxh, path)))
+		    (rc = ck_json_hex64(o, "xxh64", &xxh, path)) ||
+		    (rc = ck_json_i64(o, "offset", 0, INT64_MAX, &off, path)))
 			break;
 		rc = ck_manifest_add_blob(m, name, rank, (uint64_t)bytes, xxh,
-					  path);
+					  (uint64_t)off, path);
 	}
 	json_decref(root);
 	return rc;

@@ -89,7 +89,7 @@ check "/dev/null is still a character device" test -c /dev/null
 #     not let libhdf5 parse it unless asked; verify says what it could check
 S7=$HA/src/step-00000007
 as $A cp "$S7/MANIFEST.json" "$HA/m2.json"
-as $A /usr/bin/python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d['version']=1; [f.pop('xxh64') for f in d['files']]; json.dump(d, open(p,'w'))" "$S7/MANIFEST.json"
+as $A /usr/bin/python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d['version']=1; [f.pop('xxh64') for f in d['files']]; [s.pop('offset') for t in d['tensors'] for s in t['slices']]; [b.pop('offset') for b in d['blobs']]; json.dump(d, open(p,'w'))" "$S7/MANIFEST.json"
 "$CK" verify "$HA/src" >"$T/out" 2>&1; st=$?
 expect_eq "root verify of a user's format-1 checkpoint: refused (exit 14)" $st 14
 check "message says why" grep -q "no whole-file checksums" "$T/out"
@@ -97,7 +97,7 @@ check "with --allow-unchecked it verifies" "$CK" verify --allow-unchecked "$HA/s
 check "and says the file check was not possible" sh -c "'$CK' verify --allow-unchecked '$HA/src' | grep -q 'whole-file check not possible'"
 check "$A's own resume-side open of it works" as $A "$CK" verify "$HA/src"
 as $A cp "$HA/m2.json" "$S7/MANIFEST.json"
-check "format 2 again: verify says files were checked" sh -c "'$CK' verify '$HA/src' | grep -q 'whole-file xxh64 checked before HDF5'"
+check "format 3 again: verify says files were checked" sh -c "'$CK' verify '$HA/src' | grep -q 'whole-file xxh64 checked before HDF5'"
 
 # 4. FIFOs planted by the user: root's hexickpt never hangs (finding 3)
 as $A sh -c "mv '$S7/MANIFEST.json' '$S7/M.bak' && mkfifo '$S7/MANIFEST.json'"

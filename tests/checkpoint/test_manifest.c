@@ -35,7 +35,9 @@ static const struct {
 } bad[] = {
     {"\"format\": \"hexiscale-ckpt\"", "\"format\": \"hexiscale-plan\"",
      HEXI_ERR_PARSE, "other format"},
-    {"\"version\": 1", "\"version\": 3", HEXI_ERR_VERSION, "version 3"},
+    {"\"version\": 1", "\"version\": 4", HEXI_ERR_VERSION, "version 4"},
+    {"\"version\": 1", "\"version\": 3", HEXI_ERR_PARSE,
+     "version 3 without offsets"},
     {"\"version\": 1", "\"version\": 0", HEXI_ERR_VERSION, "version 0"},
     {"\"version\": 1", "\"version\": 2", HEXI_ERR_PARSE,
      "version 2 without whole-file checksums"},
@@ -153,6 +155,55 @@ int main(void)
 			rc = t ? hexi_ckpt_manifest_check(t, strlen(t))
 			       : HEXI_OK;
 			is_int(rc, bad2[i].want, "%s: %s", bad2[i].why,
+			       t == NULL ? "pattern not found"
+			       : rc	 ? hexi_errmsg(rc)
+					 : "accepted");
+			free(t);
+		}
+		free(valid);
+		valid = v1;
+		valid_len = v1len;
+	}
+	{
+		/* Format 3 (today's): slices and blobs say where their bytes
+		 * lie in the rank file, inside it. */
+		static const struct {
+			const char *from, *to;
+			hexi_rc want;
+			const char *why;
+		} bad3[] = {
+		    {"\"offset\": 2048", "\"offsetx\": 2048", HEXI_ERR_PARSE,
+		     "v3: slice offset missing"},
+		    {"\"offset\": 2048", "\"offset\": -1", HEXI_ERR_RANGE,
+		     "v3: negative offset"},
+		    {"\"offset\": 2048", "\"offset\": \"2048\"", HEXI_ERR_PARSE,
+		     "v3: offset a string"},
+		    {"\"offset\": 2048", "\"offset\": 7900", HEXI_ERR_RANGE,
+		     "v3: slice runs past the end of its rank file"},
+		    {"\"offset\": 2048", "\"offset\": 9223372036854775807",
+		     HEXI_ERR_RANGE, "v3: offset past the file (no overflow)"},
+		    {"\"offset\": 2240", "\"offset\": 7980", HEXI_ERR_RANGE,
+		     "v3: blob runs past the end of its rank file"},
+		    {"\"offset\": 2240", "\"size\": 2240", HEXI_ERR_PARSE,
+		     "v3: blob offset missing"},
+		    {"\"version\": 3", "\"version\": 2", HEXI_ERR_PARSE,
+		     "v2 with a version-3 key"},
+		};
+		char *v1 = valid;
+		size_t v1len = valid_len;
+		snprintf(path, sizeof(path),
+			 "%s/tests/checkpoint/corpus/manifest/valid-v3.json",
+			 getenv("top_srcdir") ? getenv("top_srcdir") : "../..");
+		if (hexi_read_file(path, 1 << 20, &valid, &valid_len) !=
+		    HEXI_OK)
+			tap_bail(hexi_errmsg(HEXI_ERR_IO));
+		is_rc(hexi_ckpt_manifest_check(valid, valid_len), HEXI_OK,
+		      "a version-3 manifest is accepted");
+		for (i = 0; i < sizeof(bad3) / sizeof(bad3[0]); i++) {
+			t = edit(bad3[i].from, bad3[i].to);
+			rc = t ? hexi_ckpt_manifest_check(t, strlen(t))
+			       : HEXI_OK;
+			is_int(rc, bad3[i].want, "%s: %s", bad3[i].why,
 			       t == NULL ? "pattern not found"
 			       : rc	 ? hexi_errmsg(rc)
 					 : "accepted");
