@@ -127,6 +127,7 @@ stop_test() { # NAME SIGNAL self|child LAUNCH... (child: signal the
 	wait $pid
 	st=$?
 	expect_eq "$name: SIG$sig stops with exit 75" "$st" 75
+	[ "$st" = 75 ] || tail -n 20 "$WORK/a.err" | sed 's/^/# /'
 	k=$(grep -c '"step"' "$WORK/a.json")
 	grep -q "saved checkpoint .*(step $k," "$WORK/a.err" &&
 		pass "$name: stopped after step $k, checkpoint committed" ||
