@@ -201,6 +201,39 @@ static hexi_rc env_identity(hexi_rt *rt)
 	return HEXI_OK;
 }
 
+/* Collective over every task, after env_identity succeeded everywhere: no
+ * two tasks claim one plan rank (HEXISCALE_RANK), found before the plan is
+ * read so that the message names the cause. */
+static hexi_rc unique_ranks(hexi_rt *rt)
+{
+	hexi_rc rc = HEXI_OK;
+#ifdef HAVE_MPI
+	int *n;
+
+	if (!rt->mpi_started || rt->ntasks == 1)
+		return HEXI_OK;
+	n = calloc((size_t)rt->ntasks, sizeof(*n));
+	if (!hexi_rt_all_ok(rt, n != NULL)) {
+		free(n);
+		return hexi_error(HEXI_ERR_NOMEM, "rank %d: rank table",
+				  rt->rank);
+	}
+	n[rt->rank] = 1;
+	if (MPI_Allreduce(MPI_IN_PLACE, n, rt->ntasks, MPI_INT, MPI_SUM,
+			  MPI_COMM_WORLD) != MPI_SUCCESS)
+		rc = hexi_error(HEXI_ERR_MPI, "rank %d: rank table", rt->rank);
+	else if (n[rt->rank] > 1)
+		rc = hexi_error(HEXI_ERR_MISMATCH,
+				  "plan rank %d is not unique: %d tasks have "
+				  "it (HEXISCALE_RANK of the tasks)",
+				  rt->rank, n[rt->rank]);
+	free(n);
+#else
+	(void)rt;
+#endif
+	return rc;
+}
+
 /* WORLD_SIZE and HEXISCALE_WORLD_SIZE, when set, are the plan's training
  * ranks W (hexiscale-env(7)), for idle tasks too. */
 static hexi_rc check_env_world(const hexi_rt *rt)
@@ -593,6 +626,8 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 	 * idle task leaves (hexi_rt_is_idle) and the training ranks go on
 	 * among themselves. */
 	rc = rt_together(rt, env_identity(rt), "bootstrap");
+	if (rc == HEXI_OK)
+		rc = rt_together(rt, unique_ranks(rt), "bootstrap");
 	if (rc == HEXI_OK)
 		rc = rt_together(rt, boot_plan(rt, o), "plan loading");
 	if (rc == HEXI_OK)
