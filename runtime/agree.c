@@ -24,8 +24,8 @@ int hexi_rt_all_ok(hexi_rt *rt, int ok)
 #ifdef HAVE_MPI
 	{
 		MPI_Comm comm = MPI_COMM_WORLD;
-		void *h = rt->trainers_only ? rt_comm_mpi_handle(rt->comm)
-					    : NULL;
+		void *h =
+		    rt->trainers_only ? rt_comm_mpi_handle(rt->comm) : NULL;
 
 		if (h != NULL)
 			comm = *(MPI_Comm *)h;

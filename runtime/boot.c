@@ -224,9 +224,9 @@ static hexi_rc unique_ranks(hexi_rt *rt)
 		rc = hexi_error(HEXI_ERR_MPI, "rank %d: rank table", rt->rank);
 	else if (n[rt->rank] > 1)
 		rc = hexi_error(HEXI_ERR_MISMATCH,
-				  "plan rank %d is not unique: %d tasks have "
-				  "it (HEXISCALE_RANK of the tasks)",
-				  rt->rank, n[rt->rank]);
+				"plan rank %d is not unique: %d tasks have "
+				"it (HEXISCALE_RANK of the tasks)",
+				rt->rank, n[rt->rank]);
 	free(n);
 #else
 	(void)rt;
@@ -273,10 +273,11 @@ static hexi_rc check_env_kind(const hexi_rt *rt)
 				  "train nor idle",
 				  rt->rank, v);
 	if (strcmp(v, want) != 0)
-		return hexi_error(HEXI_ERR_MISMATCH,
-				  "rank %d: HEXISCALE_ROLE=%s but plan %s gives "
-				  "it the %s role",
-				  rt->rank, v, rt->plan->hash, want);
+		return hexi_error(
+		    HEXI_ERR_MISMATCH,
+		    "rank %d: HEXISCALE_ROLE=%s but plan %s gives "
+		    "it the %s role",
+		    rt->rank, v, rt->plan->hash, want);
 	return HEXI_OK;
 }
 
@@ -478,8 +479,7 @@ static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 				  "rank %d: trains in plan %s, but the "
 				  "training ranks must be 0..%d and the idle "
 				  "GPUs' ranks after them (hexiscale-plan(5))",
-				  rt->rank, rt->plan->hash,
-				  rt->world_size - 1);
+				  rt->rank, rt->plan->hash, rt->world_size - 1);
 	rt->idle = rt->role.idle;
 	return check_env_role(rt);
 }

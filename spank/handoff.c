@@ -387,11 +387,10 @@ hexi_rc hx_rank_tasks(hx_task_role *roles, int ntasks, int world_size,
 					  "or given twice",
 					  t, old, ntasks - 1);
 		if (roles[t].idle ? idle >= ntasks : train >= world_size)
-			return hexi_error(HEXI_ERR_MISMATCH,
-					  "more than %d %s tasks",
-					  roles[t].idle ? ntasks - world_size
-							: world_size,
-					  roles[t].idle ? "idle" : "training");
+			return hexi_error(
+			    HEXI_ERR_MISMATCH, "more than %d %s tasks",
+			    roles[t].idle ? ntasks - world_size : world_size,
+			    roles[t].idle ? "idle" : "training");
 		new_of_old[old] = roles[t].idle ? idle++ : train++;
 		roles[t].rank = new_of_old[old];
 	}

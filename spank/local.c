@@ -291,8 +291,7 @@ static hexi_rc file_plan(local_ctx *c)
 }
 
 /* The step node of plan device d, after checking the job has its GPU. */
-static hexi_rc device_node(local_ctx *c, const hexi_device *d, int r,
-			   int *sn)
+static hexi_rc device_node(local_ctx *c, const hexi_device *d, int r, int *sn)
 {
 	const hx_alloc_node *n;
 	int ok = 0;
@@ -310,8 +309,7 @@ static hexi_rc device_node(local_ctx *c, const hexi_device *d, int r,
 }
 
 /* The idle GPUs' roles: a rank, a node and a GPU, nothing to train. */
-static hexi_rc idle_roles(local_ctx *c, int T, hx_task_role *byrank,
-			  char *seen)
+static hexi_rc idle_roles(local_ctx *c, int T, hx_task_role *byrank, char *seen)
 {
 	const hexi_plan *p = c->plan;
 
@@ -458,8 +456,8 @@ static hexi_rc renumber(local_ctx *c)
 
 	if (new_of_old == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "no memory");
-	rv = hx_rank_tasks(c->ho.roles, c->ho.ntasks, p->world_size,
-			   new_of_old);
+	rv =
+	    hx_rank_tasks(c->ho.roles, c->ho.ntasks, p->world_size, new_of_old);
 	for (int pi = 0; rv == HEXI_OK && pi < p->npipelines; pi++)
 		for (int si = 0; si < p->pipelines[pi].nstages; si++) {
 			hexi_stage *st = &p->pipelines[pi].stages[si];
@@ -627,8 +625,9 @@ static void summary_idle(const local_ctx *c)
 	fprintf(stderr,
 		"hexiscale:   idle: %d GPU%s on %d node%s (ranks %d-%d, "
 		"Slurm tasks %s, HEXISCALE_ROLE=idle, train nothing):",
-		p->nidle, p->nidle == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s",
-		p->world_size, p->world_size + p->nidle - 1, list);
+		p->nidle, p->nidle == 1 ? "" : "s", nodes,
+		nodes == 1 ? "" : "s", p->world_size,
+		p->world_size + p->nidle - 1, list);
 	idle_gpus(p, nodes);
 	free(tasks);
 }

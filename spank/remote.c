@@ -219,13 +219,13 @@ static void env_value(const env_row *e, const void *const base[3], char *buf,
 static int export_all(spank_t sp, const hx_handoff *h, const hx_task_role *r,
 		      const char *cvd)
 {
-	const task_vals tv = {.micro_batch_size = r->micro_batches > 0
-						      ? r->batch / r->micro_batches
-						      : 0,
-			      .role = r->idle ? "idle" : "train",
-			      .gpu_type = h->gpu_type[r->node],
-			      .cvd = cvd,
-			      .device_order = "PCI_BUS_ID"};
+	const task_vals tv = {
+	    .micro_batch_size =
+		r->micro_batches > 0 ? r->batch / r->micro_batches : 0,
+	    .role = r->idle ? "idle" : "train",
+	    .gpu_type = h->gpu_type[r->node],
+	    .cvd = cvd,
+	    .device_order = "PCI_BUS_ID"};
 	const void *const base[3] = {
 	    [FROM_ROLE] = r, [FROM_HANDOFF] = h, [FROM_TASK] = &tv};
 	char value[HX_PATH_MAX];

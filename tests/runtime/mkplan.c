@@ -184,10 +184,9 @@ static hexi_rc add_idle(hexi_plan *pl)
 					const hexi_stage *st =
 					    &pl->pipelines[p].stages[s];
 					for (int d = 0; d < st->tp; d++)
-						used |= st->devices[d].node ==
-							    n &&
-							st->devices[d].gpu ==
-							    gpu;
+						used |=
+						    st->devices[d].node == n &&
+						    st->devices[d].gpu == gpu;
 				}
 			if (!used) {
 				pl->idle[pl->nidle] = (hexi_device){

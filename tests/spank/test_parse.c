@@ -381,8 +381,7 @@ static void test_rank_tasks(void)
 	is_int(hx_rank_tasks(r, 5, 4, map), HEXI_ERR_MISMATCH,
 	       "3 training tasks for 4 ranks refused");
 
-	hx_format_ranges((const int[]){3, 4, 5, 7, 9, 10}, 6, buf,
-			 sizeof(buf));
+	hx_format_ranges((const int[]){3, 4, 5, 7, 9, 10}, 6, buf, sizeof(buf));
 	is_str(buf, "3-5,7,9-10", "ranges");
 	hx_format_ranges(NULL, 0, buf, sizeof(buf));
 	is_str(buf, "", "no ranges");
