@@ -5,7 +5,8 @@
 # and exit 0, and the 5 training ranks train exactly as one process on the
 # global batch, and as the same plan on its 5 training ranks alone; any
 # other task count, and an environment that contradicts the idle role,
-# are refused on every rank.
+# are refused on every rank; a training rank that dies still brings the
+# job down at once.
 . "$top_srcdir/tests/runtime/rt_env.sh"
 need_mpi
 [ -x "$MKPLAN" ] || hard "mkplan not built"
@@ -46,4 +47,15 @@ hx_mpirun 8 -x WORLD_SIZE=8 "$HT" --plan "$WORK/idle.json" --steps 1 >"$WORK/ws.
 expect_eq "WORLD_SIZE=8 (the tasks, not the training ranks): exit status 11" "$?" 11
 check "WORLD_SIZE mismatch named" grep -q \
 	"environment WORLD_SIZE=8 but the plan has 5 ranks" "$WORK/ws.out"
+# A training rank killed mid-run: the job still ends at once (the idle
+# tasks waiting in MPI_Finalize go down with it).
+t0=$(date +%s)
+HEXI_RT_TEST_KILL=3:2 HX_TIMEOUT=90 hx_mpirun 8 -x HEXI_RT_TEST_KILL "$HT" \
+	--plan "$WORK/idle.json" --steps 1000000 --timeout 30 >"$WORK/kill.out" 2>&1
+st=$?
+t1=$(date +%s)
+echo "# killed rank 3: exit status $st after $((t1 - t0)) s"
+[ "$st" -ne 0 ] && [ "$st" -ne 124 ] && [ $((t1 - t0)) -le 30 ] &&
+	pass "killed training rank beside idle tasks: job down within 30 s ($st)" ||
+	fail "killed training rank beside idle tasks: exit $st after $((t1 - t0)) s"
 done_testing
