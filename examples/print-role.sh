@@ -1,8 +1,11 @@
 #!/bin/sh
 # print-role.sh - run by every task of a HexiScale step: prints the task's
 # role variables (hexiscale-env(7)) on one line, for people and for
-# tests/spank/check-roles.py.
+# tests/spank/check-roles.py.  A task whose GPU the plan leaves idle has
+# role=idle and no pipeline, stage or TP variables ("none" below); it
+# prints its line like the others and exits 0.
 echo "HXROLE procid=${SLURM_PROCID} localid=${SLURM_LOCALID} nodeid=${SLURM_NODEID}" \
+	"role=${HEXISCALE_ROLE:-none}" \
 	"nodelist=${SLURM_STEP_NODELIST} plan=${HEXISCALE_PLAN:-none}" \
 	"hash=${HEXISCALE_PLAN_HASH:-none} rank=${RANK:-none}" \
 	"hrank=${HEXISCALE_RANK:-none} world=${WORLD_SIZE:-none}" \

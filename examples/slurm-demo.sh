@@ -30,6 +30,9 @@ echo "== job $jid: $st; its output (plan summary on stderr, one role line per ta
 grep -E '^hexiscale:' "$jobs/slurm-$jid.out"
 grep '^HXROLE' "$jobs/slurm-$jid.out" | head -8 | sort -t= -k2 -n | awk '{
 	for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+	if (v["role"] == "idle") {
+		printf "  task %s: RANK %s  idle (the plan leaves GPU %s (%s) out)  CUDA_VISIBLE_DEVICES=%s\n",
+			v["procid"], v["rank"], v["gpu"], v["gtype"], v["cvd"]; next }
 	printf "  task %s: RANK %s  pipeline %s stage %s/%s  TP %s/%s  layers [%s,%s)  GPU %s (%s)  CUDA_VISIBLE_DEVICES=%s\n",
 		v["procid"], v["rank"], v["pipe"], v["stage"], v["nstages"], v["tp_rank"], v["tp_size"],
 		v["l0"], v["l1"], v["gpu"], v["gtype"], v["cvd"] }'

@@ -32,6 +32,11 @@ HEXICKPT=$B/checkpoint/hexickpt
 HEXITRAIN=$B/runtime/hexitrain
 # The job settings of examples/train.sbatch, for the plan shown in part 1.
 PLANOPTS="--hexiscale=auto --hexiscale-model=tiny-8l --hexiscale-global-batch=64 --hexiscale-micro-batch=4"
+# Every GPU gets a rank (--hexiscale-use-all-gpus' twin, inherited by the
+# jobs): for a model this small the planner alone would leave the slower
+# GPUs idle (hexiscale-env(7) HEXISCALE_ROLE=idle), and the demo is about
+# an asymmetric plan over all of them.
+export HEXISCALE_USE_ALL_GPUS=1
 t_start=$(date +%s)
 
 if [ -t 1 ]; then
@@ -109,6 +114,8 @@ h "1. The allocation and the plan HexiScale chooses for it"
 say "  srun -N3 -n8 --gpus-per-task=1 $PLANOPTS true"
 srun -N3 -n8 --gpus-per-task=1 $PLANOPTS true 2>plan1.err || { cat plan1.err; die "planning step failed"; }
 sed 's/^/  /' plan1.err
+say "  (HEXISCALE_USE_ALL_GPUS=1: every GPU gets a rank; without it the planner"
+say "   may leave slow GPUs idle when the plan is faster, and says so above)"
 plan1=$(sed -n 's/^hexiscale:   plan file //p' plan1.err)
 [ -f "$plan1" ] || die "no plan file"
 "$HEXIPLAN" show "$plan1" | sed 's/^/  /'

@@ -12,16 +12,27 @@
 
 #include "rt_dist.h"
 
+/* Until the idle tasks have left (boot.c) every task of the job agrees;
+ * from then on the training ranks, over their own communicator. */
 int hexi_rt_all_ok(hexi_rt *rt, int ok)
 {
 	double v = ok ? 0.0 : 1.0;
+	int n = rt->trainers_only ? rt->world_size : rt->ntasks;
 
-	if (!rt->mpi_started || rt->world_size == 1)
+	if (!rt->mpi_started || n <= 1)
 		return ok;
 #ifdef HAVE_MPI
-	if (MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM,
-			  MPI_COMM_WORLD) != MPI_SUCCESS)
-		return 0;
+	{
+		MPI_Comm comm = MPI_COMM_WORLD;
+		void *h =
+		    rt->trainers_only ? rt_comm_mpi_handle(rt->comm) : NULL;
+
+		if (h != NULL)
+			comm = *(MPI_Comm *)h;
+		if (MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM,
+				  comm) != MPI_SUCCESS)
+			return 0;
+	}
 #endif
 	return v == 0.0;
 }

@@ -54,9 +54,12 @@ static hexi_rc one_gpu_each(hexi_rt *rt)
 		return hexi_error(HEXI_ERR_NOMEM, "GPU identities");
 	id[rt->rank] = (double)rt_cuda_device_id(rt->cuda);
 #ifdef HAVE_MPI
-	/* before the groups exist: over MPI_COMM_WORLD, indexed by plan rank */
-	if (MPI_Allreduce(MPI_IN_PLACE, id, rt->world_size, MPI_DOUBLE,
-			  MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+	/* before the groups exist: over the training ranks' communicator
+	 * (idle tasks have left), indexed by plan rank */
+	if (rt_comm_mpi_handle(rt->comm) == NULL ||
+	    MPI_Allreduce(MPI_IN_PLACE, id, rt->world_size, MPI_DOUBLE,
+			  MPI_SUM, *(MPI_Comm *)rt_comm_mpi_handle(rt->comm)) !=
+		MPI_SUCCESS)
 		rc = hexi_error(HEXI_ERR_MPI, "rank %d: GPU identities",
 				rt->rank);
 #endif

@@ -124,7 +124,7 @@ static hexi_rc boot_pmix(hexi_rt *rt)
 	rc = pmix_u32(&wild, PMIX_JOB_SIZE, &v);
 	if (rc != HEXI_OK)
 		return rc;
-	rt->world_size = (int)v;
+	rt->ntasks = (int)v;
 	if (pmix_u32(&me, PMIX_LOCAL_RANK, &v) == HEXI_OK)
 		rt->local_rank = (int)v;
 	if (pmix_u32(&wild, PMIX_LOCAL_SIZE, &v) == HEXI_OK)
@@ -142,6 +142,7 @@ static hexi_rc boot_identity(hexi_rt *rt)
 	long r, s, lr, ls;
 	hexi_rc rc;
 
+	rt->ntasks = 1;
 	rt->world_size = 1;
 	rt->local_size = 1;
 	rt->launcher = HEXI_LAUNCH_SINGLE;
@@ -153,7 +154,7 @@ static hexi_rc boot_identity(hexi_rt *rt)
 	if (r >= 0 && s > 0) {
 		rt->launcher = HEXI_LAUNCH_MPIRUN;
 		rt->launch_rank = (int)r;
-		rt->world_size = (int)s;
+		rt->ntasks = (int)s;
 		rt->local_rank = lr >= 0 ? (int)lr : 0;
 		rt->local_size = ls > 0 ? (int)ls : 1;
 		return HEXI_OK;
@@ -172,42 +173,111 @@ static hexi_rc boot_identity(hexi_rt *rt)
 }
 
 /* The plan rank is HEXISCALE_RANK when set (hexiscale-env(7): it may
- * differ from the launcher's task id), else the launcher's rank; RANK,
- * WORLD_SIZE and HEXISCALE_WORLD_SIZE must agree. */
+ * differ from the launcher's task id), else the launcher's rank; RANK must
+ * agree.  WORLD_SIZE is checked against the plan (check_env_world): it
+ * counts the training ranks, which may be fewer than the tasks. */
 static hexi_rc env_identity(hexi_rt *rt)
 {
-	long hr, hs, r, s;
+	long hr, r;
 	hexi_rc rc;
 
 	if ((rc = env_int("HEXISCALE_RANK", HEXI_MAX_GPUS, &hr)) ||
-	    (rc = env_int("HEXISCALE_WORLD_SIZE", HEXI_MAX_GPUS, &hs)) ||
-	    (rc = env_int("RANK", HEXI_MAX_GPUS, &r)) ||
-	    (rc = env_int("WORLD_SIZE", HEXI_MAX_GPUS, &s)))
+	    (rc = env_int("RANK", HEXI_MAX_GPUS, &r)))
 		return rc;
 	rt->rank = hr >= 0 ? (int)hr : rt->launch_rank;
-	if (rt->rank >= rt->world_size)
+	if (rt->rank >= rt->ntasks)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "task %d (%s): HEXISCALE_RANK=%d but the job "
 				  "has %d ranks",
 				  rt->launch_rank,
 				  hexi_rt_launcher_name(rt->launcher), rt->rank,
-				  rt->world_size);
+				  rt->ntasks);
 	if (r >= 0 && r != rt->rank)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "rank %d (%s task %d): environment RANK=%ld "
 				  "differs",
 				  rt->rank, hexi_rt_launcher_name(rt->launcher),
 				  rt->launch_rank, r);
-	if (s >= 0 && s != rt->world_size)
-		return hexi_error(HEXI_ERR_MISMATCH,
-				  "rank %d: environment WORLD_SIZE=%ld but the "
-				  "job has %d ranks",
-				  rt->rank, s, rt->world_size);
-	if (hs >= 0 && hs != rt->world_size)
-		return hexi_error(HEXI_ERR_MISMATCH,
-				  "rank %d: HEXISCALE_WORLD_SIZE=%ld but the "
-				  "job has %d ranks",
-				  rt->rank, hs, rt->world_size);
+	return HEXI_OK;
+}
+
+/* Collective over every task, after env_identity succeeded everywhere: no
+ * two tasks claim one plan rank (HEXISCALE_RANK), found before the plan is
+ * read so that the message names the cause. */
+static hexi_rc unique_ranks(hexi_rt *rt)
+{
+	hexi_rc rc = HEXI_OK;
+#ifdef HAVE_MPI
+	int *n;
+
+	if (!rt->mpi_started || rt->ntasks == 1)
+		return HEXI_OK;
+	n = calloc((size_t)rt->ntasks, sizeof(*n));
+	if (!hexi_rt_all_ok(rt, n != NULL)) {
+		free(n);
+		return hexi_error(HEXI_ERR_NOMEM, "rank %d: rank table",
+				  rt->rank);
+	}
+	n[rt->rank] = 1;
+	if (MPI_Allreduce(MPI_IN_PLACE, n, rt->ntasks, MPI_INT, MPI_SUM,
+			  MPI_COMM_WORLD) != MPI_SUCCESS)
+		rc = hexi_error(HEXI_ERR_MPI, "rank %d: rank table", rt->rank);
+	else if (n[rt->rank] > 1)
+		rc = hexi_error(HEXI_ERR_MISMATCH,
+				"plan rank %d is not unique: %d tasks have "
+				"it (HEXISCALE_RANK of the tasks)",
+				rt->rank, n[rt->rank]);
+	free(n);
+#else
+	(void)rt;
+#endif
+	return rc;
+}
+
+/* WORLD_SIZE and HEXISCALE_WORLD_SIZE, when set, are the plan's training
+ * ranks W (hexiscale-env(7)), for idle tasks too. */
+static hexi_rc check_env_world(const hexi_rt *rt)
+{
+	static const char *const names[] = {"WORLD_SIZE",
+					    "HEXISCALE_WORLD_SIZE"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		long v;
+		hexi_rc rc = env_int(names[i], HEXI_MAX_GPUS, &v);
+
+		if (rc != HEXI_OK)
+			return rc;
+		if (v >= 0 && v != rt->world_size)
+			return hexi_error(HEXI_ERR_MISMATCH,
+					  "rank %d: %s%s=%ld but the %s has %d "
+					  "ranks",
+					  rt->rank, i ? "" : "environment ",
+					  names[i], v,
+					  rt->plan->nidle > 0 ? "plan" : "job",
+					  rt->world_size);
+	}
+	return HEXI_OK;
+}
+
+/* HEXISCALE_ROLE, when set, is "train" or "idle" and the plan's. */
+static hexi_rc check_env_kind(const hexi_rt *rt)
+{
+	const char *v = getenv("HEXISCALE_ROLE");
+	const char *want = rt->role.idle ? "idle" : "train";
+
+	if (v == NULL || *v == '\0')
+		return HEXI_OK;
+	if (strcmp(v, "idle") != 0 && strcmp(v, "train") != 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "rank %d: HEXISCALE_ROLE='%.20s' is neither "
+				  "train nor idle",
+				  rt->rank, v);
+	if (strcmp(v, want) != 0)
+		return hexi_error(
+		    HEXI_ERR_MISMATCH,
+		    "rank %d: HEXISCALE_ROLE=%s but plan %s gives "
+		    "it the %s role",
+		    rt->rank, v, rt->plan->hash, want);
 	return HEXI_OK;
 }
 
@@ -228,6 +298,10 @@ static hexi_rc check_env_role(const hexi_rt *rt)
 	long np;
 	hexi_rc rc0 = env_int("HEXISCALE_NPIPELINES", HEXI_MAX_GPUS, &np);
 
+	if (rc0 == HEXI_OK)
+		rc0 = check_env_kind(rt);
+	if (rc0 == HEXI_OK)
+		rc0 = check_env_world(rt);
 	if (rc0 != HEXI_OK)
 		return rc0;
 	if (np >= 0 && np != rt->plan->npipelines)
@@ -266,16 +340,16 @@ static hexi_rc plan_text(hexi_rt *rt, const char *path, char **text,
 {
 	hexi_rc rc = hexi_read_file(path, RT_MAX_PLAN_BYTES, text, len);
 
-	if (rt->world_size == 1 || !rt->mpi_started)
+	if (rt->ntasks == 1 || !rt->mpi_started)
 		return rc;
 #ifdef HAVE_MPI
 	{
-		int mine = rc == HEXI_OK ? rt->launch_rank : rt->world_size;
-		int root = rt->world_size;
+		int mine = rc == HEXI_OK ? rt->launch_rank : rt->ntasks;
+		int root = rt->ntasks;
 		long n = (long)*len;
 		MPI_Allreduce(&mine, &root, 1, MPI_INT, MPI_MIN,
 			      MPI_COMM_WORLD);
-		if (root == rt->world_size)
+		if (root == rt->ntasks)
 			return rc; /* nobody can read it */
 		MPI_Bcast(&n, 1, MPI_LONG, root, MPI_COMM_WORLD);
 		if (rc != HEXI_OK) {
@@ -339,6 +413,32 @@ static hexi_rc apply_recompute(hexi_rt *rt, int mode, int planless)
 	return HEXI_OK;
 }
 
+/* The job runs the plan's training ranks W, or one task per GPU of the
+ * plan: W and its idle GPUs (as the plugin starts them); from here
+ * world_size is W. */
+static hexi_rc check_plan_tasks(hexi_rt *rt)
+{
+	const hexi_plan *p = rt->plan;
+
+	if (rt->ntasks != p->world_size && rt->ntasks != hexi_plan_tasks(p)) {
+		if (p->nidle == 0)
+			return hexi_error(HEXI_ERR_MISMATCH,
+					  "rank %d: the plan (hash %s) is for "
+					  "%d ranks but the job has %d",
+					  rt->rank, p->hash, p->world_size,
+					  rt->ntasks);
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d: the plan (hash %s) is for %d ranks "
+				  "and %d idle GPUs but the job has %d tasks "
+				  "(run %d, or %d with a task per idle GPU)",
+				  rt->rank, p->hash, p->world_size, p->nidle,
+				  rt->ntasks, p->world_size,
+				  hexi_plan_tasks(p));
+	}
+	rt->world_size = p->world_size;
+	return HEXI_OK;
+}
+
 /* Collective in a job of several ranks (the plan text travels). */
 static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 {
@@ -352,12 +452,12 @@ static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 		if ((rc = load_plan(rt, path)) != HEXI_OK)
 			return rc;
 	} else {
-		if (rt->world_size != 1)
+		if (rt->ntasks != 1)
 			return hexi_error(HEXI_ERR_USAGE,
 					  "rank %d: a job of %d ranks needs a "
 					  "plan (--plan FILE or "
 					  "HEXISCALE_PLAN)",
-					  rt->rank, rt->world_size);
+					  rt->rank, rt->ntasks);
 		rc = hexi_model_load(o->model ? o->model : "tiny-4l", &m);
 		if (rc != HEXI_OK)
 			return rc;
@@ -369,15 +469,18 @@ static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 	rc = apply_recompute(rt, o->recompute, path == NULL || *path == '\0');
 	if (rc != HEXI_OK)
 		return rc;
-	if (rt->plan->world_size != rt->world_size)
-		return hexi_error(HEXI_ERR_MISMATCH,
-				  "rank %d: the plan (hash %s) is for %d ranks "
-				  "but the job has %d",
-				  rt->rank, rt->plan->hash,
-				  rt->plan->world_size, rt->world_size);
+	if ((rc = check_plan_tasks(rt)) != HEXI_OK)
+		return rc;
 	rc = hexi_plan_role(rt->plan, rt->rank, &rt->role);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "rank %d: role", rt->rank);
+	if (!rt->role.idle && rt->rank >= rt->world_size)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "rank %d: trains in plan %s, but the "
+				  "training ranks must be 0..%d and the idle "
+				  "GPUs' ranks after them (hexiscale-plan(5))",
+				  rt->rank, rt->plan->hash, rt->world_size - 1);
+	rt->idle = rt->role.idle;
 	return check_env_role(rt);
 }
 
@@ -451,18 +554,18 @@ static hexi_rc boot_mpi(hexi_rt *rt, int *argc, char ***argv)
 	rt->mpi_started = 1;
 	MPI_Comm_rank(MPI_COMM_WORLD, &r);
 	MPI_Comm_size(MPI_COMM_WORLD, &s);
-	if (r != rt->launch_rank || s != rt->world_size)
+	if (r != rt->launch_rank || s != rt->ntasks)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "%s says task %d of %d, MPI says %d of %d",
 				  hexi_rt_launcher_name(rt->launcher),
-				  rt->launch_rank, rt->world_size, r, s);
+				  rt->launch_rank, rt->ntasks, r, s);
 	return HEXI_OK;
 #else
 	(void)argc;
 	(void)argv;
 	return hexi_error(HEXI_ERR_UNSUPPORTED,
 			  "task %d of %d: started by %s but built without MPI",
-			  rt->launch_rank, rt->world_size,
+			  rt->launch_rank, rt->ntasks,
 			  hexi_rt_launcher_name(rt->launcher));
 #endif
 }
@@ -490,7 +593,7 @@ static hexi_rc boot_comm(hexi_rt *rt)
 {
 	if (!rt->mpi_started)
 		return rt_comm_self_create(&rt->comm);
-	return rt_comm_mpi_create(rt->rank, &rt->comm);
+	return rt_comm_mpi_create(rt->rank, !rt->idle, &rt->comm);
 }
 
 hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
@@ -518,14 +621,25 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 	if ((rc = boot_identity(rt)) != HEXI_OK ||
 	    (rc = boot_mpi(rt, argc, argv)) != HEXI_OK)
 		goto fail;
-	/* From here every rank can talk: fail together, never alone. */
+	/* From here every task can talk: fail together, never alone.  Every
+	 * task of the job takes part up to the communicator split; then an
+	 * idle task leaves (hexi_rt_is_idle) and the training ranks go on
+	 * among themselves. */
 	rc = rt_together(rt, env_identity(rt), "bootstrap");
 	if (rc == HEXI_OK)
-		rc = rt_together(rt, boot_comm(rt), "communicator setup");
-	if (rc == HEXI_OK)
-		rc = rt_together(rt, boot_backend(rt), "backend setup");
+		rc = rt_together(rt, unique_ranks(rt), "bootstrap");
 	if (rc == HEXI_OK)
 		rc = rt_together(rt, boot_plan(rt, o), "plan loading");
+	if (rc == HEXI_OK)
+		rc = rt_together(rt, boot_comm(rt), "communicator setup");
+	if (rc == HEXI_OK && rt->idle) {
+		*out = rt;
+		return HEXI_OK;
+	}
+	if (rc == HEXI_OK) {
+		rt->trainers_only = 1;
+		rc = rt_together(rt, boot_backend(rt), "backend setup");
+	}
 	if (rc == HEXI_OK) {
 		rc = hexi_layout_create(rt->plan, &rt->layout);
 		if (rc != HEXI_OK)
@@ -597,6 +711,11 @@ int hexi_rt_rank(const hexi_rt *rt)
 int hexi_rt_world_size(const hexi_rt *rt)
 {
 	return rt->world_size;
+}
+
+int hexi_rt_is_idle(const hexi_rt *rt)
+{
+	return rt->idle;
 }
 
 hexi_rt_launcher hexi_rt_launcher_kind(const hexi_rt *rt)

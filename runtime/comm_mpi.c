@@ -747,7 +747,7 @@ static const rt_comm_ops mpi_ops = {
     .destroy = mpi_destroy,
 };
 
-hexi_rc rt_comm_mpi_create(int plan_rank, rt_comm **out)
+hexi_rc rt_comm_mpi_create(int plan_rank, int member, rt_comm **out)
 {
 	rt_comm_mpi *m;
 	int inited = 0, err;
@@ -762,11 +762,19 @@ hexi_rc rt_comm_mpi_create(int plan_rank, rt_comm **out)
 		return hexi_error(HEXI_ERR_NOMEM, "rt_comm mpi");
 	m->base.ops = &mpi_ops;
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-	/* Task ids need not be plan ranks (hexiscale-env(7)): renumber. */
-	err = MPI_Comm_split(MPI_COMM_WORLD, 0, plan_rank, &m->world);
+	/* Task ids need not be plan ranks (hexiscale-env(7)): renumber.  An
+	 * idle task takes part in the split and gets no communicator. */
+	err = MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED,
+			     plan_rank, &m->world);
 	if (err != MPI_SUCCESS) {
 		free(m);
 		return mpi_err(err, "Comm_split by plan rank", plan_rank);
+	}
+	if (!member) {
+		if (m->world != MPI_COMM_NULL)
+			MPI_Comm_free(&m->world);
+		free(m);
+		return HEXI_OK;
 	}
 	MPI_Comm_set_errhandler(m->world, MPI_ERRORS_RETURN);
 	MPI_Comm_rank(m->world, &m->base.rank);
@@ -783,14 +791,28 @@ hexi_rc rt_comm_mpi_create(int plan_rank, rt_comm **out)
 	return HEXI_OK;
 }
 
+void *rt_comm_mpi_handle(rt_comm *c)
+{
+	if (c == NULL || c->ops != &mpi_ops)
+		return NULL;
+	return &((rt_comm_mpi *)c)->world;
+}
+
 #else /* !HAVE_MPI */
 
-hexi_rc rt_comm_mpi_create(int plan_rank, rt_comm **out)
+hexi_rc rt_comm_mpi_create(int plan_rank, int member, rt_comm **out)
 {
 	(void)plan_rank;
+	(void)member;
 	*out = NULL;
 	return hexi_error(HEXI_ERR_UNSUPPORTED,
 			  "rt_comm: built without MPI (configure --with-mpi)");
+}
+
+void *rt_comm_mpi_handle(rt_comm *c)
+{
+	(void)c;
+	return NULL;
 }
 
 #endif

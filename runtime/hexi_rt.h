@@ -70,7 +70,14 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 void hexi_rt_destroy(hexi_rt *rt);
 
 int hexi_rt_rank(const hexi_rt *rt);
+/* The plan's training ranks W (an idle task's rank is W or above). */
 int hexi_rt_world_size(const hexi_rt *rt);
+/* 1 if this task's GPU is idle in the plan (hexiscale-env(7)
+ * HEXISCALE_ROLE=idle): hexi_rt_init took it through the job-wide
+ * bootstrap and returned without a communicator; it trains nothing, and
+ * the caller should hexi_rt_destroy (which, in MPI_Finalize, waits for the
+ * training ranks) and exit 0.  The trainer refuses such an rt. */
+int hexi_rt_is_idle(const hexi_rt *rt);
 hexi_rt_launcher hexi_rt_launcher_kind(const hexi_rt *rt);
 const char *hexi_rt_launcher_name(hexi_rt_launcher l);
 const hexi_plan *hexi_rt_plan(const hexi_rt *rt);     /* owned by rt */

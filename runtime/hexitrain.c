@@ -624,6 +624,26 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 	return rc;
 }
 
+/* A task whose GPU the plan leaves idle (hexiscale-env(7)): one line
+ * (stderr under --json, whose stdout is for the step records), then exit
+ * 0.  hexi_rt_destroy's MPI_Finalize returns once the training ranks
+ * finish theirs (Open MPI's is collective over the job). */
+static int idle_exit(const cli *c, hexi_rt *rt)
+{
+	const hexi_plan *p = hexi_rt_plan(rt);
+	const hexi_role *r = hexi_rt_role(rt);
+	const hexi_node *n = &p->cluster->nodes[r->node];
+
+	fprintf(c->json ? stderr : stdout,
+		"hexitrain: rank %d: idle in plan %s (GPU %d of %s, %s): "
+		"trains nothing, exits 0 when the %d training ranks finish\n",
+		hexi_rt_rank(rt), p->hash, r->gpu, n->name, n->gpu_type,
+		hexi_rt_world_size(rt));
+	fflush(NULL);
+	hexi_rt_destroy(rt);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	cli c;
@@ -650,6 +670,8 @@ int main(int argc, char **argv)
 		hexi_cli_fail("hexitrain", rc);
 		return (int)rc;
 	}
+	if (hexi_rt_is_idle(rt))
+		return idle_exit(&c, rt);
 	if (hexi_rt_rank(rt) == 0 && !c.json) {
 		const hexi_plan *p = hexi_rt_plan(rt);
 		int nrc = 0;

@@ -125,10 +125,15 @@ struct rt_group {
 /* ---- backends ----------------------------------------------------------- */
 
 /* MPI backend; MPI must already be initialised (boot.c does it).  Collective
- * over MPI_COMM_WORLD: renumbers the processes by plan_rank (a task's plan
- * rank, HEXISCALE_RANK, may differ from its launcher rank); fails if the
- * plan ranks are not 0..size-1 once each. */
-hexi_rc rt_comm_mpi_create(int plan_rank, rt_comm **out);
+ * over MPI_COMM_WORLD: the members (member != 0: the plan's training ranks)
+ * get a communicator renumbered by plan_rank (a task's plan rank,
+ * HEXISCALE_RANK, may differ from its launcher rank); fails if their plan
+ * ranks are not 0..size-1 once each.  A non-member (an idle task) takes
+ * part and gets *out = NULL with HEXI_OK. */
+hexi_rc rt_comm_mpi_create(int plan_rank, int member, rt_comm **out);
+/* The MPI_Comm of an "mpi" communicator, as a pointer to it (void *, so
+ * this header needs no mpi.h); NULL for any other backend. */
+void *rt_comm_mpi_handle(rt_comm *c);
 /* A single-process backend without MPI (collectives are copies). */
 hexi_rc rt_comm_self_create(rt_comm **out);
 #ifdef RT_GPU

@@ -68,8 +68,18 @@ hexi_rc rt_nccl_setup(hexi_rt *rt);
 hexi_rc rt_together(hexi_rt *rt, hexi_rc rc, const char *phase);
 
 struct hexi_rt {
-	int rank, world_size; /* plan rank (HEXISCALE_RANK) and size */
+	int rank, world_size; /* plan rank (HEXISCALE_RANK) and training
+				 ranks W (the plan's world_size) */
 	int launch_rank;      /* rank given by the launcher */
+	/* Tasks the launcher started: W, or W + the plan's idle GPUs (one task
+	 * per GPU under Slurm).  The bootstrap runs over all of them. */
+	int ntasks;
+	/* 1: this task's GPU is idle in the plan (hexiscale-env(7)): it took
+	 * part in the bootstrap and trains nothing (hexi_rt_is_idle). */
+	int idle;
+	/* 1 once the idle tasks have left the bootstrap: the agreements of
+	 * agree.c are over the training ranks' communicator from then on. */
+	int trainers_only;
 	hexi_rt_launcher launcher;
 	int local_rank, local_size, node;
 	int mpi_started;  /* 1 if we called MPI_Init */

@@ -293,11 +293,17 @@ static hexi_rc trainer_fill(hexi_trainer *t)
 hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 			    hexi_trainer **out)
 {
-	hexi_trainer *t = calloc(1, sizeof(*t));
+	hexi_trainer *t = NULL;
 	hexi_rc rc;
 	int ok;
 
 	*out = NULL;
+	if (rt->idle) /* no communicator; the training ranks go on alone */
+		return hexi_error(HEXI_ERR_USAGE,
+				  "rank %d is idle in plan %s: it trains "
+				  "nothing (hexi_rt_is_idle)",
+				  rt->rank, rt->plan->hash);
+	t = calloc(1, sizeof(*t));
 	if (t == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "trainer");
 	t->rt = rt;

@@ -28,7 +28,15 @@ void hx_conf_defaults(hx_conf *c)
 	c->time_budget_s = 2.0;
 }
 
-typedef enum { K_PATH, K_STR, K_INT, K_DOUBLE, K_MODE, K_BIND } key_kind;
+typedef enum {
+	K_PATH,
+	K_STR,
+	K_INT,
+	K_DOUBLE,
+	K_MODE,
+	K_BIND,
+	K_YESNO
+} key_kind;
 
 typedef struct key_desc {
 	const char *key;
@@ -59,6 +67,7 @@ static const key_desc keys[] = {
     {"time_budget_s", K_DOUBLE, F(time_budget_s), 0.01, 600, 0},
     {"default_mode", K_MODE, F(default_on), 0, 0, 0},
     {"gpu_bind", K_BIND, F(gpu_bind_single), 0, 0, 0},
+    {"use_all_gpus", K_YESNO, F(use_all_gpus), 0, 0, 0},
 };
 #undef F
 #undef S
@@ -120,6 +129,18 @@ static hexi_rc set_key(hx_conf *c, const key_desc *k, const char *val)
 			return hexi_error(HEXI_ERR_INVAL,
 					  "plugstack key '%s': '%.64s' is not "
 					  "one of local_rank, single",
+					  k->key, val);
+		break;
+	case K_YESNO:
+		rc = HEXI_OK;
+		if (strcmp(val, "no") == 0)
+			*(int *)(void *)base = 0;
+		else if (strcmp(val, "yes") == 0)
+			*(int *)(void *)base = 1;
+		else
+			return hexi_error(HEXI_ERR_INVAL,
+					  "plugstack key '%s': '%.64s' is not "
+					  "one of yes, no",
 					  k->key, val);
 		break;
 	default:

@@ -77,6 +77,41 @@ hexi_rc hx_parse_idx_list(const char *s, int *out, int cap, int *n)
 	return HEXI_OK;
 }
 
+void hx_format_ranges(const int *v, int n, char *buf, size_t cap)
+{
+	size_t len = 0;
+
+	if (cap == 0)
+		return;
+	buf[0] = '\0';
+	for (int i = 0; i < n;) {
+		int j = i;
+		char item[32];
+		size_t il;
+		const char *cut = i ? ",..." : "...";
+
+		while (j + 1 < n && v[j + 1] == v[j] + 1)
+			j++;
+		if (j > i)
+			snprintf(item, sizeof(item), "%s%d-%d", i ? "," : "",
+				 v[i], v[j]);
+		else
+			snprintf(item, sizeof(item), "%s%d", i ? "," : "",
+				 v[i]);
+		il = strlen(item);
+		/* an item goes in if ",..." still fits after it, or it is
+		 * the last one and fits */
+		if (len + il + (j + 1 < n ? 4 : 0) + 1 > cap) {
+			if (len + strlen(cut) + 1 <= cap)
+				memcpy(buf + len, cut, strlen(cut) + 1);
+			return;
+		}
+		memcpy(buf + len, item, il + 1);
+		len += il;
+		i = j + 1;
+	}
+}
+
 /* One item "gpu:TYPE:N(IDX:list)" of length len; non-GPU items are skipped. */
 static hexi_rc parse_item(const char *it, size_t len, hx_gres *g, int *seen)
 {

@@ -2,11 +2,15 @@
  * handoff.c - the compact, checksummed form in which srun hands a step's
  * roles to slurmstepd through the step environment (HEXISCALE_HANDOFF):
  *
- *   hx1;j=JOB;s=STEP;h=PLANHASH;w=WORLD;np=NPIPE;ma=ADDR;mp=PORT;pf=PATH;
+ *   hxV;j=JOB;s=STEP;h=PLANHASH;w=WORLD;np=NPIPE;ma=ADDR;mp=PORT;pf=PATH;
  *   g=TYPE,TYPE,...;t=ROW/ROW/...;c=CHECKSUM
  *
  * ROW = rank.node.gpu.pipeline.stage.nstages.tprank.tpsize.l0.l1.batch.
- *       microbatches.localrank.localsize, one per task in global task order.
+ *       microbatches.localrank.localsize, one per task in global task order;
+ *       version 2 adds .idle (0 or 1).  WORLD counts the training ranks.
+ * srun writes version 1 when no task is idle (the bytes of a plugin
+ * without idle tasks, so a slurmstepd not yet upgraded still reads every
+ * step it could before) and version 2 otherwise; the decoder reads both.
  * CHECKSUM is FNV-1a 64 over everything before ";c=".  The decoder is
  * strict: fixed field order, every number range-checked.
  */
@@ -37,8 +41,16 @@ static const size_t row_field[] = {
     offsetof(hx_task_role, micro_batches),
     offsetof(hx_task_role, local_rank),
     offsetof(hx_task_role, local_world_size),
+    offsetof(hx_task_role, idle), /* version 2 */
 };
-#define NROW ((int)(sizeof(row_field) / sizeof(row_field[0])))
+#define NROW2 ((int)(sizeof(row_field) / sizeof(row_field[0])))
+#define NROW1 (NROW2 - 1)
+
+/* Fields of a row in hand-off version v (1 or 2). */
+static int row_fields(int v)
+{
+	return v == 1 ? NROW1 : NROW2;
+}
 
 static int *row_int(hx_task_role *r, int k)
 {
@@ -108,11 +120,16 @@ hexi_rc hx_handoff_encode(const hx_handoff *h, char **out)
 {
 	sbuf b = {NULL, 0, HX_HANDOFF_MAX + 1, 0};
 	char sum[17];
+	int v = 1, nf;
 
+	for (int t = 0; t < h->ntasks; t++)
+		if (h->roles[t].idle)
+			v = 2;
+	nf = row_fields(v);
 	b.s = malloc(b.cap);
 	if (b.s == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "hand-off: no memory");
-	sb_add(&b, "hx1;j=%u;s=%u;h=%s;w=%d;np=%d;ma=%s;mp=%d;pf=%s;g=",
+	sb_add(&b, "hx%d;j=%u;s=%u;h=%s;w=%d;np=%d;ma=%s;mp=%d;pf=%s;g=", v,
 	       (unsigned)h->job_id, (unsigned)h->step_id, h->plan_hash,
 	       h->world_size, h->npipelines, h->master_addr, h->master_port,
 	       h->plan_path);
@@ -120,7 +137,7 @@ hexi_rc hx_handoff_encode(const hx_handoff *h, char **out)
 		sb_add(&b, "%s%s", i ? "," : "", h->gpu_type[i]);
 	sb_add(&b, ";t=");
 	for (int t = 0; t < h->ntasks; t++)
-		for (int k = 0; k < NROW; k++)
+		for (int k = 0; k < nf; k++)
 			sb_add(&b, "%s%d", k ? "." : (t ? "/" : ""),
 			       row_get(&h->roles[t], k));
 	if (!b.over) {
@@ -191,12 +208,31 @@ static hexi_rc parse_types(hx_handoff *h, char *g)
 				h->nnodes);
 }
 
-static hexi_rc parse_row(hx_handoff *h, const char *row, hx_task_role *r)
+/* A training row: its rank below W, a stage of a pipeline; an idle row:
+ * rank W or above, nothing of a stage. */
+static int row_consistent(const hx_handoff *h, const hx_task_role *r)
+{
+	if (r->node >= h->nnodes || r->local_rank >= r->local_world_size ||
+	    r->gpu >= HX_GPUS_MAX * 16 || r->idle > 1)
+		return 0;
+	if (r->idle)
+		return r->rank >= h->world_size && r->rank < h->ntasks &&
+		       r->pipeline == 0 && r->stage == 0 && r->nstages == 0 &&
+		       r->tp_rank == 0 && r->tp_size == 0 &&
+		       r->layer_begin == 0 && r->layer_end == 0 &&
+		       r->batch == 0 && r->micro_batches == 0;
+	return r->rank < h->world_size && r->pipeline < h->npipelines &&
+	       r->stage < r->nstages && r->tp_rank < r->tp_size &&
+	       r->layer_begin < r->layer_end && r->micro_batches >= 1;
+}
+
+static hexi_rc parse_row(hx_handoff *h, const char *row, int nf,
+			 hx_task_role *r)
 {
 	const char *p = row;
 
 	memset(r, 0, sizeof(*r));
-	for (int k = 0; k < NROW; k++) {
+	for (int k = 0; k < nf; k++) {
 		char *end;
 		long v;
 
@@ -204,25 +240,22 @@ static hexi_rc parse_row(hx_handoff *h, const char *row, hx_task_role *r)
 			return hexi_error(HEXI_ERR_PARSE, "hand-off: bad row");
 		v = strtol(p, &end, 10);
 		if (v < 0 || v > (1L << 24) ||
-		    *end != (k == NROW - 1 ? '\0' : '.'))
+		    *end != (k == nf - 1 ? '\0' : '.'))
 			return hexi_error(HEXI_ERR_PARSE, "hand-off: bad row");
 		*row_int(r, k) = (int)v;
 		p = end + 1;
 	}
-	if (r->rank >= h->world_size || r->node >= h->nnodes ||
-	    r->pipeline >= h->npipelines || r->stage >= r->nstages ||
-	    r->tp_rank >= r->tp_size || r->layer_begin >= r->layer_end ||
-	    r->micro_batches < 1 || r->local_rank >= r->local_world_size ||
-	    r->gpu >= HX_GPUS_MAX * 16)
+	if (!row_consistent(h, r))
 		return hexi_error(HEXI_ERR_RANGE,
 				  "hand-off: inconsistent role row");
 	return HEXI_OK;
 }
 
-static hexi_rc parse_rows(hx_handoff *h, char *t)
+/* Rows of every task; the idle ones are the tasks beyond W. */
+static hexi_rc parse_rows(hx_handoff *h, char *t, int nf)
 {
 	char *save = NULL, *tok;
-	int n = 0;
+	int n = 0, idle = 0;
 	hexi_rc rc;
 
 	for (tok = strtok_r(t, "/", &save); tok != NULL;
@@ -230,19 +263,26 @@ static hexi_rc parse_rows(hx_handoff *h, char *t)
 		if (n >= h->ntasks)
 			return hexi_error(HEXI_ERR_PARSE,
 					  "hand-off: too many rows");
-		if ((rc = parse_row(h, tok, &h->roles[n])) != HEXI_OK)
+		if ((rc = parse_row(h, tok, nf, &h->roles[n])) != HEXI_OK)
 			return rc;
+		idle += h->roles[n].idle;
 		n++;
 	}
-	return n == h->ntasks
-		   ? HEXI_OK
-		   : hexi_error(HEXI_ERR_PARSE,
-				"hand-off: %d rows for %d tasks", n, h->ntasks);
+	if (n != h->ntasks)
+		return hexi_error(HEXI_ERR_PARSE,
+				  "hand-off: %d rows for %d tasks", n,
+				  h->ntasks);
+	if (h->world_size + idle != h->ntasks)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "hand-off: %d training ranks and %d idle "
+				  "tasks for %d tasks",
+				  h->world_size, idle, h->ntasks);
+	return HEXI_OK;
 }
 
-static hexi_rc decode_body(const char *s, hx_handoff *h)
+static hexi_rc decode_body(const char *s, int version, hx_handoff *h)
 {
-	const char *p = s + 4; /* after "hx1;" */
+	const char *p = s + 4; /* after "hxV;" */
 	size_t cap = strlen(s) + 1;
 	char *g = NULL;
 	long v;
@@ -286,7 +326,7 @@ static hexi_rc decode_body(const char *s, hx_handoff *h)
 	    (rc = parse_types(h, g)) != HEXI_OK)
 		goto out;
 	if ((rc = take(&p, "t", g, cap)) != HEXI_OK ||
-	    (rc = parse_rows(h, g)) != HEXI_OK)
+	    (rc = parse_rows(h, g, row_fields(version))) != HEXI_OK)
 		goto out;
 	if (*p != '\0')
 		rc = hexi_error(HEXI_ERR_PARSE, "hand-off: trailing data");
@@ -301,12 +341,15 @@ hexi_rc hx_handoff_decode(const char *s, hx_handoff *h)
 	char sum[17], *body = NULL;
 	size_t blen;
 	hexi_rc rc;
+	int version;
 
 	hx_handoff_init(h);
-	if (strlen(s) > HX_HANDOFF_MAX || strncmp(s, "hx1;", 4) != 0 ||
+	if (strlen(s) > HX_HANDOFF_MAX || strncmp(s, "hx", 2) != 0 ||
+	    (s[2] != '1' && s[2] != '2') || s[3] != ';' ||
 	    !hexi_is_printable(s))
 		return hexi_error(HEXI_ERR_PARSE,
-				  "hand-off: not a version-1 hand-off");
+				  "hand-off: not a version-1 or -2 hand-off");
+	version = s[2] - '0';
 	c = strstr(s, ";c=");
 	if (c == NULL || strlen(c + 3) != 16)
 		return hexi_error(HEXI_ERR_PARSE, "hand-off: no checksum");
@@ -321,9 +364,39 @@ hexi_rc hx_handoff_decode(const char *s, hx_handoff *h)
 	body = strndup(s, blen);
 	if (body == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "hand-off: no memory");
-	rc = decode_body(body, h);
+	rc = decode_body(body, version, h);
 	free(body);
 	if (rc != HEXI_OK)
 		hx_handoff_fini(h);
 	return rc;
+}
+
+hexi_rc hx_rank_tasks(hx_task_role *roles, int ntasks, int world_size,
+		      int *new_of_old)
+{
+	int train = 0, idle = world_size;
+
+	for (int r = 0; r < ntasks; r++)
+		new_of_old[r] = -1;
+	for (int t = 0; t < ntasks; t++) {
+		int old = roles[t].rank;
+
+		if (old < 0 || old >= ntasks || new_of_old[old] >= 0)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "task %d: plan rank %d out of 0..%d "
+					  "or given twice",
+					  t, old, ntasks - 1);
+		if (roles[t].idle ? idle >= ntasks : train >= world_size)
+			return hexi_error(
+			    HEXI_ERR_MISMATCH, "more than %d %s tasks",
+			    roles[t].idle ? ntasks - world_size : world_size,
+			    roles[t].idle ? "idle" : "training");
+		new_of_old[old] = roles[t].idle ? idle++ : train++;
+		roles[t].rank = new_of_old[old];
+	}
+	if (train != world_size)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "%d training tasks for %d training ranks",
+				  train, world_size);
+	return HEXI_OK;
 }

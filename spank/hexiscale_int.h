@@ -45,6 +45,7 @@ typedef struct hx_conf {
 	int seq_len;		    /* 0 = the model's own */
 	int default_on;		    /* 1: auto unless --hexiscale=off */
 	int gpu_bind_single;	    /* 1: CUDA_VISIBLE_DEVICES = own GPU only */
+	int use_all_gpus;	    /* 1: the planner leaves no GPU idle */
 	int port_base;		    /* MASTER_PORT = base + job/step mix */
 	double inter_bw_gbps;	    /* node<->node bandwidth, GB/s */
 	double inter_lat_s;	    /* node<->node latency, s */
@@ -73,6 +74,7 @@ typedef enum hx_opt_id {
 	HX_OPT_MICRO_BATCH,
 	HX_OPT_SEQ_LEN,
 	HX_OPT_PLAN_DIR,
+	HX_OPT_USE_ALL_GPUS, /* a flag: no value on the command line */
 	HX_OPT_COUNT
 } hx_opt_id;
 
@@ -80,9 +82,13 @@ typedef enum hx_opt_id {
 typedef struct hx_opt_desc {
 	const char *name;    /* "hexiscale-model" */
 	const char *env;     /* "HEXISCALE_MODEL" */
-	const char *arginfo; /* "NAME|FILE" */
+	const char *arginfo; /* "NAME|FILE"; NULL: a flag (no value) */
 	const char *usage;
 } hx_opt_desc;
+
+/* The value a flag option stands for when given (its env twin takes
+ * yes|no|1|0). */
+#define HX_FLAG_ON "yes"
 
 extern const hx_opt_desc hx_opt_table[HX_OPT_COUNT];
 
@@ -94,6 +100,7 @@ typedef struct hx_settings {
 	char model[HX_VALUE_MAX];
 	int global_batch, micro_batch, seq_len;
 	char plan_dir[HX_PATH_MAX];
+	int use_all_gpus; /* 1: --hexiscale=auto plans with every GPU */
 	const char *source[HX_OPT_COUNT]; /* "command line", "env ...", ... */
 	/* HX_MODE_FILE: the plan file's bytes, read once (open, fstat, read
 	 * on one non-blocking descriptor) by hx_check_settings; owned, freed
@@ -134,7 +141,10 @@ hexi_rc hx_gres_parse(const char *s, hx_gres *out);
 
 /* ---- hand-off from srun to slurmstepd (handoff.c) ----------------------- */
 
-/* Role of one task, as the stepd side exports it. */
+/* Role of one task, as the stepd side exports it.  An idle task (its GPU
+ * is in the plan's idle list, hexiscale-env(7) HEXISCALE_ROLE=idle) has
+ * rank W.. (after the W training ranks), node, gpu and local rank/size,
+ * and zeros from pipeline to micro_batches. */
 typedef struct hx_task_role {
 	int rank, node, gpu; /* node = index in the step; gpu = device index */
 	int pipeline, stage, nstages;
@@ -142,6 +152,7 @@ typedef struct hx_task_role {
 	int layer_begin, layer_end;
 	int batch, micro_batches;
 	int local_rank, local_world_size;
+	int idle; /* 1: trains nothing (hand-off version 2 only) */
 } hx_task_role;
 
 typedef struct hx_handoff {
@@ -150,7 +161,8 @@ typedef struct hx_handoff {
 	char plan_path[HX_PATH_MAX];
 	char master_addr[HX_NAME_MAX];
 	int master_port;
-	int world_size, npipelines;
+	int world_size, npipelines; /* world_size: training ranks W; the
+				       other ntasks - W tasks are idle */
 	int nnodes;
 	char (*gpu_type)[HX_NAME_MAX]; /* [nnodes] GRES type per step node */
 	int ntasks;
@@ -162,13 +174,24 @@ void hx_handoff_fini(hx_handoff *h);
 hexi_rc hx_handoff_alloc(hx_handoff *h, int nnodes, int ntasks);
 /* Encode to a heap string (caller frees); fails if over HX_HANDOFF_MAX. */
 hexi_rc hx_handoff_encode(const hx_handoff *h, char **out);
-/* Decode and verify (checksum, ranges, consistency). */
+/* Decode and verify (checksum, ranges, consistency).  Reads version 1
+ * (no idle tasks; what srun without idle support writes) and 2. */
 hexi_rc hx_handoff_decode(const char *s, hx_handoff *h);
+/* Renumber the roles (roles[t] is task t's, its .rank a plan rank, every
+ * rank 0..ntasks-1 once): the training tasks get 0..world_size-1 and the
+ * idle ones world_size.. , each in task order, so a training rank is its
+ * task id whenever no idle task comes before it (hexiscale-env(7)).
+ * new_of_old[ntasks] gets the map from the old ranks. */
+hexi_rc hx_rank_tasks(hx_task_role *roles, int ntasks, int world_size,
+		      int *new_of_old);
 
 /* ---- small helpers (util.c) --------------------------------------------- */
 
 /* Parse "0,2-3" into ascending unique ints in [0, max); *n on return. */
 hexi_rc hx_parse_idx_list(const char *s, int *out, int cap, int *n);
+/* The inverse for messages: ascending ints v[n] as "0,2-3" in buf (always
+ * NUL-terminated; cut with "..." when it does not fit). */
+void hx_format_ranges(const int *v, int n, char *buf, size_t cap);
 /* 64-bit FNV-1a, as 16 lower-case hex digits (buf >= 17). */
 void hx_fnv1a_hex(const char *s, size_t len, char *buf);
 /* Copy of the value for a message: printable, at most 64 chars. */

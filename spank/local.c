@@ -193,9 +193,10 @@ static hexi_rc auto_plan(local_ctx *c)
 		 * size, or a power-of-two multiple of it), hexiplan's
 		 * --micro-batch-exact */
 		o.micro_batch_exact = 1;
-		/* every GPU of the step gets a rank until idle tasks get a
-		 * role here (hexiscale-plan(5) "idle", issue 16.1) */
-		o.use_all_gpus = 1;
+		/* the planner may leave GPUs idle when the plan is faster
+		 * without them; their tasks get the idle role
+		 * (hexiscale-env(7)) unless --hexiscale-use-all-gpus */
+		o.use_all_gpus = c->set.use_all_gpus;
 		rv = from_lib(c,
 			      c->lib.hexi_plan_create(cl, &m, &t, &o, &c->plan),
 			      "planner");
@@ -289,11 +290,57 @@ static hexi_rc file_plan(local_ctx *c)
 	return rv;
 }
 
-/* Rank -> role from the plan's pipelines and stages. */
-static hexi_rc roles_by_rank(local_ctx *c, hx_task_role *byrank, char *seen)
+/* The step node of plan device d, after checking the job has its GPU. */
+static hexi_rc device_node(local_ctx *c, const hexi_device *d, int r, int *sn)
+{
+	const hx_alloc_node *n;
+	int ok = 0;
+
+	*sn = c->nodemap[d->node];
+	n = &c->alloc.nodes[*sn];
+	for (int k = 0; k < n->gres.ngpus; k++)
+		ok |= n->gres.idx[k] == d->gpu;
+	if (!ok)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "plan puts rank %d on GPU %d of %s, which "
+				  "the job does not have",
+				  r, d->gpu, n->name);
+	return HEXI_OK;
+}
+
+/* The idle GPUs' roles: a rank, a node and a GPU, nothing to train. */
+static hexi_rc idle_roles(local_ctx *c, int T, hx_task_role *byrank, char *seen)
+{
+	const hexi_plan *p = c->plan;
+
+	for (int i = 0; i < p->nidle; i++) {
+		const hexi_device *d = &p->idle[i];
+		int r = d->rank, sn;
+		hexi_rc rc;
+
+		if (r < 0 || r >= T || seen[r] || d->node < 0 ||
+		    d->node >= p->cluster->nnodes)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "plan: bad idle GPU (rank %d, node "
+					  "%d)",
+					  r, d->node);
+		seen[r] = 1;
+		if ((rc = device_node(c, d, r, &sn)) != HEXI_OK)
+			return rc;
+		byrank[r] = (hx_task_role){
+		    .rank = r, .node = sn, .gpu = d->gpu, .idle = 1};
+	}
+	return HEXI_OK;
+}
+
+/* Rank -> role from the plan's pipelines and stages, and its idle GPUs;
+ * ranks 0..T-1 over T tasks. */
+static hexi_rc roles_by_rank(local_ctx *c, int T, hx_task_role *byrank,
+			     char *seen)
 {
 	const hexi_plan *p = c->plan;
 	const hexi_cluster *pc = p->cluster;
+	hexi_rc rc;
 
 	for (int pi = 0; pi < p->npipelines; pi++) {
 		const hexi_pipeline *pp = &p->pipelines[pi];
@@ -301,28 +348,18 @@ static hexi_rc roles_by_rank(local_ctx *c, hx_task_role *byrank, char *seen)
 			const hexi_stage *st = &pp->stages[si];
 			for (int d = 0; d < st->tp; d++) {
 				const hexi_device *dev = &st->devices[d];
-				int r = dev->rank, sn, ok = 0;
+				int r = dev->rank, sn;
 
-				if (r < 0 || r >= p->world_size || seen[r] ||
+				if (r < 0 || r >= T || seen[r] ||
 				    dev->node < 0 || dev->node >= pc->nnodes)
 					return hexi_error(HEXI_ERR_INVAL,
 							  "plan: bad device "
 							  "(rank %d, node %d)",
 							  r, dev->node);
 				seen[r] = 1;
-				sn = c->nodemap[dev->node];
-				for (int k = 0;
-				     k < c->alloc.nodes[sn].gres.ngpus; k++)
-					ok |= c->alloc.nodes[sn].gres.idx[k] ==
-					      dev->gpu;
-				if (!ok)
-					return hexi_error(
-					    HEXI_ERR_MISMATCH,
-					    "plan puts rank %d on GPU %d of "
-					    "%s, "
-					    "which the job does not have",
-					    r, dev->gpu,
-					    c->alloc.nodes[sn].name);
+				rc = device_node(c, dev, r, &sn);
+				if (rc != HEXI_OK)
+					return rc;
 				byrank[r] = (hx_task_role){
 				    .rank = r,
 				    .node = sn,
@@ -339,7 +376,9 @@ static hexi_rc roles_by_rank(local_ctx *c, hx_task_role *byrank, char *seen)
 			}
 		}
 	}
-	for (int r = 0; r < p->world_size; r++)
+	if ((rc = idle_roles(c, T, byrank, seen)) != HEXI_OK)
+		return rc;
+	for (int r = 0; r < T; r++)
 		if (!seen[r])
 			return hexi_error(HEXI_ERR_INVAL,
 					  "plan: rank %d unused", r);
@@ -351,13 +390,13 @@ static hexi_rc roles_by_rank(local_ctx *c, hx_task_role *byrank, char *seen)
  * --gpus-per-task binding does). */
 static hexi_rc assign_tasks(local_ctx *c, hx_task_role *byrank)
 {
-	int W = c->plan->world_size;
+	int T = c->ho.ntasks; /* ranks of the stages and of the idle GPUs */
 
 	for (int sn = 0; sn < c->alloc.nnodes; sn++) {
 		const hx_alloc_node *n = &c->alloc.nodes[sn];
 		int list[HX_GPUS_MAX], cnt = 0;
 
-		for (int r = 0; r < W; r++) {
+		for (int r = 0; r < T; r++) {
 			if (byrank[r].node != sn)
 				continue;
 			if (cnt >= HX_GPUS_MAX)
@@ -403,31 +442,34 @@ static hexi_rc assign_tasks(local_ctx *c, hx_task_role *byrank)
 	return HEXI_OK;
 }
 
-/* Plan rank = task id (SLURM_PROCID), as torchrun's RANK: the plan's
- * ranks are renumbered to the step's task order once every rank has its
- * task, and the plan is hashed again, so the plan file, its hash and every
- * task's RANK agree (doc/DECISIONS.md). */
+/* Plan rank = task id (SLURM_PROCID), as torchrun's RANK, when no GPU is
+ * idle: the plan's ranks are renumbered to the step's task order once
+ * every rank has its task, and the plan is hashed again, so the plan file,
+ * its hash and every task's RANK agree (doc/DECISIONS.md 90).  With idle
+ * GPUs the training tasks get 0..W-1 and the idle ones W.., each in task
+ * order (hx_rank_tasks, DECISIONS 115). */
 static hexi_rc renumber(local_ctx *c)
 {
 	hexi_plan *p = c->plan;
-	int *task_of = calloc((size_t)p->world_size, sizeof(int));
+	int *new_of_old = calloc((size_t)c->ho.ntasks, sizeof(int));
 	hexi_rc rv;
 
-	if (task_of == NULL)
+	if (new_of_old == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "no memory");
-	for (int t = 0; t < c->ho.ntasks; t++) {
-		task_of[c->ho.roles[t].rank] = t;
-		c->ho.roles[t].rank = t;
-	}
-	for (int pi = 0; pi < p->npipelines; pi++)
+	rv =
+	    hx_rank_tasks(c->ho.roles, c->ho.ntasks, p->world_size, new_of_old);
+	for (int pi = 0; rv == HEXI_OK && pi < p->npipelines; pi++)
 		for (int si = 0; si < p->pipelines[pi].nstages; si++) {
 			hexi_stage *st = &p->pipelines[pi].stages[si];
 			for (int d = 0; d < st->tp; d++)
 				st->devices[d].rank =
-				    task_of[st->devices[d].rank];
+				    new_of_old[st->devices[d].rank];
 		}
-	free(task_of);
-	rv = from_lib(c, c->lib.hexi_plan_hash(p), "plan");
+	for (int i = 0; rv == HEXI_OK && i < p->nidle; i++)
+		p->idle[i].rank = new_of_old[p->idle[i].rank];
+	free(new_of_old);
+	if (rv == HEXI_OK)
+		rv = from_lib(c, c->lib.hexi_plan_hash(p), "plan");
 	if (rv == HEXI_OK)
 		rv = from_lib(c, c->lib.hexi_plan_validate(p),
 			      "renumbered plan");
@@ -436,25 +478,30 @@ static hexi_rc renumber(local_ctx *c)
 
 static hexi_rc build_roles(local_ctx *c)
 {
-	int W = c->plan->world_size;
+	int W = c->plan->world_size, I = c->plan->nidle, T = W + I;
 	hx_task_role *byrank = NULL;
 	char *seen = NULL;
 	hexi_rc rv;
 
-	if (W != c->alloc.ntasks)
+	if (T != c->alloc.ntasks && I == 0)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "the plan has %d ranks but the step has %d "
 				  "tasks",
 				  W, c->alloc.ntasks);
+	if (T != c->alloc.ntasks)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "the plan has %d ranks and %d idle GPUs but "
+				  "the step has %d tasks (one per GPU)",
+				  W, I, c->alloc.ntasks);
 	rv = hx_handoff_alloc(&c->ho, c->alloc.nnodes, c->alloc.ntasks);
 	if (rv != HEXI_OK)
 		return rv;
-	byrank = calloc((size_t)W, sizeof(*byrank));
-	seen = calloc((size_t)W, 1);
+	byrank = calloc((size_t)T, sizeof(*byrank));
+	seen = calloc((size_t)T, 1);
 	if (byrank == NULL || seen == NULL)
 		rv = hexi_error(HEXI_ERR_NOMEM, "no memory");
 	if (rv == HEXI_OK)
-		rv = roles_by_rank(c, byrank, seen);
+		rv = roles_by_rank(c, T, byrank, seen);
 	if (rv == HEXI_OK)
 		rv = assign_tasks(c, byrank);
 	if (rv == HEXI_OK)
@@ -495,18 +542,119 @@ static hexi_rc plan_path(local_ctx *c)
 	return HEXI_OK;
 }
 
+/* Step nodes that hold a training rank (0 if out of memory: only a
+ * message uses it). */
+static int training_nodes(const local_ctx *c)
+{
+	unsigned char *used = calloc((size_t)c->alloc.nnodes, 1);
+	int n = 0;
+
+	for (int t = 0; used != NULL && t < c->ho.ntasks; t++)
+		if (!c->ho.roles[t].idle && !used[c->ho.roles[t].node]++)
+			n++;
+	free(used);
+	return n;
+}
+
+/* " a800 x64, rtx4090 x32": idle GPUs per type, in first-seen order. */
+static void idle_types(const hexi_plan *p)
+{
+	const char *seen[32];
+	int cnt[32], n = 0;
+
+	for (int i = 0; i < p->nidle; i++) {
+		const char *t = p->cluster->nodes[p->idle[i].node].gpu_type;
+		int k = 0;
+
+		while (k < n && strcmp(seen[k], t) != 0)
+			k++;
+		if (k == n && n < 32) {
+			seen[n] = t;
+			cnt[n++] = 0;
+		}
+		if (k < n)
+			cnt[k]++;
+	}
+	for (int k = 0; k < n; k++)
+		fprintf(stderr, "%s %s x%d", k ? "," : "", seen[k], cnt[k]);
+	fprintf(stderr, " (the plan file lists them)\n");
+}
+
+/* GPUs per node when few nodes are idle, else per type (as hexiplan
+ * show): " n2 (rtx4090) 0,1,2; n3 (rtx3090) 0,1". */
+static void idle_gpus(const hexi_plan *p, int nodes)
+{
+	int prev = -1;
+
+	if (nodes > 8) {
+		idle_types(p);
+		return;
+	}
+	for (int i = 0; i < p->nidle; i++) {
+		const hexi_node *n = &p->cluster->nodes[p->idle[i].node];
+
+		if (p->idle[i].node != prev)
+			fprintf(stderr, "%s %s (%s) %d", i ? ";" : "", n->name,
+				n->gpu_type, p->idle[i].gpu);
+		else
+			fprintf(stderr, ",%d", p->idle[i].gpu);
+		prev = p->idle[i].node;
+	}
+	fprintf(stderr, "\n");
+}
+
+/* "idle: 5 GPUs on 2 nodes (ranks 3-7, tasks 3-7, HEXISCALE_ROLE=idle):
+ * n2 (rtx4090) 0,1,2; n3 (rtx3090) 0,1" when the plan leaves any. */
+static void summary_idle(const local_ctx *c)
+{
+	const hexi_plan *p = c->plan;
+	int *tasks = calloc((size_t)c->ho.ntasks, sizeof(int));
+	int nt = 0, nodes = 0;
+	char list[160];
+
+	if (p->nidle == 0 || tasks == NULL) {
+		free(tasks);
+		return;
+	}
+	for (int t = 0; t < c->ho.ntasks; t++)
+		if (c->ho.roles[t].idle)
+			tasks[nt++] = t;
+	hx_format_ranges(tasks, nt, list, sizeof(list));
+	for (int i = 0; i < p->nidle; i++)
+		nodes += i == 0 || p->idle[i].node != p->idle[i - 1].node;
+	fprintf(stderr,
+		"hexiscale:   idle: %d GPU%s on %d node%s (ranks %d-%d, "
+		"Slurm tasks %s, HEXISCALE_ROLE=idle, train nothing):",
+		p->nidle, p->nidle == 1 ? "" : "s", nodes,
+		nodes == 1 ? "" : "s", p->world_size,
+		p->world_size + p->nidle - 1, list);
+	idle_gpus(p, nodes);
+	free(tasks);
+}
+
 /* The readable block on the step's stderr. */
 static void summary(local_ctx *c)
 {
 	const hexi_plan *p = c->plan;
+	int tn = training_nodes(c);
 
-	fprintf(stderr,
-		"hexiscale: step %u.%u: plan %s for %d GPUs on %d nodes "
-		"(%s, model %s, global batch %d)\n",
-		(unsigned)c->alloc.job_id, (unsigned)c->alloc.step_id, p->hash,
-		p->world_size, c->alloc.nnodes,
-		c->set.mode == HX_MODE_AUTO ? "planned" : "user plan",
-		p->model.name, p->train.global_batch);
+	if (p->nidle == 0)
+		fprintf(stderr,
+			"hexiscale: step %u.%u: plan %s for %d GPUs on %d "
+			"nodes (%s, model %s, global batch %d)\n",
+			(unsigned)c->alloc.job_id, (unsigned)c->alloc.step_id,
+			p->hash, p->world_size, c->alloc.nnodes,
+			c->set.mode == HX_MODE_AUTO ? "planned" : "user plan",
+			p->model.name, p->train.global_batch);
+	else
+		fprintf(stderr,
+			"hexiscale: step %u.%u: plan %s for %d of %d GPUs on "
+			"%d node%s, %d idle (%s, model %s, global batch %d)\n",
+			(unsigned)c->alloc.job_id, (unsigned)c->alloc.step_id,
+			p->hash, p->world_size, c->ho.ntasks, tn,
+			tn == 1 ? "" : "s", p->nidle,
+			c->set.mode == HX_MODE_AUTO ? "planned" : "user plan",
+			p->model.name, p->train.global_batch);
 	for (int pi = 0; pi < p->npipelines; pi++) {
 		const hexi_pipeline *pp = &p->pipelines[pi];
 
@@ -526,6 +674,7 @@ static void summary(local_ctx *c)
 		}
 		fprintf(stderr, "\n");
 	}
+	summary_idle(c);
 	if (p->pred.iter_s > 0)
 		fprintf(
 		    stderr,
@@ -767,13 +916,17 @@ static void collect_cmdline(spank_t sp)
 {
 	for (int i = 0; i < HX_OPT_COUNT; i++) {
 		char *arg = NULL;
+		const char *v;
 
 		if (spank_option_getopt(sp, &hx_g_opts[i], &arg) !=
-			ESPANK_SUCCESS ||
-		    arg == NULL)
+		    ESPANK_SUCCESS)
+			continue;
+		/* a flag: given means on */
+		v = hx_opt_table[i].arginfo == NULL ? HX_FLAG_ON : arg;
+		if (v == NULL)
 			continue;
 		free(hx_g_cmdline[i]);
-		hx_g_cmdline[i] = strdup(arg);
+		hx_g_cmdline[i] = strdup(v);
 	}
 }
 

@@ -21,7 +21,21 @@ const hx_opt_desc hx_opt_table[HX_OPT_COUNT] = {
 			"Sequence length in tokens"},
     [HX_OPT_PLAN_DIR] = {"hexiscale-plan-dir", "HEXISCALE_PLAN_DIR", "DIR",
 			 "Directory for the plan files of the steps"},
+    [HX_OPT_USE_ALL_GPUS] = {"hexiscale-use-all-gpus", "HEXISCALE_USE_ALL_GPUS",
+			     NULL,
+			     "Give every GPU of the step a training rank (the "
+			     "planner may otherwise leave slow GPUs idle)"},
 };
+
+/* yes|no|1|0 of a flag's env twin: 1, 0, or -1 for anything else. */
+static int flag_value(const char *v)
+{
+	if (!strcmp(v, "yes") || !strcmp(v, "1"))
+		return 1;
+	if (!strcmp(v, "no") || !strcmp(v, "0"))
+		return 0;
+	return -1;
+}
 
 const char *hx_shown(const char *s, char *buf, size_t cap)
 {
@@ -73,6 +87,17 @@ hexi_rc hx_opt_check(hx_opt_id id, const char *v, const char *origin)
 		return check_int(id, v, 1 << 16, origin);
 	case HX_OPT_SEQ_LEN:
 		return check_int(id, v, 1 << 22, origin);
+	case HX_OPT_USE_ALL_GPUS:
+		if (flag_value(v) < 0) {
+			char shown[80];
+
+			return hexi_error(HEXI_ERR_INVAL,
+					  "%s: '%s' is not one of yes, no, 1, "
+					  "0",
+					  origin,
+					  hx_shown(v, shown, sizeof(shown)));
+		}
+		return HEXI_OK;
 	default:
 		return HEXI_OK;
 	}
@@ -103,6 +128,9 @@ static hexi_rc apply(hx_settings *s, hx_opt_id id, const char *v)
 		return hexi_strlcpy(s->model, v, sizeof(s->model));
 	case HX_OPT_PLAN_DIR:
 		return hexi_strlcpy(s->plan_dir, v, sizeof(s->plan_dir));
+	case HX_OPT_USE_ALL_GPUS:
+		s->use_all_gpus = flag_value(v) == 1;
+		return HEXI_OK;
 	default:
 		break;
 	}
@@ -127,6 +155,7 @@ hexi_rc hx_settings_resolve(hx_settings *s, const hx_conf *c,
 	s->global_batch = c->global_batch;
 	s->micro_batch = c->micro_batch;
 	s->seq_len = c->seq_len;
+	s->use_all_gpus = c->use_all_gpus;
 	for (int i = 0; i < HX_OPT_COUNT; i++) {
 		const char *v = cmdline != NULL ? cmdline[i] : NULL;
 		char origin[96];

@@ -45,6 +45,8 @@ static int opt_cb(int val, const char *optarg, int remote)
 
 	if (remote || val < 0 || val >= HX_OPT_COUNT)
 		return 0; /* slurmstepd uses only the hand-off */
+	if (hx_opt_table[val].arginfo == NULL)
+		optarg = HX_FLAG_ON; /* a flag: given means on */
 	snprintf(origin, sizeof(origin), "option --%s", hx_opt_table[val].name);
 	if (optarg == NULL || hx_opt_check((hx_opt_id)val, optarg, origin)) {
 		hx_err("%s", optarg == NULL ? "option needs a value"
@@ -67,7 +69,7 @@ static int register_options(spank_t sp)
 		    .name = (char *)hx_opt_table[i].name,
 		    .arginfo = (char *)hx_opt_table[i].arginfo,
 		    .usage = (char *)hx_opt_table[i].usage,
-		    .has_arg = 1,
+		    .has_arg = hx_opt_table[i].arginfo != NULL,
 		    .val = i,
 		    .cb = opt_cb};
 		if (spank_option_register(sp, &hx_g_opts[i]) != ESPANK_SUCCESS)

@@ -128,6 +128,7 @@ static hexi_rc visible_devices(spank_t sp, const hx_handoff *h,
  * hand-off field. */
 typedef struct task_vals {
 	int micro_batch_size;
+	const char *role; /* "train" or "idle" */
 	const char *gpu_type;
 	const char *cvd;
 	const char *device_order;
@@ -136,30 +137,36 @@ typedef struct task_vals {
 typedef enum env_src { FROM_ROLE, FROM_HANDOFF, FROM_TASK } env_src;
 typedef enum env_kind { AS_INT, AS_CHARS, AS_STRING } env_kind;
 
-/* One exported variable: where its value is (struct and offset) and how it
- * is printed (int, char array, or const char pointer). */
+/* One exported variable: where its value is (struct and offset), how it
+ * is printed (int, char array, or const char pointer) and whether only a
+ * training task has it (an idle task has no stage: unset there). */
 typedef struct env_row {
 	const char *name;
 	env_src src;
 	env_kind kind;
 	size_t off;
+	int train_only;
 } env_row;
 
 #define ROLE(n, f)                                                             \
 	{                                                                      \
-		n, FROM_ROLE, AS_INT, offsetof(hx_task_role, f)                \
+		n, FROM_ROLE, AS_INT, offsetof(hx_task_role, f), 0             \
+	}
+#define STAGE(n, f)                                                            \
+	{                                                                      \
+		n, FROM_ROLE, AS_INT, offsetof(hx_task_role, f), 1             \
 	}
 #define HO_INT(n, f)                                                           \
 	{                                                                      \
-		n, FROM_HANDOFF, AS_INT, offsetof(hx_handoff, f)               \
+		n, FROM_HANDOFF, AS_INT, offsetof(hx_handoff, f), 0            \
 	}
 #define HO_STR(n, f)                                                           \
 	{                                                                      \
-		n, FROM_HANDOFF, AS_CHARS, offsetof(hx_handoff, f)             \
+		n, FROM_HANDOFF, AS_CHARS, offsetof(hx_handoff, f), 0          \
 	}
 #define TASK(n, k, f)                                                          \
 	{                                                                      \
-		n, FROM_TASK, k, offsetof(task_vals, f)                        \
+		n, FROM_TASK, k, offsetof(task_vals, f), 0                     \
 	}
 static const env_row env_rows[] = {
     HO_STR("HEXISCALE_PLAN", plan_path),
@@ -167,16 +174,18 @@ static const env_row env_rows[] = {
     ROLE("HEXISCALE_RANK", rank),
     HO_INT("HEXISCALE_WORLD_SIZE", world_size),
     HO_INT("HEXISCALE_NPIPELINES", npipelines),
-    ROLE("HEXISCALE_PIPELINE", pipeline),
-    ROLE("HEXISCALE_STAGE", stage),
-    ROLE("HEXISCALE_NSTAGES", nstages),
-    ROLE("HEXISCALE_TP_RANK", tp_rank),
-    ROLE("HEXISCALE_TP_SIZE", tp_size),
-    ROLE("HEXISCALE_LAYER_BEGIN", layer_begin),
-    ROLE("HEXISCALE_LAYER_END", layer_end),
-    ROLE("HEXISCALE_PIPELINE_BATCH", batch),
-    ROLE("HEXISCALE_MICRO_BATCHES", micro_batches),
-    TASK("HEXISCALE_MICRO_BATCH_SIZE", AS_INT, micro_batch_size),
+    TASK("HEXISCALE_ROLE", AS_STRING, role),
+    STAGE("HEXISCALE_PIPELINE", pipeline),
+    STAGE("HEXISCALE_STAGE", stage),
+    STAGE("HEXISCALE_NSTAGES", nstages),
+    STAGE("HEXISCALE_TP_RANK", tp_rank),
+    STAGE("HEXISCALE_TP_SIZE", tp_size),
+    STAGE("HEXISCALE_LAYER_BEGIN", layer_begin),
+    STAGE("HEXISCALE_LAYER_END", layer_end),
+    STAGE("HEXISCALE_PIPELINE_BATCH", batch),
+    STAGE("HEXISCALE_MICRO_BATCHES", micro_batches),
+    {"HEXISCALE_MICRO_BATCH_SIZE", FROM_TASK, AS_INT,
+     offsetof(task_vals, micro_batch_size), 1},
     ROLE("HEXISCALE_GPU", gpu),
     TASK("HEXISCALE_GPU_TYPE", AS_STRING, gpu_type),
     ROLE("RANK", rank),
@@ -189,6 +198,7 @@ static const env_row env_rows[] = {
     TASK("CUDA_DEVICE_ORDER", AS_STRING, device_order),
 };
 #undef ROLE
+#undef STAGE
 #undef HO_INT
 #undef HO_STR
 #undef TASK
@@ -209,10 +219,13 @@ static void env_value(const env_row *e, const void *const base[3], char *buf,
 static int export_all(spank_t sp, const hx_handoff *h, const hx_task_role *r,
 		      const char *cvd)
 {
-	const task_vals tv = {.micro_batch_size = r->batch / r->micro_batches,
-			      .gpu_type = h->gpu_type[r->node],
-			      .cvd = cvd,
-			      .device_order = "PCI_BUS_ID"};
+	const task_vals tv = {
+	    .micro_batch_size =
+		r->micro_batches > 0 ? r->batch / r->micro_batches : 0,
+	    .role = r->idle ? "idle" : "train",
+	    .gpu_type = h->gpu_type[r->node],
+	    .cvd = cvd,
+	    .device_order = "PCI_BUS_ID"};
 	const void *const base[3] = {
 	    [FROM_ROLE] = r, [FROM_HANDOFF] = h, [FROM_TASK] = &tv};
 	char value[HX_PATH_MAX];
@@ -220,6 +233,11 @@ static int export_all(spank_t sp, const hx_handoff *h, const hx_task_role *r,
 	for (size_t i = 0; i < sizeof(env_rows) / sizeof(env_rows[0]); i++) {
 		const env_row *e = &env_rows[i];
 
+		if (e->train_only && r->idle) {
+			/* never a stale stage from srun's environment */
+			spank_unsetenv(sp, e->name);
+			continue;
+		}
 		env_value(e, base, value, sizeof(value));
 		if (value[0] == '\0' || !hexi_is_printable(value)) {
 			hx_err("refusing to export %s: empty or not printable",

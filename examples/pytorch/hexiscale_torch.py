@@ -15,6 +15,12 @@ into torch.distributed groups:
 
 It needs only torch (1.13 or later) and the standard library.  Every rank
 creates every group, in the same order, as torch.distributed requires.
+
+A task whose GPU the plan leaves idle (HEXISCALE_ROLE=idle: its rank is W
+or above, the plan's "idle" list) is in no process group: init() returns
+its role with role.idle set and groups None, without calling
+init_process_group (the training world is the W training ranks, RANK <
+WORLD_SIZE, as torchrun would start them); it should exit 0.
 """
 
 import json
@@ -50,6 +56,7 @@ class Role:
     micro_batches: int  # HEXISCALE_MICRO_BATCHES
     sample_offset: int = 0  # first sample of this pipeline in a global batch
     global_batch: int = 0  # sum of the pipelines' batches
+    idle: bool = False  # HEXISCALE_ROLE=idle: trains nothing
 
     @property
     def micro_batch_size(self):
@@ -104,6 +111,9 @@ def load_plan(path, expect_hash=None):
                    for s in p["stages"] for d in s["devices"])
     if ranks != list(range(plan["world_size"])):
         raise PlanError(f"plan {path}: ranks are not 0..world_size-1")
+    idle = sorted(d["rank"] for d in plan.get("idle", []))
+    if idle != list(range(plan["world_size"], plan["world_size"] + len(idle))):
+        raise PlanError(f"plan {path}: idle ranks are not world_size..")
     return plan
 
 
@@ -117,6 +127,11 @@ def role_from_plan(plan, rank):
     pipes = plan["pipelines"]
     offset = 0
     gbatch = sum(p["batch"] for p in pipes)
+    if any(d["rank"] == rank for d in plan.get("idle", [])):
+        return Role(rank=rank, world_size=plan["world_size"], pipeline=-1,
+                    npipelines=len(pipes), stage=-1, nstages=0, tp_rank=-1,
+                    tp_size=0, layer_begin=0, layer_end=0, batch=0,
+                    micro_batches=0, global_batch=gbatch, idle=True)
     for pi, p in enumerate(pipes):
         for si, s in enumerate(p["stages"]):
             ranks = stage_ranks(s)
@@ -148,6 +163,12 @@ def role_from_env(plan, env=None):
     env = os.environ if env is None else env
     rank = _env_int(env, "HEXISCALE_RANK")
     role = role_from_plan(plan, rank)
+    kind = env.get("HEXISCALE_ROLE")
+    if kind and kind != ("idle" if role.idle else "train"):
+        raise PlanError(f"HEXISCALE_ROLE={kind} but the plan gives rank "
+                        f"{rank} the {'idle' if role.idle else 'train'} role")
+    if role.idle:
+        return role
     for name, value in (("HEXISCALE_WORLD_SIZE", role.world_size),
                         ("HEXISCALE_PIPELINE", role.pipeline),
                         ("HEXISCALE_STAGE", role.stage),
@@ -201,7 +222,8 @@ def init(backend="gloo", plan_path=None, env=None):
     """init_process_group from RANK/WORLD_SIZE/MASTER_*, then the groups.
 
     Returns (plan, role, groups).  The plan is HEXISCALE_PLAN (or
-    plan_path) and must carry HEXISCALE_PLAN_HASH when that is set.
+    plan_path) and must carry HEXISCALE_PLAN_HASH when that is set.  An
+    idle task (role.idle) gets groups None and joins no process group.
     """
     env = os.environ if env is None else env
     path = plan_path or env.get("HEXISCALE_PLAN")
@@ -212,6 +234,8 @@ def init(backend="gloo", plan_path=None, env=None):
     if "RANK" in env and _env_int(env, "RANK") != role.rank:
         raise PlanError(f"RANK={env['RANK']} is not HEXISCALE_RANK "
                         f"{role.rank}")
+    if role.idle:
+        return plan, role, None
     if not dist.is_initialized():
         dist.init_process_group(backend, init_method="env://",
                                 rank=role.rank, world_size=role.world_size)

@@ -428,6 +428,10 @@ def main(argv=None):
     torch.set_num_threads(1)
     try:
         plan, role, groups = hx.init("gloo", args.plan)
+        if role.idle:  # hexiscale-env(7): in no group, trains nothing
+            print(f"train.py: rank {role.rank}: idle in plan {plan['hash']}"
+                  f": trains nothing, exits 0", file=sys.stderr)
+            return 0
         tr = Trainer(plan, role, groups, args)
     except hx.PlanError as e:
         print(f"train.py: {e}", file=sys.stderr)

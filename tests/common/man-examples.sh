@@ -45,7 +45,7 @@ hexiscale-ckpt.5|0|h5dump -d '"'"'/slices/layers.0.mlp.w_up@64'"'"' ckpt/step-00
 hexiscale-cluster.5|-a GPU|hexiprof --gpu -o profiles/$(hostname).json   # on every node
 hexiscale-cluster.5|-GPU profiles|hexiplan plan cluster.json --model llama2-13b --profiles profiles/
 hexiscale-cluster.5|-developer (libFuzzer)|clang -g -O1 -fsanitize=fuzzer,address,undefined -I../.. -I../../../common -I../../../scheduler ../../../tests/scheduler/fuzz_plan.c -L../../scheduler/.libs -lhexisched -o fuzz_plan_lf
-hexiscale-env.7|-Slurm|srun -N3 -n8 --gpus-per-task=1 --hexiscale=auto sh -c '"'"'echo $RANK p$HEXISCALE_PIPELINE s$HEXISCALE_STAGE tp$HEXISCALE_TP_RANK/$HEXISCALE_TP_SIZE layers $HEXISCALE_LAYER_BEGIN-$HEXISCALE_LAYER_END'"'"'
+hexiscale-env.7|-Slurm|srun -N3 -n8 --gpus-per-task=1 --hexiscale=auto sh -c '"'"'echo $RANK $HEXISCALE_ROLE p$HEXISCALE_PIPELINE s$HEXISCALE_STAGE tp$HEXISCALE_TP_RANK/$HEXISCALE_TP_SIZE layers $HEXISCALE_LAYER_BEGIN-$HEXISCALE_LAYER_END'"'"'
 hexiscale-data.5|-needs token files and a model file|hexitrain --model model.json --data train.tok --val-data train.val.tok --eval-every 100 --steps 1000
 hexiscale-plan.5|0|hexiplan validate plan.json && hexiplan show plan.json --svg plan.svg
 hexiscale.7|0|hexiplan plan cluster.json --model llama2-13b -o plan.json
@@ -53,6 +53,7 @@ hexiscale.7|0|hexiplan compare cluster.json --model llama2-13b
 hexiscale.7|-Slurm|sbatch --hexiscale=plan.json job.sh
 hexiscale.8|-Slurm|sbatch -N3 -n8 --gpus-per-task=1 --hexiscale=auto --hexiscale-model=llama2-13b --hexiscale-global-batch=128 job.sh
 hexiscale.8|-Slurm|srun -N3 -n8 --gpus-per-task=1 --hexiscale=myplan.json ./train
+hexiscale.8|-Slurm|srun -N3 -n8 --gpus-per-task=1 --hexiscale=auto --hexiscale-use-all-gpus ./train
 hexiscale.8|-Slurm|HEXISCALE_MODE=off srun -n8 ./other-program
 hexitrain.1|0|hexitrain --model tiny-8l --batch 12 --steps 20
 hexitrain.1|-needs token files and a model file|hexitrain --model model.json --data train.tok --val-data train.val.tok --eval-every 100 --steps 2000 --lr 3e-3 --warmup 100 --lr-schedule cosine --min-lr 3e-4 --save-every 500 --keep 3 --ckpt-dir ck

@@ -15,7 +15,9 @@
  * BATCH/MICROBATCHES+ or - sets that pipeline's own recompute (on, off);
  * recompute= sets train.recompute (default 1), zero= train.zero, reserve=
  * train.reserve_gib (default 2), gpu= the
- * GPU type of the generated nodes (default a800; "cpu" for host runs).
+ * GPU type of the generated nodes (default a800; "cpu" for host runs);
+ * idle=1 lists every GPU no stage uses in the plan's "idle" array, ranks
+ * after the training ranks (hexiscale-plan(5)).
  */
 #include "config.h"
 
@@ -35,6 +37,7 @@ typedef struct spec {
 	int rc[MAXP];	  /* hexi_recompute_mode of each pipeline */
 	int test_cluster; /* 1: stages placed with @N */
 	const char *gpu;  /* type of generated nodes */
+	int idle;	  /* 1: unused GPUs go to the plan's idle list */
 } spec;
 
 static int parse_spec(const char *s, spec *sp)
@@ -161,6 +164,39 @@ static hexi_rc fill(hexi_plan *pl, const spec *sp)
 	return HEXI_OK;
 }
 
+/* Every GPU of the cluster in no stage, in cluster order, as an idle GPU
+ * with the next rank. */
+static hexi_rc add_idle(hexi_plan *pl)
+{
+	const hexi_cluster *c = pl->cluster;
+	int total = hexi_cluster_total_gpus(c);
+
+	pl->idle = calloc((size_t)total, sizeof(hexi_device));
+	if (pl->idle == NULL)
+		return HEXI_ERR_NOMEM;
+	for (int n = 0; n < c->nnodes; n++)
+		for (int g = 0; g < c->nodes[n].ngpus; g++) {
+			int gpu = c->nodes[n].gpu_index[g], used = 0;
+
+			for (int p = 0; p < pl->npipelines; p++)
+				for (int s = 0; s < pl->pipelines[p].nstages;
+				     s++) {
+					const hexi_stage *st =
+					    &pl->pipelines[p].stages[s];
+					for (int d = 0; d < st->tp; d++)
+						used |=
+						    st->devices[d].node == n &&
+						    st->devices[d].gpu == gpu;
+				}
+			if (!used) {
+				pl->idle[pl->nidle] = (hexi_device){
+				    n, gpu, pl->world_size + pl->nidle};
+				pl->nidle++;
+			}
+		}
+	return HEXI_OK;
+}
+
 /* KEY=VALUE arguments after OUT.json. */
 static int parse_keys(int n, char **kv, hexi_train *tr, spec *sp)
 {
@@ -176,6 +212,8 @@ static int parse_keys(int n, char **kv, hexi_train *tr, spec *sp)
 			continue;
 		else if (strncmp(kv[i], "gpu=", 4) == 0 && kv[i][4])
 			sp->gpu = kv[i] + 4;
+		else if (sscanf(kv[i], "idle=%d", &v) == 1 && v >= 0 && v <= 1)
+			sp->idle = v;
 		else
 			return -1;
 	}
@@ -197,7 +235,8 @@ int main(int argc, char **argv)
 	    parse_keys(argc - 4, argv + 4, &tr, &sp) != 0) {
 		fprintf(stderr,
 			"usage: mkplan MODEL SPEC OUT.json "
-			"[recompute=0|1] [zero=N] [reserve=GIB] [gpu=TYPE]\n");
+			"[recompute=0|1] [zero=N] [reserve=GIB] [gpu=TYPE] "
+			"[idle=0|1]\n");
 		return 2;
 	}
 	rc = hexi_model_load(argv[1], &m);
@@ -214,6 +253,8 @@ int main(int argc, char **argv)
 		rc = hexi_plan_new(c, &m, &tr, sp.np, &pl);
 	if (rc == HEXI_OK)
 		rc = fill(pl, &sp);
+	if (rc == HEXI_OK && sp.idle)
+		rc = add_idle(pl);
 	if (rc == HEXI_OK)
 		rc = hexi_plan_hash(pl);
 	if (rc == HEXI_OK)

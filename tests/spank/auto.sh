@@ -5,6 +5,10 @@
 # directly; salloc + srun; a step on two of the nodes; env twins and
 # command-line precedence seen in the plan; planning errors stop the step.
 . "$top_srcdir/tests/spank/slurm-lib.sh"
+# Plans over every GPU of the step (8 ranks, 6 on two nodes): for these
+# tiny models the planner would leave the slower nodes idle (issue 16.1);
+# idle.sh tests that default.
+export HEXISCALE_USE_ALL_GPUS=1
 slurm_up
 nm -D "$HEXI_LIBSCHED" 2>/dev/null | grep -q ' T hexi_plan_create' ||
 	skip "libhexisched has no planner (hexi_plan_create) yet"

@@ -25,7 +25,8 @@ echo "$out" | grep -v '^hexiscale:' | sed 's/^/# /'
 expect_eq "mpi_roles exit status" "$rc" 0
 check "communicators from the roles agree" grep -q "mpi-roles: ok 8 ranks, 8 layers, global batch 16" <<<"$out"
 if [ -n "${HEXI_HAVE_PLANNER:-}" ] || srun -N3 -n8 --gpus-per-task=1 --hexiscale=auto --hexiscale-model=tiny-8l true 2>/dev/null; then
-	roles --hexiscale=auto --hexiscale-model=tiny-8l --hexiscale-global-batch=16
+	# every GPU a rank (mpi_roles has no idle role; idle.sh tests that)
+	roles --hexiscale=auto --hexiscale-use-all-gpus --hexiscale-model=tiny-8l --hexiscale-global-batch=16
 	expect_eq "mpi_roles on a planned step" "$rc" 0
 	check "planned communicators agree" grep -q "mpi-roles: ok 8 ranks, 8 layers, global batch 16" <<<"$out"
 else

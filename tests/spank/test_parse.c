@@ -1,5 +1,6 @@
-/* test_parse.c - plugstack keys, option values, GRES strings and the
- * hand-off codec of hexiscale.so, each with a table of bad inputs. */
+/* test_parse.c - plugstack keys, option values, GRES strings, the
+ * hand-off codec and the task ranks of hexiscale.so, each with a table of
+ * bad inputs. */
 #include "config.h"
 
 #include "hexiscale_int.h"
@@ -21,7 +22,8 @@ static void test_conf(void)
 			"default_mode=on",
 			"time_budget_s=5",
 			"global_batch=128",
-			"libsched=/opt/lib/libhexisched.so.0"};
+			"libsched=/opt/lib/libhexisched.so.0",
+			"use_all_gpus=yes"};
 	static const char *bad[][2] = {
 	    {"bogus=1", "'bogus' is unknown"},
 	    {"catalog", "not key=value"},
@@ -37,12 +39,16 @@ static void test_conf(void)
 	    {"model=a;b", "'model'"},
 	    {"plan_dir=/tmp/\x01x", "'plan_dir'"},
 	    {"port_base=80", "'port_base'"},
+	    {"use_all_gpus=1", "'use_all_gpus': '1' is not one of yes, no"},
+	    {"use_all_gpus=", "'use_all_gpus'"},
 	};
 
 	hx_conf_defaults(&c);
 	is_int(c.default_on, 0, "default mode is opt-in");
 	is_str(c.model, "llama2-7b", "default model");
-	is_int(hx_conf_parse(&c, 9, good), HEXI_OK, "good plugstack args");
+	is_int(c.use_all_gpus, 0, "default: the planner may leave GPUs idle");
+	is_int(hx_conf_parse(&c, 10, good), HEXI_OK, "good plugstack args");
+	is_int(c.use_all_gpus, 1, "use_all_gpus=yes");
 	is_near(c.inter_bw_gbps, 0.7, 1e-12, "inter_bw_gbps parsed");
 	is_int(c.default_on, 1, "default_mode=on");
 	is_int(c.global_batch, 128, "global_batch parsed");
@@ -94,6 +100,10 @@ static void test_options(void)
 	    {HX_OPT_MICRO_BATCH, "1.5"},
 	    {HX_OPT_SEQ_LEN, "-1"},
 	    {HX_OPT_PLAN_DIR, "/tmp/\x1b[31m"},
+	    {HX_OPT_USE_ALL_GPUS, ""},
+	    {HX_OPT_USE_ALL_GPUS, "maybe"},
+	    {HX_OPT_USE_ALL_GPUS, "2"},
+	    {HX_OPT_USE_ALL_GPUS, "yes "},
 	};
 	char *longv = malloc(5000);
 
@@ -134,6 +144,42 @@ static void test_options(void)
 	unsetenv("HEXISCALE_GLOBAL_BATCH");
 	unsetenv("HEXISCALE_MODE");
 	unsetenv("HEXISCALE_MODEL");
+}
+
+/* --hexiscale-use-all-gpus is a flag; its twin and the plugstack key set
+ * the default it overrides. */
+static void test_use_all_gpus(void)
+{
+	hx_conf c;
+	hx_settings s;
+	const char *cmd[HX_OPT_COUNT] = {NULL};
+
+	hx_conf_defaults(&c);
+	ok(hx_opt_table[HX_OPT_USE_ALL_GPUS].arginfo == NULL,
+	   "--%s takes no value", hx_opt_table[HX_OPT_USE_ALL_GPUS].name);
+	unsetenv("HEXISCALE_USE_ALL_GPUS");
+	hx_settings_resolve(&s, &c, cmd);
+	is_int(s.use_all_gpus, 0, "default: GPUs may be left idle");
+	cmd[HX_OPT_USE_ALL_GPUS] = HX_FLAG_ON;
+	hx_settings_resolve(&s, &c, cmd);
+	is_int(s.use_all_gpus, 1, "the flag: every GPU");
+	cmd[HX_OPT_USE_ALL_GPUS] = NULL;
+	setenv("HEXISCALE_USE_ALL_GPUS", "1", 1);
+	hx_settings_resolve(&s, &c, cmd);
+	is_int(s.use_all_gpus, 1, "HEXISCALE_USE_ALL_GPUS=1");
+	c.use_all_gpus = 1;
+	setenv("HEXISCALE_USE_ALL_GPUS", "no", 1);
+	hx_settings_resolve(&s, &c, cmd);
+	is_int(s.use_all_gpus, 0, "twin 'no' beats plugstack use_all_gpus=yes");
+	unsetenv("HEXISCALE_USE_ALL_GPUS");
+	hx_settings_resolve(&s, &c, cmd);
+	is_int(s.use_all_gpus, 1, "plugstack use_all_gpus=yes is the default");
+	setenv("HEXISCALE_USE_ALL_GPUS", "always", 1);
+	ok(hx_settings_resolve(&s, &c, cmd) != HEXI_OK &&
+	       strstr(hexi_errmsg(HEXI_ERR_INVAL),
+		      "HEXISCALE_USE_ALL_GPUS: 'always' is not one of") != NULL,
+	   "bad twin value refused, named");
+	unsetenv("HEXISCALE_USE_ALL_GPUS");
 }
 
 static void test_gres(void)
@@ -194,7 +240,8 @@ static void fill(hx_handoff *h)
 					     16,
 					     4,
 					     t % 2,
-					     t < 2 ? 2 : 1};
+					     t < 2 ? 2 : 1,
+					     0};
 }
 
 static void test_handoff(void)
@@ -222,7 +269,8 @@ static void test_handoff(void)
 	bad[strlen(bad) - 1] = bad[strlen(bad) - 1] == '0' ? '1' : '0';
 	is_int(hx_handoff_decode(bad, &d), HEXI_ERR_CHECKSUM,
 	       "altered checksum refused");
-	ok(hx_handoff_decode("hx2;j=1", &d) != HEXI_OK, "wrong version");
+	ok(strncmp(s, "hx1;", 4) == 0, "no idle task: version 1");
+	ok(hx_handoff_decode("hx3;j=1", &d) != HEXI_OK, "wrong version");
 	ok(hx_handoff_decode("", &d) != HEXI_OK, "empty");
 	{
 		char shortbody[32] = "hx1;c=";
@@ -247,10 +295,100 @@ static void test_handoff(void)
 	h.npipelines = 1;
 	for (int t = 0; t < 16000; t++)
 		h.roles[t] =
-		    (hx_task_role){t, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1};
+		    (hx_task_role){t, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0};
 	is_int(hx_handoff_encode(&h, &s), HEXI_ERR_RANGE,
 	       "over-size hand-off refused at encode");
 	hx_handoff_fini(&h);
+}
+
+/* Hand-off version 2: idle rows (rank W.., nothing of a stage). */
+static void test_handoff_idle(void)
+{
+	hx_handoff h, d;
+	char *s = NULL;
+
+	hx_handoff_init(&h);
+	fill(&h); /* ranks 2, 1, 0 */
+	h.world_size = 2;
+	h.roles[1] = (hx_task_role){.rank = 2,
+				    .node = 0,
+				    .gpu = 1,
+				    .local_rank = 1,
+				    .local_world_size = 2,
+				    .idle = 1};
+	h.roles[0].rank = 1;
+	h.roles[2].rank = 0;
+	is_int(hx_handoff_encode(&h, &s), HEXI_OK, "encode with an idle task");
+	ok(s != NULL && strncmp(s, "hx2;", 4) == 0, "idle task: version 2");
+	is_int(hx_handoff_decode(s, &d), HEXI_OK, "decode version 2");
+	is_int(d.roles[1].idle, 1, "idle flag survives");
+	is_int(d.roles[0].idle + d.roles[2].idle, 0, "training rows not idle");
+	is_int(d.roles[1].rank, 2, "idle rank W survives");
+	is_int(d.roles[2].layer_end, 32, "training row survives");
+	hx_handoff_fini(&d);
+	free(s);
+
+	h.roles[1].rank = 1; /* idle rank below W */
+	h.roles[0].rank = 2;
+	hx_handoff_encode(&h, &s);
+	is_int(hx_handoff_decode(s, &d), HEXI_ERR_RANGE,
+	       "idle row with a training rank refused");
+	free(s);
+	h.roles[1].rank = 2;
+	h.roles[0].rank = 1;
+	h.roles[1].stage = 1; /* an idle task has no stage */
+	hx_handoff_encode(&h, &s);
+	is_int(hx_handoff_decode(s, &d), HEXI_ERR_RANGE,
+	       "idle row with a stage refused");
+	free(s);
+	h.roles[1].stage = 0;
+	h.world_size = 1; /* 1 training rank + 1 idle for 3 tasks */
+	h.roles[0].rank = 0;
+	h.roles[2].rank = 0;
+	hx_handoff_encode(&h, &s);
+	ok(hx_handoff_decode(s, &d) != HEXI_OK,
+	   "W + idle rows != tasks refused");
+	free(s);
+	hx_handoff_fini(&h);
+}
+
+/* Training tasks get 0..W-1, idle ones W.., each in task order. */
+static void test_rank_tasks(void)
+{
+	hx_task_role r[5];
+	int map[5], idle[5] = {0, 1, 0, 1, 0}, old[5] = {4, 0, 2, 1, 3};
+	int want[5] = {0, 3, 1, 4, 2};
+	char buf[64];
+
+	for (int t = 0; t < 5; t++)
+		r[t] = (hx_task_role){.rank = old[t], .idle = idle[t]};
+	is_int(hx_rank_tasks(r, 5, 3, map), HEXI_OK, "rank 5 tasks, 2 idle");
+	for (int t = 0; t < 5; t++) {
+		is_int(r[t].rank, want[t], "task %d gets rank %d", t, want[t]);
+		is_int(map[old[t]], want[t], "map: old rank %d -> %d", old[t],
+		       want[t]);
+	}
+	for (int t = 0; t < 5; t++)
+		r[t] = (hx_task_role){.rank = 4 - t};
+	is_int(hx_rank_tasks(r, 5, 5, map), HEXI_OK, "no idle task");
+	is_int(r[0].rank + 10 * r[4].rank, 40, "rank = task id without idle");
+	for (int t = 0; t < 5; t++)
+		r[t] = (hx_task_role){.rank = t % 4, .idle = idle[t]};
+	is_int(hx_rank_tasks(r, 5, 3, map), HEXI_ERR_INVAL,
+	       "a plan rank given twice refused");
+	for (int t = 0; t < 5; t++)
+		r[t] = (hx_task_role){.rank = t, .idle = idle[t]};
+	is_int(hx_rank_tasks(r, 5, 4, map), HEXI_ERR_MISMATCH,
+	       "3 training tasks for 4 ranks refused");
+
+	hx_format_ranges((const int[]){3, 4, 5, 7, 9, 10}, 6, buf, sizeof(buf));
+	is_str(buf, "3-5,7,9-10", "ranges");
+	hx_format_ranges(NULL, 0, buf, sizeof(buf));
+	is_str(buf, "", "no ranges");
+	hx_format_ranges((const int[]){1, 3, 5, 7, 9, 11}, 6, buf, 9);
+	is_str(buf, "1,3,...", "cut to fit");
+	hx_format_ranges((const int[]){10000, 10002}, 2, buf, 4);
+	is_str(buf, "...", "nothing fits");
 }
 
 /* The shipped example plugstack line (made by make from its template with
@@ -358,7 +496,10 @@ int main(void)
 	test_gpu_names();
 	test_example_conf();
 	test_options();
+	test_use_all_gpus();
 	test_gres();
 	test_handoff();
+	test_handoff_idle();
+	test_rank_tasks();
 	return tap_done();
 }
