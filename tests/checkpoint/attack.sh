@@ -2,8 +2,9 @@
 # attack.sh - issue 18's attacks on checkpoints by unprivileged users, run
 # for real: users created here, their commands run with setpriv, the root
 # side (hexickpt reshard / export / ls / verify on a user's directory) as
-# root.  Locally, not on the Slurm test cluster (see hexiscale-ckpt(5),
-# SECURITY): the same library code runs inside a job.
+# root.  Locally: the root side is a command an admin runs, not a job.
+# The attacks between users as Slurm jobs of unprivileged users (a planted
+# step directory, two jobs on one directory) are tests/e2e/attack.sh.
 . "$top_srcdir/tests/tap.sh"
 B=$top_builddir
 CK=$B/checkpoint/hexickpt

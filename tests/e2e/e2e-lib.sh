@@ -16,6 +16,7 @@ fault) t_slot=1 ;;
 badinput) t_slot=2 ;;
 load) t_slot=3 ;;
 idle) t_slot=5 ;;
+attack) t_slot=6 ;;
 *) t_slot=9 ;;
 esac
 
