@@ -11,6 +11,13 @@
  * srun writes version 1 when no task is idle (the bytes of a plugin
  * without idle tasks, so a slurmstepd not yet upgraded still reads every
  * step it could before) and version 2 otherwise; the decoder reads both.
+ * Version 3 is a step over several components of a heterogeneous job:
+ *
+ *   hx3;j=LEADER;hc=COMP/COMP/...;h=... (the rest as version 2)
+ *
+ * COMP = jobid.taskoffset.ntasks.nodeoffset.nnodes, one per component in
+ * task order; no step id (srun makes this hand-off before Slurm creates
+ * the step, see local.c).
  * CHECKSUM is FNV-1a 64 over everything before ";c=".  The decoder is
  * strict: fixed field order, every number range-checked.
  */
@@ -46,7 +53,7 @@ static const size_t row_field[] = {
 #define NROW2 ((int)(sizeof(row_field) / sizeof(row_field[0])))
 #define NROW1 (NROW2 - 1)
 
-/* Fields of a row in hand-off version v (1 or 2). */
+/* Fields of a row in hand-off version v (1, 2 or 3). */
 static int row_fields(int v)
 {
 	return v == 1 ? NROW1 : NROW2;
@@ -69,6 +76,7 @@ void hx_handoff_init(hx_handoff *h)
 
 void hx_handoff_fini(hx_handoff *h)
 {
+	free(h->comps);
 	free(h->gpu_type);
 	free(h->roles);
 	hx_handoff_init(h);
@@ -87,6 +95,20 @@ hexi_rc hx_handoff_alloc(hx_handoff *h, int nnodes, int ntasks)
 		return hexi_error(HEXI_ERR_NOMEM, "hand-off: no memory");
 	h->nnodes = nnodes;
 	h->ntasks = ntasks;
+	return HEXI_OK;
+}
+
+hexi_rc hx_handoff_alloc_comps(hx_handoff *h, int ncomps)
+{
+	if (ncomps < 2 || ncomps > HX_COMPS_MAX)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "hand-off: %d components out of range 2..%d",
+				  ncomps, HX_COMPS_MAX);
+	free(h->comps);
+	h->comps = calloc((size_t)ncomps, sizeof(*h->comps));
+	if (h->comps == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "hand-off: no memory");
+	h->ncomps = ncomps;
 	return HEXI_OK;
 }
 
@@ -125,12 +147,25 @@ hexi_rc hx_handoff_encode(const hx_handoff *h, char **out)
 	for (int t = 0; t < h->ntasks; t++)
 		if (h->roles[t].idle)
 			v = 2;
+	if (h->ncomps > 0)
+		v = 3;
 	nf = row_fields(v);
 	b.s = malloc(b.cap);
 	if (b.s == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "hand-off: no memory");
-	sb_add(&b, "hx%d;j=%u;s=%u;h=%s;w=%d;np=%d;ma=%s;mp=%d;pf=%s;g=", v,
-	       (unsigned)h->job_id, (unsigned)h->step_id, h->plan_hash,
+	if (v == 3) {
+		sb_add(&b, "hx3;j=%u;hc=", (unsigned)h->job_id);
+		for (int k = 0; k < h->ncomps; k++)
+			sb_add(&b, "%s%u.%d.%d.%d.%d", k ? "/" : "",
+			       (unsigned)h->comps[k].job_id,
+			       h->comps[k].task_off, h->comps[k].ntasks,
+			       h->comps[k].node_off, h->comps[k].nnodes);
+		sb_add(&b, ";");
+	} else {
+		sb_add(&b, "hx%d;j=%u;s=%u;", v, (unsigned)h->job_id,
+		       (unsigned)h->step_id);
+	}
+	sb_add(&b, "h=%s;w=%d;np=%d;ma=%s;mp=%d;pf=%s;g=", h->plan_hash,
 	       h->world_size, h->npipelines, h->master_addr, h->master_port,
 	       h->plan_path);
 	for (int i = 0; i < h->nnodes; i++)
@@ -280,6 +315,78 @@ static hexi_rc parse_rows(hx_handoff *h, char *t, int nf)
 	return HEXI_OK;
 }
 
+/* Version 3's component list "job.toff.nt.noff.nn/..." into h->comps. */
+static hexi_rc parse_comps(hx_handoff *h, char *list)
+{
+	char *save = NULL, *tok;
+	int n = 1, k = 0;
+	hexi_rc rc;
+
+	for (const char *q = list; *q != '\0'; q++)
+		n += *q == '/';
+	if ((rc = hx_handoff_alloc_comps(h, n)) != HEXI_OK)
+		return rc;
+	for (tok = strtok_r(list, "/", &save); tok != NULL;
+	     tok = strtok_r(NULL, "/", &save), k++) {
+		hx_handoff_comp *c = &h->comps[k];
+		long v[5];
+		char *p = tok, *end;
+
+		for (int f = 0; f < 5; f++, p = end + 1) {
+			if (*p < '0' || *p > '9')
+				return hexi_error(HEXI_ERR_PARSE,
+						  "hand-off: bad component");
+			v[f] = strtol(p, &end, 10);
+			if (v[f] < 0 || v[f] > (f ? HX_TASKS_MAX : UINT32_MAX) ||
+			    *end != (f == 4 ? '\0' : '.'))
+				return hexi_error(HEXI_ERR_PARSE,
+						  "hand-off: bad component");
+		}
+		*c = (hx_handoff_comp){(uint32_t)v[0], (int)v[1], (int)v[2],
+				       (int)v[3], (int)v[4]};
+	}
+	return k == n ? HEXI_OK
+		      : hexi_error(HEXI_ERR_PARSE, "hand-off: bad component list");
+}
+
+/* Version 3: the components tile the step's tasks and nodes in order, no
+ * job twice, and each task's node is one of its component's. */
+static hexi_rc check_comps(const hx_handoff *h)
+{
+	int toff = 0, noff = 0;
+
+	for (int k = 0; k < h->ncomps; k++) {
+		const hx_handoff_comp *c = &h->comps[k];
+
+		if (c->task_off != toff || c->node_off != noff ||
+		    c->ntasks < 1 || c->nnodes < 1)
+			return hexi_error(HEXI_ERR_RANGE,
+					  "hand-off: component %d does not "
+					  "follow the one before",
+					  k);
+		for (int j = 0; j < k; j++)
+			if (h->comps[j].job_id == c->job_id)
+				return hexi_error(HEXI_ERR_RANGE,
+						  "hand-off: job %u twice",
+						  (unsigned)c->job_id);
+		for (int t = toff; t < toff + c->ntasks && t < h->ntasks; t++)
+			if (h->roles[t].node < noff ||
+			    h->roles[t].node >= noff + c->nnodes)
+				return hexi_error(HEXI_ERR_RANGE,
+						  "hand-off: task %d is not on "
+						  "a node of its component",
+						  t);
+		toff += c->ntasks;
+		noff += c->nnodes;
+	}
+	if (toff != h->ntasks || noff != h->nnodes)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "hand-off: components cover %d tasks and %d "
+				  "nodes of %d and %d",
+				  toff, noff, h->ntasks, h->nnodes);
+	return HEXI_OK;
+}
+
 static hexi_rc decode_body(const char *s, int version, hx_handoff *h)
 {
 	const char *p = s + 4; /* after "hxV;" */
@@ -292,9 +399,23 @@ static hexi_rc decode_body(const char *s, int version, hx_handoff *h)
 	if ((rc = take_long(&p, "j", 0, UINT32_MAX, &v)) != HEXI_OK)
 		return rc;
 	h->job_id = (uint32_t)v;
-	if ((rc = take_long(&p, "s", 0, UINT32_MAX, &v)) != HEXI_OK)
-		return rc;
-	h->step_id = (uint32_t)v;
+	if (version == 3) {
+		char *hc = malloc(cap);
+
+		if (hc == NULL)
+			return hexi_error(HEXI_ERR_NOMEM,
+					  "hand-off: no memory");
+		rc = take(&p, "hc", hc, cap);
+		if (rc == HEXI_OK)
+			rc = parse_comps(h, hc);
+		free(hc);
+		if (rc != HEXI_OK)
+			return rc;
+	} else {
+		if ((rc = take_long(&p, "s", 0, UINT32_MAX, &v)) != HEXI_OK)
+			return rc;
+		h->step_id = (uint32_t)v;
+	}
 	if ((rc = take(&p, "h", h->plan_hash, sizeof(h->plan_hash))) != HEXI_OK)
 		return rc;
 	if ((rc = take_long(&p, "w", 1, HX_TASKS_MAX, &v)) != HEXI_OK)
@@ -330,6 +451,8 @@ static hexi_rc decode_body(const char *s, int version, hx_handoff *h)
 		goto out;
 	if (*p != '\0')
 		rc = hexi_error(HEXI_ERR_PARSE, "hand-off: trailing data");
+	else if (version == 3)
+		rc = check_comps(h);
 out:
 	free(g);
 	return rc;
@@ -345,10 +468,11 @@ hexi_rc hx_handoff_decode(const char *s, hx_handoff *h)
 
 	hx_handoff_init(h);
 	if (strlen(s) > HX_HANDOFF_MAX || strncmp(s, "hx", 2) != 0 ||
-	    (s[2] != '1' && s[2] != '2') || s[3] != ';' ||
+	    (s[2] < '1' || s[2] > '3') || s[3] != ';' ||
 	    !hexi_is_printable(s))
 		return hexi_error(HEXI_ERR_PARSE,
-				  "hand-off: not a version-1 or -2 hand-off");
+				  "hand-off: not a version-1, -2 or -3 "
+				  "hand-off");
 	version = s[2] - '0';
 	c = strstr(s, ";c=");
 	if (c == NULL || strlen(c + 3) != 16)

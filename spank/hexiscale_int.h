@@ -25,6 +25,8 @@
 #define HX_GPUS_MAX  64	   /* GPUs per node we handle */
 #define HX_NODES_MAX 4096  /* nodes per step */
 #define HX_TASKS_MAX 16384 /* tasks per step */
+#define HX_COMPS_MAX 128   /* components of a heterogeneous job (Slurm's
+			      MAX_HET_JOB_COMPONENTS) */
 /* The hand-off travels in the step environment: values over ~128 KiB break
  * task launch (SLURM-FACTS), so keep a margin. */
 #define HX_HANDOFF_MAX 120000
@@ -155,8 +157,25 @@ typedef struct hx_task_role {
 	int idle; /* 1: trains nothing (hand-off version 2 only) */
 } hx_task_role;
 
+/* One component of a heterogeneous step in the hand-off (version 3): its
+ * Slurm job id, and its tasks and nodes as ranges of the step's (global
+ * task ids task_off.., step node indices node_off..).  In slurmstepd a
+ * task of the component has S_JOB_ID job_id, S_TASK_GLOBAL_ID (counted in
+ * the component) + task_off as its global id, S_JOB_NODEID + node_off as
+ * its node. */
+typedef struct hx_handoff_comp {
+	uint32_t job_id;
+	int task_off, ntasks;
+	int node_off, nnodes;
+} hx_handoff_comp;
+
 typedef struct hx_handoff {
-	uint32_t job_id, step_id;
+	uint32_t job_id, step_id; /* version 3: job_id is the het job's
+				     leader, step_id unused (srun hands a
+				     heterogeneous step off before Slurm
+				     numbers it) */
+	int ncomps;		  /* 0, or >= 2 components (version 3) */
+	hx_handoff_comp *comps;	  /* [ncomps] in task order */
 	char plan_hash[32];
 	char plan_path[HX_PATH_MAX];
 	char master_addr[HX_NAME_MAX];
@@ -172,10 +191,15 @@ typedef struct hx_handoff {
 void hx_handoff_init(hx_handoff *h);
 void hx_handoff_fini(hx_handoff *h);
 hexi_rc hx_handoff_alloc(hx_handoff *h, int nnodes, int ntasks);
+/* The components of a heterogeneous step (ncomps >= 2), zeroed. */
+hexi_rc hx_handoff_alloc_comps(hx_handoff *h, int ncomps);
 /* Encode to a heap string (caller frees); fails if over HX_HANDOFF_MAX. */
 hexi_rc hx_handoff_encode(const hx_handoff *h, char **out);
 /* Decode and verify (checksum, ranges, consistency).  Reads version 1
- * (no idle tasks; what srun without idle support writes) and 2. */
+ * (no idle tasks; what srun without idle support writes), 2 and 3 (a step
+ * over several components of a heterogeneous job: the components' task
+ * and node ranges must tile the step, and every row's node lie in its
+ * component's range). */
 hexi_rc hx_handoff_decode(const char *s, hx_handoff *h);
 /* Renumber the roles (roles[t] is task t's, its .rank a plan rank, every
  * rank 0..ntasks-1 once): the training tasks get 0..world_size-1 and the
@@ -184,6 +208,28 @@ hexi_rc hx_handoff_decode(const char *s, hx_handoff *h);
  * new_of_old[ntasks] gets the map from the old ranks. */
 hexi_rc hx_rank_tasks(hx_task_role *roles, int ntasks, int world_size,
 		      int *new_of_old);
+
+/* ---- heterogeneous steps: srun's command line (hetargs.c) --------------- */
+
+/* The components a step of srun asks for.  srun splits its command line
+ * at every ":" argument into segments; segment k runs on the components of
+ * its --het-group=LIST (or "--het-group LIST"), else on component k, and
+ * srun calls the plugin's init_post_opt once per component of every
+ * segment (ncalls in all).  A "--het-group" among the arguments of the
+ * program is read as srun's too (srun's own option table is not known
+ * here): local.c checks what Slurm made of the step. */
+typedef struct hx_het_request {
+	unsigned char want[HX_COMPS_MAX]; /* 1: component asked for */
+	int ncomps;			  /* components asked for */
+	int ncalls;			  /* init_post_opt calls to expect */
+	int colon, het_group;		  /* ':' or --het-group given */
+	uint32_t jobid;			  /* --jobid=N, else 0 */
+} hx_het_request;
+
+/* args[len]: NUL-separated argv as in /proc/self/cmdline (args[0] is
+ * srun).  Errors: HEXI_ERR_INVAL (a bad list, a component named twice),
+ * HEXI_ERR_PARSE (not NUL-terminated). */
+hexi_rc hx_het_request_parse(const char *args, size_t len, hx_het_request *r);
 
 /* ---- small helpers (util.c) --------------------------------------------- */
 

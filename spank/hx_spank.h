@@ -49,16 +49,51 @@ typedef struct hx_alloc_node {
 	uint32_t *tids; /* [ntasks] global task ids */
 } hx_alloc_node;
 
+/* One component of a heterogeneous step: its job, and its nodes and tasks
+ * as ranges of the step's. */
+typedef struct hx_alloc_comp {
+	uint32_t job_id;
+	int offset; /* component number in the het job (het_job_offset) */
+	int task_off, ntasks, node_off, nnodes;
+} hx_alloc_comp;
+
 typedef struct hx_alloc {
-	uint32_t job_id, step_id;
+	uint32_t job_id, step_id; /* heterogeneous step: the leader's job id,
+				     step NO_VAL until Slurm numbers it */
 	int nnodes; /* nodes of the step */
 	hx_alloc_node *nodes;
 	int ntasks;
 	char out_dir[HX_PATH_MAX]; /* directory of the job's output */
+	uint32_t het_leader;	   /* hx_discover: the het job's leader, 0
+				      if the job is not heterogeneous */
+	int ncomps;		   /* heterogeneous step: >= 2, else 0 */
+	hx_alloc_comp *comps;	   /* [ncomps] in task order */
+	int njobs;		   /* heterogeneous step: components of the
+				      whole het job */
+	uint32_t *jobs;		   /* [njobs] their job ids by offset */
 } hx_alloc;
 
 hexi_rc hx_discover(uint32_t job_id, uint32_t step_id, hx_alloc *a);
 void hx_alloc_fini(hx_alloc *a);
+
+/* A step over several components of het job `leader` as srun plans it
+ * before Slurm creates the step (init_post_opt): every node of the asked
+ * components (req) with one task per GPU of the job there, tasks in block
+ * order (component by component, node by node, as Slurm numbers a het
+ * step's tasks).  Refused: a job that is not heterogeneous, a component it
+ * does not have, a node without GPUs, a node in two components. */
+hexi_rc hx_discover_het(uint32_t leader, const hx_het_request *req,
+			hx_alloc *a);
+/* After Slurm created step step_id (local_user_init): the step must run on
+ * exactly the components of a (every other component of the het job has
+ * no such step) with exactly a's nodes and task ids; the message names
+ * the first difference. */
+hexi_rc hx_het_verify(const hx_alloc *a, uint32_t step_id);
+/* How many components of its het job step job_id.step_id spans (1 for a
+ * job that is not heterogeneous); *leader: the het job's leader (0 if
+ * none). */
+hexi_rc hx_het_step_span(uint32_t job_id, uint32_t step_id, int *ncomps,
+			 uint32_t *leader);
 /* NodeAddr of a node (falls back to the name). */
 void hx_node_addr(const char *node, char *addr, size_t cap);
 

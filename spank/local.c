@@ -12,6 +12,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <slurm/slurm.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -525,10 +527,16 @@ static hexi_rc plan_path(local_ctx *c)
 	if (dir[0] != '/' && getcwd(cwd, sizeof(cwd)) == NULL)
 		return hexi_error(HEXI_ERR_IO,
 				  "cannot get the current directory");
-	n = snprintf(c->plan_path, sizeof(c->plan_path),
-		     "%s%s%s/hexiscale-plan.%u.%u.json", cwd, cwd[0] ? "/" : "",
-		     dir, (unsigned)c->alloc.job_id,
-		     (unsigned)c->alloc.step_id);
+	if (c->alloc.ncomps > 0 && c->alloc.step_id == NO_VAL)
+		/* a heterogeneous step before Slurm numbers it */
+		n = snprintf(c->plan_path, sizeof(c->plan_path),
+			     "%s%s%s/hexiscale-plan.%u.het.json", cwd,
+			     cwd[0] ? "/" : "", dir, (unsigned)c->alloc.job_id);
+	else
+		n = snprintf(c->plan_path, sizeof(c->plan_path),
+			     "%s%s%s/hexiscale-plan.%u.%u.json", cwd,
+			     cwd[0] ? "/" : "", dir, (unsigned)c->alloc.job_id,
+			     (unsigned)c->alloc.step_id);
 	if (n < 0 || (size_t)n >= sizeof(c->plan_path))
 		return hexi_error(HEXI_ERR_RANGE,
 				  "plan directory %.64s...: path "
@@ -632,6 +640,28 @@ static void summary_idle(const local_ctx *c)
 	free(tasks);
 }
 
+/* "hexiscale:   heterogeneous step over components 0,1 (jobs 13,14, 3+3
+ * tasks)" */
+static void summary_comps(const local_ctx *c)
+{
+	const hx_alloc *a = &c->alloc;
+
+	if (a->ncomps == 0)
+		return;
+	fprintf(stderr, "hexiscale:   heterogeneous step over components ");
+	for (int k = 0; k < a->ncomps; k++)
+		fprintf(stderr, "%s%d", k ? "," : "", a->comps[k].offset);
+	fprintf(stderr, " (jobs ");
+	for (int k = 0; k < a->ncomps; k++)
+		fprintf(stderr, "%s%u", k ? "," : "",
+			(unsigned)a->comps[k].job_id);
+	fprintf(stderr, ", tasks ");
+	for (int k = 0; k < a->ncomps; k++)
+		fprintf(stderr, "%s%d-%d", k ? "," : "", a->comps[k].task_off,
+			a->comps[k].task_off + a->comps[k].ntasks - 1);
+	fprintf(stderr, ")\n");
+}
+
 /* The readable block on the step's stderr. */
 static void summary(local_ctx *c)
 {
@@ -655,6 +685,7 @@ static void summary(local_ctx *c)
 			tn == 1 ? "" : "s", p->nidle,
 			c->set.mode == HX_MODE_AUTO ? "planned" : "user plan",
 			p->model.name, p->train.global_batch);
+	summary_comps(c);
 	for (int pi = 0; pi < p->npipelines; pi++) {
 		const hexi_pipeline *pp = &p->pipelines[pi];
 
@@ -697,7 +728,7 @@ static void summary(local_ctx *c)
  * No fsync: the file is for people and tools and is rewritten for every
  * step, and two fsyncs cost tens of milliseconds of step launch. */
 static hexi_rc write_plan_file(char *path, size_t cap, const char *data,
-			       size_t len, int mode)
+			       size_t len, int mode, int keep_unique)
 {
 	char prefix[HX_PATH_MAX], tmp[HX_PATH_MAX + 32];
 	size_t done = 0, plen = strlen(path);
@@ -727,6 +758,8 @@ static hexi_rc write_plan_file(char *path, size_t cap, const char *data,
 		unlink(tmp);
 		return rv;
 	}
+	if (keep_unique) /* a heterogeneous step's: the name is its own */
+		return hexi_strlcpy(path, tmp, cap);
 	if (rename(tmp, path) == 0)
 		return HEXI_OK;
 	err = errno;
@@ -748,11 +781,21 @@ static hexi_rc publish(local_ctx *c)
 	if (rv != HEXI_OK)
 		return rv;
 	rv = write_plan_file(c->plan_path, sizeof(c->plan_path), c->json,
-			     strlen(c->json), 0644);
+			     strlen(c->json), 0644, c->alloc.ncomps > 0);
 	if (rv != HEXI_OK)
 		return hexi_error_prefix(rv, "plan file");
 	c->ho.job_id = c->alloc.job_id;
-	c->ho.step_id = c->alloc.step_id;
+	c->ho.step_id = c->alloc.ncomps > 0 ? 0 : c->alloc.step_id;
+	if (c->alloc.ncomps > 0 &&
+	    (rv = hx_handoff_alloc_comps(&c->ho, c->alloc.ncomps)) != HEXI_OK)
+		return rv;
+	for (int k = 0; k < c->alloc.ncomps; k++) {
+		const hx_alloc_comp *ac = &c->alloc.comps[k];
+
+		c->ho.comps[k] = (hx_handoff_comp){ac->job_id, ac->task_off,
+						   ac->ntasks, ac->node_off,
+						   ac->nnodes};
+	}
 	c->ho.world_size = c->plan->world_size;
 	c->ho.npipelines = c->plan->npipelines;
 	hexi_strlcpy(c->ho.plan_hash, c->plan->hash, sizeof(c->ho.plan_hash));
@@ -762,15 +805,21 @@ static hexi_rc publish(local_ctx *c)
 			r0 = c->ho.roles[t].node;
 	hx_node_addr(c->alloc.nodes[r0].name, c->ho.master_addr,
 		     sizeof(c->ho.master_addr));
+	/* a heterogeneous step has no step id yet: srun's pid keeps two
+	 * such steps of one job apart */
 	c->ho.master_port =
 	    hx_g_conf.port_base +
-	    (int)((c->alloc.job_id * 31u + c->alloc.step_id) % 2000u);
+	    (int)((c->alloc.job_id * 31u +
+		   (c->alloc.ncomps > 0 ? (uint32_t)getpid()
+					: c->alloc.step_id)) %
+		  2000u);
 	if ((rv = hx_handoff_encode(&c->ho, &c->handoff)) != HEXI_OK)
 		return rv;
 	if (setenv(HX_HANDOFF_VAR, c->handoff, 1) != 0)
 		return hexi_error(HEXI_ERR_NOMEM, "cannot set %s",
 				  HX_HANDOFF_VAR);
-	summary(c);
+	if (c->alloc.ncomps == 0) /* a het step's once it has its id */
+		summary(c);
 	return HEXI_OK;
 }
 
@@ -838,51 +887,208 @@ static hexi_rc check_gpus(local_ctx *c)
 	return HEXI_OK;
 }
 
-/* 1 if a --het-group value names more than one component ("0,1", "0-1"). */
-static int several_groups(const char *v)
+/* srun's command line (srun runs as the user: /proc/self/cmdline is its
+ * argv) as the components it asks for; HEXI_ERR_NOTFOUND without /proc. */
+static hexi_rc read_request(hx_het_request *r)
 {
-	return strpbrk(v, ",-") != NULL;
-}
-
-/* A step over several components of a heterogeneous job (srun ... : ...,
- * srun --het-group=0,1).  Slurm 22.05 calls local_user_init for one
- * component only, with that component's job id, nodes and tasks, and
- * S_JOB_TOTAL_TASK_COUNT is that component's too: a plan of it would leave
- * the other components' tasks without roles.  Nothing in the SPANK API
- * tells such a step apart, so srun's own command line does (srun runs as
- * the user; /proc/self/cmdline is its argv).  Such a step is refused,
- * naming what works (one component per step). */
-static hexi_rc check_one_component(const local_ctx *c)
-{
-	char buf[65536];
-	size_t n = 0;
+	static char buf[65536];
+	size_t n;
 	FILE *f = fopen("/proc/self/cmdline", "rb");
-	int het = 0;
 
+	memset(r, 0, sizeof(*r));
 	if (f == NULL)
-		return HEXI_OK; /* no /proc: nothing to learn */
+		return HEXI_ERR_NOTFOUND;
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
-	buf[n] = '\0';
-	for (size_t k = 0; k < n && !het; k += strlen(buf + k) + 1) {
-		const char *a = buf + k, *next = a + strlen(a) + 1;
+	if (n == 0 || buf[n - 1] != '\0')
+		buf[n++] = '\0';
+	return hx_het_request_parse(buf, n, r);
+}
 
-		if (strcmp(a, ":") == 0)
-			het = 1;
-		else if (strncmp(a, "--het-group=", 12) == 0)
-			het = several_groups(a + 12);
-		else if (strcmp(a, "--het-group") == 0 && next < buf + n)
-			het = several_groups(next);
+/*
+ * Heterogeneous steps (srun --het-group=0,1, srun A : B inside a het
+ * allocation).  Slurm 22.05's srun copies its environment into each
+ * component's step environment before it creates the steps' tasks and
+ * calls local_user_init once, for one component only (whichever launch
+ * thread comes first, with that component's job id, nodes and tasks), and
+ * merges what the plugin set there into that component's environment
+ * alone (measured, doc/DECISIONS.md 135).  init_post_opt runs before that
+ * copy, once per component of the step, inside the allocation
+ * (SLURM_JOB_ID set) but before the step exists: so the plan is made at
+ * srun's last init_post_opt call, over every GPU of the components srun's
+ * command line names, with one task per GPU in block order (what Slurm
+ * does by default), and handed to every component through srun's
+ * environment; local_user_init then checks that Slurm laid the step out
+ * exactly so (hx_het_verify), or stops the step.
+ */
+static struct {
+	int calls;	    /* init_post_opt calls so far */
+	int planned;	    /* 1: ctx holds a plan handed to the components */
+	local_ctx ctx;	    /* the planned step */
+	char why[512];	    /* why a multi-component step was not planned */
+} het;
+
+static void het_why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void het_why(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(het.why, sizeof(het.why), fmt, ap);
+	va_end(ap);
+}
+
+static hexi_rc make_plan(local_ctx *c);
+static hexi_rc publish(local_ctx *c);
+static void local_fini(local_ctx *c);
+
+/* The het job's leader from SLURM_JOB_ID (srun's allocation). */
+static int het_leader_env(uint32_t *leader)
+{
+	const char *v = getenv("SLURM_JOB_ID");
+	long id;
+
+	if (v == NULL || hexi_parse_long(v, 1, UINT32_MAX - 2, &id) != HEXI_OK)
+		return -1;
+	*leader = (uint32_t)id;
+	return 0;
+}
+
+/* Plan the step over the components req names and hand it off. */
+static hexi_rc het_plan(const hx_het_request *req)
+{
+	local_ctx *c = &het.ctx;
+	uint32_t leader = 0;
+	hexi_rc rv;
+
+	if (req->jobid != 0) /* srun --jobid: that job's allocation */
+		leader = req->jobid;
+	else if (het_leader_env(&leader) != 0) {
+		/* srun A : B making its own allocation */
+		het_why("srun makes this heterogeneous allocation itself, and "
+			"Slurm 22.05 then lets a plugin hand a plan to the "
+			"tasks of one component only: allocate first (salloc "
+			"or sbatch A : B) and run srun --het-group=0,1 "
+			"inside");
+		return HEXI_OK;
 	}
-	if (!het)
+	hx_handoff_init(&c->ho);
+	rv = hx_discover_het(leader, req, &c->alloc);
+	if (rv == HEXI_OK)
+		rv = make_plan(c);
+	if (rv == HEXI_OK)
+		rv = publish(c);
+	if (rv != HEXI_OK)
+		return hexi_error_prefix(rv, "job %u, heterogeneous step",
+					 (unsigned)leader);
+	het.planned = 1;
+	return HEXI_OK;
+}
+
+/* init_post_opt: at srun's last call for a step over several components,
+ * plan it (see above). */
+static int het_post_opt(void)
+{
+	hx_het_request req;
+	local_ctx *c = &het.ctx;
+	hexi_rc rv;
+
+	if (read_request(&req) != HEXI_OK || req.ncomps < 2 ||
+	    ++het.calls != req.ncalls || het.planned)
+		return 0;
+	if (hx_check_settings(&c->set) != 0)
+		return -1;
+	if (c->set.mode == HX_MODE_OFF) {
+		hx_settings_fini(&c->set);
+		return 0;
+	}
+	if (c->set.mode_from_default) {
+		het_why("default_mode=on does not plan a step over several "
+			"components on its own (its plan must reach them "
+			"before Slurm lays the step out, so srun could not "
+			"step aside afterwards)");
+		hx_settings_fini(&c->set);
+		return 0;
+	}
+	if ((rv = het_plan(&req)) == HEXI_OK)
+		return 0;
+	hx_err("%s", hexi_errmsg(rv));
+	local_fini(c);
+	memset(c, 0, sizeof(*c));
+	return -1;
+}
+
+/* local_user_init of a step planned in init_post_opt: Slurm's layout must
+ * be the planned one; then the plan file gets its usual name too and the
+ * summary is printed. */
+static int het_user_init(uint32_t job, uint32_t step)
+{
+	local_ctx *c = &het.ctx;
+	char usual[HX_PATH_MAX], unique[HX_PATH_MAX];
+	hexi_rc rv;
+	int ret = -1;
+
+	rv = hx_het_verify(&c->alloc, step);
+	c->alloc.step_id = step;
+	hexi_strlcpy(unique, c->plan_path, sizeof(unique));
+	if (rv == HEXI_OK && (rv = plan_path(c)) == HEXI_OK) {
+		hexi_strlcpy(usual, c->plan_path, sizeof(usual));
+		hexi_strlcpy(c->plan_path, unique, sizeof(c->plan_path));
+		/* a link: never writes through a planted name */
+		if (link(unique, usual) != 0)
+			fprintf(stderr,
+				"hexiscale: %s: cannot be made (%s); the plan "
+				"stays at %s\n",
+				usual, strerror(errno), unique);
+	}
+	if (rv == HEXI_OK) {
+		summary(c);
+		ret = 0;
+	} else {
+		hx_err("%s", hexi_errmsg(rv)); /* names the step */
+		unlink(unique);
+	}
+	slurm_verbose("hexiscale: step %u.%u is heterogeneous; srun called "
+		      "the plugin for job %u",
+		      (unsigned)c->alloc.job_id, step, job);
+	local_fini(c);
+	memset(c, 0, sizeof(*c));
+	het.planned = 0;
+	return ret;
+}
+
+/* A step that init_post_opt did not plan must not span several
+ * components of a het job (nor be split by ':' in a job that is not
+ * heterogeneous): a plan of the one component Slurm shows here would
+ * leave the others' tasks without roles. */
+static hexi_rc check_one_component(const local_ctx *c)
+{
+	hx_het_request req;
+	uint32_t leader = 0;
+	int n = 1;
+	hexi_rc rc;
+
+	if (c->alloc.het_leader != 0) {
+		rc = hx_het_step_span(c->alloc.job_id, c->alloc.step_id, &n,
+				      &leader);
+		if (rc != HEXI_OK)
+			return rc;
+	} else if (read_request(&req) == HEXI_OK && req.ncomps >= 2) {
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "job %u is not heterogeneous, and a step "
+				  "split into components (srun ... : ... or "
+				  "--het-group) inside it is not planned",
+				  (unsigned)c->alloc.job_id);
+	}
+	if (n < 2)
 		return HEXI_OK;
 	return hexi_error(HEXI_ERR_UNSUPPORTED,
-			  "job %u: this step spans several components of a "
-			  "heterogeneous job (srun ... : ... or --het-group "
-			  "with several groups); one plan over several "
-			  "components is not supported yet: give each "
-			  "component its own step (srun --het-group=N)",
-			  (unsigned)c->alloc.job_id);
+			  "this step spans %d components of heterogeneous "
+			  "job %u, but %s",
+			  n, (unsigned)leader,
+			  het.why[0] ? het.why
+				     : "srun's command line did not say which "
+				       "(--het-group=LIST, or ':' segments)");
 }
 
 /* default_mode=on plans only steps of one task per GPU of the job on
@@ -907,8 +1113,15 @@ int hx_local_post_opt(spank_t sp)
 	int ret;
 
 	(void)sp;
+	/* srun copies its environment into the steps after this: never
+	 * pass on a stale hand-off, not even to a heterogeneous step's
+	 * other components */
+	if (het.calls == 0 && !het.planned)
+		unsetenv(HX_HANDOFF_VAR);
 	ret = hx_check_settings(&s);
 	hx_settings_fini(&s);
+	if (ret == 0)
+		ret = het_post_opt();
 	return ret;
 }
 
@@ -938,6 +1151,14 @@ int hx_local_user_init(spank_t sp)
 	hexi_rc rv;
 	int ret = -1;
 
+	if (het.planned) {
+		if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+		    spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) {
+			hx_err("cannot get the job and step id from Slurm");
+			return -1;
+		}
+		return het_user_init(job, step);
+	}
 	memset(&c, 0, sizeof(c));
 	hx_handoff_init(&c.ho);
 	unsetenv(HX_HANDOFF_VAR); /* never pass on a stale hand-off */

@@ -253,6 +253,57 @@ static int export_all(spank_t sp, const hx_handoff *h, const hx_task_role *r,
 	return 0;
 }
 
+/* A heterogeneous step's hand-off (version 3): this task's component is
+ * the one with its job id, and there S_TASK_GLOBAL_ID and S_JOB_NODEID
+ * count within the component (measured, doc/DECISIONS.md 135), so the
+ * step's global task id and node index are the component's offsets plus
+ * those; the component must have the planned number of tasks and nodes,
+ * and SLURM_PROCID (Slurm's global id) must agree.  The step id is not
+ * checked: srun makes this hand-off before Slurm numbers the step (the
+ * hand-off never outlives srun's environment: srun replaces or removes
+ * it, and every task removes it from its own). */
+static int check_het_ids(spank_t sp, const hx_handoff *h, uint32_t job,
+			 uint32_t *gtid, uint32_t *node)
+{
+	const hx_handoff_comp *c = NULL;
+	uint32_t ntasks = 0, nnodes = 0;
+	char procid[32];
+	long pid;
+
+	for (int k = 0; k < h->ncomps; k++)
+		if (h->comps[k].job_id == job)
+			c = &h->comps[k];
+	if (c == NULL) {
+		hx_err("the plan hand-off is for heterogeneous job %u, not "
+		       "job %u",
+		       h->job_id, job);
+		return -1;
+	}
+	if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) !=
+		ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_NNODES, &nnodes) != ESPANK_SUCCESS ||
+	    (int)ntasks != c->ntasks || (int)nnodes != c->nnodes ||
+	    *gtid >= ntasks || *node >= nnodes) {
+		hx_err("job %u: %u tasks on %u nodes here, but plan %s has %d "
+		       "tasks on %d nodes in this component",
+		       job, ntasks, nnodes, h->plan_hash, c->ntasks, c->nnodes);
+		return -1;
+	}
+	*gtid += (uint32_t)c->task_off;
+	*node += (uint32_t)c->node_off;
+	if (spank_getenv(sp, "SLURM_PROCID", procid, sizeof(procid)) ==
+		ESPANK_SUCCESS &&
+	    (hexi_parse_long(procid, 0, HX_TASKS_MAX, &pid) != HEXI_OK ||
+	     pid != (long)*gtid)) {
+		hx_err("task %u of job %u: SLURM_PROCID is %.16s, plan %s "
+		       "expected %u",
+		       *gtid - (uint32_t)c->task_off, job, procid,
+		       h->plan_hash, *gtid);
+		return -1;
+	}
+	return 0;
+}
+
 /* The hand-off must be for this very step and task. */
 static int check_ids(spank_t sp, const hx_handoff *h, uint32_t *gtid)
 {
@@ -265,7 +316,10 @@ static int check_ids(spank_t sp, const hx_handoff *h, uint32_t *gtid)
 		hx_err("cannot get job, step, task and node ids from Slurm");
 		return -1;
 	}
-	if (h->job_id != job || h->step_id != step) {
+	if (h->ncomps > 0) {
+		if (check_het_ids(sp, h, job, gtid, &node) != 0)
+			return -1;
+	} else if (h->job_id != job || h->step_id != step) {
 		hx_err("the plan hand-off is for step %u.%u, not this step "
 		       "%u.%u",
 		       h->job_id, h->step_id, job, step);
@@ -281,14 +335,25 @@ static int check_ids(spank_t sp, const hx_handoff *h, uint32_t *gtid)
 }
 
 /* Name of the step's node with this index (SLURMD_NODENAME in the step
- * environment is the batch host's, so use SLURM_STEP_NODELIST). */
-static void node_name(spank_t sp, int index, char *out, size_t cap)
+ * environment is the batch host's, so use SLURM_STEP_NODELIST).  In a
+ * heterogeneous step that list is the whole step's, sorted by name, and
+ * SLURM_NODEID indexes it, not the plan's node order. */
+static void node_name(spank_t sp, const hx_handoff *ho, int index, char *out,
+		      size_t cap)
 {
-	char list[1024];
+	char list[1024], nid[32];
 	hostlist_t hl;
 	char *h;
+	long v;
 
 	snprintf(out, cap, "index %d", index); /* messages say "node %s" */
+	if (ho->ncomps > 0) {
+		if (spank_getenv(sp, "SLURM_NODEID", nid, sizeof(nid)) !=
+			ESPANK_SUCCESS ||
+		    hexi_parse_long(nid, 0, HX_NODES_MAX, &v) != HEXI_OK)
+			return;
+		index = (int)v;
+	}
 	if (spank_getenv(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) !=
 		ESPANK_SUCCESS ||
 	    (hl = slurm_hostlist_create(list)) == NULL)
@@ -311,7 +376,7 @@ static int apply(spank_t sp, const hx_handoff *h)
 	if (check_ids(sp, h, &gtid) != 0)
 		return -1;
 	r = &h->roles[gtid];
-	node_name(sp, r->node, node, sizeof(node));
+	node_name(sp, h, r->node, node, sizeof(node));
 	if (visible_devices(sp, h, r, node, cvd, sizeof(cvd)) != HEXI_OK) {
 		hx_err("task %u (rank %d): %s", gtid, r->rank,
 		       hexi_errmsg(HEXI_ERR_NODEV));

@@ -1,4 +1,5 @@
-/* fuzz_spank.c - the hand-off decoder and the GRES parser on any bytes. */
+/* fuzz_spank.c - the hand-off decoder, the GRES parser and the reader of
+ * srun's command line on any bytes. */
 #include "config.h"
 
 #include "hexiscale_int.h"
@@ -39,6 +40,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	hx_gres_parse(s, &g);
 	hx_parse_idx_list(s, idx, 64, &n);
+	{
+		hx_het_request r;
+
+		hx_het_request_parse(s, size + 1, &r); /* s[size] is NUL */
+	}
 	free(s);
 	return 0;
 }

@@ -270,7 +270,7 @@ static void test_handoff(void)
 	is_int(hx_handoff_decode(bad, &d), HEXI_ERR_CHECKSUM,
 	       "altered checksum refused");
 	ok(strncmp(s, "hx1;", 4) == 0, "no idle task: version 1");
-	ok(hx_handoff_decode("hx3;j=1", &d) != HEXI_OK, "wrong version");
+	ok(hx_handoff_decode("hx4;j=1", &d) != HEXI_OK, "wrong version");
 	ok(hx_handoff_decode("", &d) != HEXI_OK, "empty");
 	{
 		char shortbody[32] = "hx1;c=";
@@ -350,6 +350,128 @@ static void test_handoff_idle(void)
 	   "W + idle rows != tasks refused");
 	free(s);
 	hx_handoff_fini(&h);
+}
+
+/* Hand-off version 3: a step over two components (task 0-1 on node 0 in
+ * job 42, task 2 on node 1 in job 43). */
+static void test_handoff_het(void)
+{
+	hx_handoff h, d;
+	char *s = NULL;
+	static const struct {
+		hx_handoff_comp c[2];
+		const char *why;
+	} bad[] = {
+	    {{{42, 0, 2, 0, 1}, {43, 1, 1, 1, 1}}, "task ranges overlap"},
+	    {{{42, 0, 1, 0, 1}, {43, 1, 1, 1, 1}}, "a task left out"},
+	    {{{42, 0, 2, 0, 1}, {42, 2, 1, 1, 1}}, "one job twice"},
+	    {{{42, 0, 2, 0, 2}, {43, 2, 1, 2, 1}}, "more nodes than the step"},
+	    {{{42, 0, 2, 0, 1}, {43, 2, 1, 0, 1}}, "node ranges overlap"},
+	    {{{42, 0, 3, 0, 1}, {43, 3, 0, 1, 1}}, "an empty component"},
+	};
+
+	hx_handoff_init(&h);
+	fill(&h); /* tasks 0,1 on node 0; task 2 on node 1 */
+	is_int(hx_handoff_alloc_comps(&h, 1), HEXI_ERR_RANGE,
+	       "one component is no heterogeneous step");
+	is_int(hx_handoff_alloc_comps(&h, 2), HEXI_OK, "two components");
+	h.comps[0] = (hx_handoff_comp){42, 0, 2, 0, 1};
+	h.comps[1] = (hx_handoff_comp){43, 2, 1, 1, 1};
+	is_int(hx_handoff_encode(&h, &s), HEXI_OK, "encode version 3");
+	ok(s != NULL && strncmp(s, "hx3;j=42;hc=42.0.2.0.1/43.2.1.1.1;h=", 36) ==
+			    0,
+	   "version 3 names the components, no step: %.40s", s ? s : "");
+	is_int(hx_handoff_decode(s, &d), HEXI_OK, "decode version 3");
+	is_int(d.ncomps, 2, "components survive");
+	is_int((int)d.comps[1].job_id, 43, "component job survives");
+	is_int(d.comps[1].task_off, 2, "component task offset survives");
+	is_int(d.comps[1].node_off, 1, "component node offset survives");
+	is_int(d.roles[2].layer_begin, 20, "rows survive");
+	is_int((int)d.job_id, 42, "leader survives");
+	hx_handoff_fini(&d);
+	free(s);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		h.comps[0] = bad[i].c[0];
+		h.comps[1] = bad[i].c[1];
+		hx_handoff_encode(&h, &s);
+		ok(s != NULL && hx_handoff_decode(s, &d) != HEXI_OK,
+		   "version 3 refused: %s", bad[i].why);
+		free(s);
+		s = NULL;
+	}
+	h.comps[0] = (hx_handoff_comp){42, 0, 2, 0, 1};
+	h.comps[1] = (hx_handoff_comp){43, 2, 1, 1, 1};
+	h.roles[2].node = 0; /* component 1's task on component 0's node */
+	h.roles[2].local_rank = 0;
+	hx_handoff_encode(&h, &s);
+	is_int(hx_handoff_decode(s, &d), HEXI_ERR_RANGE,
+	       "a task on another component's node refused");
+	free(s);
+	hx_handoff_fini(&h);
+	ok(hx_handoff_decode("hx3;j=1;s=0;c=0000000000000000", &d) != HEXI_OK,
+	   "version 3 without components refused");
+}
+
+/* srun's command line as components. */
+static void test_het_request(void)
+{
+#define ARGS(lit) lit, sizeof(lit)
+	static const struct {
+		const char *args;
+		size_t len;
+		int ncomps, ncalls, want0, want1, want2;
+	} good[] = {
+	    {ARGS("srun\0-n2\0true"), 1, 1, 1, 0, 0},
+	    {ARGS("srun\0--het-group=0,1\0true"), 2, 2, 1, 1, 0},
+	    {ARGS("srun\0--het-group\0" "0-2\0true"), 3, 3, 1, 1, 1},
+	    {ARGS("srun\0--het=1,2\0true"), 2, 2, 0, 1, 1},
+	    {ARGS("srun\0-n1\0a\0:\0-n2\0b"), 2, 2, 1, 1, 0},
+	    {ARGS("srun\0a\0:\0--het-group=2\0b"), 2, 2, 1, 0, 1},
+	    {ARGS("srun\0--het-group=1\0true"), 1, 1, 0, 1, 0},
+	    {ARGS("srun\0sh\0-c\0a : b"), 1, 1, 1, 0, 0},
+	    {ARGS("srun\0--hexiscale=auto\0--het-g=0,1\0x"), 2, 2, 1, 1, 0},
+	};
+	static const struct {
+		const char *args;
+		size_t len;
+	} bad[] = {
+	    {ARGS("srun\0--het-group=0,0\0x")},
+	    {ARGS("srun\0--het-group=x\0x")},
+	    {ARGS("srun\0--het-group=\0x")},
+	    {ARGS("srun\0--het-group=128\0x")},
+	    {ARGS("srun\0a\0:\0--het-group=0\0b")},
+	    {ARGS("srun\0--het-group")},
+	};
+#undef ARGS
+	hx_het_request r;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		is_int(hx_het_request_parse(good[i].args, good[i].len, &r),
+		       HEXI_OK, "command line #%zu", i);
+		is_int(r.ncomps, good[i].ncomps, "#%zu: components", i);
+		is_int(r.ncalls, good[i].ncalls, "#%zu: init_post_opt calls",
+		       i);
+		ok(r.want[0] == good[i].want0 && r.want[1] == good[i].want1 &&
+		       r.want[2] == good[i].want2,
+		   "#%zu: which components", i);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok(hx_het_request_parse(bad[i].args, bad[i].len, &r) != HEXI_OK,
+		   "bad command line #%zu refused", i);
+	is_int(hx_het_request_parse("srun\0--jobid=42\0--het-group=0,1\0x",
+				    sizeof("srun\0--jobid=42\0--het-group=0,1\0x"),
+				    &r),
+	       HEXI_OK, "--jobid=N");
+	is_int((int)r.jobid, 42, "--jobid=N read");
+	is_int(hx_het_request_parse("srun\0--jobid\0" "43\0x",
+				    sizeof("srun\0--jobid\0" "43\0x"), &r),
+	       HEXI_OK, "--jobid N");
+	is_int((int)r.jobid, 43, "--jobid N read");
+	ok(hx_het_request_parse("srun\0--jobid=x\0x",
+				sizeof("srun\0--jobid=x\0x"), &r) != HEXI_OK,
+	   "--jobid=x refused");
+	ok(hx_het_request_parse("srun", 4, &r) != HEXI_OK,
+	   "not NUL-terminated refused");
 }
 
 /* Training tasks get 0..W-1, idle ones W.., each in task order. */
@@ -500,6 +622,8 @@ int main(void)
 	test_gres();
 	test_handoff();
 	test_handoff_idle();
+	test_handoff_het();
+	test_het_request();
 	test_rank_tasks();
 	return tap_done();
 }
