@@ -1010,12 +1010,46 @@ static int het_post_opt(void)
 		hx_settings_fini(&c->set);
 		return 0;
 	}
-	if ((rv = het_plan(&req)) == HEXI_OK)
+	if ((rv = het_plan(&req)) == HEXI_OK) {
+		if (!het.planned) /* local_user_init says why */
+			hx_settings_fini(&c->set);
 		return 0;
+	}
 	hx_err("%s", hexi_errmsg(rv));
 	local_fini(c);
 	memset(c, 0, sizeof(*c));
 	return -1;
+}
+
+/* The heterogeneous step's plan file (DIR/hexiscale-plan.J.het.<16 hex>.json,
+ * the name the tasks got) under its usual name DIR/hexiscale-plan.J.S.json
+ * too, as every other step's: a hard link made at a new name
+ * (usual.<the same 16 hex>; link() never follows a planted name) and
+ * renamed over the usual one (which replaces a link or an old file, never
+ * writes through it).  On failure stderr says so; the step runs. */
+static void link_usual_name(const char *unique, const char *usual)
+{
+	char tmp[HX_PATH_MAX + 32];
+	const char *rnd = strrchr(unique, '.');
+	int n, err = ENAMETOOLONG;
+
+	/* unique ends in ".<16 hex>.json": use those 16 digits */
+	n = rnd != NULL && rnd - unique > 17
+		? snprintf(tmp, sizeof(tmp), "%s.%.16s", usual, rnd - 16)
+		: -1;
+	if (n > 0 && (size_t)n < sizeof(tmp)) {
+		if (link(unique, tmp) != 0) {
+			err = errno;
+		} else if (rename(tmp, usual) != 0) {
+			err = errno;
+			unlink(tmp);
+		} else {
+			return;
+		}
+	}
+	fprintf(stderr,
+		"hexiscale: %s: cannot be made (%s); the plan stays at %s\n",
+		usual, strerror(err), unique);
 }
 
 /* local_user_init of a step planned in init_post_opt: Slurm's layout must
@@ -1034,12 +1068,7 @@ static int het_user_init(uint32_t job, uint32_t step)
 	if (rv == HEXI_OK && (rv = plan_path(c)) == HEXI_OK) {
 		hexi_strlcpy(usual, c->plan_path, sizeof(usual));
 		hexi_strlcpy(c->plan_path, unique, sizeof(c->plan_path));
-		/* a link: never writes through a planted name */
-		if (link(unique, usual) != 0)
-			fprintf(stderr,
-				"hexiscale: %s: cannot be made (%s); the plan "
-				"stays at %s\n",
-				usual, strerror(errno), unique);
+		link_usual_name(unique, usual);
 	}
 	if (rv == HEXI_OK) {
 		summary(c);

@@ -69,6 +69,8 @@ cat >"$JOBS/het.sbatch" <<EOS
 cd "$JOBS"
 srun --het-group=0,1 --hexiscale-use-all-gpus "$EX/print-role.sh" >all.out 2>all.err; echo "all=\$?"
 srun --hexiscale-use-all-gpus "$EX/print-role.sh" : "$EX/print-role.sh" >colon.out 2>colon.err; echo "colon=\$?"
+p=\$(sed -n 's/^HXROLE .* plan=\([^ ]*\) .*/\1/p' all.out | head -1)
+srun --het-group=0,1 --hexiscale="\$p" "$EX/print-role.sh" >user.out 2>user.err; echo "user=\$?"
 srun --het-group=1 "$EX/print-role.sh" >one.out 2>one.err; echo "one=\$?"
 srun --het-group=0,1 "$EX/print-role.sh" >own.out 2>own.err; echo "own=\$?"
 timeout 300 srun --mpi=pmix --kill-on-bad-exit=1 --het-group=0,1 --hexiscale-use-all-gpus "$HT" --steps 3 >train.out 2>train.err; echo "train=\$?"
@@ -79,8 +81,8 @@ jid=$(sbatch --parsable --hexiscale=auto --hexiscale-model=tiny-8l \
 wait_job "${jid%%+*}" || fail "heterogeneous batch job did not end in time"
 sed 's/^/# /' "$JOBS/het.out"
 cd "$JOBS" || hard "no job dir"
-expect_eq "batch job: step exit statuses" "$(grep -E '^(all|colon|one|own|train)=' het.out | paste -sd' ')" \
-	"all=0 colon=0 one=0 own=0 train=0"
+expect_eq "batch job: step exit statuses" "$(grep -E '^(all|colon|user|one|own|train)=' het.out | paste -sd' ')" \
+	"all=0 colon=0 user=0 one=0 own=0 train=0"
 p=$(plan_of all.out)
 [ -f "$p" ] && pass "srun --het-group=0,1: one plan file for every task ($p)" || fail "plan files: '$p'"
 check "srun --het-group=0,1: every role matches the plan (ranks 0..5 once, RANK = SLURM_PROCID)" $CHECK "$p" all.out
@@ -103,6 +105,9 @@ check "srun A : B in the allocation: roles match one plan of 6 GPUs" \
 	sh -c "$CHECK '$pc' colon.out && [ \"\$(grep -c ' role=train ' colon.out)\" = 6 ]"
 expect_eq "srun A : B in the allocation: GPU type per task" \
 	"$(types colon.out)" "0:a800 1:a800 2:a800 3:rtx4090 4:rtx4090 5:rtx4090"
+pu=$(plan_of user.out)
+check "srun --het-group=0,1 --hexiscale=PLAN (that plan as a user plan): roles match" $CHECK "$pu" user.out
+expect_eq "... the same plan (hash)" "$(field "$pu" "p['hash']")" "$(field "$p" "p['hash']")"
 expect_eq "srun --het-group=1: its own plan of its 3 rtx4090 GPUs" \
 	"$(sed -n 's/^HXROLE .* rank=\([0-9]*\) .* world=\([0-9]*\) .* gtype=\([^ ]*\) .*/\1\/\2\/\3/p' one.out | sort | paste -sd' ')" \
 	"0/3/rtx4090 1/3/rtx4090 2/3/rtx4090"
