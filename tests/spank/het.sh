@@ -130,6 +130,15 @@ expect_eq "not one task per GPU: refused before launch" \
 check "... naming the component, its tasks and GPUs" \
 	grep -q "component 0 (job ${jid%%+*}) has 2 tasks on 1 nodes, but the job has 3 GPUs on 1 nodes there" bad.err
 
+# 3b. GPUs asked for per component with -G (Slurm's usual form), the step
+# binding one per task.
+# shellcheck disable=SC2016
+timeout 120 salloc -p a800 -n3 -G 3 : -p rtx4090 -n3 -G 3 sh -c \
+	'srun --het-group=0,1 --gpus-per-task=1 --hexiscale=auto --hexiscale-model=tiny-8l --hexiscale-use-all-gpus "$1"' \
+	sh "$EX/print-role.sh" >g.out 2>g.err </dev/null
+check "salloc -G 3 : -G 3, srun --het-group=0,1 --gpus-per-task=1: roles match one plan of 6 GPUs" \
+	sh -c "$CHECK '$(plan_of g.out)' g.out && [ \"\$(grep -c ' role=train ' g.out)\" = 6 ]"
+
 # 4. Limits found before the step exists (clean: no step left behind).
 # shellcheck disable=SC2016
 out=$(timeout 120 salloc $A : -p rtx3090 -n1 sh -c \
