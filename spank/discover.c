@@ -194,8 +194,8 @@ static hexi_rc het_records(const job_info_msg_t *resp, uint32_t leader,
 	for (int k = 0; k < *n; k++)
 		if (by[k] == NULL)
 			return hexi_error(HEXI_ERR_SLURM,
-					  "job %u: component %d missing", leader,
-					  k);
+					  "job %u: component %d missing",
+					  leader, k);
 	return HEXI_OK;
 }
 
@@ -222,9 +222,9 @@ static hexi_rc het_comp_nodes(const slurm_job_info_t *j, int k, int cap,
 						"of job %u (a plan node is "
 						"one component's)",
 						h, a->job_id);
-		if (rc == HEXI_OK && (a->nnodes >= cap ||
-				      hexi_strlcpy(n->name, h, sizeof(n->name)) !=
-					  HEXI_OK))
+		if (rc == HEXI_OK &&
+		    (a->nnodes >= cap ||
+		     hexi_strlcpy(n->name, h, sizeof(n->name)) != HEXI_OK))
 			rc = hexi_error(HEXI_ERR_RANGE, "job %u: node list",
 					j->job_id);
 		if (rc == HEXI_OK && (uint32_t)i < j->gres_detail_cnt &&
@@ -283,8 +283,8 @@ static hexi_rc het_fill(const job_info_msg_t *resp, uint32_t leader,
 				  leader, HX_NODES_MAX);
 	a->comps = calloc((size_t)req->ncomps, sizeof(*a->comps));
 	a->jobs = calloc((size_t)n, sizeof(*a->jobs));
-	a->nodes = calloc((size_t)(maxnodes > 0 ? maxnodes : 1),
-			  sizeof(*a->nodes));
+	a->nodes =
+	    calloc((size_t)(maxnodes > 0 ? maxnodes : 1), sizeof(*a->nodes));
 	if (a->comps == NULL || a->jobs == NULL || a->nodes == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "no memory");
 	a->njobs = n;
@@ -307,8 +307,7 @@ static hexi_rc het_fill(const job_info_msg_t *resp, uint32_t leader,
 	return HEXI_OK;
 }
 
-hexi_rc hx_discover_het(uint32_t leader, const hx_het_request *req,
-			hx_alloc *a)
+hexi_rc hx_discover_het(uint32_t leader, const hx_het_request *req, hx_alloc *a)
 {
 	job_info_msg_t *resp = NULL;
 	hexi_rc rv;

@@ -337,7 +337,8 @@ static hexi_rc parse_comps(hx_handoff *h, char *list)
 				return hexi_error(HEXI_ERR_PARSE,
 						  "hand-off: bad component");
 			v[f] = strtol(p, &end, 10);
-			if (v[f] < 0 || v[f] > (f ? HX_TASKS_MAX : UINT32_MAX) ||
+			if (v[f] < 0 ||
+			    v[f] > (f ? HX_TASKS_MAX : UINT32_MAX) ||
 			    *end != (f == 4 ? '\0' : '.'))
 				return hexi_error(HEXI_ERR_PARSE,
 						  "hand-off: bad component");
@@ -345,8 +346,9 @@ static hexi_rc parse_comps(hx_handoff *h, char *list)
 		*c = (hx_handoff_comp){(uint32_t)v[0], (int)v[1], (int)v[2],
 				       (int)v[3], (int)v[4]};
 	}
-	return k == n ? HEXI_OK
-		      : hexi_error(HEXI_ERR_PARSE, "hand-off: bad component list");
+	return k == n
+		   ? HEXI_OK
+		   : hexi_error(HEXI_ERR_PARSE, "hand-off: bad component list");
 }
 
 /* Version 3: the components tile the step's tasks and nodes in order, no
@@ -468,8 +470,7 @@ hexi_rc hx_handoff_decode(const char *s, hx_handoff *h)
 
 	hx_handoff_init(h);
 	if (strlen(s) > HX_HANDOFF_MAX || strncmp(s, "hx", 2) != 0 ||
-	    (s[2] < '1' || s[2] > '3') || s[3] != ';' ||
-	    !hexi_is_printable(s))
+	    (s[2] < '1' || s[2] > '3') || s[3] != ';' || !hexi_is_printable(s))
 		return hexi_error(HEXI_ERR_PARSE,
 				  "hand-off: not a version-1, -2 or -3 "
 				  "hand-off");

@@ -25,8 +25,7 @@
 #define HX_GPUS_MAX  64	   /* GPUs per node we handle */
 #define HX_NODES_MAX 4096  /* nodes per step */
 #define HX_TASKS_MAX 16384 /* tasks per step */
-#define HX_COMPS_MAX 128   /* components of a heterogeneous job (Slurm's
-			      MAX_HET_JOB_COMPONENTS) */
+#define HX_COMPS_MAX 128   /* het job components (MAX_HET_JOB_COMPONENTS) */
 /* The hand-off travels in the step environment: values over ~128 KiB break
  * task launch (SLURM-FACTS), so keep a margin. */
 #define HX_HANDOFF_MAX 120000

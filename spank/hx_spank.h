@@ -60,7 +60,7 @@ typedef struct hx_alloc_comp {
 typedef struct hx_alloc {
 	uint32_t job_id, step_id; /* heterogeneous step: the leader's job id,
 				     step NO_VAL until Slurm numbers it */
-	int nnodes; /* nodes of the step */
+	int nnodes;		  /* nodes of the step */
 	hx_alloc_node *nodes;
 	int ntasks;
 	char out_dir[HX_PATH_MAX]; /* directory of the job's output */

@@ -792,9 +792,9 @@ static hexi_rc publish(local_ctx *c)
 	for (int k = 0; k < c->alloc.ncomps; k++) {
 		const hx_alloc_comp *ac = &c->alloc.comps[k];
 
-		c->ho.comps[k] = (hx_handoff_comp){ac->job_id, ac->task_off,
-						   ac->ntasks, ac->node_off,
-						   ac->nnodes};
+		c->ho.comps[k] =
+		    (hx_handoff_comp){ac->job_id, ac->task_off, ac->ntasks,
+				      ac->node_off, ac->nnodes};
 	}
 	c->ho.world_size = c->plan->world_size;
 	c->ho.npipelines = c->plan->npipelines;
@@ -807,12 +807,11 @@ static hexi_rc publish(local_ctx *c)
 		     sizeof(c->ho.master_addr));
 	/* a heterogeneous step has no step id yet: srun's pid keeps two
 	 * such steps of one job apart */
-	c->ho.master_port =
-	    hx_g_conf.port_base +
-	    (int)((c->alloc.job_id * 31u +
-		   (c->alloc.ncomps > 0 ? (uint32_t)getpid()
-					: c->alloc.step_id)) %
-		  2000u);
+	c->ho.master_port = hx_g_conf.port_base +
+			    (int)((c->alloc.job_id * 31u +
+				   (c->alloc.ncomps > 0 ? (uint32_t)getpid()
+							: c->alloc.step_id)) %
+				  2000u);
 	if ((rv = hx_handoff_encode(&c->ho, &c->handoff)) != HEXI_OK)
 		return rv;
 	if (setenv(HX_HANDOFF_VAR, c->handoff, 1) != 0)
@@ -922,10 +921,10 @@ static hexi_rc read_request(hx_het_request *r)
  * exactly so (hx_het_verify), or stops the step.
  */
 static struct {
-	int calls;	    /* init_post_opt calls so far */
-	int planned;	    /* 1: ctx holds a plan handed to the components */
-	local_ctx ctx;	    /* the planned step */
-	char why[512];	    /* why a multi-component step was not planned */
+	int calls;     /* init_post_opt calls so far */
+	int planned;   /* 1: ctx holds a plan handed to the components */
+	local_ctx ctx; /* the planned step */
+	char why[512]; /* why a multi-component step was not planned */
 } het;
 
 static void het_why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

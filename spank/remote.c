@@ -297,8 +297,8 @@ static int check_het_ids(spank_t sp, const hx_handoff *h, uint32_t job,
 	     pid != (long)*gtid)) {
 		hx_err("task %u of job %u: SLURM_PROCID is %.16s, plan %s "
 		       "expected %u",
-		       *gtid - (uint32_t)c->task_off, job, procid,
-		       h->plan_hash, *gtid);
+		       *gtid - (uint32_t)c->task_off, job, procid, h->plan_hash,
+		       *gtid);
 		return -1;
 	}
 	return 0;

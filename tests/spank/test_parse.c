@@ -378,8 +378,8 @@ static void test_handoff_het(void)
 	h.comps[0] = (hx_handoff_comp){42, 0, 2, 0, 1};
 	h.comps[1] = (hx_handoff_comp){43, 2, 1, 1, 1};
 	is_int(hx_handoff_encode(&h, &s), HEXI_OK, "encode version 3");
-	ok(s != NULL && strncmp(s, "hx3;j=42;hc=42.0.2.0.1/43.2.1.1.1;h=", 36) ==
-			    0,
+	ok(s != NULL &&
+	       strncmp(s, "hx3;j=42;hc=42.0.2.0.1/43.2.1.1.1;h=", 36) == 0,
 	   "version 3 names the components, no step: %.40s", s ? s : "");
 	is_int(hx_handoff_decode(s, &d), HEXI_OK, "decode version 3");
 	is_int(d.ncomps, 2, "components survive");
@@ -423,7 +423,9 @@ static void test_het_request(void)
 	} good[] = {
 	    {ARGS("srun\0-n2\0true"), 1, 1, 1, 0, 0},
 	    {ARGS("srun\0--het-group=0,1\0true"), 2, 2, 1, 1, 0},
-	    {ARGS("srun\0--het-group\0" "0-2\0true"), 3, 3, 1, 1, 1},
+	    {ARGS("srun\0--het-group\0"
+		  "0-2\0true"),
+	     3, 3, 1, 1, 1},
 	    {ARGS("srun\0--het=1,2\0true"), 2, 2, 0, 1, 1},
 	    {ARGS("srun\0-n1\0a\0:\0-n2\0b"), 2, 2, 1, 1, 0},
 	    {ARGS("srun\0a\0:\0--het-group=2\0b"), 2, 2, 1, 0, 1},
@@ -458,13 +460,16 @@ static void test_het_request(void)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ok(hx_het_request_parse(bad[i].args, bad[i].len, &r) != HEXI_OK,
 		   "bad command line #%zu refused", i);
-	is_int(hx_het_request_parse("srun\0--jobid=42\0--het-group=0,1\0x",
-				    sizeof("srun\0--jobid=42\0--het-group=0,1\0x"),
-				    &r),
+	is_int(hx_het_request_parse(
+		   "srun\0--jobid=42\0--het-group=0,1\0x",
+		   sizeof("srun\0--jobid=42\0--het-group=0,1\0x"), &r),
 	       HEXI_OK, "--jobid=N");
 	is_int((int)r.jobid, 42, "--jobid=N read");
-	is_int(hx_het_request_parse("srun\0--jobid\0" "43\0x",
-				    sizeof("srun\0--jobid\0" "43\0x"), &r),
+	is_int(hx_het_request_parse("srun\0--jobid\0"
+				    "43\0x",
+				    sizeof("srun\0--jobid\0"
+					   "43\0x"),
+				    &r),
 	       HEXI_OK, "--jobid N");
 	is_int((int)r.jobid, 43, "--jobid N read");
 	ok(hx_het_request_parse("srun\0--jobid=x\0x",
