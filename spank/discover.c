@@ -175,7 +175,14 @@ static hexi_rc het_records(const job_info_msg_t *resp, uint32_t leader,
 	for (uint32_t i = 0; i < resp->record_count; i++) {
 		const slurm_job_info_t *j = &resp->job_array[i];
 
-		if (!is_het(j) || j->het_job_id != leader)
+		if (is_het(j) && j->het_job_id != leader)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "job %u is component %u of "
+					  "heterogeneous job %u: name the "
+					  "leader (srun --jobid=%u)",
+					  j->job_id, j->het_job_offset,
+					  j->het_job_id, j->het_job_id);
+		if (!is_het(j))
 			return hexi_error(HEXI_ERR_UNSUPPORTED,
 					  "job %u is not a heterogeneous job: "
 					  "HexiScale plans a step over several "
