@@ -115,7 +115,7 @@ static void normalise(const char *in, char *out, size_t cap)
 		again = 0;
 		for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
 			size_t k = strlen(drop[i]);
-			if (strncmp(out, drop[i], k) == 0 && out[k] != '\0') {
+			if (strlen(out) > k && strncmp(out, drop[i], k) == 0) {
 				memmove(out, out + k, strlen(out + k) + 1);
 				again = 1;
 			}

@@ -21,7 +21,7 @@
 
 static int split_begin(int n, int t, int r)
 {
-	return (int)((long)r * n / t);
+	return t > 0 ? (int)((long)r * n / t) : 0; /* t >= 1 in a valid plan */
 }
 
 /* Fraction of n units held by TP rank r of t (hexi_layout_split rule). */
