@@ -316,6 +316,9 @@ int hexi_plan_recompute(const hexi_plan *p, int pi);
 hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out);
 /* Tasks the plan needs, one per GPU: world_size + nidle. */
 int hexi_plan_tasks(const hexi_plan *p);
+/* The idle GPUs by type in first-seen order, " a800 x64, rtx4090 x32",
+ * into BUF (truncated to CAP; "" when none); returns BUF. */
+char *hexi_plan_idle_types(const hexi_plan *p, char *buf, size_t cap);
 /* Index in p->idle of the idle GPU with this rank, or -1. */
 int hexi_plan_find_idle(const hexi_plan *p, int rank);
 /* Stage holding a global rank: pipeline/stage/tp_rank, or HEXI_ERR_NOTFOUND. */

@@ -355,24 +355,10 @@ static const char *gpu_name(const hexi_plan *p, const hexi_stage *s)
  * order. */
 static void print_idle_types(const hexi_plan *p)
 {
-	const char *seen[32];
-	int cnt[32], n = 0;
+	char buf[1024];
 
-	for (int i = 0; i < p->nidle; i++) {
-		const char *t = p->cluster->nodes[p->idle[i].node].gpu_type;
-		int k = 0;
-		while (k < n && strcmp(seen[k], t) != 0)
-			k++;
-		if (k == n && n < 32) {
-			seen[n] = t;
-			cnt[n++] = 0;
-		}
-		if (k < n)
-			cnt[k]++;
-	}
-	for (int k = 0; k < n; k++)
-		printf("%s %s x%d", k ? "," : "", seen[k], cnt[k]);
-	printf(" (hexiplan show --json lists them)\n");
+	printf("%s (hexiplan show --json lists them)\n",
+	       hexi_plan_idle_types(p, buf, sizeof(buf)));
 }
 
 /* "idle: 3 GPUs: n2 (rtx3090) 0,1; n3 (rtx3090) 0" when the plan leaves

@@ -559,25 +559,10 @@ static int training_nodes(const local_ctx *c)
 /* " a800 x64, rtx4090 x32": idle GPUs per type, in first-seen order. */
 static void idle_types(const hexi_plan *p)
 {
-	const char *seen[32];
-	int cnt[32], n = 0;
+	char buf[1024];
 
-	for (int i = 0; i < p->nidle; i++) {
-		const char *t = p->cluster->nodes[p->idle[i].node].gpu_type;
-		int k = 0;
-
-		while (k < n && strcmp(seen[k], t) != 0)
-			k++;
-		if (k == n && n < 32) {
-			seen[n] = t;
-			cnt[n++] = 0;
-		}
-		if (k < n)
-			cnt[k]++;
-	}
-	for (int k = 0; k < n; k++)
-		fprintf(stderr, "%s %s x%d", k ? "," : "", seen[k], cnt[k]);
-	fprintf(stderr, " (the plan file lists them)\n");
+	fprintf(stderr, "%s (the plan file lists them)\n",
+		hexi_plan_idle_types(p, buf, sizeof(buf)));
 }
 
 /* GPUs per node when few nodes are idle, else per type (as hexiplan
