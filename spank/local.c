@@ -557,22 +557,22 @@ static int training_nodes(const local_ctx *c)
 }
 
 /* " a800 x64, rtx4090 x32": idle GPUs per type, in first-seen order. */
-static void idle_types(const hexi_plan *p)
+static void idle_types(const local_ctx *c, const hexi_plan *p)
 {
 	char buf[1024];
 
 	fprintf(stderr, "%s (the plan file lists them)\n",
-		hexi_plan_idle_types(p, buf, sizeof(buf)));
+		c->lib.hexi_plan_idle_types(p, buf, sizeof(buf)));
 }
 
 /* GPUs per node when few nodes are idle, else per type (as hexiplan
  * show): " n2 (rtx4090) 0,1,2; n3 (rtx3090) 0,1". */
-static void idle_gpus(const hexi_plan *p, int nodes)
+static void idle_gpus(const local_ctx *c, const hexi_plan *p, int nodes)
 {
 	int prev = -1;
 
 	if (nodes > 8) {
-		idle_types(p);
+		idle_types(c, p);
 		return;
 	}
 	for (int i = 0; i < p->nidle; i++) {
@@ -613,7 +613,7 @@ static void summary_idle(const local_ctx *c)
 		p->nidle, p->nidle == 1 ? "" : "s", nodes,
 		nodes == 1 ? "" : "s", p->world_size,
 		p->world_size + p->nidle - 1, list);
-	idle_gpus(p, nodes);
+	idle_gpus(c, p, nodes);
 	free(tasks);
 }
 
