@@ -12,6 +12,8 @@
 # met), 1 goal missed with --strict, 77 cannot run here (reason printed),
 # 99 a step failed.  The last line is machine-readable:
 #   FIDELITY mode=cpu ranks=2 predicted_s=... measured_s=... deviation_pct=...
+# (--gpu adds attention=fused|own, the attention kernel the run took, and
+# both predictions, predicted_fused_s= and predicted_own_s=).
 # Environment: HEXI_BUILD (build dir, default $HEXI_SRC/build), MPIRUN.
 set -u
 HEXI_SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
 	--steps) steps=${2:-}; shift 2 ;;
 	--strict) strict=1; shift ;;
 	--gpu) mode=gpu; shift ;;
-	-h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,17p' "$0"; exit 0 ;;
 	*) echo "fidelity.sh: unknown argument '$1'"; exit 2 ;;
 	esac
 done
@@ -57,8 +59,9 @@ export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo \
 
 # ---- GPU mode (gpuwire): one GPU, one rank; hexitrain's GPU path trains
 # one-stage TP-1 pipelines (hexitrain(1)), which is what one GPU is planned.
-# A ~0.5B model in bf16 whose step is mostly GEMMs; the profile's bf16 GEMM
-# rate over the model's shapes.  Untested where no GPU was available.
+# A ~0.5B model in bf16 whose step is mostly GEMMs with cuDNN's attention
+# (mostly attention with the own kernel); the profile's bf16 GEMM rate over
+# the model's shapes.  Untested where no GPU was available.
 if [ "$mode" = gpu ]; then
 	L=8 C=2048 H=16 F=5632 V=32000 T=1024 GB=8 MB=4 BT=$((4 * 1024))
 	cat >"$d/model.json" <<EOF
