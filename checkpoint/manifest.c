@@ -451,7 +451,7 @@ hexi_rc ck_json_shape(json_t *o, int *ndim, int64_t shape[2], const char *where)
 
 hexi_rc ck_json_rows(json_t *o, int64_t *b, int64_t *e, const char *where)
 {
-	int64_t r[2];
+	int64_t r[2] = {0, 0};
 	hexi_rc rc = json_pair(json_object_get(o, "rows"), 0, CK_MAX_ROWS, r, 1,
 			       "rows", where);
 

@@ -448,26 +448,40 @@ static void mark_verified(hexi_ckpt_reader *r, int rank)
 /* Open rank file RANK for libhdf5 only after its size and whole-file
  * xxh64 match the manifest (version >= 2), so a crafted file never reaches
  * HDF5's parser; HDF5 is given the checked descriptor's /proc name. */
-static hexi_rc open_checked(hexi_ckpt_reader *r, int rank, const char *p,
-			    hid_t *out)
+/* Rank file RANK (path P, for messages) opened below the step directory
+ * without following anything, a regular file of the manifest's size. */
+static hexi_rc open_rank(const hexi_ckpt_reader *r, int rank, const char *p,
+			 int *fd)
 {
-	char name[32], fdp[64];
-	uint64_t bytes = 0, xxh = 0;
+	char name[32];
 	struct stat st;
-	int fd = -1;
 	hexi_rc rc;
 
 	snprintf(name, sizeof(name), "rank-%05d.h5", rank);
-	if ((rc = ck_open_at(r->stepfd, name, p, &fd, &st)) != HEXI_OK)
+	if ((rc = ck_open_at(r->stepfd, name, p, fd, &st)) != HEXI_OK)
 		return rc;
 	if ((uint64_t)st.st_size != r->man.file_bytes[rank]) {
-		rc = hexi_error(HEXI_ERR_IO,
-				"%s: %lld bytes, the manifest says %" PRIu64
-				" (truncated or replaced)",
-				p, (long long)st.st_size,
-				r->man.file_bytes[rank]);
-		goto out;
+		close(*fd);
+		*fd = -1;
+		return hexi_error(HEXI_ERR_IO,
+				  "%s: %lld bytes, the manifest says %" PRIu64
+				  " (truncated or replaced)",
+				  p, (long long)st.st_size,
+				  r->man.file_bytes[rank]);
 	}
+	return HEXI_OK;
+}
+
+static hexi_rc open_checked(hexi_ckpt_reader *r, int rank, const char *p,
+			    hid_t *out)
+{
+	char fdp[64];
+	uint64_t bytes = 0, xxh = 0;
+	int fd = -1;
+	hexi_rc rc;
+
+	if ((rc = open_rank(r, rank, p, &fd)) != HEXI_OK)
+		return rc;
 	if (r->man.file_xxh != NULL) {
 		if ((rc = ck_hash_fd(fd, p, &bytes, &xxh)) != HEXI_OK)
 			goto out;
@@ -603,8 +617,7 @@ static int direct_ok(uint64_t off)
  * the manifest's); at most CK_MAX_OPEN_FILES stay open. */
 static hexi_rc rank_fd(hexi_ckpt_reader *r, int rank, int *fd)
 {
-	char name[32], p[CK_PATH_MAX];
-	struct stat st;
+	char p[CK_PATH_MAX];
 	int i, f = -1;
 	hexi_rc rc;
 
@@ -620,18 +633,9 @@ static hexi_rc rank_fd(hexi_ckpt_reader *r, int rank, int *fd)
 			}
 		r->nfds = 0;
 	}
-	snprintf(name, sizeof(name), "rank-%05d.h5", rank);
 	ck_rank_path(p, sizeof(p), r->stepdir, rank);
-	if ((rc = ck_open_at(r->stepfd, name, p, &f, &st)) != HEXI_OK)
+	if ((rc = open_rank(r, rank, p, &f)) != HEXI_OK)
 		return rc;
-	if ((uint64_t)st.st_size != r->man.file_bytes[rank]) {
-		close(f);
-		return hexi_error(HEXI_ERR_IO,
-				  "%s: %lld bytes, the manifest says %" PRIu64
-				  " (truncated or replaced)",
-				  p, (long long)st.st_size,
-				  r->man.file_bytes[rank]);
-	}
 	/* The shared lock libhdf5 would take: a file another process holds
 	 * exclusively (being written) is refused, never read. */
 	if (flock(f, LOCK_SH | LOCK_NB) != 0 && errno != ENOLCK &&

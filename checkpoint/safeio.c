@@ -169,7 +169,6 @@ hexi_rc ck_read_at(int dfd, const char *name, size_t max, const char *what,
 	*out = NULL;
 	if ((rc = ck_open_at(dfd, name, what, &fd, &st)) != HEXI_OK)
 		return rc;
-	rc = HEXI_ERR_RANGE;
 	if ((uint64_t)st.st_size > max) {
 		rc = hexi_error(HEXI_ERR_RANGE, "%s: larger than %zu bytes",
 				what, max);

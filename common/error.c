@@ -56,19 +56,50 @@ hexi_rc hexi_error(hexi_rc rc, const char *fmt, ...)
 	return rc;
 }
 
-hexi_rc hexi_error_prefix(hexi_rc rc, const char *fmt, ...)
+int hexi_error_set(const char *fmt, ...)
 {
-	char prefix[HEXI_MSG_CAP];
-	char old[HEXI_MSG_CAP];
+	int e = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	hexi_verror(HEXI_OK, fmt, ap);
+	va_end(ap);
+	errno = e;
+	return 0;
+}
+
+const char *hexi_error_fmt_prefix(const char *fmt, ...)
+{
+	static _Thread_local char prefix[HEXI_MSG_CAP];
+	int e = errno;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
+	errno = e;
+	return prefix;
+}
+
+void hexi_error_prefix_str(hexi_rc rc, const char *prefix)
+{
+	char old[HEXI_MSG_CAP];
+
 	memcpy(old, errmsg, sizeof(old));
 	if (old[0] == '\0')
 		snprintf(old, sizeof(old), "%s", hexi_strerror(rc));
 	snprintf(errmsg, sizeof(errmsg), "%.400s: %.600s", prefix, old);
+}
+
+hexi_rc hexi_error_prefix(hexi_rc rc, const char *fmt, ...)
+{
+	char prefix[HEXI_MSG_CAP];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	hexi_error_prefix_str(rc, prefix);
 	return rc;
 }
 

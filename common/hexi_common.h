@@ -69,32 +69,44 @@ const char *hexi_errname(hexi_rc rc);
  */
 hexi_rc hexi_verror(hexi_rc rc, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
-/*
- * hexi_error is an inline in this header so that static analyzers (clang's,
- * cppcheck), which look at one file at a time, see that it returns exactly
- * its code: `return hexi_error(HEXI_ERR_IO, ...)` is an error path to
- * them, not a call that might return HEXI_OK.  common/error.c still
- * defines the out-of-line hexi_error (same behaviour) for the library ABI.
- */
-#ifdef HEXI_COMMON_OUT_OF_LINE_ERROR
 hexi_rc hexi_error(hexi_rc rc, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-#else
-static inline __attribute__((format(printf, 2, 3))) hexi_rc
-hexi_error(hexi_rc rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	(void)hexi_verror(rc, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-#endif
 
 /* Prefix the current message with "PREFIX: " (adds context on the way up). */
 hexi_rc hexi_error_prefix(hexi_rc rc, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/*
+ * hexi_error() and hexi_error_prefix() are macros over non-variadic inlines
+ * that return rc, so that clang's static analyzer (which never inlines a
+ * variadic function) and cppcheck see `return hexi_error(HEXI_ERR_IO, ...)`
+ * as an error path, not a call that might return HEXI_OK.  rc is evaluated
+ * once; the message is formatted by the out-of-line helpers below, which
+ * leave errno as they found it (rc may be errno_rc(errno)).  common/error.c
+ * still defines the functions above (same behaviour) for the library ABI.
+ */
+int hexi_error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *hexi_error_fmt_prefix(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+void hexi_error_prefix_str(hexi_rc rc, const char *prefix);
+
+static inline hexi_rc hexi_error_rc(hexi_rc rc, int set)
+{
+	(void)set;
+	return rc;
+}
+
+static inline hexi_rc hexi_error_prefix_rc(hexi_rc rc, const char *prefix)
+{
+	hexi_error_prefix_str(rc, prefix);
+	return rc;
+}
+
+#ifndef HEXI_COMMON_OUT_OF_LINE_ERROR
+#define hexi_error(rc, ...) hexi_error_rc((rc), hexi_error_set(__VA_ARGS__))
+#define hexi_error_prefix(rc, ...)                                             \
+	hexi_error_prefix_rc((rc), hexi_error_fmt_prefix(__VA_ARGS__))
+#endif
 
 /* The last message of this thread, or the code's text if none was set. */
 const char *hexi_errmsg(hexi_rc rc);

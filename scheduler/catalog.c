@@ -35,69 +35,89 @@ struct hexi_catalog {
  * node (NVLink per GPU, else PCIe through the host), GB/s; eff: default
  * achievable fraction of peak for large GEMMs (replaced by hexiprof's
  * measurement when a profile is applied).
+ *
+ * Attention (doc/COSTMODEL.md "Attention"; hexiscale-cluster(5) gives the
+ * sources): cc is the CUDA compute capability, which decides whether the
+ * runtime can take cuDNN's fused attention (8.0 or newer); attn and
+ * attn_bwd are that path's forward and backward FLOP rates as fractions of
+ * peak (FlashAttention-2/3 and cuDNN 9 figures for causal attention at
+ * 2k-4k tokens: 0.60/0.45 on A100-class, 0.55/0.40 on Hopper and Ada,
+ * 0.50/0.40 on GA102 and L40S); attn_own is the runtime's own kernel
+ * (rt_attention.cu: one warp per query row on CUDA cores, bound by
+ * instruction issue at about 35 FLOP per clock per SM for head size 128):
+ * 35 x SMs x boost clock / peak.  The cpu type prices attention at its
+ * GEMM rate and has none of these (0).
  */
 static const struct builtin_gpu {
 	const char *name;
 	double peak, mem, bw, intra, eff;
+	double cc, attn, attn_bwd, attn_own; /* compute capability; attention
+						efficiencies (see above) */
 	const char *aliases; /* space separated, matched normalised */
 } builtin_gpus[] = {
     /* A100 SXM4 80GB datasheet: 312 BF16 dense, 2039 GB/s, NVLink3 600
      * GB/s bidirectional.  HexiScale paper uses 312. */
-    {"a100-80g", 312.0, 80.0, 2039.0, 300.0, 0.75,
+    {"a100-80g", 312.0, 80.0, 2039.0, 300.0, 0.75, 8.0, 0.6, 0.45, 0.017,
      "a100 a100-80gb a100-sxm4-80gb a100-sxm-80gb a100-pcie-80gb "
      "a100-80gb-pcie"},
     /* A800: A100 with NVLink capped at 400 GB/s bidirectional (paper: 312). */
-    {"a800-80g", 312.0, 80.0, 2039.0, 200.0, 0.75,
+    {"a800-80g", 312.0, 80.0, 2039.0, 200.0, 0.75, 8.0, 0.6, 0.45, 0.017,
      "a800 a800-80gb a800-sxm4-80gb a800-pcie-80gb"},
     /* H100 SXM5 datasheet: 989.4 BF16 dense (1979 sparse), 3350 GB/s,
      * NVLink4 900 GB/s bidirectional. */
-    {"h100-sxm", 989.4, 80.0, 3350.0, 450.0, 0.7,
+    {"h100-sxm", 989.4, 80.0, 3350.0, 450.0, 0.7, 9.0, 0.55, 0.4, 0.009,
      "h100 h100-80gb h100-sxm5-80gb h100-80gb-hbm3 h100sxm"},
     /* H100 PCIe datasheet: 756 BF16 dense (1513 sparse), 80 GB, 2000 GB/s,
      * NVLink bridge 600 GB/s bidirectional (NVML: "NVIDIA H100 PCIe"). */
-    {"h100-pcie", 756.0, 80.0, 2000.0, 300.0, 0.7, "h100pcie h100-pcie-80gb"},
+    {"h100-pcie", 756.0, 80.0, 2000.0, 300.0, 0.7, 9.0, 0.55, 0.4, 0.009,
+     "h100pcie h100-pcie-80gb"},
     /* H100 NVL datasheet: 835.5 BF16 dense (1671 sparse), 94 GB, 3900 GB/s,
      * NVLink bridge 600 GB/s bidirectional (NVML: "NVIDIA H100 NVL"). */
-    {"h100-nvl", 835.5, 94.0, 3900.0, 300.0, 0.7, "h100nvl h100-nvl-94gb"},
+    {"h100-nvl", 835.5, 94.0, 3900.0, 300.0, 0.7, 9.0, 0.55, 0.4, 0.01,
+     "h100nvl h100-nvl-94gb"},
     /* H200 SXM datasheet: 989.4 BF16 dense, 141 GB HBM3e, 4800 GB/s. */
-    {"h200", 989.4, 141.0, 4800.0, 450.0, 0.7, "h200-sxm h200-141gb"},
+    {"h200", 989.4, 141.0, 4800.0, 450.0, 0.7, 9.0, 0.55, 0.4, 0.009,
+     "h200-sxm h200-141gb"},
     /* H200 NVL datasheet: 835.5 BF16 dense (1671 sparse), 141 GB, 4800
      * GB/s, NVLink bridge 900 GB/s bidirectional (NVML: "NVIDIA H200 NVL").
      */
-    {"h200-nvl", 835.5, 141.0, 4800.0, 450.0, 0.7, "h200nvl"},
+    {"h200-nvl", 835.5, 141.0, 4800.0, 450.0, 0.7, 9.0, 0.55, 0.4, 0.01,
+     "h200nvl"},
     /* A100 40GB (SXM4 and PCIe) datasheet: 312 BF16 dense, 1555 GB/s
      * (NVML: "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"). */
-    {"a100-40g", 312.0, 40.0, 1555.0, 300.0, 0.75,
+    {"a100-40g", 312.0, 40.0, 1555.0, 300.0, 0.75, 8.0, 0.6, 0.45, 0.017,
      "a100-40gb a100-sxm4-40gb a100-pcie-40gb"},
     /* L40 datasheet: 181.05 BF16 dense (362.1 sparse), 48 GB, 864 GB/s,
      * PCIe 4.0 x16 (no NVLink). */
-    {"l40", 181.05, 48.0, 864.0, 25.0, 0.7, "l40-48gb"},
+    {"l40", 181.05, 48.0, 864.0, 25.0, 0.7, 8.9, 0.55, 0.4, 0.068, "l40-48gb"},
     /* L40S datasheet: 362.05 BF16 dense (733 sparse), 48 GB, 864 GB/s. */
-    {"l40s", 362.05, 48.0, 864.0, 25.0, 0.7, "l40s-48gb"},
+    {"l40s", 362.05, 48.0, 864.0, 25.0, 0.7, 8.9, 0.5, 0.4, 0.035, "l40s-48gb"},
     /* RTX 4090 (Ada whitepaper): 165.2 FP16/BF16 tensor with FP32
      * accumulate, dense (330.3 with FP16 accumulate); 24 GB, 1008 GB/s;
      * PCIe 4.0, no P2P.  Paper uses 165.2. */
-    {"rtx4090", 165.2, 24.0, 1008.0, 20.0, 0.7,
+    {"rtx4090", 165.2, 24.0, 1008.0, 20.0, 0.7, 8.9, 0.55, 0.4, 0.068,
      "4090 rtx-4090 geforce-rtx-4090"},
     /* RTX 3090: the HexiScale authors' figure 80 (Ampere GA102 whitepaper:
      * 71 with FP32 accumulate, 142 with FP16 accumulate); 24 GB, 936 GB/s. */
-    {"rtx3090", 80.0, 24.0, 936.0, 20.0, 0.7, "3090 rtx-3090 geforce-rtx-3090"},
+    {"rtx3090", 80.0, 24.0, 936.0, 20.0, 0.7, 8.6, 0.5, 0.4, 0.061,
+     "3090 rtx-3090 geforce-rtx-3090"},
     /* RTX 3080 (GA102 whitepaper): 59.5 FP32 accumulate dense (119 FP16
      * accumulate); 10 GB, 760 GB/s. */
-    {"rtx3080", 59.5, 10.0, 760.0, 16.0, 0.7, "3080 rtx-3080 geforce-rtx-3080"},
+    {"rtx3080", 59.5, 10.0, 760.0, 16.0, 0.7, 8.6, 0.5, 0.4, 0.068,
+     "3080 rtx-3080 geforce-rtx-3080"},
     /* RTX 3080 Ti (GA102 whitepaper): 68.2 FP32 accumulate dense (136.4
      * FP16 accumulate); 12 GB, 912 GB/s. */
-    {"rtx3080ti", 68.2, 12.0, 912.0, 16.0, 0.7,
+    {"rtx3080ti", 68.2, 12.0, 912.0, 16.0, 0.7, 8.6, 0.5, 0.4, 0.068,
      "3080ti 3080-ti rtx-3080-ti geforce-rtx-3080-ti"},
     /* V100 SXM2 32GB datasheet: 125 FP16 tensor (no BF16), 900 GB/s,
      * NVLink2 300 GB/s bidirectional. */
-    {"v100", 125.0, 32.0, 900.0, 150.0, 0.7,
+    {"v100", 125.0, 32.0, 900.0, 150.0, 0.7, 7.0, 0.5, 0.4, 0.034,
      "v100-32gb v100-sxm2-32gb v100-sxm2-16gb v100-pcie-32gb"},
     /* T4 datasheet: 65 FP16 mixed precision, 16 GB, 320 GB/s, PCIe 3.0. */
-    {"t4", 65.0, 16.0, 320.0, 12.0, 0.7, "tesla-t4"},
+    {"t4", 65.0, 16.0, 320.0, 12.0, 0.7, 7.5, 0.5, 0.4, 0.034, "tesla-t4"},
     /* CPU-only ranks: a placeholder until hexiprof measures the host
      * (profile cpu.gemm_gflops sets peak, efficiency 1). */
-    {"cpu", 1.0, 16.0, 50.0, 10.0, 1.0, "host x86_64 aarch64"},
+    {"cpu", 1.0, 16.0, 50.0, 10.0, 1.0, 0, 0, 0, 0, "host x86_64 aarch64"},
 };
 
 /* Lower-case alphanumerics only, vendor words ("nvidia", "geforce",
@@ -115,7 +135,7 @@ static void normalise(const char *in, char *out, size_t cap)
 		again = 0;
 		for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
 			size_t k = strlen(drop[i]);
-			if (strncmp(out, drop[i], k) == 0 && out[k] != '\0') {
+			if (strlen(out) > k && strncmp(out, drop[i], k) == 0) {
 				memmove(out, out + k, strlen(out + k) + 1);
 				again = 1;
 			}
@@ -287,6 +307,10 @@ hexi_rc hexi_catalog_builtin(hexi_catalog **out)
 		e->t.mem_bw_gbps = b->bw;
 		e->t.intra_bw_gbps = b->intra;
 		e->t.efficiency = b->eff;
+		e->t.compute_capability = b->cc;
+		e->t.attn_efficiency = b->attn;
+		e->t.attn_bwd_efficiency = b->attn_bwd;
+		e->t.attn_own_efficiency = b->attn_own;
 		add_aliases(e, b->aliases);
 	}
 	cat->n = n;
@@ -315,7 +339,32 @@ static hexi_rc check_type(const hexi_gpu_type *t)
 				  "intra_bw_gbps must be > 0, efficiency in "
 				  "(0,1])",
 				  t->name);
+	/* 0 = not given (hexi_catalog_set callers that predate them) */
+	if (!(t->attn_efficiency >= 0 && t->attn_efficiency <= 1) ||
+	    !(t->attn_bwd_efficiency >= 0 && t->attn_bwd_efficiency <= 1) ||
+	    !(t->attn_own_efficiency >= 0 && t->attn_own_efficiency <= 1) ||
+	    !(t->compute_capability >= 0 && t->compute_capability < 100))
+		return hexi_error(HEXI_ERR_RANGE,
+				  "GPU type '%s': attn_efficiency, "
+				  "attn_bwd_efficiency, attn_own_efficiency "
+				  "must be in (0,1], compute_capability in "
+				  "(0,100)",
+				  t->name);
 	return HEXI_OK;
+}
+
+/* Attention fields not given (0) in t keep old's, as a catalog file's
+ * absent keys do. */
+static void attn_keep(hexi_gpu_type *t, const hexi_gpu_type *old)
+{
+	if (t->attn_efficiency == 0)
+		t->attn_efficiency = old->attn_efficiency;
+	if (t->attn_bwd_efficiency == 0)
+		t->attn_bwd_efficiency = old->attn_bwd_efficiency;
+	if (t->attn_own_efficiency == 0)
+		t->attn_own_efficiency = old->attn_own_efficiency;
+	if (t->compute_capability == 0)
+		t->compute_capability = old->compute_capability;
 }
 
 hexi_rc hexi_catalog_set(hexi_catalog *cat, const hexi_gpu_type *t)
@@ -331,9 +380,11 @@ hexi_rc hexi_catalog_set(hexi_catalog *cat, const hexi_gpu_type *t)
 	e = find_entry(cat, t->name);
 	if (e != NULL) {
 		char keep[HEXI_NAME_MAX];
+		hexi_gpu_type old = e->t;
 		memcpy(keep, e->t.name, sizeof(keep));
 		e->t = *t;
 		memcpy(e->t.name, keep, sizeof(keep));
+		attn_keep(&e->t, &old);
 		return HEXI_OK;
 	}
 	rv = cat_grow(cat);
@@ -345,18 +396,79 @@ hexi_rc hexi_catalog_set(hexi_catalog *cat, const hexi_gpu_type *t)
 	return HEXI_OK;
 }
 
-json_t *hexi__gpu_type_to_json(const hexi_gpu_type *t)
+/* The built-in row that name resolves to, or NULL. */
+static const struct builtin_gpu *builtin_row(const char *name)
 {
-	return json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:b}", "name", t->name,
-			 "peak_tflops", t->peak_tflops, "mem_gib", t->mem_gib,
-			 "mem_bw_gbps", t->mem_bw_gbps, "intra_bw_gbps",
-			 t->intra_bw_gbps, "efficiency", t->efficiency,
-			 "measured", t->measured);
+	char norm[HEXI_NAME_MAX], buf[HEXI_NAME_MAX];
+
+	normalise(name, norm, sizeof(norm));
+	for (size_t i = 0; i < sizeof(builtin_gpus) / sizeof(builtin_gpus[0]);
+	     i++) {
+		cat_entry e;
+		memset(&e, 0, sizeof(e));
+		add_aliases(&e, builtin_gpus[i].aliases);
+		normalise(builtin_gpus[i].name, buf, sizeof(buf));
+		hexi_strlcpy(e.t.name, builtin_gpus[i].name, sizeof(e.t.name));
+		if (strcmp(buf, norm) == 0 || entry_matches(&e, norm))
+			return &builtin_gpus[i];
+	}
+	return NULL;
 }
 
-static const char *const gpu_keys[] = {
-    "name",	     "aliases",	   "peak_tflops", "mem_gib", "mem_bw_gbps",
-    "intra_bw_gbps", "efficiency", "measured",	  NULL};
+/* Attention fields are written only where they differ from what a reader
+ * takes when they are absent (the built-in row of the name, else 0 = the
+ * cost model's default), so plans written before they existed keep their
+ * hash and every plan still re-simulates the same way (DECISIONS 121). */
+static hexi_rc attn_to_json(json_t *o, const hexi_gpu_type *t)
+{
+	const struct builtin_gpu *b = builtin_row(t->name);
+	const struct {
+		const char *key;
+		double v, def;
+	} f[] = {
+	    {"attn_efficiency", t->attn_efficiency, b ? b->attn : 0},
+	    {"attn_bwd_efficiency", t->attn_bwd_efficiency,
+	     b ? b->attn_bwd : 0},
+	    {"attn_own_efficiency", t->attn_own_efficiency,
+	     b ? b->attn_own : 0},
+	    {"compute_capability", t->compute_capability, b ? b->cc : 0},
+	};
+	hexi_rc rv = HEXI_OK;
+
+	for (size_t i = 0; rv == HEXI_OK && i < sizeof(f) / sizeof(f[0]); i++)
+		if (f[i].v != f[i].def && f[i].v > 0)
+			rv = hsj_set(o, f[i].key, json_real(f[i].v));
+	return rv;
+}
+
+json_t *hexi__gpu_type_to_json(const hexi_gpu_type *t)
+{
+	json_t *o = json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:b}", "name", t->name,
+			      "peak_tflops", t->peak_tflops, "mem_gib",
+			      t->mem_gib, "mem_bw_gbps", t->mem_bw_gbps,
+			      "intra_bw_gbps", t->intra_bw_gbps, "efficiency",
+			      t->efficiency, "measured", t->measured);
+
+	if (o != NULL && attn_to_json(o, t) != HEXI_OK) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static const char *const gpu_keys[] = {"name",
+				       "aliases",
+				       "peak_tflops",
+				       "mem_gib",
+				       "mem_bw_gbps",
+				       "intra_bw_gbps",
+				       "efficiency",
+				       "measured",
+				       "attn_efficiency",
+				       "attn_bwd_efficiency",
+				       "attn_own_efficiency",
+				       "compute_capability",
+				       NULL};
 
 /* Numbers of one entry into t (fields absent in the JSON are kept). */
 static hexi_rc entry_numbers(const json_t *g, const char *w, int isnew,
@@ -380,6 +492,18 @@ static hexi_rc entry_numbers(const json_t *g, const char *w, int isnew,
 				 &t->efficiency);
 	if (rv == HEXI_OK)
 		rv = hsj_get_bool(g, w, "measured", HSJ_OPTIONAL, &t->measured);
+	if (rv == HEXI_OK)
+		rv = hsj_get_num(g, w, "attn_efficiency", HSJ_OPTIONAL, 0, 1,
+				 1.0, &t->attn_efficiency);
+	if (rv == HEXI_OK)
+		rv = hsj_get_num(g, w, "attn_bwd_efficiency", HSJ_OPTIONAL, 0,
+				 1, 1.0, &t->attn_bwd_efficiency);
+	if (rv == HEXI_OK)
+		rv = hsj_get_num(g, w, "attn_own_efficiency", HSJ_OPTIONAL, 0,
+				 1, 1.0, &t->attn_own_efficiency);
+	if (rv == HEXI_OK)
+		rv = hsj_get_num(g, w, "compute_capability", HSJ_OPTIONAL, 0, 1,
+				 99.9, &t->compute_capability);
 	return rv;
 }
 
@@ -535,14 +659,36 @@ hexi_rc hexi_catalog_load(const char *path, hexi_catalog **out)
 typedef struct prof_acc {
 	double tflops, membw, intra;
 	int ntflops, nmembw, nintra;
+	double attn[3]; /* attn_tflops fwd, bwd, own */
+	int nattn[3];
 } prof_acc;
 
 static const char *const prof_keys[] = {"format", "version", "host", "gpus",
 					"cpu",	  "links",   NULL};
 static const char *const prof_gpu_keys[] = {
-    "type",	"index",    "gemm_tflops", "mem_bw_gbps",
-    "h2d_gbps", "d2h_gbps", "name",	   NULL};
+    "type",	"index", "gemm_tflops", "mem_bw_gbps", "h2d_gbps",
+    "d2h_gbps", "name",	 "attn_tflops", NULL};
 static const char *const prof_gemm_keys[] = {"bf16", "fp16", "fp32", NULL};
+static const char *const prof_attn_keys[] = {"fwd", "bwd", "own", NULL};
+
+/* gpus[].attn_tflops: measured attention rates (fused forward and
+ * backward, own kernel), TFLOPS over the FLOPs doc/COSTMODEL.md counts;
+ * each optional.  v[] keeps -1 for an absent one. */
+static hexi_rc prof_attn(const json_t *g, const char *w, double v[3])
+{
+	json_t *a;
+	char p[HSJ_PATH_MAX];
+	hexi_rc rv = hsj_get_object(g, w, "attn_tflops", HSJ_OPTIONAL, &a);
+
+	if (rv != HEXI_OK || a == NULL)
+		return rv;
+	hsj_path(p, sizeof(p), w, "attn_tflops");
+	rv = hsj_check_keys(a, p, prof_attn_keys);
+	for (int i = 0; rv == HEXI_OK && i < 3; i++)
+		rv = hsj_get_num(a, p, prof_attn_keys[i], HSJ_OPTIONAL, 0, 1,
+				 1e6, &v[i]);
+	return rv;
+}
 static const char *const prof_cpu_keys[] = {"gemm_gflops", "mem_bw_gbps",
 					    "threads", NULL};
 static const char *const prof_link_keys[] = {
@@ -553,6 +699,7 @@ static hexi_rc prof_gpu(hexi_catalog *cat, prof_acc *acc, const json_t *g,
 {
 	char type[HEXI_NAME_MAX] = "", name[256];
 	double bf16 = -1, fp16 = -1, fp32 = -1, membw = -1, h2d = -1;
+	double attn[3] = {-1, -1, -1};
 	long index = 0;
 	json_t *gemm;
 	cat_entry *e;
@@ -589,6 +736,8 @@ static hexi_rc prof_gpu(hexi_catalog *cat, prof_acc *acc, const json_t *g,
 		if (rv == HEXI_OK)
 			rv = hsj_get_num(gemm, p, "fp32", 0, 0, 1, 1e6, &fp32);
 	}
+	if (rv == HEXI_OK)
+		rv = prof_attn(g, w, attn);
 	if (rv != HEXI_OK || type[0] == '\0')
 		return rv; /* a GPU without a type cannot be attributed */
 	e = find_entry(cat, type);
@@ -610,6 +759,11 @@ static hexi_rc prof_gpu(hexi_catalog *cat, prof_acc *acc, const json_t *g,
 		acc->intra += intra;
 		acc->nintra++;
 	}
+	for (int i = 0; i < 3; i++)
+		if (attn[i] > 0) {
+			acc->attn[i] += attn[i];
+			acc->nattn[i]++;
+		}
 	return HEXI_OK;
 }
 
@@ -691,13 +845,32 @@ static hexi_rc prof_doc(hexi_catalog *cat, prof_acc *acc, const json_t *j)
 	return rv;
 }
 
+/* Attention rates of t as fractions of a new peak: a measured rate, or
+ * the old fraction of the old peak kept as a rate, capped at 1. */
+static void attn_rescale(hexi_gpu_type *t, double old_peak, const prof_acc *a)
+{
+	double *f[3] = {&t->attn_efficiency, &t->attn_bwd_efficiency,
+			&t->attn_own_efficiency};
+
+	for (int k = 0; k < 3; k++) {
+		double r = a->nattn[k] > 0 ? a->attn[k] / a->nattn[k]
+					   : *f[k] * old_peak;
+		/* untouched when nothing changed: the built-in value stays
+		 * bit for bit, so the plan's JSON leaves it out */
+		if (a->nattn[k] > 0 || t->peak_tflops != old_peak)
+			*f[k] = r / t->peak_tflops > 1 ? 1 : r / t->peak_tflops;
+	}
+}
+
 /* Apply the averages: efficiency = measured / peak (peak raised to the
- * measurement when a profile beats the datasheet). */
+ * measurement when a profile beats the datasheet; the attention rates
+ * stay what they were, or what the profile measured). */
 static void prof_commit(hexi_catalog *cat, const prof_acc *acc)
 {
 	for (size_t i = 0; i < cat->n; i++) {
 		hexi_gpu_type *t = &cat->e[i].t;
 		int cpu = strcmp(t->name, "cpu") == 0;
+		double old_peak = t->peak_tflops;
 		if (acc[i].ntflops > 0) {
 			double m = acc[i].tflops / acc[i].ntflops;
 			if (cpu || m > t->peak_tflops)
@@ -705,6 +878,7 @@ static void prof_commit(hexi_catalog *cat, const prof_acc *acc)
 			t->efficiency = m / t->peak_tflops;
 			t->measured = 1;
 		}
+		attn_rescale(t, old_peak, &acc[i]);
 		if (acc[i].nmembw > 0)
 			t->mem_bw_gbps = acc[i].membw / acc[i].nmembw;
 		if (acc[i].nintra > 0)

@@ -1,7 +1,8 @@
 /*
  * cost_hexi.c - the `hexiscale` cost model (default): real FLOPs of the
  * model shape, achievable FLOPS per GPU, uneven TP shards bounded by their
- * slowest member, ring all-reduces with per-link bandwidth and latency, PP
+ * slowest member, the attention core at its kernel's rate plus its memory
+ * traffic, ring all-reduces with per-link bandwidth and latency, PP
  * leader send + broadcast, 1F1B, chunked DP sync over the real chunk groups,
  * memory-bound element-wise work and the optimizer step at the memory
  * bandwidth, and memory per GPU.  SI units: 1 TFLOPS = 1e12 FLOP/s, 1 GB/s =
@@ -21,7 +22,7 @@
 
 static int split_begin(int n, int t, int r)
 {
-	return (int)((long)r * n / t);
+	return t > 0 ? (int)((long)r * n / t) : 0; /* t >= 1 in a valid plan */
 }
 
 /* Fraction of n units held by TP rank r of t (hexi_layout_split rule). */
@@ -30,24 +31,27 @@ static double frac(int n, int t, int r)
 	return (double)(split_begin(n, t, r + 1) - split_begin(n, t, r)) / n;
 }
 
-/* Forward FLOP of one layer for one sample, split into the part that
- * follows the KV-head shard (projections + attention) and the FFN part. */
-static void layer_fwd_flop(const hexi_model *m, double *attn, double *ffn)
+/* Forward FLOP of one layer for one sample: proj, the q, k, v, o
+ * projections (they follow the KV-head shard); core, the attention core
+ * (Q K^T and P V) over the full T x T, the model-FLOPs convention of MFU
+ * (what a device computes of it is attn_core_s's); ffn, gate, up, down. */
+static void layer_fwd_flop(const hexi_model *m, double *proj, double *core,
+			   double *ffn)
 {
 	double C = m->hidden, T = m->seq_len, d = C / m->heads;
 	double Hd = m->heads * d, KVd = m->kv_heads * d;
 
-	*attn = 2.0 * T * C * (Hd + 2.0 * KVd) + 2.0 * T * Hd * C +
-		4.0 * T * T * Hd;
+	*proj = 2.0 * T * C * (Hd + 2.0 * KVd) + 2.0 * T * Hd * C;
+	*core = 4.0 * T * T * Hd;
 	*ffn = 6.0 * T * C * m->ffn;
 }
 
 double sched_model_flops(const hexi_model *m)
 {
-	double attn, ffn;
+	double proj, core, ffn;
 
-	layer_fwd_flop(m, &attn, &ffn);
-	return 3.0 * (m->layers * (attn + ffn) +
+	layer_fwd_flop(m, &proj, &core, &ffn);
+	return 3.0 * (m->layers * (proj + core + ffn) +
 		      2.0 * m->seq_len * (double)m->hidden * m->vocab);
 }
 
@@ -118,6 +122,50 @@ static double elem_bytes(const sched_ctx *x, const sched_dev *g)
 	return g->cpu ? 4.0 : x->t.act_bytes;
 }
 
+/* 1 when a GPU's attention is cuDNN's fused kernel, 0 for the runtime's
+ * own: rt_cuda_attn_pick's rule (16-bit activations, compute capability
+ * 8.0 or newer, head size 8..128 in steps of 8), unless x->attn forces
+ * one.  A type without a compute capability has a BF16 peak, so it is
+ * taken as 8.0 or newer. */
+static int attn_fused(const sched_ctx *x, const sched_dev *g)
+{
+	int d = x->m.hidden / x->m.heads;
+
+	if (x->attn != SCHED_ATTN_AUTO)
+		return x->attn == SCHED_ATTN_FUSED;
+	return x->t.act_bytes <= 2.0 && (g->cc == 0 || g->cc >= 8.0) &&
+	       d % 8 == 0 && d >= 8 && d <= 128;
+}
+
+/* Seconds of the attention core (Q K^T, softmax, P V) of one layer and one
+ * sample on GPU g, every head (the caller takes its rank's share):
+ * forward (twice with recompute) and backward FLOPs over the causal
+ * pairs both kernels compute, at the path's rates, plus the bytes each
+ * kernel must move (q, k, v, o and their gradients, the fp32 row
+ * statistics); neither path stores the T x T scores.  doc/COSTMODEL.md
+ * "Attention". */
+static double attn_core_s(const sched_ctx *x, const sched_dev *g, int rc)
+{
+	const hexi_model *m = &x->m;
+	double T = m->seq_len, d = (double)m->hidden / m->heads;
+	double q = T * m->heads * d, kv = T * m->kv_heads * d;
+	double st = 4.0 * T * m->heads, eb = x->t.act_bytes;
+	double P = g->peak_tflops * TF, fwd = rc ? 2.0 : 1.0;
+	double f = 2.0 * T * (T + 1.0) * m->heads * d;
+	double io_fwd = eb * (2.0 * q + 2.0 * kv) + st;
+
+	if (attn_fused(x, g))
+		return fwd * f / (P * g->attn_eff) +
+		       SCHED_ATTN_BWD_FUSED * f / (P * g->attn_bwd_eff) +
+		       (fwd * io_fwd + eb * (5.0 * q + 6.0 * kv) + st) *
+			   sec_per_byte(g);
+	/* the own kernel's loops are unrolled for head size 128 */
+	double hs = d < SCHED_ATTN_OWN_HS ? d / SCHED_ATTN_OWN_HS : 1.0;
+	return (fwd + SCHED_ATTN_BWD_OWN) * f / (P * g->attn_own_eff * hs) +
+	       (fwd * io_fwd + eb * (9.0 * q + 10.0 * kv) + 5.0 * st) *
+		   sec_per_byte(g);
+}
+
 /* Memory-bound (non-GEMM) traffic of one layer, per token, in elements,
  * fwd + bwd (+ the forward again with recompute), for a rank holding the
  * fractions fa (KV heads) and ff (FFN rows).  GPU types: two RMSNorms
@@ -165,7 +213,7 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 			    sched_scost *out)
 {
 	const hexi_model *m = &x->m;
-	double attn, ffn, passes = 3.0 + (d->recompute ? 1.0 : 0.0);
+	double proj, core, ffn, passes = 3.0 + (d->recompute ? 1.0 : 0.0);
 	/* activations travel in the runtime's element type (fp32 on CPU) */
 	double act = (double)d->mb * m->seq_len * m->hidden *
 		     elem_bytes(x, &x->dev[d->dev[0]]);
@@ -174,19 +222,26 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 	int tp =
 	    d->tp > HEXI_MAX_GPUS_PER_NODE ? HEXI_MAX_GPUS_PER_NODE : d->tp;
 
-	layer_fwd_flop(m, &attn, &ffn);
+	layer_fwd_flop(m, &proj, &core, &ffn);
 	out->opt_layer_s = out->opt_fixed_s = 0;
 	for (int r = 0; r < d->tp; r++) {
 		const sched_dev *g = &x->dev[d->dev[r]];
 		double fa = frac(m->kv_heads, d->tp, r);
 		double ff = frac(m->ffn, d->tp, r);
-		double f = passes * d->mb * (attn * fa + ffn * ff);
+		/* the CPU runtime runs the attention core as per-head sgemms
+		 * over the full T x T: at its GEMM rate, backward 2x forward
+		 * (its traffic is in layer_elems); a GPU's has its own term */
+		double f = passes * d->mb *
+			   (g->cpu ? (proj + core) * fa + ffn * ff
+				   : proj * fa + ffn * ff);
 		double spb = sec_per_byte(g), eb = elem_bytes(x, g);
 		double tok = (double)d->mb * m->seq_len,
 		       vc = (double)m->vocab * m->hidden;
 		double s = f / (g->peak_tflops * TF * g->eff) +
 			   tok * layer_elems(x, g, fa, ff, d->recompute) * eb *
 			       spb;
+		if (!g->cpu)
+			s += d->mb * fa * attn_core_s(x, g, d->recompute);
 		/* optimizer: every byte of weights, grads and state read and
 		 * written once per iteration (2 x bytes_per_param; with ZeRO
 		 * only the owned shard's), plus the gradients zeroed, read

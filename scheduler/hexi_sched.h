@@ -54,6 +54,16 @@ typedef struct hexi_gpu_type {
 	double intra_bw_gbps;	  /* typical GPU<->GPU link on a node, GB/s */
 	double efficiency;	  /* achievable fraction of peak, 0..1 */
 	int measured; /* 1 if numbers came from a hexiprof profile */
+	/* Attention core (Q K^T, softmax, P V) as fractions of peak_tflops,
+	 * over the FLOPs the kernels compute (doc/COSTMODEL.md); 0 = not
+	 * given, the cost model's generic default: fused attention (cuDNN,
+	 * FlashAttention-class) forward and backward, and the runtime's own
+	 * kernel (CUDA cores, one warp per query row). */
+	double attn_efficiency;
+	double attn_bwd_efficiency;
+	double attn_own_efficiency;
+	double compute_capability; /* CUDA major.minor, e.g. 8.0; 0 = not
+				      given (priced as 8.0 or newer) */
 } hexi_gpu_type;
 
 typedef struct hexi_catalog hexi_catalog;
@@ -78,7 +88,8 @@ hexi_rc hexi_catalog_clone(const hexi_catalog *cat, hexi_catalog **out);
  * "gpus":[...]}) into cat: known names/aliases are overridden field by
  * field, new names are added. */
 hexi_rc hexi_catalog_parse(hexi_catalog *cat, const char *json, size_t len);
-/* Add t, or replace the entry that t->name resolves to (aliases kept). */
+/* Add t, or replace the entry that t->name resolves to (aliases kept, and
+ * attention fields t leaves 0 kept). */
 hexi_rc hexi_catalog_set(hexi_catalog *cat, const hexi_gpu_type *t);
 /* Achievable TFLOPS of a type: peak_tflops * efficiency. */
 double hexi_gpu_tflops(const hexi_gpu_type *t);
@@ -316,6 +327,9 @@ int hexi_plan_recompute(const hexi_plan *p, int pi);
 hexi_rc hexi_plan_role(const hexi_plan *p, int rank, hexi_role *out);
 /* Tasks the plan needs, one per GPU: world_size + nidle. */
 int hexi_plan_tasks(const hexi_plan *p);
+/* The idle GPUs by type in first-seen order, " a800 x64, rtx4090 x32",
+ * into BUF (truncated to CAP; "" when none); returns BUF. */
+char *hexi_plan_idle_types(const hexi_plan *p, char *buf, size_t cap);
 /* Index in p->idle of the idle GPU with this rank, or -1. */
 int hexi_plan_find_idle(const hexi_plan *p, int rank);
 /* Stage holding a global rank: pipeline/stage/tp_rank, or HEXI_ERR_NOTFOUND. */

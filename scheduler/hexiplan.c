@@ -25,6 +25,7 @@ typedef struct cli {
 	long global_batch, micro_batch, seq, recompute;
 	int mb_exact; /* --micro-batch-exact given */
 	int json, verbose, no_overlap;
+	sched_attn_mode attn; /* simulate --attention */
 	hexi_plan_opts o;
 	int have_cost;
 } cli;
@@ -51,8 +52,9 @@ static void usage(FILE *f)
 	       "--cost-model hexiscale|reference\n"
 	       "  --seed N  --max-evals N  --time-budget S  --max-pipelines N  "
 	       "--no-asymmetric-tp  --uniform-batch  --use-all-gpus\n"
-	       "  --no-overlap  -o, --output FILE  --svg FILE  --json  -v, "
-	       "--verbose\n"
+	       "  --no-overlap  --attention auto|fused|own  -o, --output FILE  "
+	       "--svg FILE\n"
+	       "  --json  -v, --verbose\n"
 	       "  -h, --help  -V, --version\n"
 	       "See hexiplan(1).\n");
 }
@@ -82,6 +84,7 @@ enum {
 	OPT_NOASYM,
 	OPT_UNIFORM,
 	OPT_NOOVERLAP,
+	OPT_ATTN,
 	OPT_ALLGPUS,
 	OPT_SVG,
 	OPT_JSON,
@@ -107,6 +110,7 @@ static const struct option longopts[] = {
     {"no-asymmetric-tp", no_argument, NULL, OPT_NOASYM},
     {"uniform-batch", no_argument, NULL, OPT_UNIFORM},
     {"no-overlap", no_argument, NULL, OPT_NOOVERLAP},
+    {"attention", required_argument, NULL, OPT_ATTN},
     {"use-all-gpus", no_argument, NULL, OPT_ALLGPUS},
     {"output", required_argument, NULL, 'o'},
     {"svg", required_argument, NULL, OPT_SVG},
@@ -219,6 +223,18 @@ static int parse_opts(cli *a, int argc, char **argv)
 			break;
 		case OPT_NOOVERLAP:
 			a->no_overlap = 1;
+			break;
+		case OPT_ATTN:
+			if (!strcmp(optarg, "auto"))
+				a->attn = SCHED_ATTN_AUTO;
+			else if (!strcmp(optarg, "fused"))
+				a->attn = SCHED_ATTN_FUSED;
+			else if (!strcmp(optarg, "own"))
+				a->attn = SCHED_ATTN_OWN;
+			else
+				return usage_error("--attention: '%s' is not "
+						   "auto, fused or own",
+						   optarg);
 			break;
 		case OPT_ALLGPUS:
 			a->o.use_all_gpus = 1;
@@ -355,24 +371,10 @@ static const char *gpu_name(const hexi_plan *p, const hexi_stage *s)
  * order. */
 static void print_idle_types(const hexi_plan *p)
 {
-	const char *seen[32];
-	int cnt[32], n = 0;
+	char buf[1024];
 
-	for (int i = 0; i < p->nidle; i++) {
-		const char *t = p->cluster->nodes[p->idle[i].node].gpu_type;
-		int k = 0;
-		while (k < n && strcmp(seen[k], t) != 0)
-			k++;
-		if (k == n && n < 32) {
-			seen[n] = t;
-			cnt[n++] = 0;
-		}
-		if (k < n)
-			cnt[k]++;
-	}
-	for (int k = 0; k < n; k++)
-		printf("%s %s x%d", k ? "," : "", seen[k], cnt[k]);
-	printf(" (hexiplan show --json lists them)\n");
+	printf("%s (hexiplan show --json lists them)\n",
+	       hexi_plan_idle_types(p, buf, sizeof(buf)));
 }
 
 /* "idle: 3 GPUs: n2 (rtx3090) 0,1; n3 (rtx3090) 0" when the plan leaves
@@ -561,7 +563,8 @@ static int cmd_simulate(cli *a)
 	for (int q = 0; q < p->npipelines; q++)
 		ns += p->pipelines[q].nstages;
 	r = calloc((size_t)ns + 1, sizeof(*r));
-	rc = r ? sched_simulate_ex(p, a->o.cost_model, !a->no_overlap, r)
+	rc = r ? sched_simulate_ex(p, a->o.cost_model, !a->no_overlap, a->attn,
+				   r)
 	       : hexi_error(HEXI_ERR_NOMEM, "simulate: report");
 	if (rc != HEXI_OK)
 		goto out;

@@ -8,12 +8,44 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hexi_sched.h"
 
 int hexi_plan_tasks(const hexi_plan *p)
 {
 	return p->world_size + (p->nidle > 0 ? p->nidle : 0);
+}
+
+char *hexi_plan_idle_types(const hexi_plan *p, char *buf, size_t cap)
+{
+	const char *seen[32];
+	int cnt[32], n = 0;
+	size_t len = 0;
+
+	if (cap > 0)
+		buf[0] = '\0';
+	for (int i = 0; i < p->nidle; i++) {
+		const char *t = p->cluster->nodes[p->idle[i].node].gpu_type;
+		int k = 0;
+
+		while (k < n && strcmp(seen[k], t) != 0)
+			k++;
+		if (k == n && n < 32) {
+			seen[n] = t;
+			cnt[n++] = 0;
+		}
+		if (k < n)
+			cnt[k]++;
+	}
+	for (int k = 0; k < n && len < cap; k++) {
+		int w = snprintf(buf + len, cap - len, "%s %s x%d", k ? "," : "",
+				 seen[k], cnt[k]);
+		if (w < 0)
+			break;
+		len += (size_t)w;
+	}
+	return buf;
 }
 
 /* ---- validation ---------------------------------------------------------- */

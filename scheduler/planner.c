@@ -450,9 +450,9 @@ static hexi_rc try_subsets(pl_state *st, pl_cand *best, const hexi_cluster *c,
 		rc = try_subset(st, best, c, m, t, o, keep, n);
 	}
 	/* nodes by speed times GPUs, fastest first, ties by index */
-	for (int i = 0; i < N; i++)
+	for (int i = 0; rc == HEXI_OK && i < N; i++)
 		ord[i] = i;
-	for (int i = 1; i < N; i++)
+	for (int i = 1; rc == HEXI_OK && i < N; i++)
 		for (int k = i; k > 0; k--) {
 			double a = node_speed(&st->x, ord[k - 1]) *
 				   c->nodes[ord[k - 1]].ngpus;

@@ -179,10 +179,9 @@ hexi_rc pl_search_exhaustive(pl_state *st, pl_cand *best)
 {
 	int n = st->x.ndev, part[8], mx[9];
 
-	if (n > 8)
+	if (n < 1 || n > 8)
 		return hexi_error(HEXI_ERR_RANGE,
-				  "strategy exhaustive: %d GPUs (at most 8)",
-				  n);
+				  "strategy exhaustive: %d GPUs (1 to 8)", n);
 	memset(part, 0, sizeof(part));
 	st->all_orders = 1;
 	for (;;) {

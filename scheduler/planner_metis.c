@@ -213,7 +213,7 @@ static void repair(int n, int P, idx_t *part)
 
 static hexi_rc partition(pl_state *st, pl_graph *g, int P, idx_t *part)
 {
-	idx_t ncon = 2, np = P, obj = 0;
+	idx_t ncon = 2, np = P, obj = 0, nv = g->n; /* METIS gets copies */
 	idx_t opt[METIS_NOPTIONS];
 	real_t ub[2] = {1.05f, 1.2f};
 	int r;
@@ -229,8 +229,8 @@ static hexi_rc partition(pl_state *st, pl_graph *g, int P, idx_t *part)
 	if (g->n > 128)
 		opt[METIS_OPTION_NITER] =
 		    2; /* big graphs: fewer refinement passes */
-	r = METIS_PartGraphKway(&g->n, &ncon, g->xadj, g->adj, g->vw, NULL,
-				g->w, &np, NULL, ub, opt, &obj, part);
+	r = METIS_PartGraphKway(&nv, &ncon, g->xadj, g->adj, g->vw, NULL, g->w,
+				&np, NULL, ub, opt, &obj, part);
 	if (r != METIS_OK)
 		return hexi_error(
 		    HEXI_ERR_METIS,

@@ -11,6 +11,18 @@
 
 #include "sched_int.h"
 
+/* Attention figures of a device: the catalog's, 0 = the defaults. */
+static void dev_attn(sched_dev *d, const hexi_gpu_type *g)
+{
+	d->attn_eff =
+	    g->attn_efficiency > 0 ? g->attn_efficiency : SCHED_ATTN_EFF;
+	d->attn_bwd_eff = g->attn_bwd_efficiency > 0 ? g->attn_bwd_efficiency
+						     : SCHED_ATTN_BWD_EFF;
+	d->attn_own_eff = g->attn_own_efficiency > 0 ? g->attn_own_efficiency
+						     : SCHED_ATTN_OWN_EFF;
+	d->cc = g->compute_capability;
+}
+
 hexi_rc sched_ctx_init(sched_ctx *x, const hexi_cluster *c, const hexi_model *m,
 		       const hexi_train *t, hexi_cost_kind kind)
 {
@@ -59,6 +71,7 @@ hexi_rc sched_ctx_init(sched_ctx *x, const hexi_cluster *c, const hexi_model *m,
 			x->dev[k].mem_gib = g->mem_gib;
 			x->dev[k].mem_bw_gbps = g->mem_bw_gbps;
 			x->dev[k].cpu = strcmp(g->name, "cpu") == 0;
+			dev_attn(&x->dev[k], g);
 			x->peak_sum_tflops += g->peak_tflops;
 		}
 	}

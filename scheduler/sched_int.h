@@ -29,7 +29,29 @@ typedef struct sched_dev {
 	double mem_gib;	    /* capacity, GiB */
 	double mem_bw_gbps; /* memory bandwidth, GB/s (catalog or measured) */
 	int cpu;	    /* the "cpu" type: fp32 runtime, T x T scores */
+	/* attention core as fractions of peak (defaults resolved): fused
+	 * forward, fused backward, own kernel; CUDA compute capability */
+	double attn_eff, attn_bwd_eff, attn_own_eff, cc;
 } sched_dev;
+
+/* Generic attention figures of a type whose catalog entry gives none
+ * (hexiscale-cluster(5)), and the backward/forward FLOP ratios of the two
+ * GPU paths (doc/COSTMODEL.md "Attention"). */
+#define SCHED_ATTN_EFF	     0.5
+#define SCHED_ATTN_BWD_EFF   0.4
+#define SCHED_ATTN_OWN_EFF   0.01
+#define SCHED_ATTN_BWD_FUSED 2.5 /* recompute S; dV, dP, dQ, dK: 5 of 2 */
+#define SCHED_ATTN_BWD_OWN   3.5 /* dq kernel 3, dk/dv kernel 4: 7 of 2 */
+#define SCHED_ATTN_OWN_HS    128 /* the own kernel's unrolled head size */
+
+/* Which GPU attention the hexiscale model prices: the runtime's automatic
+ * choice (fused for 16-bit activations on compute capability >= 8.0 with
+ * a head size of 8..128 in steps of 8, else own), or one of them. */
+typedef enum sched_attn_mode {
+	SCHED_ATTN_AUTO = 0,
+	SCHED_ATTN_FUSED,
+	SCHED_ATTN_OWN,
+} sched_attn_mode;
 
 /* Everything the cost models need, resolved once (types, capacities). */
 typedef struct sched_ctx {
@@ -37,7 +59,8 @@ typedef struct sched_ctx {
 	hexi_model m;
 	hexi_train t;
 	hexi_cost_kind kind;
-	int overlap_dp; /* hexiscale: overlap DP sync with backward */
+	int overlap_dp;	      /* hexiscale: overlap DP sync with backward */
+	sched_attn_mode attn; /* hexiscale: GPU attention path priced */
 	int ndev;
 	sched_dev *dev;		/* [ndev] */
 	int *node_first;	/* [nnodes + 1] first dev index of each node */
@@ -202,7 +225,7 @@ int sched_split_batches(const sched_ctx *x, int np, int M,
 
 /* Simulator options the CLI exposes beyond hexi_simulate(). */
 hexi_rc sched_simulate_ex(hexi_plan *p, hexi_cost_kind kind, int overlap_dp,
-			  hexi_stage_report *rep);
+			  sched_attn_mode attn, hexi_stage_report *rep);
 
 const char *sched_cost_name(hexi_cost_kind k);
 int sched_cost_parse(const char *s, hexi_cost_kind *k);

@@ -183,7 +183,7 @@ out:
 }
 
 hexi_rc sched_simulate_ex(hexi_plan *p, hexi_cost_kind kind, int overlap_dp,
-			  hexi_stage_report *rep)
+			  sched_attn_mode attn, hexi_stage_report *rep)
 {
 	sched_ctx x;
 	sched_eval ev;
@@ -198,6 +198,7 @@ hexi_rc sched_simulate_ex(hexi_plan *p, hexi_cost_kind kind, int overlap_dp,
 	if (rc != HEXI_OK)
 		return rc;
 	x.overlap_dp = overlap_dp;
+	x.attn = attn;
 	rc = sched_evaluate(&x, p->pipelines, p->npipelines, &ev, rep);
 	if (rc == HEXI_OK) {
 		p->pred.iter_s = ev.iter_s;
@@ -214,7 +215,7 @@ hexi_rc sched_simulate_ex(hexi_plan *p, hexi_cost_kind kind, int overlap_dp,
 hexi_rc hexi_simulate(hexi_plan *p, hexi_cost_kind kind,
 		      hexi_stage_report *report)
 {
-	return sched_simulate_ex(p, kind, 1, report);
+	return sched_simulate_ex(p, kind, 1, SCHED_ATTN_AUTO, report);
 }
 
 /* ---- strategy names --------------------------------------------------------

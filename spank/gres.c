@@ -211,8 +211,8 @@ void hx_fnv1a_hex(const char *s, size_t len, char *buf)
 }
 
 /* Lower-case alphanumerics only: "NVIDIA GeForce RTX 4090" ->
- * "nvidiageforcertx4090". */
-static void squash(const char *in, char *out, size_t cap)
+ * "nvidiageforcertx4090".  Returns the length of out. */
+static size_t squash(const char *in, char *out, size_t cap)
 {
 	size_t n = 0;
 
@@ -220,6 +220,7 @@ static void squash(const char *in, char *out, size_t cap)
 		if (isalnum((unsigned char)*in))
 			out[n++] = (char)tolower((unsigned char)*in);
 	out[n] = '\0';
+	return n;
 }
 
 /* Does the NVML name have the GRES type as a run of whole words?  Words are
@@ -233,8 +234,7 @@ int hx_gpu_name_matches(const char *nvml_name, const char *gres_type)
 	char want[96];
 	size_t wlen;
 
-	squash(gres_type, want, sizeof(want));
-	wlen = strlen(want);
+	wlen = squash(gres_type, want, sizeof(want));
 	if (wlen == 0)
 		return 0;
 	for (const char *p = nvml_name; *p != '\0'; p++) {

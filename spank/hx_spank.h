@@ -129,6 +129,7 @@ hexi_rc hx_nvml_check(const char *lib, int gpu, const char *want_type,
 	X(hexi_plan_validate)                                                  \
 	X(hexi_plan_to_json)                                                   \
 	X(hexi_plan_hash)                                                      \
+	X(hexi_plan_idle_types)                                                \
 	X(hexi_plan_destroy)
 
 /* Optional: NULL when the library has no planner (then only user plan

@@ -565,37 +565,22 @@ static int training_nodes(const local_ctx *c)
 }
 
 /* " a800 x64, rtx4090 x32": idle GPUs per type, in first-seen order. */
-static void idle_types(const hexi_plan *p)
+static void idle_types(const local_ctx *c, const hexi_plan *p)
 {
-	const char *seen[32];
-	int cnt[32], n = 0;
+	char buf[1024];
 
-	for (int i = 0; i < p->nidle; i++) {
-		const char *t = p->cluster->nodes[p->idle[i].node].gpu_type;
-		int k = 0;
-
-		while (k < n && strcmp(seen[k], t) != 0)
-			k++;
-		if (k == n && n < 32) {
-			seen[n] = t;
-			cnt[n++] = 0;
-		}
-		if (k < n)
-			cnt[k]++;
-	}
-	for (int k = 0; k < n; k++)
-		fprintf(stderr, "%s %s x%d", k ? "," : "", seen[k], cnt[k]);
-	fprintf(stderr, " (the plan file lists them)\n");
+	fprintf(stderr, "%s (the plan file lists them)\n",
+		c->lib.hexi_plan_idle_types(p, buf, sizeof(buf)));
 }
 
 /* GPUs per node when few nodes are idle, else per type (as hexiplan
  * show): " n2 (rtx4090) 0,1,2; n3 (rtx3090) 0,1". */
-static void idle_gpus(const hexi_plan *p, int nodes)
+static void idle_gpus(const local_ctx *c, const hexi_plan *p, int nodes)
 {
 	int prev = -1;
 
 	if (nodes > 8) {
-		idle_types(p);
+		idle_types(c, p);
 		return;
 	}
 	for (int i = 0; i < p->nidle; i++) {
@@ -636,7 +621,7 @@ static void summary_idle(const local_ctx *c)
 		p->nidle, p->nidle == 1 ? "" : "s", nodes,
 		nodes == 1 ? "" : "s", p->world_size,
 		p->world_size + p->nidle - 1, list);
-	idle_gpus(p, nodes);
+	idle_gpus(c, p, nodes);
 	free(tasks);
 }
 

@@ -8,7 +8,7 @@ HEXI_PKGS="build-essential autoconf automake libtool pkg-config
   slurm-wlm slurmctld slurmd slurm-client libslurm-dev munge
   mandoc groff-base valgrind python3 procps psmisc iproute2 util-linux
   clang libclang-rt-14-dev patchelf cppcheck clang-tools-14
-  python3-torch python3-sentencepiece python3-numpy"
+  python3-torch python3-sentencepiece python3-numpy librsvg2-bin"
 
 hexi_sudo() {
 	if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi

@@ -61,8 +61,6 @@ static int count_visible(const char *v)
 hexi_rc rt_cuda_pick_device(const char *visible, int local_rank, int local_size,
 			    int ndevices, int allow_share, int *ordinal)
 {
-	int nvis;
-
 	if (ordinal == NULL || local_rank < 0 || local_size < 1 ||
 	    local_rank >= local_size)
 		return hexi_error(HEXI_ERR_INVAL,
@@ -74,7 +72,7 @@ hexi_rc rt_cuda_pick_device(const char *visible, int local_rank, int local_size,
 		return hexi_error(HEXI_ERR_NODEV,
 				  "CUDA_VISIBLE_DEVICES='%s' hides every GPU",
 				  visible);
-	if (visible != NULL && (nvis = count_visible(visible)) < 0)
+	if (visible != NULL && count_visible(visible) < 0)
 		return hexi_error(HEXI_ERR_PARSE,
 				  "CUDA_VISIBLE_DEVICES='%.64s': want a comma "
 				  "list of device numbers or GPU UUIDs",

@@ -44,6 +44,18 @@ static hexi_rc open_read(const char *tensor, hexi_ckpt_reader **out)
 	return rc;
 }
 
+/* Open the checkpoint and verify it (libhdf5's path for every file). */
+static hexi_rc open_verify(void)
+{
+	hexi_ckpt_reader *r = NULL;
+	hexi_rc rc = hexi_ckpt_open(dir, NULL, &r);
+
+	if (rc == HEXI_OK)
+		rc = hexi_ckpt_verify(r, NULL, NULL);
+	hexi_ckpt_close(r);
+	return rc;
+}
+
 /* File offset of a contiguous slice dataset. */
 static long dset_offset(const char *path, const char *dname)
 {
@@ -114,10 +126,7 @@ static void test_bitflip_v3(void)
 	hexi_ckpt_close(r);
 	is_int(rc, HEXI_ERR_CHECKSUM,
 	       "v3 with slice checks off a read by offset still checks");
-	rc = hexi_ckpt_open(dir, NULL, &r);
-	if (rc == HEXI_OK)
-		rc = hexi_ckpt_verify(r, NULL, NULL);
-	hexi_ckpt_close(r);
+	rc = open_verify();
 	is_int(rc, HEXI_ERR_CHECKSUM, "v3 verify (libhdf5's path): CHECKSUM");
 	ok(strstr(hexi_errmsg(rc), "whole-file xxh64") != NULL,
 	   "verify refuses the file before libhdf5: %s", hexi_errmsg(rc));
@@ -259,11 +268,7 @@ static void test_manifest(void)
 	 * attributes are compared by libhdf5's path, as verify takes. */
 	is_rc(open_read("embed.weight", NULL), HEXI_OK,
 	      "wrong plan hash, data intact: reads by offset work");
-	rc = hexi_ckpt_open(dir, NULL, &r);
-	if (rc == HEXI_OK)
-		rc = hexi_ckpt_verify(r, NULL, NULL);
-	hexi_ckpt_close(r);
-	r = NULL;
+	rc = open_verify();
 	is_int(rc, HEXI_ERR_MISMATCH, "wrong plan hash: verify says MISMATCH");
 	ok(strstr(hexi_errmsg(rc), "plan hash '00112233aabbccdd', expected "
 				   "'00112233aabbccde'") != NULL,
@@ -304,11 +309,7 @@ static void test_manifest(void)
 	 * the rank files themselves with the manifest. */
 	is_rc(open_read("embed.weight", NULL), HEXI_OK,
 	      "other model's manifest, same data, no model expected: reads");
-	rc = hexi_ckpt_open(dir, NULL, &r);
-	if (rc == HEXI_OK)
-		rc = hexi_ckpt_verify(r, NULL, NULL);
-	hexi_ckpt_close(r);
-	r = NULL;
+	rc = open_verify();
 	is_int(rc, HEXI_ERR_CHECKSUM,
 	       "other model's manifest: verify finds the rank files are not "
 	       "the manifest's");

@@ -98,6 +98,70 @@ static const struct {
      "truncated JSON"},
 };
 
+/* Edits of one valid manifest of another version. */
+typedef struct {
+	const char *from, *to;
+	hexi_rc want;
+	const char *why;
+} edit_case;
+
+static const edit_case bad2[] = {
+    {"\"xxh64\": \"9f1c2b3a4d5e6f70\"", "\"xxh64x\": \"9f1c2b3a4d5e6f70\"",
+     HEXI_ERR_PARSE, "v2: file checksum missing"},
+    {"\"xxh64\": \"9f1c2b3a4d5e6f70\"", "\"xxh64\": \"9f1c2b3a4d5e6f7\"",
+     HEXI_ERR_PARSE, "v2: short file checksum"},
+    {"\"xxh64\": \"9f1c2b3a4d5e6f70\"", "\"xxh64\": 17", HEXI_ERR_PARSE,
+     "v2: file checksum a number"},
+};
+
+static const edit_case bad3[] = {
+    {"\"offset\": 2048", "\"offsetx\": 2048", HEXI_ERR_PARSE,
+     "v3: slice offset missing"},
+    {"\"offset\": 2048", "\"offset\": -1", HEXI_ERR_RANGE,
+     "v3: negative offset"},
+    {"\"offset\": 2048", "\"offset\": \"2048\"", HEXI_ERR_PARSE,
+     "v3: offset a string"},
+    {"\"offset\": 2048", "\"offset\": 7900", HEXI_ERR_RANGE,
+     "v3: slice runs past the end of its rank file"},
+    {"\"offset\": 2048", "\"offset\": 9223372036854775807", HEXI_ERR_RANGE,
+     "v3: offset past the file (no overflow)"},
+    {"\"offset\": 2240", "\"offset\": 7980", HEXI_ERR_RANGE,
+     "v3: blob runs past the end of its rank file"},
+    {"\"offset\": 2240", "\"size\": 2240", HEXI_ERR_PARSE,
+     "v3: blob offset missing"},
+    {"\"version\": 3", "\"version\": 2", HEXI_ERR_PARSE,
+     "v2 with a version-3 key"},
+};
+
+/* corpus/manifest/FILE is accepted (a WHAT manifest), and each of the N
+ * edits of it gets its code; the table's valid manifest is kept. */
+static void edit_table(const char *file, const char *what,
+		       const edit_case *c, size_t n)
+{
+	char path[1024], *t, *keep = valid;
+	size_t keep_len = valid_len, i;
+	hexi_rc rc;
+
+	snprintf(path, sizeof(path), "%s/tests/checkpoint/corpus/manifest/%s",
+		 getenv("top_srcdir") ? getenv("top_srcdir") : "../..", file);
+	if (hexi_read_file(path, 1 << 20, &valid, &valid_len) != HEXI_OK)
+		tap_bail(hexi_errmsg(HEXI_ERR_IO));
+	is_rc(hexi_ckpt_manifest_check(valid, valid_len), HEXI_OK,
+	      "a %s manifest is accepted", what);
+	for (i = 0; i < n; i++) {
+		t = edit(c[i].from, c[i].to);
+		rc = t ? hexi_ckpt_manifest_check(t, strlen(t)) : HEXI_OK;
+		is_int(rc, c[i].want, "%s: %s", c[i].why,
+		       t == NULL ? "pattern not found"
+		       : rc	 ? hexi_errmsg(rc)
+				 : "accepted");
+		free(t);
+	}
+	free(valid);
+	valid = keep;
+	valid_len = keep_len;
+}
+
 int main(void)
 {
 	char path[1024], *t;
@@ -124,95 +188,13 @@ int main(void)
 		       rc ? hexi_errmsg(rc) : "accepted");
 		free(t);
 	}
-	{
-		/* Format 2 (today's): the files carry whole-file xxh64. */
-		static const struct {
-			const char *from, *to;
-			hexi_rc want;
-			const char *why;
-		} bad2[] = {
-		    {"\"xxh64\": \"9f1c2b3a4d5e6f70\"",
-		     "\"xxh64x\": \"9f1c2b3a4d5e6f70\"", HEXI_ERR_PARSE,
-		     "v2: file checksum missing"},
-		    {"\"xxh64\": \"9f1c2b3a4d5e6f70\"",
-		     "\"xxh64\": \"9f1c2b3a4d5e6f7\"", HEXI_ERR_PARSE,
-		     "v2: short file checksum"},
-		    {"\"xxh64\": \"9f1c2b3a4d5e6f70\"", "\"xxh64\": 17",
-		     HEXI_ERR_PARSE, "v2: file checksum a number"},
-		};
-		char *v1 = valid;
-		size_t v1len = valid_len;
-		snprintf(path, sizeof(path),
-			 "%s/tests/checkpoint/corpus/manifest/valid-v2.json",
-			 getenv("top_srcdir") ? getenv("top_srcdir") : "../..");
-		if (hexi_read_file(path, 1 << 20, &valid, &valid_len) !=
-		    HEXI_OK)
-			tap_bail(hexi_errmsg(HEXI_ERR_IO));
-		is_rc(hexi_ckpt_manifest_check(valid, valid_len), HEXI_OK,
-		      "a version-2 manifest is accepted");
-		for (i = 0; i < sizeof(bad2) / sizeof(bad2[0]); i++) {
-			t = edit(bad2[i].from, bad2[i].to);
-			rc = t ? hexi_ckpt_manifest_check(t, strlen(t))
-			       : HEXI_OK;
-			is_int(rc, bad2[i].want, "%s: %s", bad2[i].why,
-			       t == NULL ? "pattern not found"
-			       : rc	 ? hexi_errmsg(rc)
-					 : "accepted");
-			free(t);
-		}
-		free(valid);
-		valid = v1;
-		valid_len = v1len;
-	}
-	{
-		/* Format 3 (today's): slices and blobs say where their bytes
-		 * lie in the rank file, inside it. */
-		static const struct {
-			const char *from, *to;
-			hexi_rc want;
-			const char *why;
-		} bad3[] = {
-		    {"\"offset\": 2048", "\"offsetx\": 2048", HEXI_ERR_PARSE,
-		     "v3: slice offset missing"},
-		    {"\"offset\": 2048", "\"offset\": -1", HEXI_ERR_RANGE,
-		     "v3: negative offset"},
-		    {"\"offset\": 2048", "\"offset\": \"2048\"", HEXI_ERR_PARSE,
-		     "v3: offset a string"},
-		    {"\"offset\": 2048", "\"offset\": 7900", HEXI_ERR_RANGE,
-		     "v3: slice runs past the end of its rank file"},
-		    {"\"offset\": 2048", "\"offset\": 9223372036854775807",
-		     HEXI_ERR_RANGE, "v3: offset past the file (no overflow)"},
-		    {"\"offset\": 2240", "\"offset\": 7980", HEXI_ERR_RANGE,
-		     "v3: blob runs past the end of its rank file"},
-		    {"\"offset\": 2240", "\"size\": 2240", HEXI_ERR_PARSE,
-		     "v3: blob offset missing"},
-		    {"\"version\": 3", "\"version\": 2", HEXI_ERR_PARSE,
-		     "v2 with a version-3 key"},
-		};
-		char *v1 = valid;
-		size_t v1len = valid_len;
-		snprintf(path, sizeof(path),
-			 "%s/tests/checkpoint/corpus/manifest/valid-v3.json",
-			 getenv("top_srcdir") ? getenv("top_srcdir") : "../..");
-		if (hexi_read_file(path, 1 << 20, &valid, &valid_len) !=
-		    HEXI_OK)
-			tap_bail(hexi_errmsg(HEXI_ERR_IO));
-		is_rc(hexi_ckpt_manifest_check(valid, valid_len), HEXI_OK,
-		      "a version-3 manifest is accepted");
-		for (i = 0; i < sizeof(bad3) / sizeof(bad3[0]); i++) {
-			t = edit(bad3[i].from, bad3[i].to);
-			rc = t ? hexi_ckpt_manifest_check(t, strlen(t))
-			       : HEXI_OK;
-			is_int(rc, bad3[i].want, "%s: %s", bad3[i].why,
-			       t == NULL ? "pattern not found"
-			       : rc	 ? hexi_errmsg(rc)
-					 : "accepted");
-			free(t);
-		}
-		free(valid);
-		valid = v1;
-		valid_len = v1len;
-	}
+	/* Format 2: the files carry whole-file xxh64. */
+	edit_table("valid-v2.json", "version-2", bad2,
+		   sizeof(bad2) / sizeof(bad2[0]));
+	/* Format 3 (today's): slices and blobs say where their bytes lie in
+	 * the rank file, inside it. */
+	edit_table("valid-v3.json", "version-3", bad3,
+		   sizeof(bad3) / sizeof(bad3[0]));
 	is_int(hexi_ckpt_manifest_check("", 0), HEXI_ERR_PARSE, "empty input");
 	is_int(hexi_ckpt_manifest_check("[]", 2), HEXI_ERR_PARSE, "an array");
 	is_int(hexi_ckpt_manifest_check("{\"format\":\"hexiscale-ckpt\"}", 27),

@@ -4,6 +4,7 @@
 #include "hexi_common.h"
 #include "tap.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -34,6 +35,37 @@ static void test_messages(void)
 	hexi_error_prefix(HEXI_ERR_RANGE, "plan.json");
 	is_str(hexi_errmsg(HEXI_ERR_RANGE), "plan.json: field 'tp' is -1",
 	       "prefix added");
+}
+
+/* hexi_error/hexi_error_prefix are macros (DECISIONS 110): rc is evaluated
+ * once, errno survives the formatting, and the out-of-line functions of the
+ * library ABI behave the same. */
+static void test_error_macros(void)
+{
+	hexi_rc codes[] = {HEXI_ERR_IO, HEXI_ERR_PARSE};
+	int n = 0;
+
+	is_int(hexi_error(codes[n++], "n=%d", 7), HEXI_ERR_IO,
+	       "hexi_error: rc expression's value");
+	is_int(n, 1, "hexi_error: rc evaluated once");
+	is_int(hexi_error_prefix(codes[n++], "p%d", 1), HEXI_ERR_PARSE,
+	       "hexi_error_prefix: rc expression's value");
+	is_int(n, 2, "hexi_error_prefix: rc evaluated once");
+	is_str(hexi_errmsg(HEXI_OK), "p1: n=7", "macro messages");
+	errno = ENOSPC;
+	hexi_error(HEXI_ERR_NOSPACE, "%s", "x");
+	is_int(errno, ENOSPC, "errno kept by hexi_error");
+	hexi_error_prefix(HEXI_ERR_NOSPACE, "%s", "y");
+	is_int(errno, ENOSPC, "errno kept by hexi_error_prefix");
+	is_int((hexi_error)(HEXI_ERR_RANGE, "f%d", 2), HEXI_ERR_RANGE,
+	       "out-of-line hexi_error returns its code");
+	is_int((hexi_error_prefix)(HEXI_ERR_RANGE, "g"), HEXI_ERR_RANGE,
+	       "out-of-line hexi_error_prefix returns its code");
+	is_str(hexi_errmsg(HEXI_OK), "g: f2", "out-of-line messages");
+	hexi_error_clear();
+	hexi_error_prefix(HEXI_ERR_IO, "h");
+	is_str(hexi_errmsg(HEXI_OK), "h: input/output error",
+	       "prefix of no message: the code's text");
 }
 
 static void test_parse_long(void)
@@ -379,6 +411,7 @@ int main(void)
 {
 	test_table();
 	test_messages();
+	test_error_macros();
 	test_parse_long();
 	test_parse_double();
 	test_strings();

@@ -1495,8 +1495,10 @@ hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out)
 	if (bootstrap == NULL)
 		return hexi_error(HEXI_ERR_INVAL,
 				  "NCCL communicator: no bootstrap comm");
+	/* a second split of MPI_COMM_WORLD: every task of the emulated runs
+	 * trains (they have no idle tasks, which would not take part) */
 	rc = strcmp(bootstrap->ops->name, "mpi") == 0
-		 ? rt_comm_mpi_create(bootstrap->rank, &in)
+		 ? rt_comm_mpi_create(bootstrap->rank, 1, &in)
 		 : rt_comm_self_create(&in);
 	if (rc != HEXI_OK)
 		return rc;

@@ -25,6 +25,18 @@ check "simulate --json has stages" grep -q '"mem_cap_gib"' "$T/s.json"
 check "simulate --json has iteration" grep -q '"iteration_s"' "$T/s.json"
 check "simulate text" "$H" simulate "$T/p.json"
 check "simulate --cost-model reference" "$H" simulate --cost-model reference "$T/p.json"
+# --attention: auto is the default; on bf16 sm_80+ GPUs it is the fused
+# path; the own kernel (CUDA cores) is several times slower here
+iter_of() { "$H" simulate --json "$@" | sed -n 's/.*"iteration_s": *\([0-9.eE+-]*\).*/\1/p' | head -n 1; }
+it_def=$(iter_of "$T/p.json") it_auto=$(iter_of --attention auto "$T/p.json")
+it_fused=$(iter_of --attention fused "$T/p.json") it_own=$(iter_of --attention own "$T/p.json")
+expect_eq "--attention auto is the default" "$it_auto" "$it_def"
+expect_eq "--attention fused on A800/4090/3090 bf16 = auto" "$it_fused" "$it_def"
+check "--attention own prices the own kernel: slower ($it_own s vs $it_def s)" \
+	awk -v a="$it_own" -v b="$it_def" 'BEGIN { exit !(a > 2 * b) }'
+"$H" simulate --attention flash "$T/p.json" >/dev/null 2>"$T/attn.err"
+expect_eq "--attention flash: usage error 2" $? 2
+check "--attention error names the choices" grep -q "auto, fused or own" "$T/attn.err"
 check "show" "$H" show "$T/p.json"
 "$H" show --svg "$T/p.svg" "$T/p.json" >/dev/null || fail "show --svg"
 check "show --svg writes SVG" grep -q "<svg" "$T/p.svg"

@@ -83,6 +83,11 @@ fx_init(fx *f, const fx_node *nd, int n, double inter_gbps, const hexi_model *m,
 			f->x.dev[k].peak_tflops = nd[i].tflops;
 			f->x.dev[k].eff = nd[i].eff;
 			f->x.dev[k].mem_gib = nd[i].mem_gib;
+			/* the cost model's generic attention figures (a type
+			 * without them in the catalog); tests set their own */
+			f->x.dev[k].attn_eff = SCHED_ATTN_EFF;
+			f->x.dev[k].attn_bwd_eff = SCHED_ATTN_BWD_EFF;
+			f->x.dev[k].attn_own_eff = SCHED_ATTN_OWN_EFF;
 			f->x.peak_sum_tflops += nd[i].tflops;
 		}
 	}

@@ -161,6 +161,22 @@ static const bad cases[] = {
      "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":"
      "[{\"name\":\"t4\",\"tdp\":70}]}",
      HEXI_ERR_PARSE, "gpus[0].tdp: unknown key"},
+    {CATALOG,
+     "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":"
+     "[{\"name\":\"t4\",\"attn_efficiency\":1.5}]}",
+     HEXI_ERR_RANGE, "gpus[0].attn_efficiency"},
+    {CATALOG,
+     "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":"
+     "[{\"name\":\"t4\",\"attn_bwd_efficiency\":0}]}",
+     HEXI_ERR_RANGE, "gpus[0].attn_bwd_efficiency"},
+    {CATALOG,
+     "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":"
+     "[{\"name\":\"t4\",\"attn_own_efficiency\":\"low\"}]}",
+     HEXI_ERR_PARSE, "gpus[0].attn_own_efficiency"},
+    {CATALOG,
+     "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":"
+     "[{\"name\":\"t4\",\"compute_capability\":100}]}",
+     HEXI_ERR_RANGE, "gpus[0].compute_capability"},
     /* profile */
     {PROFILE, "{\"format\":\"hexiscale-plan\",\"version\":1}", HEXI_ERR_PARSE,
      "format"},
@@ -181,6 +197,18 @@ static const bad cases[] = {
      HEXI_ERR_RANGE, "links.inter_bw_gbps"},
     {PROFILE, "{\"format\":\"hexiscale-profile\",\"version\":1,\"disk\":1}",
      HEXI_ERR_PARSE, "disk: unknown key"},
+    {PROFILE,
+     "{\"format\":\"hexiscale-profile\",\"version\":1,\"gpus\":[{"
+     "\"type\":\"t4\",\"attn_tflops\":{\"fwd\":0}}]}",
+     HEXI_ERR_RANGE, "gpus[0].attn_tflops.fwd"},
+    {PROFILE,
+     "{\"format\":\"hexiscale-profile\",\"version\":1,\"gpus\":[{"
+     "\"type\":\"t4\",\"attn_tflops\":{\"causal\":3}}]}",
+     HEXI_ERR_PARSE, "gpus[0].attn_tflops.causal: unknown key"},
+    {PROFILE,
+     "{\"format\":\"hexiscale-profile\",\"version\":1,\"gpus\":[{"
+     "\"type\":\"t4\",\"attn_tflops\":7}]}",
+     HEXI_ERR_PARSE, "gpus[0].attn_tflops"},
     /* plan: edits of a valid plan (hash removed unless edited) */
     {PLAN, "", HEXI_OK, ""},
     {PLAN, "pipelines.0.stages.0.devices.1.rank=0", HEXI_ERR_INVAL, "rank"},

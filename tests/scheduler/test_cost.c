@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "sched_fixture.h"
 #include "sched_test.h"
@@ -206,15 +207,33 @@ static void hexi_tp_and_mem(void)
 		"hexi: TP=2 halves compute on equal GPUs");
 	ok(k2.mem_layer_b < k1.mem_layer_b, "hexi: TP=2 lowers memory/layer");
 	/* FLOPs per layer fwd: 8 T C^2 (q,k,v,o) + 6 T C F (SwiGLU) +
-	 * 4 T^2 C (scores and values), MHA */
+	 * 4 T^2 C (scores and values over the full T x T: the MFU
+	 * convention), MHA.  Time: the GEMMs at the GEMM rate, the causal
+	 * attention core (2 T (T+1) C) at the fused path's rates, forward
+	 * twice (recompute) and backward 2.5x; no memory bandwidth here, so
+	 * no traffic term. */
 	{
 		double T = 4096, C = 1024, F = 4096;
-		double fwd = 8 * T * C * C + 6 * T * C * F + 4 * T * T * C;
+		double gemm = 8 * T * C * C + 6 * T * C * F;
+		double fwd = gemm + 4 * T * T * C;
+		double core = 2 * T * (T + 1) * C;
 		double want = 3 * (4 * fwd + 2 * T * C * 32000);
 		is_near(sched_model_flops(&m), want, 1e-12,
 			"hexi: model FLOPs per sample");
-		is_near(k1.comp_layer_s, 4 * fwd / (100e12 * 0.5), 1e-12,
-			"hexi: compute of one layer (fwd+bwd+recompute)");
+		is_near(k1.comp_layer_s,
+			4 * gemm / (100e12 * 0.5) +
+			    2 * core / (100e12 * SCHED_ATTN_EFF) +
+			    2.5 * core / (100e12 * SCHED_ATTN_BWD_EFF),
+			1e-12,
+			"hexi: compute of one layer (fwd+bwd+recompute), "
+			"attention at the fused rates");
+		/* the cpu type keeps the attention core in its GEMMs, full
+		 * square, backward 2x (the CPU runtime's per-head sgemms) */
+		f.x.dev[0].cpu = 1;
+		sched_hexi_stage(&f.x, &d1, &k2);
+		is_near(k2.comp_layer_s, 4 * fwd / (100e12 * 0.5), 1e-12,
+			"hexi: cpu type, attention core at the GEMM rate");
+		f.x.dev[0].cpu = 0;
 	}
 	f.x.t.recompute = 0;
 	d1.recompute = 0; /* a stage's own setting, as its pipeline's */
@@ -222,6 +241,220 @@ static void hexi_tp_and_mem(void)
 	ok(k2.mem_layer_b > k1.mem_layer_b,
 	   "hexi: no recompute keeps more activations");
 	fx_fini(&f);
+}
+
+/* The attention term of one layer, one sample, TP 1 (doc/COSTMODEL.md
+ * "Attention"): x's model, recompute rc, the GPU of dev 0. */
+static double stage_comp(fx *f, int rc)
+{
+	int one[1] = {0};
+	sched_sdesc d = {.dev = one,
+			 .tp = 1,
+			 .inflight = 1,
+			 .mb = 1,
+			 .recompute = rc,
+			 .dp = 1};
+	sched_scost k;
+
+	sched_hexi_stage(&f->x, &d, &k);
+	return k.comp_layer_s;
+}
+
+/* GEMM and element-wise part of stage_comp: what is left when the
+ * attention core is taken out (GPU counts, eb bytes per element). */
+static double gemm_eb(const hexi_model *m, double P, double e, double bw,
+		      int rc, double eb)
+{
+	double T = m->seq_len, C = m->hidden, F = m->ffn;
+	double d = C / m->heads, hk = (m->heads + m->kv_heads) * d;
+	double g = 2 * T * C * (m->heads * d + 2 * m->kv_heads * d) +
+		   2 * T * m->heads * d * C + 6 * T * C * F;
+	double el =
+	    (10 * C + 2 * hk + 3 * F) * (rc ? 2 : 1) + 12 * C + 2 * hk + 5 * F;
+
+	return (rc ? 4 : 3) * g / (P * e) + (bw > 0 ? T * el * eb / bw : 0);
+}
+
+static double gemm_part(const hexi_model *m, double P, double e, double bw,
+			int rc)
+{
+	return gemm_eb(m, P, e, bw, rc, 2);
+}
+
+static void attention_term(void)
+{
+	const fx_node nd[1] = {{"x", 1, 100, 400, 0.8, 80}};
+	const double P = 400e12, bw = 2000e9;
+	hexi_model m;
+	hexi_train t;
+	fx f;
+	double T, q, kv, st, core, io, a, b, c, want;
+
+	/* GQA: 32 query heads, 8 KV heads, head size 128 */
+	fx_model(&m, "gqa", 4, 4096, 32, 8, 11008);
+	m.seq_len = 2048;
+	fx_train(&t, 8, 1);
+	fx_init(&f, nd, 1, 10, &m, &t, HEXI_COST_HEXISCALE);
+	f.x.dev[0].attn_eff = 0.6;
+	f.x.dev[0].attn_bwd_eff = 0.45;
+	f.x.dev[0].attn_own_eff = 0.02;
+	f.x.dev[0].cc = 9.0;
+	T = 2048;
+	core = 2 * T * (T + 1) * 4096; /* causal pairs x 4 d, all heads */
+
+	/* fused: forward once (no recompute), backward 2.5x */
+	a = stage_comp(&f, 0) - gemm_part(&m, P, 0.8, 0, 0);
+	is_near(a, core / (P * 0.6) + 2.5 * core / (P * 0.45), 1e-12,
+		"attention: fused core at attn_efficiency and "
+		"attn_bwd_efficiency");
+	f.x.dev[0].attn_eff = 0.3;
+	b = stage_comp(&f, 0) - gemm_part(&m, P, 0.8, 0, 0);
+	is_near(b - a, core / (P * 0.3) - core / (P * 0.6), 1e-12,
+		"attention: halving attn_efficiency doubles the forward "
+		"term");
+	f.x.dev[0].attn_bwd_eff = 0.9;
+	c = stage_comp(&f, 0) - gemm_part(&m, P, 0.8, 0, 0);
+	is_near(c, core / (P * 0.3) + 2.5 * core / (P * 0.9), 1e-12,
+		"attention: attn_bwd_efficiency prices the backward");
+	f.x.dev[0].attn_eff = 0.6;
+	f.x.dev[0].attn_bwd_eff = 0.45;
+	a = stage_comp(&f, 1) - gemm_part(&m, P, 0.8, 0, 1);
+	is_near(a, 2 * core / (P * 0.6) + 2.5 * core / (P * 0.45), 1e-12,
+		"attention: recompute runs the forward again");
+
+	/* doubling T quadruples the core (T (T+1) pairs) */
+	m.seq_len = 4096;
+	f.x.m = m;
+	b = stage_comp(&f, 0) - gemm_part(&m, P, 0.8, 0, 0);
+	a = core / (P * 0.6) + 2.5 * core / (P * 0.45);
+	is_near(b / a, 2.0 * (2 * T + 1) / (T + 1), 1e-12,
+		"attention: 2T gives 2(2T+1)/(T+1) times the core");
+	is_near(b / a, 4.0, 1e-3, "attention: doubling T quadruples it");
+	m.seq_len = 2048;
+	f.x.m = m;
+
+	/* memory traffic: q, kv elements of 2 bytes, fp32 row stats */
+	f.x.dev[0].mem_bw_gbps = 2000;
+	q = T * 4096, kv = T * 8 * 128, st = 4 * T * 32;
+	io = (2 * (2 * q + 2 * kv) + st) + (2 * (5 * q + 6 * kv) + st);
+	a = stage_comp(&f, 0) - gemm_part(&m, P, 0.8, bw, 0);
+	want = core / (P * 0.6) + 2.5 * core / (P * 0.45) + io / bw;
+	is_near(a, want, 1e-12,
+		"attention: fused traffic Q K V O, dO dQ dK dV, zeroing");
+	ok(io / bw > 0.01 * want,
+	   "attention: the traffic term is visible (%.3g of %.3g s)", io / bw,
+	   want);
+
+	/* the own kernel: fp32 activations pick it; backward 3.5x; its
+	 * traffic reads and writes the gradients it accumulates */
+	f.x.t.act_bytes = 4;
+	io = (4 * (2 * q + 2 * kv) + st) + (4 * (9 * q + 10 * kv) + 5 * st);
+	a = stage_comp(&f, 0) - gemm_eb(&m, P, 0.8, bw, 0, 4);
+	is_near(a, 4.5 * core / (P * 0.02) + io / bw, 1e-12,
+		"attention: fp32 prices the own kernel, 4-byte traffic");
+	f.x.attn = SCHED_ATTN_OWN;
+	f.x.t.act_bytes = 2;
+	io = (2 * (2 * q + 2 * kv) + st) + (2 * (9 * q + 10 * kv) + 5 * st);
+	a = stage_comp(&f, 0) - gemm_part(&m, P, 0.8, bw, 0);
+	is_near(a, 4.5 * core / (P * 0.02) + io / bw, 1e-12,
+		"attention: own kernel at attn_own_efficiency, bwd 3.5x");
+	/* head size 64: half the lanes of its unrolled loops idle */
+	fx_model(&m, "gqa64", 4, 4096, 64, 8, 11008);
+	m.seq_len = 2048;
+	f.x.m = m;
+	f.x.dev[0].mem_bw_gbps = 0;
+	a = stage_comp(&f, 0) - gemm_part(&m, P, 0.8, 0, 0);
+	is_near(a, 4.5 * core / (P * 0.02 * 0.5), 1e-12,
+		"attention: own kernel at head size 64 runs at half rate");
+	f.x.attn = SCHED_ATTN_FUSED;
+	a = stage_comp(&f, 0) - gemm_part(&m, P, 0.8, 0, 0);
+	is_near(a, core / (P * 0.6) + 2.5 * core / (P * 0.45), 1e-12,
+		"attention: --attention fused forces the fused path");
+
+	/* the automatic choice, as rt_cuda_attn_pick */
+	f.x.attn = SCHED_ATTN_AUTO;
+	{
+		static const struct {
+			double cc, ab;
+			int C, H, fused;
+			const char *what;
+		} cases[] = {
+		    {9.0, 2, 4096, 64, 1, "bf16, sm_90, head 64"},
+		    {8.0, 2, 4096, 32, 1, "bf16, sm_80, head 128"},
+		    {0, 2, 4096, 32, 1, "no compute capability given"},
+		    {7.5, 2, 4096, 32, 0, "sm_75"},
+		    {9.0, 4, 4096, 32, 0, "fp32"},
+		    {9.0, 2, 5120, 32, 0, "head 160"},
+		    {9.0, 2, 4000, 32, 0, "head 125"},
+		};
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			double hs;
+			fx_model(&m, "pick", 4, cases[i].C, cases[i].H,
+				 cases[i].H, 11008);
+			m.seq_len = 2048;
+			f.x.m = m;
+			f.x.t.act_bytes = cases[i].ab;
+			f.x.dev[0].cc = cases[i].cc;
+			a = stage_comp(&f, 0);
+			f.x.t.act_bytes = 2; /* same GEMM part for both */
+			a -= gemm_part(&m, P, 0.8, 0, 0);
+			core = 2 * T * (T + 1) * cases[i].C;
+			hs = (double)cases[i].C / cases[i].H / 128;
+			want =
+			    cases[i].fused
+				? core / (P * 0.6) + 2.5 * core / (P * 0.45)
+				: 4.5 * core / (P * 0.02 * (hs < 1 ? hs : 1));
+			is_near(a, want, 1e-12, "attention path: %s -> %s",
+				cases[i].what,
+				cases[i].fused ? "fused" : "own");
+		}
+	}
+	fx_fini(&f);
+}
+
+/* The catalog's attention fields reach the cost model; 0 = defaults. */
+static void attention_catalog(void)
+{
+	hexi_catalog *cat = NULL;
+	hexi_cluster *c = NULL;
+	hexi_model m;
+	hexi_train t;
+	sched_ctx x;
+	const char *js =
+	    "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":["
+	    "{\"name\":\"h200\",\"attn_efficiency\":0.7,"
+	    "\"attn_own_efficiency\":0.05},"
+	    "{\"name\":\"newgpu\",\"peak_tflops\":500,\"mem_gib\":96,"
+	    "\"mem_bw_gbps\":4000,\"intra_bw_gbps\":400}]}";
+
+	hexi_catalog_builtin(&cat);
+	is_int(hexi_catalog_parse(cat, js, strlen(js)), HEXI_OK,
+	       "catalog with attention fields parses");
+	hexi_cluster_create(2, cat, &c);
+	hexi_cluster_set_node(c, 0, "a", "h200", 1, NULL, 0);
+	hexi_cluster_set_node(c, 1, "b", "newgpu", 1, NULL, 0);
+	c->inter_bw_gbps = 10;
+	is_int(hexi_cluster_validate(c), HEXI_OK, "cluster of h200, newgpu");
+	hexi_model_builtin("llama2-7b", &m);
+	hexi_train_defaults(&t);
+	is_int(sched_ctx_init(&x, c, &m, &t, HEXI_COST_HEXISCALE), HEXI_OK,
+	       "context");
+	is_near(x.dev[0].attn_eff, 0.7, 1e-15, "h200: attn_efficiency set");
+	is_near(x.dev[0].attn_bwd_eff, 0.40, 1e-15,
+		"h200: attn_bwd_efficiency the built-in one");
+	is_near(x.dev[0].attn_own_eff, 0.05, 1e-15,
+		"h200: attn_own_efficiency set");
+	is_near(x.dev[0].cc, 9.0, 1e-15, "h200: compute capability 9.0");
+	is_near(x.dev[1].attn_eff, SCHED_ATTN_EFF, 1e-15,
+		"new type: default attn_efficiency");
+	is_near(x.dev[1].attn_bwd_eff, SCHED_ATTN_BWD_EFF, 1e-15,
+		"new type: default attn_bwd_efficiency");
+	is_near(x.dev[1].attn_own_eff, SCHED_ATTN_OWN_EFF, 1e-15,
+		"new type: default attn_own_efficiency");
+	is_near(x.dev[1].cc, 0, 0, "new type: no compute capability");
+	sched_ctx_fini(&x);
+	hexi_cluster_destroy(c);
+	hexi_catalog_destroy(cat);
 }
 
 /* Chunked sync: layer held with TP 1 in pipeline 0 and TP 2 in pipeline 1
@@ -261,6 +494,8 @@ int main(void)
 	layout_chunks_match();
 	gpipe_and_1f1b();
 	hexi_tp_and_mem();
+	attention_term();
+	attention_catalog();
 	chunked_sync();
 	return tap_done();
 }

@@ -17,6 +17,8 @@ static void path_of(char *buf, size_t cap, const char *rel)
 	snprintf(buf, cap, "%s/%s", srcdir(), rel);
 }
 
+static void test_catalog_attention(void);
+
 static void test_catalog(void)
 {
 	hexi_catalog *cat = NULL;
@@ -70,7 +72,94 @@ static void test_catalog(void)
 			"override keeps peak");
 		t = hexi_catalog_find(cat, "MI250");
 		ok(t && strcmp(t->name, "mi250x") == 0, "new type by alias");
+		ok(t && t->attn_efficiency == 0 && t->compute_capability == 0,
+		   "new type without attention fields: 0 (the defaults)");
 	}
+	hexi_catalog_destroy(cat);
+	test_catalog_attention();
+}
+
+/* Attention fields: built-in values, a catalog's, and the cluster JSON
+ * (a plan's gpu_types) writing only what differs from what a reader takes
+ * when they are absent (DECISIONS 120). */
+static void test_catalog_attention(void)
+{
+	hexi_catalog *cat = NULL;
+	hexi_cluster *c = NULL, *d = NULL;
+	const hexi_gpu_type *t;
+	char *js = NULL, *js2 = NULL;
+	const char *cj =
+	    "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":["
+	    "{\"name\":\"rtx4090\",\"attn_efficiency\":0.3},"
+	    "{\"name\":\"gx1\",\"peak_tflops\":500,\"mem_gib\":96,"
+	    "\"mem_bw_gbps\":4000,\"intra_bw_gbps\":400,"
+	    "\"compute_capability\":10.0,\"attn_own_efficiency\":0.02}]}";
+
+	hexi_catalog_builtin(&cat);
+	t = hexi_catalog_find(cat, "h200");
+	ok(t && t->compute_capability == 9.0 && t->attn_efficiency == 0.55 &&
+	       t->attn_bwd_efficiency == 0.40 &&
+	       t->attn_own_efficiency == 0.009,
+	   "h200: sm 9.0, fused 0.55/0.40, own 0.009");
+	t = hexi_catalog_find(cat, "a100");
+	ok(t && t->compute_capability == 8.0 && t->attn_efficiency == 0.60 &&
+	       t->attn_bwd_efficiency == 0.45 &&
+	       t->attn_own_efficiency == 0.017,
+	   "a100: sm 8.0, fused 0.60/0.45, own 0.017");
+	t = hexi_catalog_find(cat, "v100");
+	ok(t && t->compute_capability == 7.0, "v100: sm 7.0 (no fused path)");
+	for (size_t i = 0; i < hexi_catalog_count(cat); i++) {
+		t = hexi_catalog_at(cat, i);
+		if (strcmp(t->name, "cpu") == 0)
+			ok(t->attn_efficiency == 0 &&
+			       t->compute_capability == 0,
+			   "cpu: no attention figures (GEMM rate)");
+		else
+			ok(t->attn_efficiency > t->attn_bwd_efficiency &&
+			       t->attn_bwd_efficiency >
+				   t->attn_own_efficiency &&
+			       t->attn_own_efficiency > 0 &&
+			       t->compute_capability >= 7.0,
+			   "%s: fused fwd > bwd > own > 0, sm %.1f", t->name,
+			   t->compute_capability);
+	}
+	is_int(hexi_catalog_parse(cat, cj, strlen(cj)), HEXI_OK,
+	       "catalog with attention fields");
+	t = hexi_catalog_find(cat, "4090");
+	ok(t && t->attn_efficiency == 0.3 && t->attn_bwd_efficiency == 0.40,
+	   "override of attn_efficiency keeps the rest");
+	hexi_cluster_create(3, cat, &c);
+	hexi_cluster_set_node(c, 0, "a", "a100", 1, NULL, 0);
+	hexi_cluster_set_node(c, 1, "b", "rtx4090", 1, NULL, 0);
+	hexi_cluster_set_node(c, 2, "c", "gx1", 1, NULL, 0);
+	c->inter_bw_gbps = 10;
+	is_int(hexi_cluster_validate(c), HEXI_OK, "cluster a100, 4090, gx1");
+	is_int(hexi_cluster_to_json(c, &js), HEXI_OK, "cluster JSON");
+	ok(js && strstr(js, "\"attn_efficiency\": 0.3") != NULL &&
+	       strstr(js, "\"compute_capability\": 10") != NULL &&
+	       strstr(js, "\"attn_own_efficiency\": 0.02") != NULL,
+	   "changed and new-type attention fields written");
+	ok(js && strstr(js, "attn_bwd_efficiency") == NULL &&
+	       strstr(js, "0.45") == NULL,
+	   "built-in attention values left out (plans keep their hash)");
+	/* read back with the built-in catalog only: the same numbers */
+	is_int(hexi_cluster_parse(js, strlen(js), NULL, &d), HEXI_OK,
+	       "cluster JSON reads back without the catalog file");
+	t = d ? hexi_cluster_gpu(d, 1) : NULL;
+	ok(t && t->attn_efficiency == 0.3 && t->attn_bwd_efficiency == 0.40 &&
+	       t->compute_capability == 8.9,
+	   "4090 read back: 0.3, built-in 0.40 and sm 8.9");
+	t = d ? hexi_cluster_gpu(d, 2) : NULL;
+	ok(t && t->compute_capability == 10.0 && t->attn_efficiency == 0 &&
+	       t->attn_own_efficiency == 0.02,
+	   "new type read back: sm 10.0, own 0.02, fused default (0)");
+	is_int(d ? hexi_cluster_to_json(d, &js2) : HEXI_ERR_INVAL, HEXI_OK,
+	       "written again");
+	ok(js && js2 && strcmp(js, js2) == 0, "same JSON the second time");
+	free(js);
+	free(js2);
+	hexi_cluster_destroy(c);
+	hexi_cluster_destroy(d);
 	hexi_catalog_destroy(cat);
 }
 
@@ -91,7 +180,8 @@ static void test_profiles(void)
 	      "\"gpus\":[{\"type\":\"rtx4090\",\"index\":0,\"gemm_tflops\":"
 	      "{\"bf16\":140,\"fp16\":150,\"fp32\":70},\"mem_bw_gbps\":900,"
 	      "\"h2d_gbps\":20},{\"type\":\"rtx4090\",\"index\":1,"
-	      "\"gemm_tflops\":{\"bf16\":120}}],\"links\":{\"intra_bw_gbps\":"
+	      "\"gemm_tflops\":{\"bf16\":120},\"attn_tflops\":{\"fwd\":99.12,"
+	      "\"own\":8.26}}],\"links\":{\"intra_bw_gbps\":"
 	      "15,\"intra_lat_s\":2e-5,\"inter_bw_gbps\":0.5,\"inter_lat_s\":"
 	      "3e-4}}",
 	      f);
@@ -112,6 +202,12 @@ static void test_profiles(void)
 	ok(t && t->measured == 1, "marked measured");
 	is_near(t ? t->mem_bw_gbps : 0, 900, 1e-9, "measured memory bandwidth");
 	is_near(t ? t->intra_bw_gbps : 0, 15, 1e-9, "measured intra link");
+	is_near(t ? t->attn_efficiency * t->peak_tflops : 0, 99.12, 1e-9,
+		"measured attn_tflops.fwd sets the fused forward rate");
+	is_near(t ? t->attn_own_efficiency * t->peak_tflops : 0, 8.26, 1e-9,
+		"measured attn_tflops.own sets the own kernel's rate");
+	ok(t && t->attn_bwd_efficiency == 0.40,
+	   "attn_tflops.bwd absent: built-in backward kept bit for bit");
 	t = hexi_catalog_find(cat, "cpu");
 	is_near(t ? t->peak_tflops : 0, 0.25, 1e-12, "cpu peak = measured");
 	is_near(t ? t->efficiency : 0, 1.0, 1e-12, "cpu efficiency 1");
@@ -131,6 +227,21 @@ static void test_profiles(void)
 		is_near(c ? c->inter_lat_s : 0, 3e-4, 1e-12, "largest latency");
 	}
 	hexi_cluster_destroy(c);
+	/* a GEMM above the datasheet raises the peak; the attention rates
+	 * (TFLOPS) stay */
+	f = fopen(p1, "w");
+	fputs("{\"format\":\"hexiscale-profile\",\"version\":1,\"gpus\":[{"
+	      "\"type\":\"t4\",\"gemm_tflops\":{\"fp16\":80}}]}",
+	      f);
+	fclose(f);
+	is_int(hexi_catalog_apply_profiles(cat, p1), HEXI_OK,
+	       "profile above the t4 peak");
+	t = hexi_catalog_find(cat, "t4");
+	is_near(t ? t->peak_tflops : 0, 80, 1e-12, "t4 peak raised to 80");
+	is_near(t ? t->attn_efficiency * t->peak_tflops : 0, 0.5 * 65, 1e-9,
+		"t4 fused attention rate kept (32.5 TFLOPS)");
+	is_near(t ? t->attn_own_efficiency * t->peak_tflops : 0, 0.034 * 65,
+		1e-9, "t4 own attention rate kept");
 	f = fopen(p1, "w");
 	fputs("{\"format\":\"hexiscale-profile\",\"version\":1,\"gpus\":[{"
 	      "\"type\":\"nosuchgpu\"}]}",
@@ -277,6 +388,9 @@ static void test_cluster_builder(void)
 	ok(hexi_catalog_find(cat, "a800-80g")->peak_tflops == 432 &&
 	       strcmp(hexi_catalog_find(cat, "a800")->name, "a800-80g") == 0,
 	   "replacement keeps name and aliases");
+	ok(hexi_catalog_find(cat, "a800")->attn_efficiency == 0.60 &&
+	       hexi_catalog_find(cat, "a800")->compute_capability == 8.0,
+	   "replacement without attention fields keeps the type's");
 	{
 		hexi_catalog *d = NULL;
 		is_int(hexi_catalog_clone(cat, &d), HEXI_OK, "catalog clone");
