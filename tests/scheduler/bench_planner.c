@@ -66,11 +66,11 @@ static res plan_here(const hexi_cluster *c, const hexi_model *m,
 
 /*
  * One planning in a forked child, so its peak RSS is that planning's
- * (getrusage RUSAGE_SELF in the child, sent back through a pipe): a
- * child's peak starts at the parent's resident set at the fork (the
- * kernel copies the high-water mark with the address space), which
- * rss0_mib reports; the parent itself never plans, so it stays at the
- * process's baseline.
+ * alone (getrusage RUSAGE_SELF in the child, sent back through a pipe),
+ * not the largest of all plannings so far.  The child's peak starts at
+ * what the copied address space has resident (rss0_mib, read before it
+ * plans: pages the parent touched are only counted once the child
+ * touches them again).  The parent never plans.
  */
 static res plan_fork(const hexi_cluster *c, const hexi_model *m,
 		     const hexi_train *t, const hexi_plan_opts *o)
