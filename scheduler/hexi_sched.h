@@ -420,7 +420,8 @@ typedef struct hexi_plan_opts {
 	int max_pipelines;    /* 0 = no limit */
 	/* 1: every GPU of the cluster in the plan (no idle GPUs), as before
 	 * subsets were searched; the hexiscale strategy otherwise also plans
-	 * on the fastest GPU types and nodes alone and keeps what is faster */
+	 * on the fastest GPU types and nodes alone, and on fewer GPUs of a
+	 * node, and keeps what is faster */
 	int use_all_gpus;
 	/* Micro-batch sizes.  Default (micro_batch_exact 0): the planner
 	 * chooses each pipeline's micro-batch size among the divisors of its

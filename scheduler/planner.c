@@ -316,19 +316,23 @@ static hexi_rc search_on(const hexi_cluster *c, const hexi_model *m,
 	}
 }
 
-/* The cluster of the nodes keep[k] (k < n, ascending) of c: same links,
- * pair bandwidths cut to those nodes. */
-static hexi_rc sub_cluster(const hexi_cluster *c, const int *keep, int n,
-			   hexi_cluster **out)
+/* The cluster of the nodes keep[k] (k < n, ascending) of c, node keep[k]
+ * with its first ng[k] GPUs of gpu_index (ng NULL: all of them), so a
+ * device keeps its local GPU index: same links, pair bandwidths cut to
+ * those nodes. */
+static hexi_rc sub_cluster(const hexi_cluster *c, const int *keep,
+			   const int *ng, int n, hexi_cluster **out)
 {
 	hexi_cluster *s = NULL;
 	hexi_rc rc = hexi_cluster_create(n, c->catalog, &s);
 
 	for (int k = 0; rc == HEXI_OK && k < n; k++) {
 		const hexi_node *nd = &c->nodes[keep[k]];
-		rc = hexi_cluster_set_node(s, k, nd->name, nd->gpu_type,
-					   nd->ngpus, nd->gpu_index,
-					   nd->intra_bw_gbps);
+		int g = ng != NULL && ng[k] >= 1 && ng[k] < nd->ngpus
+			    ? ng[k]
+			    : nd->ngpus;
+		rc = hexi_cluster_set_node(s, k, nd->name, nd->gpu_type, g,
+					   nd->gpu_index, nd->intra_bw_gbps);
 	}
 	if (rc == HEXI_OK) {
 		s->inter_bw_gbps = c->inter_bw_gbps;
@@ -356,17 +360,20 @@ static hexi_rc sub_cluster(const hexi_cluster *c, const int *keep, int n,
 	return rc;
 }
 
-/* Plan on the nodes keep[n] of the job's cluster; a better plan replaces
- * *best (its devices renumbered to the job's nodes) and st's micro-batch
- * settings.  A subset on which the model cannot fit is no error. */
+/* Plan on the nodes keep[n] of the job's cluster (node keep[k] with its
+ * first ng[k] GPUs; ng NULL: whole nodes); a better plan replaces *best
+ * (its devices renumbered to the job's nodes; the local GPU indices are
+ * the job's already) and st's micro-batch settings.  A subset on which the
+ * model cannot fit is no error. */
 static hexi_rc try_subset(pl_state *st, pl_cand *best, const hexi_cluster *c,
 			  const hexi_model *m, const hexi_train *t,
-			  const hexi_plan_opts *o, const int *keep, int n)
+			  const hexi_plan_opts *o, const int *keep,
+			  const int *ng, int n)
 {
 	hexi_cluster *sub = NULL;
 	pl_state s2;
 	pl_cand cand = {0};
-	hexi_rc rc = sub_cluster(c, keep, n, &sub);
+	hexi_rc rc = sub_cluster(c, keep, ng, n, &sub);
 
 	memset(&s2, 0, sizeof(s2));
 	if (rc == HEXI_OK)
@@ -386,8 +393,9 @@ static hexi_rc try_subset(pl_state *st, pl_cand *best, const hexi_cluster *c,
 					d->node = keep[d->node];
 				}
 		hexi_log(HEXI_LOG_VERBOSE,
-			 "planner: %d of %d nodes: %.4f s/iter (was %.4f)", n,
-			 c->nnodes, cand.score,
+			 "planner: %d of %d nodes, %d of %d GPUs: %.4f s/iter "
+			 "(was %.4f)",
+			 n, c->nnodes, s2.x.ndev, st->x.ndev, cand.score,
 			 best->score < PL_INFEASIBLE ? best->score : 0.0);
 		pl_cand_free(best);
 		*best = cand;
@@ -408,6 +416,125 @@ static double node_speed(const sched_ctx *x, int i)
 
 	return x->node_first[i + 1] > x->node_first[i] ? d->peak_tflops * d->eff
 						       : 0;
+}
+
+/* Most GPUs on the best plan's nodes for try_gpu_subsets to take GPUs
+ * away one at a time (each step is a search: +0.1 s at 16 GPUs, +0.9 s at
+ * 32, +3.3 s at 64 on bench_planner's clusters; DECISIONS 130). */
+#define PL_GPU_DESCENT_GPUS 32
+
+/* Node i's GPU type index in x (-1: no GPUs). */
+static int node_type(const sched_ctx *x, int i)
+{
+	return x->node_first[i + 1] > x->node_first[i]
+		   ? x->dev[x->node_first[i]].type
+		   : -1;
+}
+
+/* The nodes of *best and their GPUs: keep[n] ascending, ng[n] the GPUs
+ * of best on each; tmax = largest TP degree of best's stages on type ty.
+ * Returns n. */
+static int best_nodes(const pl_state *st, const pl_cand *best, int ty,
+		      int *keep, int *ng, int *tmax)
+{
+	const sched_ctx *x = &st->x;
+	int n = 0;
+
+	*tmax = 0;
+	for (int i = 0; i < x->c->nnodes; i++)
+		ng[i] = 0;
+	for (int p = 0; p < best->np; p++)
+		for (int q = 0; q < best->pp[p].nstages; q++) {
+			const hexi_stage *sg = &best->pp[p].stages[q];
+			ng[sg->devices[0].node] += sg->tp;
+			if (node_type(x, sg->devices[0].node) == ty &&
+			    sg->tp > *tmax)
+				*tmax = sg->tp;
+		}
+	for (int i = 0; i < x->c->nnodes; i++)
+		if (ng[i] > 0) {
+			keep[n] = i;
+			ng[n++] = ng[i]; /* n <= i: compacts in place */
+		}
+	return n;
+}
+
+/* One GPU-subset step for type ty on best's nodes: its nodes keep one GPU
+ * fewer (fewer 1) or a multiple of the largest TP degree its stages use
+ * (fewer 0: without phase 2's remainder group).  *won: the search was
+ * faster; nothing is searched when no node would change. */
+static hexi_rc gpu_step(pl_state *st, pl_cand *best, const hexi_cluster *c,
+			const hexi_model *m, const hexi_train *t,
+			const hexi_plan_opts *o, int ty, int fewer, int *keep,
+			int *ng, int *won)
+{
+	int tmax, n = best_nodes(st, best, ty, keep, ng, &tmax), changed = 0;
+	double before = best->score;
+	hexi_rc rc;
+
+	*won = 0;
+	for (int k = 0; k < n && tmax > 0; k++) {
+		int g = ng[k], h = fewer ? g - 1 : g - g % tmax;
+		if (node_type(&st->x, keep[k]) != ty || h < 1 || h >= g)
+			continue;
+		ng[k] = h;
+		changed = 1;
+	}
+	if (!changed)
+		return HEXI_OK;
+	rc = try_subset(st, best, c, m, t, o, keep, ng, n);
+	*won = best->score < before;
+	return rc;
+}
+
+/*
+ * Leave single GPUs idle when that is faster (DECISIONS 130): after the
+ * node subsets, for each GPU type on the best plan's nodes in turn, its
+ * nodes keep the first GPUs of their gpu_index only: a multiple of the
+ * largest TP degree its stages use (free unless phase 2 formed a
+ * remainder group), then one GPU fewer, again while that is faster.  Each
+ * step starts from the best plan so far.  The descent only when the best
+ * plan's nodes hold at most PL_GPU_DESCENT_GPUS GPUs (planning time: each
+ * step is a search on them).  While nothing fits,
+ * node first (the fastest) with 1, 2, 4 ... GPUs.
+ */
+static hexi_rc try_gpu_subsets(pl_state *st, pl_cand *best,
+			       const hexi_cluster *c, const hexi_model *m,
+			       const hexi_train *t, const hexi_plan_opts *o,
+			       int first)
+{
+	int N = c->nnodes, *keep = calloc((size_t)N * 2 + 1, sizeof(int));
+	int *ng = keep != NULL ? keep + N : NULL, won;
+	hexi_rc rc = keep != NULL ? HEXI_OK : HEXI_ERR_NOMEM;
+
+	/* nothing fits on whole nodes (a global batch too small for the
+	 * pipelines that every GPU of a node needs): node first with 1, 2,
+	 * 4 ... of its GPUs, until one fits and while doubling is faster */
+	won = !best->pp || best->score >= PL_INFEASIBLE;
+	for (int g = 1; rc == HEXI_OK && won && g < c->nodes[first].ngpus;
+	     g *= 2) {
+		double before = best->score;
+		keep[0] = first;
+		ng[0] = g;
+		rc = try_subset(st, best, c, m, t, o, keep, ng, 1);
+		won = best->score >= PL_INFEASIBLE || best->score < before;
+	}
+	if (!best->pp || best->score >= PL_INFEASIBLE)
+		goto out;
+	for (int ty = 0; rc == HEXI_OK && ty < st->x.ntypes; ty++) {
+		int tmax, n, g = 0;
+		rc = gpu_step(st, best, c, m, t, o, ty, 0, keep, ng, &won);
+		n = best_nodes(st, best, ty, keep, ng, &tmax);
+		for (int k = 0; k < n; k++)
+			g += ng[k];
+		for (won = g <= PL_GPU_DESCENT_GPUS; rc == HEXI_OK && won;)
+			rc = gpu_step(st, best, c, m, t, o, ty, 1, keep, ng,
+				      &won);
+	}
+out:
+	free(keep);
+	return rc == HEXI_ERR_NOMEM ? hexi_error(rc, "planner: GPU subsets")
+				    : rc;
 }
 
 /*
@@ -447,7 +574,7 @@ static hexi_rc try_subsets(pl_state *st, pl_cand *best, const hexi_cluster *c,
 		for (int i = 0; i < N; i++)
 			if (node_speed(&st->x, i) >= sp[kt - 1])
 				keep[n++] = i;
-		rc = try_subset(st, best, c, m, t, o, keep, n);
+		rc = try_subset(st, best, c, m, t, o, keep, NULL, n);
 	}
 	/* nodes by speed times GPUs, fastest first, ties by index */
 	for (int i = 0; rc == HEXI_OK && i < N; i++)
@@ -475,10 +602,12 @@ static hexi_rc try_subsets(pl_state *st, pl_cand *best, const hexi_cluster *c,
 				keep[k] = keep[k - 1];
 				keep[k - 1] = tmp;
 			}
-		rc = try_subset(st, best, c, m, t, o, keep, n);
+		rc = try_subset(st, best, c, m, t, o, keep, NULL, n);
 	}
 	if (rc == HEXI_ERR_NOMEM)
 		rc = hexi_error(rc, "planner: subsets");
+	if (rc == HEXI_OK)
+		rc = try_gpu_subsets(st, best, c, m, t, o, ord[0]);
 	free(keep);
 	free(ord);
 	free(sp);
@@ -561,9 +690,8 @@ hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 	rc = best.pp && best.score < PL_INFEASIBLE ? HEXI_OK : first;
 	/* subsets with the memory setting that won on the whole cluster (or
 	 * the first when none fits there) */
-	if (rc == HEXI_OK && st.x.dev != NULL &&
-	    !o->use_all_gpus && o->strategy == HEXI_STRATEGY_HEXISCALE &&
-	    c->nnodes > 1)
+	if (rc == HEXI_OK && st.x.dev != NULL && !o->use_all_gpus &&
+	    o->strategy == HEXI_STRATEGY_HEXISCALE)
 		rc = try_subsets(&st, &best, c, m, &tb, o);
 	if (rc != HEXI_OK)
 		goto out;

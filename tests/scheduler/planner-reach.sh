@@ -43,6 +43,49 @@ all=$(jget "$T/b.json" '["iteration_s"]')
 check "64 mixed GPUs: a subset beats every GPU ($sub < $all s)" awk -v a="$sub" -v b="$all" 'BEGIN { exit !(a < b) }'
 check "and uses fewer than 64" awk -v w="$(jget "$T/a.json" '["world_size"]')" 'BEGIN { exit !(w < 64) }'
 
+# ---- single GPUs idle ----------------------------------------------------
+# One node of 3 A100s, a llama2-7b shape with 2 KV heads (TP <= 2), global
+# batch 1: one pipeline, one micro-batch; a TP-2 stage alone beats TP 2 +
+# TP 1, whose stages run one after the other.
+echo '{"format":"hexiscale-cluster","version":1,"nodes":[{"name":"n1","gpu":"a100-80g","gpus":[0,1,2]}]}' >"$T/n3.json"
+sed 's/"kv_heads": *[0-9]*/"kv_heads": 2/; s/"name": *"llama2-7b"/"name": "kv2-7b"/' \
+	"$top_srcdir/examples/models/llama2-7b.json" >"$T/kv2.json"
+"$H" plan "$T/n3.json" --model "$T/kv2.json" --global-batch 1 --json >"$T/g.json" || fail "3 GPUs, KV 2"
+"$H" plan "$T/n3.json" --model "$T/kv2.json" --global-batch 1 --json --use-all-gpus >"$T/ga.json" || fail "3 GPUs, KV 2, every GPU"
+"$H" plan "$T/n3.json" --model "$T/kv2.json" --global-batch 1 -o "$T/gp.json" >/dev/null || fail "3 GPUs, plan file"
+sub=$(jget "$T/g.json" '["iteration_s"]')
+all=$(jget "$T/ga.json" '["iteration_s"]')
+check "1 node, 3 GPUs, KV 2, batch 1: one GPU idle is faster ($sub < $all s)" awk -v a="$sub" -v b="$all" 'BEGIN { exit !(a < b) }'
+expect_eq "the plan: 2 training ranks, TP 2, one stage" \
+	"$(jget "$T/gp.json" '["world_size"], [[s["tp"] for s in q["stages"]] for q in json.load(open(sys.argv[1]))["pipelines"]]')" "2 [[2]]"
+expect_eq "its idle list: n1 GPU 2, rank 2" \
+	"$(jget "$T/gp.json" '.get("idle")')" "[{'node': 'n1', 'gpu': 2, 'rank': 2}]"
+expect_eq "--use-all-gpus: 3 training ranks, no idle list" "$(jget "$T/ga.json" '["world_size"]')" 3
+check "validate accepts it" "$H" validate "$T/gp.json"
+"$H" show "$T/gp.json" >"$T/gshow.txt" || fail "show"
+check "show lists the idle GPU on the training node" grep -q "idle: 1 GPU on 1 node .*: n1 (a100-80g) 2$" "$T/gshow.txt"
+# idle GPUs beside training ones on several nodes: paper.json's 3-GPU
+# nodes, llama2-13b at global batch 1
+"$H" plan "$EX/paper.json" --model llama2-13b --global-batch 1 -o "$T/pp.json" >/dev/null || fail "paper, batch 1"
+check "paper.json, llama2-13b, batch 1: a node both trains and has an idle GPU" \
+	/usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); tr={d["node"] for q in p["pipelines"] for s in q["stages"] for d in s["devices"]}; sys.exit(not tr & {d["node"] for d in p.get("idle", [])})' "$T/pp.json"
+# a global batch too small for a whole node's pipelines: 1-layer model, KV 1
+echo '{"format":"hexiscale-model","version":1,"name":"one-layer","layers":1,"hidden":48,"heads":6,"kv_heads":1,"ffn":128,"vocab":64,"seq_len":16}' >"$T/l1.json"
+echo '{"format":"hexiscale-cluster","version":1,"nodes":[{"name":"n1","gpu":"a100-80g","count":8}]}' >"$T/n8.json"
+"$H" plan "$T/n8.json" --model "$T/l1.json" --global-batch 2 -o "$T/l1p.json" >/dev/null 2>&1
+expect_eq "1 layer, KV 1, batch 2 on 8 GPUs of one node: a plan on fewer GPUs" $? 0
+"$H" plan "$T/n8.json" --model "$T/l1.json" --global-batch 2 --use-all-gpus >/dev/null 2>&1
+expect_eq "and --use-all-gpus: exit 18 (the batch cannot feed 8 pipelines)" $? 18
+# never worse than --use-all-gpus (same memory options, subsets only
+# replace a plan when faster)
+for c in "paper llama2-7b 8" "paper llama2-13b 2" "paper-case-study llama2-13b 2" "mixed-8 llama2-7b 32" \
+	"hetero-a100-4090-12 llama2-13b 16" "homo-a100-8 tiny-gqa 4" "cpu-2x2 tiny-4l 8"; do
+	set -- $c
+	s1=$("$H" plan "$EX/$1.json" --model "$2" --global-batch "$3" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["iteration_s"])') || fail "$c"
+	s2=$("$H" plan "$EX/$1.json" --model "$2" --global-batch "$3" --json --use-all-gpus | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["iteration_s"])') || fail "$c, every GPU"
+	check "$1 $2 batch $3: subsets ($s1 s) never worse than every GPU ($s2 s)" awk -v a="$s1" -v b="$s2" 'BEGIN { exit !(a <= b) }'
+done
+
 # ---- pipeline counts -----------------------------------------------------
 "$H" plan "$T/m4096.json" --model llama-30b --global-batch 24 --micro-batch-exact 2 --cost-model reference -v >"$T/r.txt" 2>&1
 expect_eq "4096 GPUs, llama-30b, gb 24, mb 2, reference: a plan (was exit 10)" $? 0

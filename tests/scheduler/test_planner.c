@@ -384,6 +384,90 @@ static void bad_inputs(void)
 	hexi_plan_destroy(p);
 }
 
+/* One node of 3 GPUs (local indices 4, 6, 7), a model of 2 KV heads (TP
+ * <= 2), global batch 1: one pipeline of one micro-batch, where a TP-2
+ * stage alone beats a TP-2 + TP-1 pipeline (the micro-batch runs through
+ * both stages one after the other).  The planner leaves GPU 7 idle; with
+ * use_all_gpus it may not. */
+static hexi_plan *plan3(int all, hexi_rc *rc)
+{
+	static const int idx[3] = {4, 6, 7};
+	hexi_cluster *c = NULL;
+	hexi_model m;
+	hexi_train t;
+	hexi_plan_opts o;
+	hexi_plan *p = NULL;
+
+	*rc = hexi_cluster_create(1, NULL, &c);
+	if (*rc == HEXI_OK)
+		*rc = hexi_cluster_set_node(c, 0, "n1", "a100-80g", 3, idx, 0);
+	if (*rc == HEXI_OK)
+		*rc = hexi_cluster_validate(c);
+	if (*rc == HEXI_OK)
+		*rc = hexi_model_builtin("llama2-7b", &m);
+	m.kv_heads = 2;
+	hexi_train_defaults(&t);
+	t.global_batch = 1;
+	hexi_plan_opts_defaults(&o);
+	o.use_all_gpus = all;
+	if (*rc == HEXI_OK)
+		*rc = hexi_plan_create(c, &m, &t, &o, &p);
+	hexi_cluster_destroy(c);
+	return p;
+}
+
+static void gpu_subset(void)
+{
+	hexi_rc rc, rc_all;
+	hexi_plan *p = plan3(0, &rc), *a = plan3(1, &rc_all);
+	hexi_role r;
+	const hexi_stage *sg;
+
+	is_int(rc, HEXI_OK, "3 GPUs, KV 2, batch 1: a plan%s%s", rc ? ": " : "",
+	       rc ? hexi_errmsg(rc) : "");
+	is_int(rc_all, HEXI_OK, "same with every GPU%s%s", rc_all ? ": " : "",
+	       rc_all ? hexi_errmsg(rc_all) : "");
+	if (!p || !a) {
+		hexi_plan_destroy(p);
+		hexi_plan_destroy(a);
+		return;
+	}
+	is_int(a->world_size, 3, "use_all_gpus: 3 training ranks");
+	is_int(a->nidle, 0, "use_all_gpus: no idle GPU");
+	is_int(p->world_size, 2, "subsets: 2 training ranks");
+	is_int(p->nidle, 1, "subsets: one GPU idle");
+	ok(p->pred.iter_s < a->pred.iter_s * (1 - 1e-3),
+	   "one GPU idle is faster: %.4f s < %.4f s with every GPU",
+	   p->pred.iter_s, a->pred.iter_s);
+	sg = &p->pipelines[0].stages[0];
+	ok(p->npipelines == 1 && p->pipelines[0].nstages == 1 && sg->tp == 2,
+	   "one TP-2 stage (%d pipelines, %d stages, TP %d)", p->npipelines,
+	   p->pipelines[0].nstages, sg->tp);
+	ok(sg->devices[0].node == 0 && sg->devices[0].gpu == 4 &&
+	       sg->devices[1].gpu == 6,
+	   "it trains on local GPUs 4 and 6 (%d, %d)", sg->devices[0].gpu,
+	   sg->devices[1].gpu);
+	if (p->nidle == 1)
+		ok(p->idle[0].node == 0 && p->idle[0].gpu == 7 &&
+		       p->idle[0].rank == 2,
+		   "idle: node %d GPU %d rank %d (want 0, 7, 2)",
+		   p->idle[0].node, p->idle[0].gpu, p->idle[0].rank);
+	is_int(hexi_plan_tasks(p), 3, "3 tasks, one per GPU");
+	rc = hexi_plan_role(p, 2, &r);
+	ok(rc == HEXI_OK && r.idle && r.gpu == 7 && r.world_size == 2 &&
+	       r.local_rank == 2 && r.local_world_size == 3,
+	   "rank 2: idle on GPU 7, world 2, local rank %d of %d", r.local_rank,
+	   r.local_world_size);
+	rc = hexi_plan_role(p, 1, &r);
+	ok(rc == HEXI_OK && !r.idle && r.tp_rank == 1 && r.local_rank == 1 &&
+	       r.local_world_size == 3,
+	   "rank 1 trains beside it: TP rank %d, local rank %d of %d",
+	   r.tp_rank, r.local_rank, r.local_world_size);
+	is_int(hexi_plan_validate(p), HEXI_OK, "the plan validates");
+	hexi_plan_destroy(p);
+	hexi_plan_destroy(a);
+}
+
 int main(void)
 {
 	split_layers();
@@ -391,5 +475,6 @@ int main(void)
 	paper_cluster();
 	public_api();
 	bad_inputs();
+	gpu_subset();
 	return tap_done();
 }

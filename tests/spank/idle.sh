@@ -51,6 +51,25 @@ expect_eq "user plan: the written plan's idle list (node:gpu:rank)" \
 	"$(field "$p" "' '.join('%s:%d:%d' % (d['node'], d['gpu'], d['rank']) for d in p['idle'])")" \
 	"n2:0:5 n2:1:6 n2:2:7"
 
+# 1b. Idle GPUs on nodes that also train (single GPUs left out, DECISIONS
+# 130): TP 2 on n1's GPUs 0-1 and n2's GPUs 0-1; n1's GPU 2, n2's GPU 2 and
+# n3 idle.  Tasks 0,1 and 3,4 train as ranks 0-3; tasks 2,5,6,7 idle as
+# ranks 4-7; local ranks count every task of a node.
+"$MKPLAN" tiny-8l "4/2:2x4@0,2x4@1" "$JOBS/part.json" idle=1 || hard "mkplan"
+srun $GPUS --hexiscale="$JOBS/part.json" "$EX/print-role.sh" >part.out 2>part.err
+expect_eq "idle GPUs on training nodes: step exit status" "$?" 0
+p=$(latest_plan)
+check "idle GPUs on training nodes: every task's role matches the plan file" $CHECK "$p" part.out
+expect_eq "idle GPUs on training nodes: tasks 2 5 6 7 idle" \
+	"$(grep ' role=idle ' part.out | sed 's/^HXROLE procid=\([0-9]*\) .*/\1/' | sort -n | paste -sd' ')" "2 5 6 7"
+expect_eq "idle GPUs on training nodes: task 2 (n1 GPU 2) idle as rank 4, local rank 2, beside TP ranks 0-1" \
+	"$(task 2 rank part.out) $(task 2 role part.out) $(task 2 local_rank part.out) $(task 1 rank part.out) $(task 1 role part.out)" \
+	"4 idle 2 1 train"
+expect_eq "idle GPUs on training nodes: tasks 3 4 train as ranks 2 3" \
+	"$(task 3 rank part.out) $(task 4 rank part.out)" "2 3"
+check "idle GPUs on training nodes: summary lists them per node" \
+	grep -q "hexiscale:   idle: 4 GPUs on 3 nodes (ranks 4-7, Slurm tasks 2,5-7, HEXISCALE_ROLE=idle, train nothing): n1 ([a-z0-9-]*) 2; n2 (rtx4090) 2; n3 (rtx3090) 0,1$" part.err
+
 # 2. The planner's choice for tiny-8l on the 8 GPUs: it may leave GPUs
 # idle; whatever it chose, the roles, the idle tasks and the summary agree
 # with the plan file.
