@@ -307,6 +307,22 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 	}
 }
 
+/* Bytes per parameter the CPU runtime's gradient sync holds beside the
+ * model with D >= 2 pipelines (runtime/sync.c, DECISIONS 125): zero 0
+ * overlapped, a packed copy of every gradient (the sub-buckets in flight;
+ * less where members' chunks lie in place, which one stage cannot see);
+ * zero 1, the owned gradient reduce-scattered after the backward (g/D);
+ * zero 2 none beyond sched_param_bytes' g/D (the owned sums) but one
+ * backward unit's window, counted once by the caller. */
+static double cpu_sync_per_param(const sched_ctx *x, int D)
+{
+	if (D < 2)
+		return 0;
+	if (x->t.zero == 0)
+		return x->overlap_dp ? 4.0 : 0.0;
+	return x->t.zero == 1 ? 4.0 / D : 0.0;
+}
+
 /* Memory of a stage on the `cpu` type, counted from what the CPU runtime
  * allocates (runtime/model.c, train.c; fp32, 4 bytes per element) for the
  * TP rank with the largest share: per layer and slot the saved tensors
@@ -325,7 +341,8 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 	const double V = m->vocab, e = 4.0, tok = (double)d->mb * T;
 	const double i = d->inflight, rc = d->recompute ? 1.0 : 0.0;
 	/* weights, gradients, AdamW moments; ZeRO shards (sched_param_bytes) */
-	const double pb = sched_param_bytes(x, 1, d->dp);
+	const double pb =
+	    sched_param_bytes(x, 1, d->dp) + cpu_sync_per_param(x, d->dp);
 	double params = 0, lx = 0, work = 0;
 
 	for (int r = 0; r < d->tp; r++) {
@@ -352,6 +369,12 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 	if (d->last)
 		out->mem_fixed_b += (V * C + C) * pb +
 				    e * (i * tok * (C + 1.0 + V) + tok * V);
+	if (x->t.zero == 2 && d->dp > 1) { /* the window: the largest unit */
+		double u = params;
+		u = d->first && V * C > u ? V * C : u;
+		u = d->last && V * C + C > u ? V * C + C : u;
+		out->mem_fixed_b += e * u;
+	}
 	out->cap_b = group_min(x, d->dev, d->tp, 1);
 }
 
