@@ -634,11 +634,18 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 	const int **hold = NULL;
 	double maxT = 0, end = 0, *busy = NULL, *load = NULL, *ag = NULL;
 	double rs = x->t.zero >= 1 ? 0.5 : 1.0, ag_max = 0;
+	/* zero 2 reduce-scatters every micro-batch (the gradient is not
+	 * accumulated in full, DECISIONS 125): rounds of the longest pipeline,
+	 * charged where the last one runs (the CPU runtime's are blocking) */
+	double rounds = 1;
 	dp_seg *seg = NULL;
 
 	*total_s = 0;
-	for (int p = 0; p < np; p++)
+	for (int p = 0; p < np; p++) {
 		maxT = pp[p].time_s > maxT ? pp[p].time_s : maxT;
+		if (x->t.zero >= 2 && pp[p].micro_batches > rounds)
+			rounds = pp[p].micro_batches;
+	}
 	if (np < 2)
 		return maxT;
 	base = calloc((size_t)np, sizeof(int));
@@ -671,7 +678,7 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 		}
 		seg[k].cost = (seg[k].l1 - seg[k].l0) *
 			      sched_hexi_layer_sync_s(x, np, hold, tps, load);
-		*total_s += seg[k].cost;
+		*total_s += seg[k].cost * (1 + (rounds - 1) * rs);
 	}
 	qsort(seg, (size_t)nseg, sizeof(*seg), cmp_seg);
 	for (int k = 0; k < nseg; k++) {
@@ -680,7 +687,8 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 			hold[p] = map->dev[base[p] + seg[k].st[p]];
 			tps[p] = pp[p].stages[seg[k].st[p]].tp;
 		}
-		e = run_job(busy, np, hold, tps, seg[k].ready, rs * seg[k].cost);
+		e = run_job(busy, np, hold, tps, seg[k].ready,
+			    rounds * rs * seg[k].cost);
 		end = e > end ? e : end;
 		ag_add(ag, np, hold, tps, (1 - rs) * seg[k].cost);
 	}
@@ -698,8 +706,8 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 			ready = f > ready ? f : ready;
 		}
 		cost = table_sync_s(x, np, hold, tps, scratch);
-		*total_s += cost;
-		e = run_job(busy, np, hold, tps, ready, rs * cost);
+		*total_s += cost * (1 + (rounds - 1) * rs);
+		e = run_job(busy, np, hold, tps, ready, rounds * rs * cost);
 		end = e > end ? e : end;
 		ag_add(ag, np, hold, tps, (1 - rs) * cost);
 	}
