@@ -71,9 +71,9 @@ struct rt_model {
 	rt_param *embed, *final_norm, *lm_head, *layer0; /* into params */
 	float *wmem, *gmem, *mmem, *vmem;
 	size_t numel;
-	size_t gnum;	 /* elements of gmem: numel, or with grad_window the
-			    largest backward unit's */
-	size_t layer_n;	 /* elements of one layer's parameters */
+	size_t gnum;	/* elements of gmem: numel, or with grad_window the
+			   largest backward unit's */
+	size_t layer_n; /* elements of one layer's parameters */
 	slot *slots; /* [max_slots] */
 	scratch s;
 	/* recompute: the one layer's activations every slot's backward
@@ -293,8 +293,7 @@ static hexi_rc build_params(rt_model *m)
 		m->mmem = calloc(1, bytes);
 		m->vmem = calloc(1, bytes);
 	}
-	if (!m->wmem || !m->gmem ||
-	    (!c->no_moments && (!m->mmem || !m->vmem)))
+	if (!m->wmem || !m->gmem || (!c->no_moments && (!m->mmem || !m->vmem)))
 		return hexi_error(HEXI_ERR_NOMEM, "model shard: %zu parameters",
 				  m->numel);
 	m->mem.params = bytes;
@@ -896,8 +895,7 @@ hexi_rc rt_model_backward(rt_model *m, int slot_i, const float *dy, float *dx)
 	const size_t BTC = (size_t)s->B * m->T * m->C;
 	hexi_rc rc = HEXI_OK;
 	if (c->has_head) {
-		unit_start(m, m->final_norm,
-			   m->final_norm->n + m->lm_head->n);
+		unit_start(m, m->final_norm, m->final_norm->n + m->lm_head->n);
 		head_backward(m, s);
 	} else
 		memcpy(m->s.dres, dy, BTC * sizeof(float));

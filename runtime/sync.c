@@ -41,8 +41,8 @@ typedef struct sync_piece {
 	int row_begin;	/* global first row of the chunk */
 	int64_t cols;
 	int decay;
-	int key; /* ready after the backward's hook call with this value or
-		    lower: layer index, embedding -1, head L (overlap) */
+	int key;    /* ready after the backward's hook call with this value or
+		       lower: layer index, embedding -1, head L (overlap) */
 	float *acc; /* zero 2, a chunk no other rank holds: its gradient
 		       summed over the backwards (grad is the model's
 		       window, reused by the next unit) */
@@ -101,10 +101,10 @@ struct rt_sync {
 	int nb;
 	sync_bucket *b;	  /* buckets with more than one member */
 	sync_bucket solo; /* chunks held by this rank alone (norm only) */
-	float *buf;	  /* staging: [bufcap] (host: allocated at first need) */
+	float *buf; /* staging: [bufcap] (host: allocated at first need) */
 	size_t bufcap;
 	size_t packcap; /* elements the unsharded packed sync stages */
-	int zero; /* 0: all-reduce; 1, 2: sharded */
+	int zero;	/* 0: all-reduce; 1, 2: sharded */
 	/* zero 2: buckets in backward order (key descending, then bucket
 	 * order: the same on every member), the rounds of the longest
 	 * bucket, the solo chunks' accumulators */
@@ -857,8 +857,8 @@ static hexi_rc bucket_order(rt_sync *s)
 		int j = i;
 		b->nround = 0;
 		for (int r = 0; r < b->g->n; r++) {
-			int m = p->pipelines[pipe_of[b->g->ranks[r]]]
-				    .micro_batches;
+			int m =
+			    p->pipelines[pipe_of[b->g->ranks[r]]].micro_batches;
 			b->nround = m > b->nround ? m : b->nround;
 		}
 		if (b->nround > s->max_rounds)
@@ -1172,7 +1172,8 @@ static hexi_rc shard2_run(rt_sync *s, double *sumsq)
 		return HEXI_OK;
 	for (int i = 0; i < s->nb; i++) {
 		const sync_bucket *b = &s->b[i];
-		acc += sumsq_f32(b->own, b->cut[b->g->me + 1] - b->cut[b->g->me]);
+		acc +=
+		    sumsq_f32(b->own, b->cut[b->g->me + 1] - b->cut[b->g->me]);
 	}
 	return norm_finish(s, acc, sumsq);
 }

@@ -114,7 +114,8 @@ static hexi_rc zero2_hook(void *ctx, int layer)
 {
 	hexi_trainer *t = ctx;
 
-	return t->eval ? HEXI_OK : rt_sync_grad_ready(t->sync, t->bwd_mb, layer);
+	return t->eval ? HEXI_OK
+		       : rt_sync_grad_ready(t->sync, t->bwd_mb, layer);
 }
 
 /* rt_grad_hook: the last backward finished layers >= layer: start their

@@ -310,16 +310,18 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 /* Bytes per parameter the CPU runtime's gradient sync holds beside the
  * model with D >= 2 pipelines (runtime/sync.c, DECISIONS 125): zero 0
  * overlapped, a packed copy of every gradient (the sub-buckets in flight;
- * less where members' chunks lie in place, which one stage cannot see);
+ * none where every holder has TP 1: reduced in place, d->dp_tp1);
  * zero 1, the owned gradient reduce-scattered after the backward (g/D);
  * zero 2 none beyond sched_param_bytes' g/D (the owned sums) but one
  * backward unit's window, counted once by the caller. */
-static double cpu_sync_per_param(const sched_ctx *x, int D)
+static double cpu_sync_per_param(const sched_ctx *x, const sched_sdesc *d)
 {
+	const int D = d->dp;
+
 	if (D < 2)
 		return 0;
 	if (x->t.zero == 0)
-		return x->overlap_dp ? 4.0 : 0.0;
+		return x->overlap_dp && !d->dp_tp1 ? 4.0 : 0.0;
 	return x->t.zero == 1 ? 4.0 / D : 0.0;
 }
 
@@ -342,7 +344,7 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 	const double i = d->inflight, rc = d->recompute ? 1.0 : 0.0;
 	/* weights, gradients, AdamW moments; ZeRO shards (sched_param_bytes) */
 	const double pb =
-	    sched_param_bytes(x, 1, d->dp) + cpu_sync_per_param(x, d->dp);
+	    sched_param_bytes(x, 1, d->dp) + cpu_sync_per_param(x, d);
 	double params = 0, lx = 0, work = 0;
 
 	for (int r = 0; r < d->tp; r++) {

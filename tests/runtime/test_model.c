@@ -356,8 +356,10 @@ static void test_grad_window(void)
 				 "bit-identical to the full array");
 	}
 	is_int(rc, HEXI_OK, "window: forward/backward with the hook run");
-	ok(worst <= 1e-6, "window: two micro-batches sum to the accumulated "
-			  "gradients (rel %.1e)", worst);
+	ok(worst <= 1e-6,
+	   "window: two micro-batches sum to the accumulated "
+	   "gradients (rel %.1e)",
+	   worst);
 	ok(cap.nkeys == 10 && cap.keys[0] == 3 && cap.keys[1] == 2 &&
 	       cap.keys[3] == 0 && cap.keys[4] == -1 && cap.keys[5] == 3,
 	   "window: hook keys head, layers 2..0, embedding, per backward");
