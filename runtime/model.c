@@ -71,6 +71,9 @@ struct rt_model {
 	rt_param *embed, *final_norm, *lm_head, *layer0; /* into params */
 	float *wmem, *gmem, *mmem, *vmem;
 	size_t numel;
+	size_t gnum;	/* elements of gmem: numel, or with grad_window the
+			   largest backward unit's */
+	size_t layer_n; /* elements of one layer's parameters */
 	slot *slots; /* [max_slots] */
 	scratch s;
 	/* recompute: the one layer's activations every slot's backward
@@ -224,6 +227,34 @@ static void layer_params(rt_model *m, rt_param *p, int l)
 	m->f = fe - fb;
 }
 
+/* The gradient of every parameter: its own place in gmem (numel), or
+ * with grad_window the place in its backward unit (the embedding, one
+ * layer, the head), every unit starting at gmem: gnum is then the
+ * largest unit. */
+static void place_grads(rt_model *m, float *base)
+{
+	size_t off = 0, unit = 0;
+	const int w = m->cfg.grad_window;
+	const rt_param *l0 = m->layer0, *l1 = m->layer0 + m->nl * P_PER_LAYER;
+
+	m->layer_n = 0;
+	for (int i = 0; i < P_PER_LAYER && m->nl > 0; i++)
+		m->layer_n += m->layer0[i].n;
+	m->gnum = w ? 0 : m->numel;
+	for (int i = 0; i < m->nparams; i++) {
+		rt_param *q = &m->params[i];
+		/* a new unit starts at the embedding, each layer, the head */
+		if (w && (q == m->embed || q == m->final_norm ||
+			  (q >= l0 && q < l1 && (q - l0) % P_PER_LAYER == 0)))
+			off = 0;
+		q->g = base != NULL ? base + off : NULL;
+		off += q->n;
+		unit = off > unit ? off : unit;
+	}
+	if (w)
+		m->gnum = unit;
+}
+
 /* Describe every parameter, then carve w/g/m/v from four allocations. */
 static hexi_rc build_params(rt_model *m)
 {
@@ -254,23 +285,25 @@ static hexi_rc build_params(rt_model *m)
 	for (int i = 0; i < n; i++)
 		m->numel += m->params[i].n;
 	size_t bytes = (m->numel ? m->numel : 1) * sizeof(float);
+	place_grads(m, NULL); /* sizes only */
+	size_t gbytes = (m->gnum ? m->gnum : 1) * sizeof(float);
 	m->wmem = calloc(1, bytes);
-	m->gmem = calloc(1, bytes);
+	m->gmem = calloc(1, gbytes);
 	if (!c->no_moments) {
 		m->mmem = calloc(1, bytes);
 		m->vmem = calloc(1, bytes);
 	}
-	if (!m->wmem || !m->gmem ||
-	    (!c->no_moments && (!m->mmem || !m->vmem)))
+	if (!m->wmem || !m->gmem || (!c->no_moments && (!m->mmem || !m->vmem)))
 		return hexi_error(HEXI_ERR_NOMEM, "model shard: %zu parameters",
 				  m->numel);
-	m->mem.params = m->mem.grads = bytes;
+	m->mem.params = bytes;
+	m->mem.grads = gbytes;
 	m->mem.optim = c->no_moments ? 0 : 2 * bytes;
+	place_grads(m, m->gmem);
 	size_t off = 0;
 	for (int i = 0; i < n; i++) {
 		rt_param *q = &m->params[i];
 		q->w = m->wmem + off;
-		q->g = m->gmem + off;
 		q->m = m->mmem != NULL ? m->mmem + off : NULL;
 		q->v = m->vmem != NULL ? m->vmem + off : NULL;
 		off += q->n;
@@ -286,7 +319,7 @@ void rt_model_init_weights(rt_model *m, uint64_t seed)
 			       p->shape[1], rt_init_std(&m->cfg.model, p->name),
 			       seed);
 	}
-	memset(m->gmem, 0, m->numel * sizeof(float));
+	memset(m->gmem, 0, m->gnum * sizeof(float));
 	if (m->mmem != NULL) /* NULL after rt_model_drop_moments */
 		memset(m->mmem, 0, m->numel * sizeof(float));
 	if (m->vmem != NULL)
@@ -561,7 +594,7 @@ double rt_model_flops(const rt_model *m, int B)
 
 void rt_model_zero_grad(rt_model *m)
 {
-	memset(m->gmem, 0, m->numel * sizeof(float));
+	memset(m->gmem, 0, m->gnum * sizeof(float));
 }
 
 /* ---- forward ------------------------------------------------------------ */
@@ -754,6 +787,14 @@ static void zero(float *p, size_t n)
 	memset(p, 0, n * sizeof(float));
 }
 
+/* grad_window: the unit starting at parameter first (n elements) gets
+ * this backward's gradient only; the window holds the previous unit's. */
+static void unit_start(rt_model *m, const rt_param *first, size_t n)
+{
+	if (m->cfg.grad_window)
+		zero(first->g, n);
+}
+
 /* MLP half of a block: dres (B,T,C) holds d(out); becomes d(xmid). */
 static hexi_rc mlp_backward(rt_model *m, int l, slot *s)
 {
@@ -853,24 +894,28 @@ hexi_rc rt_model_backward(rt_model *m, int slot_i, const float *dy, float *dx)
 	slot *s = &m->slots[slot_i];
 	const size_t BTC = (size_t)s->B * m->T * m->C;
 	hexi_rc rc = HEXI_OK;
-	if (c->has_head)
+	if (c->has_head) {
+		unit_start(m, m->final_norm, m->final_norm->n + m->lm_head->n);
 		head_backward(m, s);
-	else
+	} else
 		memcpy(m->s.dres, dy, BTC * sizeof(float));
 	if (c->has_head && m->hook != NULL &&
 	    (rc = m->hook(m->hook_ctx, c->model.layers)) != HEXI_OK)
 		goto out;
-	for (int l = m->nl - 1; l >= 0; l--)
+	for (int l = m->nl - 1; l >= 0; l--) {
+		unit_start(m, m->layer0 + (size_t)l * P_PER_LAYER, m->layer_n);
 		if ((rc = block_recompute(m, l, s)) ||
 		    (rc = mlp_backward(m, l, s)) ||
 		    (rc = attn_backward(m, l, s)) ||
 		    (m->hook != NULL &&
 		     (rc = m->hook(m->hook_ctx, c->layer_begin + l))))
 			goto out;
-	if (c->has_embed)
+	}
+	if (c->has_embed) {
+		unit_start(m, m->embed, m->embed->n);
 		rt_embed_backward(m->embed->g, m->s.dres, s->tokens,
 				  s->B * m->T, m->C);
-	else
+	} else
 		memcpy(dx, m->s.dres, BTC * sizeof(float));
 	if (c->has_embed && m->hook != NULL)
 		rc = m->hook(m->hook_ctx, -1);

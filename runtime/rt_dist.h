@@ -174,11 +174,24 @@ hexi_rc rt_sync_run(rt_sync *s, double *sumsq);
  * ranges; rt_sync_step scales the owned gradient, updates the owned
  * weights with the optimizer state that lives only there, and all-gathers
  * the updated weights to every holder.  Chunks held by this rank alone are
- * owned by it.  zero 2 keeps the summed gradient of the owned range only
- * (doc/DECISIONS.md 75). */
+ * owned by it (doc/DECISIONS.md 75).
+ *
+ * zero 2 (DECISIONS 125) keeps no full gradient: the model writes each
+ * backward unit into one reused window (rt_model_config.grad_window), the
+ * buckets are cut per (holder set, layer), and rt_sync_grad_ready(s, mb,
+ * k), called by the backward of micro-batch mb as layers >= k are done,
+ * reduce-scatters them at once into the owned sums (one round per
+ * micro-batch, in backward order: every member of a bucket runs the same
+ * rounds; a member whose pipeline has fewer micro-batches adds rounds of
+ * zeros in rt_sync_run); chunks held here alone are summed into an array
+ * of their own.  Every backward of a step must call it (the trainer's
+ * grad hook); rt_sync_zero_grad starts a step's rounds (rt_sync_step does
+ * too). */
 struct rt_adamw_opts;
 hexi_rc rt_sync_shard(rt_sync *s, int zero);
 int rt_sync_zero(const rt_sync *s); /* 0 when not sharded */
+hexi_rc rt_sync_grad_ready(rt_sync *s, int mb, int layer);
+void rt_sync_zero_grad(rt_sync *s);
 /* After rt_sync_run: g *= scale on the owned ranges, then AdamW (ao, step)
  * or SGD (ao NULL, lr) there, then the all-gather of the weights. */
 hexi_rc rt_sync_step(rt_sync *s, float scale, float lr,
@@ -194,7 +207,7 @@ typedef struct rt_sync_seg {
 int rt_sync_nsegs(const rt_sync *s);
 void rt_sync_seg_get(const rt_sync *s, int i, rt_sync_seg *out);
 /* Bytes of the sharded state of this rank: moments, owned gradients and
- * the staging buffer. */
+ * the staging buffer (rt_sync_shard counts them: optim, grads, comm). */
 size_t rt_sync_shard_bytes(const rt_sync *s);
 /* Elements this rank owns (0 when not sharded). */
 size_t rt_sync_owned(const rt_sync *s);

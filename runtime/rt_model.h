@@ -62,6 +62,15 @@ typedef struct rt_model_config {
 				 forward, one layer at a time */
 	int no_moments;	      /* 1: no AdamW moments here (train.zero > 0:
 				 the sync's owners keep them) */
+	int grad_window;      /* 1 (train.zero 2): the gradients of ONE
+				 backward unit (a layer, the head, the
+				 embedding) at a time, in one reused
+				 buffer: every layer's g points into it,
+				 each unit's backward first zeroes its
+				 part, and the grad hook must take the
+				 unit's values before the next unit
+				 overwrites them; g then does not
+				 accumulate over micro-batches */
 } rt_model_config;
 
 /* One parameter tensor (or its TP shard) of the shard. */
@@ -72,7 +81,8 @@ typedef struct rt_param {
 	int row_begin, row_end; /* rows of dim 0 held (full if replicated) */
 	int replicated_in_tp;	/* 1: identical on every TP rank */
 	float *w;		/* (rows, shape[1]) weights, owned by model */
-	float *g;		/* same shape: gradient, accumulates */
+	float *g;		/* same shape: gradient, accumulates (with
+				   cfg.grad_window: this backward unit's) */
 	float *m, *v;		/* AdamW moments (zero until first step) */
 	size_t n;		/* local elements = rows * shape[1] */
 } rt_param;

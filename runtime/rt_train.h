@@ -55,6 +55,7 @@ struct hexi_trainer {
 	void *pin, *pout; /* CPU path: pipeline activation buffers */
 	size_t act_bytes;
 	int bwd_last;	  /* the backward running is the step's last */
+	int bwd_mb;	  /* micro-batch of the backward running */
 	rt_gtrain *gpu; /* nccl backend: the model on this rank's GPU; model
 			   and sync are then NULL */
 };

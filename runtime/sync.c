@@ -41,8 +41,12 @@ typedef struct sync_piece {
 	int row_begin;	/* global first row of the chunk */
 	int64_t cols;
 	int decay;
-	int key; /* ready after the backward's hook call with this value or
-		    lower: layer index, embedding -1, head L (overlap) */
+	int key;    /* ready after the backward's hook call with this value or
+		       lower: layer index, embedding -1, head L (overlap) */
+	float *acc; /* zero 2, a chunk no other rank holds: its gradient
+		       summed over the backwards (grad is the model's
+		       window, reused by the next unit) */
+	int rounds; /* zero 2, solo: backwards added into acc this step */
 } sync_piece;
 
 /* Sharded sync: the rows of one piece this rank owns and updates. */
@@ -76,6 +80,11 @@ typedef struct sync_bucket {
 			every member: reduce-scatter and all-gather in place */
 	size_t blk;
 	float *own; /* [blk] the summed gradient of my range */
+	/* zero 2: the bucket holds the chunks of one backward unit (key) of
+	 * its holder set; one reduce-scatter per backward (round), nround
+	 * of them per step: the most micro-batches among the members'
+	 * pipelines (members with fewer add rounds of zeros) */
+	int key, rounds, nround;
 } sync_bucket;
 
 /* A contiguous run at least this long (elements, 1 MiB) is all-reduced in
@@ -92,9 +101,17 @@ struct rt_sync {
 	int nb;
 	sync_bucket *b;	  /* buckets with more than one member */
 	sync_bucket solo; /* chunks held by this rank alone (norm only) */
-	float *buf;	  /* [max bucket total] */
+	float *buf; /* staging: [bufcap] (host: allocated at first need) */
 	size_t bufcap;
-	int zero; /* 0: all-reduce; 1, 2: sharded */
+	size_t packcap; /* elements the unsharded packed sync stages */
+	int zero;	/* 0: all-reduce; 1, 2: sharded */
+	/* zero 2: buckets in backward order (key descending, then bucket
+	 * order: the same on every member), the rounds of the longest
+	 * bucket, the solo chunks' accumulators */
+	int *order;
+	int max_rounds;
+	float *solo_acc;
+	size_t solo_n;
 	int nseg;
 	sync_seg *seg; /* owned rows, bucket order, then solo pieces */
 	float *mom;    /* [2 * owned elements] moments of the segments */
@@ -365,6 +382,24 @@ out:
 	return rc;
 }
 
+/* Host staging of at least n elements (n 0: one), counted as comm. */
+static hexi_rc host_buf(rt_sync *s, size_t n)
+{
+	float *q;
+
+	n = n ? n : 1;
+	if (s->buf != NULL && s->bufcap >= n)
+		return HEXI_OK;
+	if ((q = realloc(s->buf, sizeof(float) * n)) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "sync: %zu-element buffer",
+				  n);
+	rt_mem_count(s->rt, HEXI_MEM_COMM,
+		     sizeof(float) * ((double)n - (double)s->bufcap));
+	s->buf = q;
+	s->bufcap = n;
+	return HEXI_OK;
+}
+
 hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
 		       const rt_param_ref *params, int nparams, rt_sync **out)
 {
@@ -411,26 +446,23 @@ hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
 	    (rc = agree_inplace(s)) != HEXI_OK)
 		goto out;
 	for (int i = 0; i < s->nb; i++)
-		if (s->b[i].packed > s->bufcap)
-			s->bufcap = s->b[i].packed;
+		if (s->b[i].packed > s->packcap)
+			s->packcap = s->b[i].packed;
 	if (mem != NULL) {
 		void *p = NULL;
-		rc = mem->alloc(mem->ctx, &p,
-				sizeof(float) * (s->bufcap ? s->bufcap : 1));
+		s->bufcap = s->packcap ? s->packcap : 1;
+		rc = mem->alloc(mem->ctx, &p, sizeof(float) * s->bufcap);
 		s->buf = p;
 		if (rc != HEXI_OK) {
 			rc = hexi_error_prefix(rc, "sync: %zu-element buffer",
 					       s->bufcap);
 			goto out;
 		}
-	} else if ((s->buf = malloc(sizeof(float) *
-				    (s->bufcap ? s->bufcap : 1))) == NULL) {
-		rc = hexi_error(HEXI_ERR_NOMEM, "sync: %zu-element buffer",
-				s->bufcap);
-		goto out;
+		rt_mem_count(rt, HEXI_MEM_COMM,
+			     sizeof(float) * (double)s->bufcap);
 	}
-	rt_mem_count(rt, HEXI_MEM_COMM,
-		     sizeof(float) * (double)(s->bufcap ? s->bufcap : 1));
+	/* host staging: at first need (rt_sync_run; rt_sync_shard sizes a
+	 * sharded sync's; an overlapped sync stages in its own buffer) */
 	*out = s;
 	s = NULL;
 	rc = HEXI_OK;
@@ -588,6 +620,8 @@ hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 		return shard_run(s, sumsq);
 	if (s->nsub > 0)
 		return overlap_finish(s, sumsq);
+	if (s->mem == NULL && (rc = host_buf(s, s->packcap)) != HEXI_OK)
+		return rc;
 	for (int i = 0; i < s->nb; i++)
 		if ((rc = bucket_run(s, &s->b[i], sumsq ? &acc : NULL)) !=
 		    HEXI_OK)
@@ -638,6 +672,8 @@ void rt_sync_destroy(rt_sync *s)
 	}
 	free(s->seg);
 	free(s->mom);
+	free(s->order);
+	free(s->solo_acc);
 	free(s->sub);
 	free(s->obuf);
 	free(s->b);
@@ -760,10 +796,146 @@ static hexi_rc agree_flat(rt_sync *s, sync_bucket *b)
 	return HEXI_OK;
 }
 
+/* zero 2: every bucket cut into one bucket per backward unit (key) of its
+ * pieces, in piece order: (holder set, layer) buckets, which one backward
+ * finishes together.  Every member derives the same ones. */
+static hexi_rc split_by_key(rt_sync *s)
+{
+	sync_bucket *nb = NULL;
+	int n = 0, k = 0;
+	hexi_rc rc = HEXI_OK;
+
+	for (int i = 0; i < s->nb; i++)
+		for (int j = 0; j < s->b[i].npieces; j++)
+			n += j == 0 ||
+			     s->b[i].pieces[j].key != s->b[i].pieces[j - 1].key;
+	if ((nb = calloc((size_t)n + 1, sizeof(*nb))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "sync: %d buckets", n);
+	for (int i = 0; rc == HEXI_OK && i < s->nb; i++)
+		for (int j = 0; rc == HEXI_OK && j < s->b[i].npieces; j++) {
+			const sync_piece *p = &s->b[i].pieces[j];
+			if (j == 0 || p->key != s->b[i].pieces[j - 1].key) {
+				nb[k].g = s->b[i].g;
+				nb[k++].key = p->key;
+			}
+			rc = bucket_add(&nb[k - 1], p);
+		}
+	for (int i = 0; i < (rc == HEXI_OK ? s->nb : k); i++) {
+		sync_bucket *b = rc == HEXI_OK ? &s->b[i] : &nb[i];
+		free(b->pieces);
+		free(b->runs);
+		free(b->in_run);
+	}
+	if (rc != HEXI_OK) {
+		free(nb);
+		return rc;
+	}
+	free(s->b);
+	s->b = nb;
+	s->nb = n;
+	return HEXI_OK;
+}
+
+/* zero 2: each bucket's rounds per step (the most micro-batches among its
+ * members' pipelines) and the backward order of the buckets. */
+static hexi_rc bucket_order(rt_sync *s)
+{
+	const hexi_plan *p = s->rt->plan;
+	int *pipe_of = NULL;
+	hexi_rc rc = pipeline_map(s->rt, &pipe_of);
+
+	if (rc != HEXI_OK)
+		return rc;
+	s->order = malloc(sizeof(*s->order) * (size_t)(s->nb + 1));
+	if (s->order == NULL) {
+		free(pipe_of);
+		return hexi_error(HEXI_ERR_NOMEM, "sync: bucket order");
+	}
+	s->max_rounds = s->rt->role.micro_batches;
+	for (int i = 0; i < s->nb; i++) {
+		sync_bucket *b = &s->b[i];
+		int j = i;
+		b->nround = 0;
+		for (int r = 0; r < b->g->n; r++) {
+			int m =
+			    p->pipelines[pipe_of[b->g->ranks[r]]].micro_batches;
+			b->nround = m > b->nround ? m : b->nround;
+		}
+		if (b->nround > s->max_rounds)
+			s->max_rounds = b->nround;
+		/* insertion: key descending, bucket order among equal keys */
+		while (j > 0 && s->b[s->order[j - 1]].key < b->key) {
+			s->order[j] = s->order[j - 1];
+			j--;
+		}
+		s->order[j] = i;
+	}
+	free(pipe_of);
+	return HEXI_OK;
+}
+
+/* zero 2: the chunks no other rank holds keep their sum over the
+ * backwards in an array of their own. */
+static hexi_rc solo_accs(rt_sync *s)
+{
+	size_t off = 0;
+
+	for (int k = 0; k < s->solo.npieces; k++)
+		s->solo_n += s->solo.pieces[k].count;
+	if ((s->solo_acc = calloc(s->solo_n + 1, sizeof(float))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM,
+				  "sync: gradients of %zu unshared elements",
+				  s->solo_n);
+	for (int k = 0; k < s->solo.npieces; k++) {
+		s->solo.pieces[k].acc = s->solo_acc + off;
+		off += s->solo.pieces[k].count;
+	}
+	return HEXI_OK;
+}
+
+static hexi_rc shard_setup(rt_sync *s, int zero, size_t *cap)
+{
+	hexi_rc rc = HEXI_OK;
+
+	for (int i = 0; i < s->nb; i++) {
+		const sync_bucket *b = &s->b[i];
+		if (b->g->comm->ops->reduce_scatter_sum == NULL ||
+		    b->g->comm->ops->allgather == NULL)
+			return hexi_error(HEXI_ERR_UNSUPPORTED,
+					  "sync: zero %d: backend %s has no "
+					  "reduce-scatter",
+					  zero, b->g->comm->ops->name);
+		for (int k = 0; k < b->npieces; k++)
+			if (b->pieces[k].w == NULL)
+				return hexi_error(HEXI_ERR_INTERNAL,
+						  "sync: zero %d without "
+						  "weights",
+						  zero);
+	}
+	if (zero == 2 && ((rc = split_by_key(s)) != HEXI_OK ||
+			  (rc = bucket_order(s)) != HEXI_OK ||
+			  (rc = solo_accs(s)) != HEXI_OK))
+		return rc;
+	for (int i = 0; rc == HEXI_OK && i < s->nb; i++) {
+		sync_bucket *b = &s->b[i];
+		if ((rc = bucket_cuts(b)) == HEXI_OK)
+			rc = bucket_segs(s, b);
+		if (rc == HEXI_OK)
+			rc = agree_flat(s, b);
+		if (!b->flat && b->blk * (size_t)b->g->n > *cap)
+			*cap = b->blk * (size_t)b->g->n;
+	}
+	for (int k = 0; rc == HEXI_OK && k < s->solo.npieces; k++) {
+		sync_piece *p = &s->solo.pieces[k];
+		rc = seg_add(s, p, 0, p->count, zero == 2 ? p->acc : p->grad);
+	}
+	return rc;
+}
+
 hexi_rc rt_sync_shard(rt_sync *s, int zero)
 {
-	size_t cap = 0;
-	hexi_rc rc = HEXI_OK;
+	size_t cap = 0, own = 0;
+	hexi_rc rc;
 
 	if (zero < 0 || zero > 2)
 		return hexi_error(HEXI_ERR_INVAL,
@@ -777,48 +949,24 @@ hexi_rc rt_sync_shard(rt_sync *s, int zero)
 				  "on host memory only (the nccl backend's "
 				  "optimizer is on the device)",
 				  zero);
-	for (int i = 0; rc == HEXI_OK && i < s->nb; i++) {
-		sync_bucket *b = &s->b[i];
-		if (b->g->comm->ops->reduce_scatter_sum == NULL ||
-		    b->g->comm->ops->allgather == NULL)
-			return hexi_error(HEXI_ERR_UNSUPPORTED,
-					  "sync: zero %d: backend %s has no "
-					  "reduce-scatter",
-					  zero, b->g->comm->ops->name);
-		for (int k = 0; k < b->npieces; k++)
-			if (b->pieces[k].w == NULL)
-				return hexi_error(HEXI_ERR_INTERNAL,
-						  "sync: zero %d without "
-						  "weights",
-						  zero);
-		if ((rc = bucket_cuts(b)) == HEXI_OK)
-			rc = bucket_segs(s, b);
-		if (rc == HEXI_OK)
-			rc = agree_flat(s, b);
-		if (!b->flat && b->blk * (size_t)b->g->n > cap)
-			cap = b->blk * (size_t)b->g->n;
-	}
-	for (int k = 0; rc == HEXI_OK && k < s->solo.npieces; k++)
-		rc = seg_add(s, &s->solo.pieces[k], 0, s->solo.pieces[k].count,
-			     s->solo.pieces[k].grad);
-	if (rc != HEXI_OK)
+	if ((rc = shard_setup(s, zero, &cap)) != HEXI_OK)
 		return rc;
 	if ((s->mom = calloc(2 * s->owned + 1, sizeof(float))) == NULL)
 		return hexi_error(HEXI_ERR_NOMEM,
 				  "sync: moments of %zu elements", s->owned);
-	for (int i = 0, off = 0; i < s->nseg; i++) {
+	for (size_t i = 0, off = 0; i < (size_t)s->nseg; i++) {
 		s->seg[i].m = s->mom + off;
 		s->seg[i].v = s->mom + s->owned + off;
-		off += (int)s->seg[i].count;
+		off += s->seg[i].count;
 	}
-	if (cap > s->bufcap) {
-		float *q = realloc(s->buf, sizeof(float) * cap);
-		if (q == NULL)
-			return hexi_error(HEXI_ERR_NOMEM,
-					  "sync: %zu-element buffer", cap);
-		s->buf = q;
-		s->bufcap = cap;
-	}
+	/* only the reduce-scatter's and all-gather's blocks are staged */
+	if ((rc = host_buf(s, cap)) != HEXI_OK)
+		return rc;
+	for (int i = 0; i < s->nb; i++)
+		own += s->b[i].blk;
+	rt_mem_count(s->rt, HEXI_MEM_OPTIM, 2.0 * sizeof(float) * s->owned);
+	rt_mem_count(s->rt, HEXI_MEM_GRADS,
+		     sizeof(float) * (double)(own + s->solo_n));
 	s->zero = zero;
 	return HEXI_OK;
 }
@@ -834,9 +982,10 @@ static hexi_rc norm_finish(rt_sync *s, double acc, double *sumsq)
 {
 	hexi_rc rc;
 
-	for (int i = 0; i < s->solo.npieces; i++)
-		acc +=
-		    sumsq_f32(s->solo.pieces[i].grad, s->solo.pieces[i].count);
+	for (int i = 0; i < s->solo.npieces; i++) {
+		const sync_piece *p = &s->solo.pieces[i];
+		acc += sumsq_f32(p->acc != NULL ? p->acc : p->grad, p->count);
+	}
 	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
 					     RT_F64);
 	if (rc != HEXI_OK)
@@ -845,25 +994,15 @@ static hexi_rc norm_finish(rt_sync *s, double acc, double *sumsq)
 	return HEXI_OK;
 }
 
-/* Pack bucket b into the staging buffer, member i's range at block i
- * (the tail of a shorter range zero), and reduce-scatter: my range's sum
- * lands in b->own. */
-static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
+/* Bucket b into the staging buffer, member i's range at block i (the
+ * tail of a shorter range zero): my values where I contribute and live,
+ * zeros otherwise. */
+static void pack_blocks(rt_sync *s, sync_bucket *b, int live)
 {
 	const int n = b->g->n;
 	size_t e = 0;
 	int mem = 0;
-	hexi_rc rc;
 
-	if (b->flat) { /* in place: the local gradient is not needed after */
-		for (int k = 0; k < b->npieces; k++)
-			if (!b->pieces[k].contribute)
-				memset(b->pieces[k].grad, 0,
-				       sizeof(float) * b->pieces[k].count);
-		rc = b->g->comm->ops->reduce_scatterv_sum(
-		    b->g, b->pieces[0].grad, b->own, b->cut, RT_F32);
-		goto done;
-	}
 	for (int k = 0; k < b->npieces; k++) {
 		const sync_piece *p = &b->pieces[k];
 		size_t done = 0;
@@ -875,7 +1014,7 @@ static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
 			    p->count - done < lim ? p->count - done : lim;
 			float *dst = s->buf + (size_t)mem * b->blk +
 				     (e + done - b->cut[mem]);
-			if (p->contribute)
+			if (p->contribute && live)
 				memcpy(dst, p->grad + done,
 				       sizeof(float) * take);
 			else
@@ -889,18 +1028,154 @@ static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
 		memset(s->buf + (size_t)i * b->blk + len, 0,
 		       sizeof(float) * (b->blk - len));
 	}
-	rc = b->g->comm->ops->reduce_scatter_sum(b->g, s->buf, b->own, b->blk,
-						 RT_F32);
-done:
+}
+
+/* Reduce-scatter of bucket b: member i's range of the send data (the
+ * staging blocks, or with b->flat the gradients in place) sums into its
+ * b->own.  add_own: my own range first gets b->own added (zero 2: the
+ * sum of the earlier rounds rides along). */
+static hexi_rc scatter_bucket(rt_sync *s, sync_bucket *b, int add_own)
+{
+	const int me = b->g->me;
+	const size_t len = b->cut[me + 1] - b->cut[me];
+	float *mine = b->flat ? b->pieces[0].grad + b->cut[me]
+			      : s->buf + (size_t)me * b->blk;
+	hexi_rc rc;
+
+	for (size_t j = 0; add_own && j < len; j++)
+		mine[j] += b->own[j];
+	if (b->flat)
+		rc = b->g->comm->ops->reduce_scatterv_sum(
+		    b->g, b->pieces[0].grad, b->own, b->cut, RT_F32);
+	else
+		rc = b->g->comm->ops->reduce_scatter_sum(b->g, s->buf, b->own,
+							 b->blk, RT_F32);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc,
 					 "gradient reduce-scatter (%zu "
 					 "elements per member)",
 					 b->blk);
+	return HEXI_OK;
+}
+
+/* Zero the pieces I add nothing to (in place: the local gradient is not
+ * needed after), or every piece (a round of zeros). */
+static void zero_flat(sync_bucket *b, int live)
+{
+	for (int k = 0; k < b->npieces; k++)
+		if (!b->pieces[k].contribute || !live)
+			memset(b->pieces[k].grad, 0,
+			       sizeof(float) * b->pieces[k].count);
+}
+
+/* zero 1: reduce-scatter bucket b once, after the backwards; my range's
+ * sum lands in b->own. */
+static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
+{
+	hexi_rc rc;
+
+	if (b->flat)
+		zero_flat(b, 1);
+	else
+		pack_blocks(s, b, 1);
+	if ((rc = scatter_bucket(s, b, 0)) != HEXI_OK)
+		return rc;
 	if (acc != NULL)
 		*acc +=
 		    sumsq_f32(b->own, b->cut[b->g->me + 1] - b->cut[b->g->me]);
 	return HEXI_OK;
+}
+
+/* zero 2: one round of bucket b (live: this backward's gradient in the
+ * model's window; 0: zeros), summed with the earlier rounds into b->own. */
+static hexi_rc round_bucket(rt_sync *s, sync_bucket *b, int live)
+{
+	hexi_rc rc;
+
+	if (b->flat)
+		zero_flat(b, live);
+	else
+		pack_blocks(s, b, live);
+	rc = scatter_bucket(s, b, b->rounds > 0);
+	b->rounds++;
+	return rc;
+}
+
+static void round_solo(sync_piece *p)
+{
+	if (p->rounds++ == 0)
+		memcpy(p->acc, p->grad, sizeof(float) * p->count);
+	else
+		for (size_t j = 0; j < p->count; j++)
+			p->acc[j] += p->grad[j];
+}
+
+hexi_rc rt_sync_grad_ready(rt_sync *s, int round, int layer)
+{
+	hexi_rc rc;
+
+	if (s == NULL || s->zero != 2)
+		return HEXI_OK;
+	for (int i = 0; i < s->nb; i++) {
+		sync_bucket *b = &s->b[s->order[i]];
+		if (b->key < layer || b->rounds > round)
+			continue;
+		if (b->rounds < round)
+			return hexi_error(HEXI_ERR_INTERNAL,
+					  "sync: rank %d: the chunks of layer "
+					  "%d missed backward %d",
+					  s->rt->rank, b->key, b->rounds);
+		if ((rc = round_bucket(s, b, 1)) != HEXI_OK)
+			return rc;
+	}
+	for (int k = 0; k < s->solo.npieces; k++) {
+		sync_piece *p = &s->solo.pieces[k];
+		if (p->key >= layer && p->rounds == round)
+			round_solo(p);
+	}
+	return HEXI_OK;
+}
+
+void rt_sync_zero_grad(rt_sync *s)
+{
+	for (int i = 0; s != NULL && s->zero == 2 && i < s->nb; i++)
+		s->b[i].rounds = 0;
+	for (int k = 0; s != NULL && s->zero == 2 && k < s->solo.npieces; k++)
+		s->solo.pieces[k].rounds = 0;
+}
+
+/* zero 2, after the backwards: the rounds of zeros this rank owes the
+ * buckets whose other members ran more micro-batches (rounds in order,
+ * each in backward order: what the members' backwards do), then the norm
+ * of the owned sums. */
+static hexi_rc shard2_run(rt_sync *s, double *sumsq)
+{
+	const int mine = s->rt->role.micro_batches;
+	double acc = 0;
+	hexi_rc rc;
+
+	for (int i = 0; i < s->nb; i++)
+		if (s->b[i].rounds != mine)
+			return hexi_error(HEXI_ERR_INTERNAL,
+					  "sync: rank %d: the chunks of layer "
+					  "%d got %d of %d backwards",
+					  s->rt->rank, s->b[i].key,
+					  s->b[i].rounds, mine);
+	for (int r = mine; r < s->max_rounds; r++)
+		for (int i = 0; i < s->nb; i++) {
+			sync_bucket *b = &s->b[s->order[i]];
+			if (r < b->nround &&
+			    (rc = round_bucket(s, b, 0)) != HEXI_OK)
+				return rc;
+		}
+	if (sumsq == NULL)
+		return HEXI_OK;
+	for (int i = 0; i < s->nb; i++) {
+		const sync_bucket *b = &s->b[i];
+		acc +=
+		    sumsq_f32(b->own, b->cut[b->g->me + 1] - b->cut[b->g->me]);
+	}
+	return norm_finish(s, acc, sumsq);
 }
 
 static hexi_rc shard_run(rt_sync *s, double *sumsq)
@@ -908,6 +1183,8 @@ static hexi_rc shard_run(rt_sync *s, double *sumsq)
 	double acc = 0;
 	hexi_rc rc;
 
+	if (s->zero == 2)
+		return shard2_run(s, sumsq);
 	for (int i = 0; i < s->nb; i++)
 		if ((rc = shard_bucket(s, &s->b[i], sumsq ? &acc : NULL)) !=
 		    HEXI_OK)
@@ -995,6 +1272,7 @@ hexi_rc rt_sync_step(rt_sync *s, float scale, float lr,
 	for (int i = 0; i < s->nb; i++)
 		if ((rc = gather_weights(s, &s->b[i])) != HEXI_OK)
 			return rc;
+	rt_sync_zero_grad(s);
 	return HEXI_OK;
 }
 
@@ -1030,7 +1308,7 @@ size_t rt_sync_owned(const rt_sync *s)
 
 size_t rt_sync_shard_bytes(const rt_sync *s)
 {
-	size_t n = 2 * s->owned + s->bufcap;
+	size_t n = 2 * s->owned + s->bufcap + s->solo_n;
 
 	for (int i = 0; i < s->nb; i++)
 		n += s->b[i].blk;
@@ -1155,6 +1433,8 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 				packed);
 		goto out;
 	}
+	rt_mem_count(s->rt, HEXI_MEM_COMM,
+		     sizeof(float) * (double)(packed ? packed : 1));
 	packed = 0;
 	for (int k = 0; k < n; k++)
 		if (!s->sub[k].inplace) {

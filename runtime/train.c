@@ -102,7 +102,20 @@ static hexi_rc stage_backward(void *arg, int mb, int slot, const void *dout,
 	/* 1F1B runs the backwards in micro-batch order: the last one
 	 * finishes the gradients, layer by layer (overlap_hook) */
 	t->bwd_last = mb == t->rt->role.micro_batches - 1;
+	t->bwd_mb = mb;
 	return rt_model_backward(t->model, slot, dout, din);
+}
+
+/* rt_grad_hook under zero 2: every backward of a step hands each
+ * finished layer to the sync (reduce-scatter into the owned sums); the
+ * model's window is reused by the next layer.  Validation drops its
+ * gradients: nothing is sent (every rank validates alike). */
+static hexi_rc zero2_hook(void *ctx, int layer)
+{
+	hexi_trainer *t = ctx;
+
+	return t->eval ? HEXI_OK
+		       : rt_sync_grad_ready(t->sync, t->bwd_mb, layer);
 }
 
 /* rt_grad_hook: the last backward finished layers >= layer: start their
@@ -170,7 +183,9 @@ static hexi_rc make_sync(hexi_trainer *t)
 	free(refs);
 	if (rc == HEXI_OK)
 		rc = rt_train_shard(t);
-	if (rc == HEXI_OK)
+	if (rc == HEXI_OK && rt_sync_zero(t->sync) == 2)
+		rt_model_set_grad_hook(t->model, zero2_hook, t);
+	else if (rc == HEXI_OK)
 		rc = setup_overlap(t);
 	if (rc != HEXI_OK)
 		return rc;
@@ -213,8 +228,6 @@ hexi_rc rt_train_shard(hexi_trainer *t)
 	for (int i = 0; i < rt_model_nparams(t->model); i++)
 		held += rt_model_param(t->model, i)->n;
 	rt_model_drop_moments(t->model); /* none were allocated (no_moments) */
-	rt_mem_count(t->rt, HEXI_MEM_OPTIM,
-		     (double)rt_sync_shard_bytes(t->sync));
 	if (t->o.verbose)
 		hexi_log(HEXI_LOG_INFO,
 		 "rank %d: zero %d: owns %zu of the %zu parameter elements "
@@ -421,6 +434,7 @@ int hexi_trainer_steps_done(const hexi_trainer *t)
 static hexi_rc cpu_zero_grad(hexi_trainer *t)
 {
 	rt_model_zero_grad(t->model);
+	rt_sync_zero_grad(t->sync);
 	return HEXI_OK;
 }
 

@@ -111,6 +111,8 @@ void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg)
 	cfg->recompute = r->recompute;
 	/* sharded optimizer state: the owners' slices live in the sync */
 	cfg->no_moments = r->zero > 0 && t->rt->plan->npipelines > 1;
+	/* and zero 2 the gradients: one layer's at a time (sync.c) */
+	cfg->grad_window = r->zero == 2 && t->rt->plan->npipelines > 1;
 }
 
 void rt_train_count_model(hexi_rt *rt, const rt_model_mem *mm)

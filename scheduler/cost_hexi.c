@@ -307,6 +307,24 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 	}
 }
 
+/* Bytes per parameter the CPU runtime's gradient sync holds beside the
+ * model with D >= 2 pipelines (runtime/sync.c, DECISIONS 125): zero 0
+ * overlapped, a packed copy of every gradient (the sub-buckets in flight;
+ * none where every holder has TP 1: reduced in place, d->dp_tp1);
+ * zero 1, the owned gradient reduce-scattered after the backward (g/D);
+ * zero 2 none beyond sched_param_bytes' g/D (the owned sums) but one
+ * backward unit's window, counted once by the caller. */
+static double cpu_sync_per_param(const sched_ctx *x, const sched_sdesc *d)
+{
+	const int D = d->dp;
+
+	if (D < 2)
+		return 0;
+	if (x->t.zero == 0)
+		return x->overlap_dp && !d->dp_tp1 ? 4.0 : 0.0;
+	return x->t.zero == 1 ? 4.0 / D : 0.0;
+}
+
 /* Memory of a stage on the `cpu` type, counted from what the CPU runtime
  * allocates (runtime/model.c, train.c; fp32, 4 bytes per element) for the
  * TP rank with the largest share: per layer and slot the saved tensors
@@ -325,7 +343,8 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 	const double V = m->vocab, e = 4.0, tok = (double)d->mb * T;
 	const double i = d->inflight, rc = d->recompute ? 1.0 : 0.0;
 	/* weights, gradients, AdamW moments; ZeRO shards (sched_param_bytes) */
-	const double pb = sched_param_bytes(x, 1, d->dp);
+	const double pb =
+	    sched_param_bytes(x, 1, d->dp) + cpu_sync_per_param(x, d);
 	double params = 0, lx = 0, work = 0;
 
 	for (int r = 0; r < d->tp; r++) {
@@ -352,6 +371,12 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 	if (d->last)
 		out->mem_fixed_b += (V * C + C) * pb +
 				    e * (i * tok * (C + 1.0 + V) + tok * V);
+	if (x->t.zero == 2 && d->dp > 1) { /* the window: the largest unit */
+		double u = params;
+		u = d->first && V * C > u ? V * C : u;
+		u = d->last && V * C + C > u ? V * C + C : u;
+		out->mem_fixed_b += e * u;
+	}
 	out->cap_b = group_min(x, d->dev, d->tp, 1);
 }
 
@@ -611,11 +636,18 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 	const int **hold = NULL;
 	double maxT = 0, end = 0, *busy = NULL, *load = NULL, *ag = NULL;
 	double rs = x->t.zero >= 1 ? 0.5 : 1.0, ag_max = 0;
+	/* zero 2 reduce-scatters every micro-batch (the gradient is not
+	 * accumulated in full, DECISIONS 125): rounds of the longest pipeline,
+	 * charged where the last one runs (the CPU runtime's are blocking) */
+	double rounds = 1;
 	dp_seg *seg = NULL;
 
 	*total_s = 0;
-	for (int p = 0; p < np; p++)
+	for (int p = 0; p < np; p++) {
 		maxT = pp[p].time_s > maxT ? pp[p].time_s : maxT;
+		if (x->t.zero >= 2 && pp[p].micro_batches > rounds)
+			rounds = pp[p].micro_batches;
+	}
 	if (np < 2)
 		return maxT;
 	base = calloc((size_t)np, sizeof(int));
@@ -648,7 +680,7 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 		}
 		seg[k].cost = (seg[k].l1 - seg[k].l0) *
 			      sched_hexi_layer_sync_s(x, np, hold, tps, load);
-		*total_s += seg[k].cost;
+		*total_s += seg[k].cost * (1 + (rounds - 1) * rs);
 	}
 	qsort(seg, (size_t)nseg, sizeof(*seg), cmp_seg);
 	for (int k = 0; k < nseg; k++) {
@@ -657,7 +689,8 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 			hold[p] = map->dev[base[p] + seg[k].st[p]];
 			tps[p] = pp[p].stages[seg[k].st[p]].tp;
 		}
-		e = run_job(busy, np, hold, tps, seg[k].ready, rs * seg[k].cost);
+		e = run_job(busy, np, hold, tps, seg[k].ready,
+			    rounds * rs * seg[k].cost);
 		end = e > end ? e : end;
 		ag_add(ag, np, hold, tps, (1 - rs) * seg[k].cost);
 	}
@@ -675,8 +708,8 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 			ready = f > ready ? f : ready;
 		}
 		cost = table_sync_s(x, np, hold, tps, scratch);
-		*total_s += cost;
-		e = run_job(busy, np, hold, tps, ready, rs * cost);
+		*total_s += cost * (1 + (rounds - 1) * rs);
+		e = run_job(busy, np, hold, tps, ready, rounds * rs * cost);
 		end = e > end ? e : end;
 		ag_add(ag, np, hold, tps, (1 - rs) * cost);
 	}

@@ -106,6 +106,10 @@ typedef struct sched_sdesc {
 	int recompute;	 /* 0/1: its pipeline recomputes activations */
 	int dp;		 /* pipelines (DP replicas) holding each of its
 			    layers: the ZeRO shard count, 0 counts as 1 */
+	int dp_tp1;	 /* 1: it and every stage of the other pipelines
+			    holding one of its layers have TP 1 (the CPU
+			    runtime's sync reduces those in place); 0: not
+			    known or not so */
 } sched_sdesc;
 
 /* Bytes per parameter of weights, gradients and optimizer state on one GPU

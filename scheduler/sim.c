@@ -95,10 +95,25 @@ static hexi_rc check_pipes(const sched_ctx *x, const hexi_pipeline *pp, int np)
 	return HEXI_OK;
 }
 
-/* Stage times and memory of pipeline p; c[] gets time per micro-batch. */
-static void eval_pipe(const sched_ctx *x, hexi_pipeline *pl, int np,
-		      int *const *dev, double *c, hexi_stage_report *rep,
-		      double *worst, double *opt)
+/* 1 if stage st and every stage of pp[] holding one of its layers have
+ * TP 1 (sched_sdesc.dp_tp1). */
+static int tp1_holders(const hexi_pipeline *pp, int np, const hexi_stage *st)
+{
+	for (int p = 0; st->tp == 1 && p < np; p++)
+		for (int s = 0; s < pp[p].nstages; s++) {
+			const hexi_stage *t = &pp[p].stages[s];
+			if (t->layer_begin < st->layer_end &&
+			    st->layer_begin < t->layer_end && t->tp != 1)
+				return 0;
+		}
+	return st->tp == 1;
+}
+
+/* Stage times and memory of pipeline pl of pp[np]; c[] gets time per
+ * micro-batch. */
+static void eval_pipe(const sched_ctx *x, const hexi_pipeline *pp,
+		      hexi_pipeline *pl, int np, int *const *dev, double *c,
+		      hexi_stage_report *rep, double *worst, double *opt)
 {
 	int S = pl->nstages, m = pl->micro_batches;
 
@@ -113,7 +128,8 @@ static void eval_pipe(const sched_ctx *x, hexi_pipeline *pl, int np,
 				 .inflight = S - s < m ? S - s : m,
 				 .mb = pl->batch / m,
 				 .recompute = sched_pipe_recompute(x, pl),
-				 .dp = np};
+				 .dp = np,
+				 .dp_tp1 = tp1_holders(pp, np, st)};
 		sched_scost k;
 		int n = st->layer_end - st->layer_begin;
 		double mem;
@@ -163,8 +179,9 @@ hexi_rc sched_evaluate(const sched_ctx *x, hexi_pipeline *pp, int np,
 		goto out;
 	}
 	for (int p = 0; p < np; p++) {
-		eval_pipe(x, &pp[p], np, map.dev + k, c + k, rep ? rep + k : NULL,
-			  &ev->worst_mem_ratio, &ev->opt_s);
+		eval_pipe(x, pp, &pp[p], np, map.dev + k, c + k,
+			  rep ? rep + k : NULL, &ev->worst_mem_ratio,
+			  &ev->opt_s);
 		if (pp[p].time_s > ev->max_pipe_s)
 			ev->max_pipe_s = pp[p].time_s;
 		k += pp[p].nstages;

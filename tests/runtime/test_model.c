@@ -2,8 +2,8 @@
  * test_model.c - the stage-shard model in one process: parameter table
  * against doc/LAYOUT.md, whole-model backward against finite differences of
  * the loss, pipeline split equal to the unsplit model, micro-batch gradient
- * accumulation, slots in flight, activation recompute, optimizers,
- * synthetic data, bad input.
+ * accumulation, slots in flight, activation recompute, the gradient
+ * window of zero 2, optimizers, synthetic data, bad input.
  */
 #include "config.h"
 
@@ -260,6 +260,119 @@ static void test_accumulate(void)
 	ok(rt_model_grad_sumsq(b, NULL) == 0.0, "zero_grad clears");
 	rt_model_destroy(a);
 	rt_model_destroy(b);
+}
+
+/* ---- gradient window (zero 2) ------------------------------------------ */
+
+/* The grad hook of a windowed model: adds each finished unit's gradient
+ * (the params of that key) into sums[param], and records the keys. */
+typedef struct capture {
+	rt_model *m;
+	float **sums;
+	int keys[64], nkeys;
+	int L;
+} capture;
+
+static int key_of(const char *name, int L)
+{
+	int n = 0;
+	if (strncmp(name, "embed", 5) == 0)
+		return -1;
+	if (sscanf(name, "layers.%d.", &n) == 1)
+		return n;
+	return L;
+}
+
+static hexi_rc capture_hook(void *ctx, int layer)
+{
+	capture *c = ctx;
+	if (c->nkeys < 64)
+		c->keys[c->nkeys++] = layer;
+	for (int i = 0; i < rt_model_nparams(c->m); i++) {
+		rt_param *p = rt_model_param(c->m, i);
+		if (key_of(p->name, c->L) != layer)
+			continue;
+		for (size_t j = 0; j < p->n; j++)
+			c->sums[i][j] += p->g[j];
+	}
+	return HEXI_OK;
+}
+
+/* One and two micro-batches (two slots in flight) through a model with
+ * and one without the window: the hook's per-unit gradients add up to the
+ * accumulated ones (bitwise for one micro-batch: every unit starts from
+ * zero in both), the window holds the largest unit, the keys come in
+ * backward order. */
+static void test_grad_window(void)
+{
+	hexi_model md = tiny(3, 16, 4, 2, 24, 11, 6);
+	rt_model_config c = whole(md, 2);
+	rt_model *a = make(&c);
+	c.grad_window = 1;
+	rt_model *w = make(&c);
+	const int T = md.seq_len;
+	int tok[2 * T], tgt[2 * T], n = rt_model_nparams(w), bits = 1;
+	float *sums[32];
+	capture cap = {.m = w, .sums = sums, .L = md.layers};
+	size_t unit = 0, lay = 0;
+	rt_model_mem ma, mw;
+	double l = 0, worst = 0;
+	hexi_rc rc = HEXI_OK;
+
+	for (int i = 0; i < n; i++) {
+		rt_param *p = rt_model_param(w, i);
+		sums[i] = calloc(p->n, sizeof(float));
+		if (key_of(p->name, md.layers) == 0)
+			lay += p->n;
+	}
+	unit = lay;
+	if (md.vocab * md.hidden + md.hidden > (int)unit)
+		unit = (size_t)md.vocab * md.hidden + md.hidden;
+	rt_model_set_grad_hook(w, capture_hook, &cap);
+	batch(&md, 2, 5, tok, tgt);
+	for (int k = 0; k < 2 && rc == HEXI_OK; k++) { /* k+1 micro-batches */
+		rt_model *ms[2] = {a, w};
+		rt_model_zero_grad(a);
+		for (int i = 0; i < n; i++)
+			memset(sums[i], 0, rt_model_param(w, i)->n * 4);
+		cap.nkeys = 0;
+		for (int j = 0; j < 2 && rc == HEXI_OK; j++)
+			for (int b = 0; b <= k && rc == HEXI_OK; b++)
+				rc = rt_model_forward(ms[j], b, 1, tok + b * T,
+						      NULL, NULL, tgt + b * T,
+						      0.5f, &l);
+		for (int j = 0; j < 2 && rc == HEXI_OK; j++)
+			for (int b = 0; b <= k && rc == HEXI_OK; b++)
+				rc = rt_model_backward(ms[j], b, NULL, NULL);
+		for (int i = 0; i < n && rc == HEXI_OK; i++) {
+			rt_param *p = rt_model_param(a, i);
+			double d = rel_diff(sums[i], p->g, p->n);
+			worst = d > worst ? d : worst;
+			if (k == 0 && memcmp(sums[i], p->g, p->n * 4) != 0)
+				bits = 0;
+		}
+		if (k == 0)
+			ok(bits, "window: one micro-batch, unit gradients "
+				 "bit-identical to the full array");
+	}
+	is_int(rc, HEXI_OK, "window: forward/backward with the hook run");
+	ok(worst <= 1e-6,
+	   "window: two micro-batches sum to the accumulated "
+	   "gradients (rel %.1e)",
+	   worst);
+	ok(cap.nkeys == 10 && cap.keys[0] == 3 && cap.keys[1] == 2 &&
+	       cap.keys[3] == 0 && cap.keys[4] == -1 && cap.keys[5] == 3,
+	   "window: hook keys head, layers 2..0, embedding, per backward");
+	rt_model_mem_bytes(a, &ma);
+	rt_model_mem_bytes(w, &mw);
+	ok(mw.grads == unit * sizeof(float) && ma.grads > 3 * mw.grads &&
+	       mw.params == ma.params,
+	   "window: %zu gradient bytes (the largest unit) vs %zu", mw.grads,
+	   ma.grads);
+	for (int i = 0; i < n; i++)
+		free(sums[i]);
+	rt_model_destroy(a);
+	rt_model_destroy(w);
 }
 
 /* ---- activation recompute ----------------------------------------------- */
@@ -543,6 +656,7 @@ int main(void)
 	test_fd(4);
 	test_pipeline_split();
 	test_accumulate();
+	test_grad_window();
 	test_recompute();
 	test_optim();
 	test_data();
