@@ -252,22 +252,25 @@ static hexi_rc add_chunk(rt_sync *s, const rt_param_ref *pr, int param,
 			 const hexi_chunk *c, const int *pipe_of,
 			 size_t *covered)
 {
-	sync_piece pc;
+	const size_t off = (size_t)(c->row_begin - pr->row_begin) * pr->cols;
+	/* every field named: one added later starts zeroed (acc, rounds) */
+	sync_piece pc = {
+	    .grad = pr->grad + off,
+	    .count = (size_t)(c->row_end - c->row_begin) * pr->cols,
+	    .contribute = lowest_of_pipeline(s->rt, pipe_of, c),
+	    .count_norm = c->ranks[0] == s->rt->rank,
+	    .w = pr->w != NULL ? pr->w + off : NULL,
+	    .param = param,
+	    .row_begin = c->row_begin,
+	    .cols = pr->cols,
+	    .decay = pr->decay,
+	    .key = piece_key(pr->name, s->rt->plan->model.layers),
+	    .acc = NULL,
+	    .rounds = 0,
+	};
 	sync_bucket *b = &s->solo;
 	hexi_rc rc;
 
-	pc.grad = pr->grad + (size_t)(c->row_begin - pr->row_begin) * pr->cols;
-	pc.count = (size_t)(c->row_end - c->row_begin) * pr->cols;
-	pc.contribute = lowest_of_pipeline(s->rt, pipe_of, c);
-	pc.count_norm = c->ranks[0] == s->rt->rank;
-	pc.w = pr->w != NULL
-		   ? pr->w + (size_t)(c->row_begin - pr->row_begin) * pr->cols
-		   : NULL;
-	pc.param = param;
-	pc.row_begin = c->row_begin;
-	pc.cols = pr->cols;
-	pc.decay = pr->decay;
-	pc.key = piece_key(pr->name, s->rt->plan->model.layers);
 	if (c->row_begin < pr->row_begin || c->row_end > pr->row_end)
 		return hexi_error(HEXI_ERR_INTERNAL,
 				  "rank %d: chunk rows [%d,%d) of %s outside "
@@ -741,14 +744,15 @@ static hexi_rc seg_add(rt_sync *s, const sync_piece *p, size_t off,
 		return hexi_error(HEXI_ERR_NOMEM, "sync: owned ranges");
 	s->seg = q;
 	sg = &s->seg[s->nseg++];
-	sg->w = p->w + off;
-	sg->g = g;
-	sg->count = count;
-	sg->param = p->param;
-	sg->row_begin = p->row_begin + (int)(off / (size_t)p->cols);
+	*sg = (sync_seg){
+	    .w = p->w + off,
+	    .g = g,
+	    .count = count,
+	    .param = p->param,
+	    .row_begin = p->row_begin + (int)(off / (size_t)p->cols),
+	    .decay = p->decay,
+	};
 	sg->row_end = sg->row_begin + (int)(count / (size_t)p->cols);
-	sg->decay = p->decay;
-	sg->m = sg->v = NULL;
 	s->owned += count;
 	return HEXI_OK;
 }

@@ -19,8 +19,8 @@ int hexi_plan_tasks(const hexi_plan *p)
 
 char *hexi_plan_idle_types(const hexi_plan *p, char *buf, size_t cap)
 {
-	const char *seen[32];
-	int cnt[32], n = 0;
+	const char *seen[32] = {NULL};
+	int cnt[32] = {0}, n = 0;
 	size_t len = 0;
 
 	if (cap > 0)

@@ -55,6 +55,7 @@ hexiscale.8|-Slurm|sbatch -N3 -n8 --gpus-per-task=1 --hexiscale=auto --hexiscale
 hexiscale.8|-Slurm|srun -N3 -n8 --gpus-per-task=1 --hexiscale=myplan.json ./train
 hexiscale.8|-Slurm|srun -N3 -n8 --gpus-per-task=1 --hexiscale=auto --hexiscale-use-all-gpus ./train
 hexiscale.8|-Slurm|HEXISCALE_MODE=off srun -n8 ./other-program
+hexiscale.8|-Slurm|sbatch --hexiscale=auto -p a800 -n3 --gpus-per-task=1 : -p rtx4090 -n3 --gpus-per-task=1 job.sh
 hexitrain.1|0|hexitrain --model tiny-8l --batch 12 --steps 20
 hexitrain.1|-needs token files and a model file|hexitrain --model model.json --data train.tok --val-data train.val.tok --eval-every 100 --steps 2000 --lr 3e-3 --warmup 100 --lr-schedule cosine --min-lr 3e-4 --save-every 500 --keep 3 --ckpt-dir ck
 hexitrain.1|0|OMPI_MCA_btl=self,tcp mpirun --oversubscribe -np 7 hexitrain --plan plan.json --steps 20 --json

@@ -71,7 +71,7 @@ srun --het-group=0,1 --hexiscale-use-all-gpus "$EX/print-role.sh" >all.out 2>all
 srun --hexiscale-use-all-gpus "$EX/print-role.sh" : "$EX/print-role.sh" >colon.out 2>colon.err; echo "colon=\$?"
 p=\$(sed -n 's/^HXROLE .* plan=\([^ ]*\) .*/\1/p' all.out | head -1)
 srun --het-group=0,1 --hexiscale="\$p" "$EX/print-role.sh" >user.out 2>user.err; echo "user=\$?"
-srun --het-group=1 "$EX/print-role.sh" >one.out 2>one.err; echo "one=\$?"
+srun --het-group=1 --hexiscale-use-all-gpus "$EX/print-role.sh" >one.out 2>one.err; echo "one=\$?"
 srun --het-group=0,1 "$EX/print-role.sh" >own.out 2>own.err; echo "own=\$?"
 timeout 300 srun --mpi=pmix --kill-on-bad-exit=1 --het-group=0,1 --hexiscale-use-all-gpus "$HT" --steps 3 >train.out 2>train.err; echo "train=\$?"
 srun -n2 --het-group=0 sh -c 'echo LAUNCHED' : -n3 --het-group=1 sh -c 'echo LAUNCHED' >bad.out 2>bad.err; echo "bad=\$?"
