@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hexi_rt.h"
 
@@ -690,6 +691,11 @@ int main(int argc, char **argv)
 	rc = train(&c, rt, &status);
 	if (rc != HEXI_OK) {
 		hexi_cli_fail("hexitrain", rc);
+		/* A rank that failed only because another did (PEER) gives
+		 * that one a moment to print its cause and end the job: an
+		 * abort from here first would kill it before its message. */
+		if (rc == HEXI_ERR_PEER)
+			sleep(3);
 		/* A failed rank must not leave the others waiting. */
 		hexi_rt_abort(rt, rc);
 	}
