@@ -661,6 +661,15 @@ fail:
 void hexi_rt_abort(hexi_rt *rt, hexi_rc rc)
 {
 	fflush(NULL);
+	/* The rank with the cause ends the job; a PEER rank waits for it
+	 * (the abort kills us while we sleep) and aborts itself only if
+	 * nothing came, e.g. when the cause was a lost agreement. */
+	if (rc == HEXI_ERR_PEER && rt != NULL && rt->mpi_started) {
+		struct timespec ts = {.tv_sec = HEXI_RT_PEER_GRACE_S};
+
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
 	/* NCCL first: aborting its communicators releases kernels stuck on a
 	 * dead peer; it then ends the job through the host communicator. */
 	if (rt != NULL && rt->gcomm != NULL)
