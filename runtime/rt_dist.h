@@ -177,15 +177,15 @@ hexi_rc rt_sync_run(rt_sync *s, double *sumsq);
 /* ---- sharded data parallelism (train.zero 1 and 2) ----------------------
  * Collective over the sync's groups, after rt_sync_create (host memory, or
  * device memory through mem's add/scale/optim: the owned sums, moments and
- * staging are then allocated with mem->alloc): every chunk held by more than one rank gets owners: the chunks of a
- * bucket (one holder set), in bucket order, are cut at row boundaries into
- * one contiguous range per member of about total/n elements.  rt_sync_run
- * then reduce-scatters each bucket (each owner gets the sum of its range,
- * same weighting as the all-reduce) and computes the norm from the owned
- * ranges; rt_sync_step scales the owned gradient, updates the owned
- * weights with the optimizer state that lives only there, and all-gathers
- * the updated weights to every holder.  Chunks held by this rank alone are
- * owned by it (doc/DECISIONS.md 75).
+ * staging are then allocated with mem->alloc): every chunk held by more than
+ * one rank gets owners: the chunks of a bucket (one holder set), in bucket
+ * order, are cut at row boundaries into one contiguous range per member of
+ * about total/n elements.  rt_sync_run then reduce-scatters each bucket (each
+ * owner gets the sum of its range, same weighting as the all-reduce) and
+ * computes the norm from the owned ranges; rt_sync_step scales the owned
+ * gradient, updates the owned weights with the optimizer state that lives only
+ * there, and all-gathers the updated weights to every holder.  Chunks held by
+ * this rank alone are owned by it (doc/DECISIONS.md 75).
  *
  * zero 2 (DECISIONS 125) keeps no full gradient: the model writes each
  * backward unit into one reused window (rt_model_config.grad_window), the

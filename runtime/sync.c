@@ -415,8 +415,7 @@ static hexi_rc stage_buf(rt_sync *s, size_t n)
 	n = n ? n : 1;
 	if (s->buf != NULL && s->bufcap >= n)
 		return HEXI_OK;
-	if ((rc = s->mem->alloc(s->mem->ctx, &q, sizeof(float) * n)) !=
-	    HEXI_OK)
+	if ((rc = s->mem->alloc(s->mem->ctx, &q, sizeof(float) * n)) != HEXI_OK)
 		return hexi_error_prefix(rc, "sync: %zu-element buffer", n);
 	s->mem->free(s->mem->ctx, s->buf);
 	rt_mem_count(s->rt, HEXI_MEM_COMM,
@@ -598,8 +597,7 @@ static void mem_ffree(const rt_sync *s, float *p)
 }
 
 /* dst[0..n) += src[0..n) */
-static hexi_rc mem_add(const rt_sync *s, float *dst, const float *src,
-		       size_t n)
+static hexi_rc mem_add(const rt_sync *s, float *dst, const float *src, size_t n)
 {
 	if (s->mem != NULL)
 		return s->mem->add(s->mem->ctx, dst, src, n);
@@ -1301,8 +1299,9 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 		size_t a = e > lo ? e : lo;
 		size_t z = e + p->count < hi ? e + p->count : hi;
 		if (a < z && rc == HEXI_OK)
-			rc = mem_copy(s, s->buf + (size_t)me * b->blk + (a - lo),
-				      p->w + (a - e), z - a);
+			rc =
+			    mem_copy(s, s->buf + (size_t)me * b->blk + (a - lo),
+				     p->w + (a - e), z - a);
 		e += p->count;
 	}
 	if (rc == HEXI_OK)
@@ -1339,8 +1338,8 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 
 /* Clipping and the optimizer on one owned range: inline on the host,
  * the caller's scale and optim (device kernels) otherwise. */
-static hexi_rc seg_update(const rt_sync *s, sync_seg *g, float scale,
-			  float lr, const struct rt_adamw_opts *ao, int step)
+static hexi_rc seg_update(const rt_sync *s, sync_seg *g, float scale, float lr,
+			  const struct rt_adamw_opts *ao, int step)
 {
 	hexi_rc rc;
 

@@ -1457,8 +1457,7 @@ static hexi_rc emu_reduce_scatter(rt_group *g, const void *send, void *recv,
 								 count, dt);
 }
 
-static hexi_rc emu_allgather(rt_group *g, void *buf, size_t count,
-			     rt_dtype dt)
+static hexi_rc emu_allgather(rt_group *g, void *buf, size_t count, rt_dtype dt)
 {
 	rt_group *ig = ((emu_group *)g)->inner;
 	hexi_rc rc = comm_buf("NCCL all-gather", buf,

@@ -734,7 +734,8 @@ static void t_range_optim(void)
 	float *w = hvec(n, 1), *w0 = hzero(n), *g = hvec(len, 0.1f);
 	float *m = hzero(len), *v = hzero(len), *got;
 	float *d_w = dput(RT_CUDA_F32, w, n), *d_g = dput(RT_CUDA_F32, g, len);
-	float *d_m = dput(RT_CUDA_F32, m, len), *d_v = dput(RT_CUDA_F32, v, len);
+	float *d_m = dput(RT_CUDA_F32, m, len),
+	      *d_v = dput(RT_CUDA_F32, v, len);
 	rt_adamw_opts o = {.lr = 0.01f,
 			   .beta1 = 0.9f,
 			   .beta2 = 0.95f,
@@ -749,8 +750,9 @@ static void t_range_optim(void)
 	got = dget(RT_CUDA_F32, d_w, n);
 	for (size_t i = 0; i < n; i++)
 		same &= memcmp(&got[i], &w[i], sizeof(float)) == 0;
-	ok(same, "sgd_f32 on [%zu, %zu) of %zu: the CPU's w -= lr * g, "
-		 "bit for bit, the rest untouched",
+	ok(same,
+	   "sgd_f32 on [%zu, %zu) of %zu: the CPU's w -= lr * g, "
+	   "bit for bit, the rest untouched",
 	   off, off + len, n);
 	free(got);
 	for (int step = 1; step <= 2; step++) {
@@ -847,13 +849,12 @@ static void t_comm(void)
 		   "variable-count versions (as NCCL)");
 		ok(grp->comm->ops->reduce_scatter_sum(grp, d, d + 2, 2,
 						      RT_F32) == HEXI_OK &&
-		       grp->comm->ops->allgather(grp, d, 2, RT_F32) ==
-			   HEXI_OK,
+		       grp->comm->ops->allgather(grp, d, 2, RT_F32) == HEXI_OK,
 		   "reduce-scatter and all-gather of device memory");
-		expect_err(grp->comm->ops->reduce_scatter_sum(grp, d, h, 2,
-							      RT_F32),
-			   HEXI_ERR_CUDA, "NCCL reduce-scatter",
-			   "reduce-scatter into host memory");
+		expect_err(
+		    grp->comm->ops->reduce_scatter_sum(grp, d, h, 2, RT_F32),
+		    HEXI_ERR_CUDA, "NCCL reduce-scatter",
+		    "reduce-scatter into host memory");
 		expect_err(grp->comm->ops->allgather(grp, h, 2, RT_F32),
 			   HEXI_ERR_CUDA, "NCCL all-gather",
 			   "all-gather of host memory");
