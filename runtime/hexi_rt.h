@@ -93,6 +93,10 @@ int hexi_rt_backend_known(const char *name);
  * cause prints it and ends the job; an abort from the first rank to get
  * there would kill that one before its message. */
 #define HEXI_RT_PEER_GRACE_S 3
+/* The words hexi_rt_init prints when a task crashes inside MPI_Init_thread
+ * (a start-up race below us, not a bug of the program): scripts look for
+ * them to run the step once more. */
+#define HEXI_RT_INIT_CRASH "crashed inside MPI_Init_thread"
 void hexi_rt_abort(hexi_rt *rt, hexi_rc rc) __attribute__((noreturn));
 /* Collective: 1 if every rank passed ok != 0, else 0 (keeps error exits
  * together so no rank hangs waiting for one that failed). */
