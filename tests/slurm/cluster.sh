@@ -168,6 +168,11 @@ hexi_cluster_write_conf() {
 			echo "PartitionName=$type Nodes=$name MaxTime=INFINITE State=UP"
 		done
 	} >"$d/etc/slurm.conf"
+	# The PMIx fences as rings: with Slurm 22.05.8's default ("mixed": a
+	# tree for data-less fences) Open MPI 4.1 lost a rank inside MPI_Init
+	# in 4/60 steps of a plain MPI program here, with rings in 0/200
+	# (DECISIONS 155).
+	echo "PMIxCollFence=ring" >"$d/etc/mpi.conf"
 	: >"$d/etc/gres.conf"
 	hexi_cluster_nodes | while read -r name type n; do
 		mkdir -p "$d/dev/$name" "$d/tmp/$name" "$d/spool/$name"
