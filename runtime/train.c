@@ -466,19 +466,25 @@ static const rt_stage_ops cpu_ops = {.zero_grad = cpu_zero_grad,
 				     .sgd = cpu_sgd,
 				     .adamw = cpu_adamw};
 
+/* The trainer's AdamW settings at learning rate lr; counts the step. */
+static void adamw_opts(hexi_trainer *t, double lr, rt_adamw_opts *ao)
+{
+	rt_adamw_defaults(ao);
+	ao->lr = (float)lr;
+	ao->beta1 = (float)t->o.beta1;
+	ao->beta2 = (float)t->o.beta2;
+	ao->eps = (float)t->o.eps;
+	ao->weight_decay = (float)t->o.weight_decay;
+	t->opt_step++;
+}
+
 static hexi_rc optimizer_step(hexi_trainer *t, double lr)
 {
 	rt_adamw_opts ao;
 
 	if (t->o.optimizer == HEXI_OPT_SGD)
 		return t->ops->sgd(t, (float)lr);
-	rt_adamw_defaults(&ao);
-	ao.lr = (float)lr;
-	ao.beta1 = (float)t->o.beta1;
-	ao.beta2 = (float)t->o.beta2;
-	ao.eps = (float)t->o.eps;
-	ao.weight_decay = (float)t->o.weight_decay;
-	t->opt_step++;
+	adamw_opts(t, lr, &ao);
 	return t->ops->adamw(t, &ao, (int)t->opt_step);
 }
 
@@ -510,13 +516,7 @@ static hexi_rc sharded_step(hexi_trainer *t, rt_sync *sync, double norm,
 	if (t->o.optimizer == HEXI_OPT_SGD) {
 		rc = rt_sync_step(sync, scale, (float)lr, NULL, 0);
 	} else {
-		rt_adamw_defaults(&ao);
-		ao.lr = (float)lr;
-		ao.beta1 = (float)t->o.beta1;
-		ao.beta2 = (float)t->o.beta2;
-		ao.eps = (float)t->o.eps;
-		ao.weight_decay = (float)t->o.weight_decay;
-		t->opt_step++;
+		adamw_opts(t, lr, &ao);
 		rc = rt_sync_step(sync, scale, 0, &ao, (int)t->opt_step);
 	}
 	if (rc == HEXI_OK && t->ops->after_sharded != NULL)
