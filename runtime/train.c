@@ -236,6 +236,9 @@ hexi_rc rt_train_shard(hexi_trainer *t)
 		 rt->rank, zero, rt_sync_owned(t->sync), held,
 		 rt_sync_shard_bytes(t->sync), rt_sync_flat(t->sync),
 		 rt_sync_ngroups(t->sync));
+	if (t->o.verbose)
+		hexi_log(HEXI_LOG_INFO, "rank %d: zero %d: %d buckets as rings",
+			 rt->rank, zero, rt_sync_rings(t->sync));
 	return HEXI_OK;
 }
 
