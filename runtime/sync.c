@@ -86,6 +86,8 @@ typedef struct sync_bucket {
 	 * pipelines (members with fewer add rounds of zeros) */
 	int key, rounds, nround;
 	int ring; /* sharded: reduce-scatter and all-gather as a ring */
+	int *mmb; /* zero 2: [n] micro-batches of each member's pipeline
+		     (the ring skips the sums known to be zeros) */
 } sync_bucket;
 
 /* A contiguous run at least this long (elements, 1 MiB) is all-reduced in
@@ -691,6 +693,7 @@ void rt_sync_destroy(rt_sync *s)
 		free(s->b[i].in_run);
 		free(s->b[i].cut);
 		free(s->b[i].own);
+		free(s->b[i].mmb);
 	}
 	free(s->seg);
 	free(s->mom);
@@ -879,10 +882,16 @@ static hexi_rc bucket_order(rt_sync *s)
 		sync_bucket *b = &s->b[i];
 		int j = i;
 		b->nround = 0;
+		b->mmb = malloc(sizeof(*b->mmb) * (size_t)b->g->n);
+		if (b->mmb == NULL) {
+			free(pipe_of);
+			return hexi_error(HEXI_ERR_NOMEM, "sync: rounds");
+		}
 		for (int r = 0; r < b->g->n; r++) {
 			int m =
 			    p->pipelines[pipe_of[b->g->ranks[r]]].micro_batches;
 			b->nround = m > b->nround ? m : b->nround;
+			b->mmb[r] = m;
 		}
 		if (b->nround > s->max_rounds)
 			s->max_rounds = b->nround;
@@ -1110,27 +1119,43 @@ static float *ring_other(const rt_sync *s, const float *src)
 	return src == s->buf ? s->buf + s->rseg : s->buf;
 }
 
+/* zero 2: member m adds only zeros in round (0-based) of bucket b: its
+ * pipeline ran fewer backwards (every member knows every member's). */
+static int ring_dead(const sync_bucket *b, int m, int round)
+{
+	return round >= 0 && b->mmb != NULL && round >= b->mmb[m];
+}
+
 /* Ring reduce-scatter of bucket b: per segment of the blocks, n - 1
  * steps; at step t member me sends its partial sum of block me - t - 1 to
  * member me + 1, receives block me - t - 2 from member me - 1 and adds its
  * own values; the last step's block is its own, which lands in b->own
  * (add_own: added to b->own, zero 2's earlier rounds).  Each element is
  * summed in ring order from the owner's successor: the same on every run,
- * the same for both members of a pair (a + b = b + a). */
-static hexi_rc ring_scatter(rt_sync *s, sync_bucket *b, int live, int add_own)
+ * the same for both members of a pair (a + b = b + a).  A partial sum of
+ * members that all add zeros this round (zero 2, round >= 0: pipelines
+ * with fewer micro-batches) is not sent: both ends know it is zero. */
+static hexi_rc ring_scatter(rt_sync *s, sync_bucket *b, int live, int add_own,
+			    int round)
 {
 	const int n = b->g->n, me = b->g->me;
 	hexi_rc rc = HEXI_OK;
 
 	for (size_t o = 0; rc == HEXI_OK && o < b->blk; o += s->rseg) {
 		const float *src = NULL;
+		int zs = !live, zr = 1; /* my partial, the incoming: zeros */
 		for (int t = 0; rc == HEXI_OK && t < n - 1; t++) {
 			int is = ((me - t - 1) % n + n) % n;
 			int ir = ((me - t - 2) % n + n) % n;
 			size_t ks = ring_len(b, is, o, s->rseg);
 			size_t kr = ring_len(b, ir, o, s->rseg);
 			float *dst;
-			if (t == 0) {
+			zr = zr && ring_dead(b, (me - t - 1 + n) % n, round);
+			ks = zs ? 0 : ks;
+			kr = zr ? 0 : kr;
+			if (t == 0 && zs) {
+				src = s->buf;
+			} else if (t == 0) {
 				src = bucket_span(b, b->cut[is] + o, ks, 0,
 						  live);
 				if (src == NULL) {
@@ -1145,11 +1170,13 @@ static hexi_rc ring_scatter(rt_sync *s, sync_bucket *b, int live, int add_own)
 			    b->g, src, ks, (me + 1) % n, dst, kr,
 			    (me + n - 1) % n, RT_F32);
 			if (rc == HEXI_OK)
-				bucket_io(b, b->cut[ir] + o, kr, dst, IO_ADD,
-					  live);
+				bucket_io(b, b->cut[ir] + o,
+					  ring_len(b, ir, o, s->rseg), dst,
+					  zr ? IO_GET : IO_ADD, live);
 			src = dst;
+			zs = zr && !live; /* what I pass on next */
 		}
-		for (size_t j = 0; rc == HEXI_OK && add_own &&
+		for (size_t j = 0; rc == HEXI_OK && add_own && !zs &&
 				   j < ring_len(b, me, o, s->rseg);
 		     j++)
 			b->own[o + j] += src[j];
@@ -1288,7 +1315,7 @@ static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
 	hexi_rc rc = HEXI_OK;
 
 	if (b->ring)
-		rc = ring_scatter(s, b, 1, 0);
+		rc = ring_scatter(s, b, 1, 0, -1);
 	else if (b->flat)
 		zero_flat(b, 1);
 	else
@@ -1310,7 +1337,7 @@ static hexi_rc round_bucket(rt_sync *s, sync_bucket *b, int live)
 	hexi_rc rc = HEXI_OK;
 
 	if (b->ring)
-		rc = ring_scatter(s, b, live, b->rounds > 0);
+		rc = ring_scatter(s, b, live, b->rounds > 0, b->rounds);
 	else if (b->flat)
 		zero_flat(b, live);
 	else
