@@ -88,6 +88,9 @@ typedef struct sync_bucket {
 	int ring; /* sharded: reduce-scatter and all-gather as a ring */
 	int *mmb; /* zero 2: [n] micro-batches of each member's pipeline
 		     (the ring skips the sums known to be zeros) */
+	int accum; /* zero 2, a bucket of at most SYNC_ACC elements: its
+		      pieces sum the backwards in their acc, one
+		      reduce-scatter after the last */
 } sync_bucket;
 
 /* A contiguous run at least this long (elements, 1 MiB) is all-reduced in
@@ -107,6 +110,14 @@ typedef struct sync_bucket {
  * segments). */
 #ifndef SYNC_SEG
 #define SYNC_SEG ((size_t)1 << 16)
+#endif
+/* Zero 2: a (holder set, unit) bucket of at most this many elements (a
+ * layer's norm weights, held by every TP rank) keeps its full sum over
+ * the micro-batches and is reduce-scattered once per step, not once per
+ * micro-batch: a collective costs its latency at this size
+ * (doc/DECISIONS.md 151). */
+#ifndef SYNC_ACC
+#define SYNC_ACC ((size_t)8192)
 #endif
 
 struct rt_sync {
@@ -906,14 +917,21 @@ static hexi_rc bucket_order(rt_sync *s)
 	return HEXI_OK;
 }
 
-/* zero 2: the chunks no other rank holds keep their sum over the
- * backwards in an array of their own. */
+/* zero 2: the chunks no other rank holds, and the pieces of the small
+ * buckets (accum), keep their sum over the backwards in an array of their
+ * own (a bucket's pieces back to back in piece order, as its gradients
+ * would be in a flat bucket). */
 static hexi_rc solo_accs(rt_sync *s)
 {
 	size_t off = 0;
 
 	for (int k = 0; k < s->solo.npieces; k++)
 		s->solo_n += s->solo.pieces[k].count;
+	for (int i = 0; i < s->nb; i++) {
+		sync_bucket *b = &s->b[i];
+		b->accum = b->total <= SYNC_ACC;
+		s->solo_n += b->accum ? b->total : 0;
+	}
 	if ((s->solo_acc = calloc(s->solo_n + 1, sizeof(float))) == NULL)
 		return hexi_error(HEXI_ERR_NOMEM,
 				  "sync: gradients of %zu unshared elements",
@@ -922,6 +940,11 @@ static hexi_rc solo_accs(rt_sync *s)
 		s->solo.pieces[k].acc = s->solo_acc + off;
 		off += s->solo.pieces[k].count;
 	}
+	for (int i = 0; i < s->nb; i++)
+		for (int k = 0; s->b[i].accum && k < s->b[i].npieces; k++) {
+			s->b[i].pieces[k].acc = s->solo_acc + off;
+			off += s->b[i].pieces[k].count;
+		}
 	return HEXI_OK;
 }
 
@@ -1372,6 +1395,14 @@ hexi_rc rt_sync_grad_ready(rt_sync *s, int round, int layer)
 					  "sync: rank %d: the chunks of layer "
 					  "%d missed backward %d",
 					  s->rt->rank, b->key, b->rounds);
+		if (b->accum) { /* summed here, reduce-scattered at the end */
+			for (int k = 0; k < b->npieces; k++) {
+				b->pieces[k].rounds = b->rounds;
+				round_solo(&b->pieces[k]);
+			}
+			b->rounds++;
+			continue;
+		}
 		if ((rc = round_bucket(s, b, 1)) != HEXI_OK)
 			return rc;
 	}
@@ -1389,6 +1420,29 @@ void rt_sync_zero_grad(rt_sync *s)
 		s->b[i].rounds = 0;
 	for (int k = 0; s != NULL && s->zero == 2 && k < s->solo.npieces; k++)
 		s->solo.pieces[k].rounds = 0;
+}
+
+static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc);
+
+/* zero 2: a small bucket's sum over this rank's backwards (its pieces'
+ * acc) reduce-scattered as zero 1 does the gradients: the pieces point at
+ * their sums for the call. */
+static hexi_rc accum_bucket(rt_sync *s, sync_bucket *b)
+{
+	hexi_rc rc;
+
+	for (int k = 0; k < b->npieces; k++) {
+		float *g = b->pieces[k].grad;
+		b->pieces[k].grad = b->pieces[k].acc;
+		b->pieces[k].acc = g;
+	}
+	rc = shard_bucket(s, b, NULL);
+	for (int k = 0; k < b->npieces; k++) {
+		float *g = b->pieces[k].grad;
+		b->pieces[k].grad = b->pieces[k].acc;
+		b->pieces[k].acc = g;
+	}
+	return rc;
 }
 
 /* zero 2, after the backwards: the rounds of zeros this rank owes the
@@ -1411,10 +1465,14 @@ static hexi_rc shard2_run(rt_sync *s, double *sumsq)
 	for (int r = mine; r < s->max_rounds; r++)
 		for (int i = 0; i < s->nb; i++) {
 			sync_bucket *b = &s->b[s->order[i]];
-			if (r < b->nround &&
+			if (r < b->nround && !b->accum &&
 			    (rc = round_bucket(s, b, 0)) != HEXI_OK)
 				return rc;
 		}
+	/* the small buckets' sums, once, in bucket order (every member) */
+	for (int i = 0; i < s->nb; i++)
+		if (s->b[i].accum && (rc = accum_bucket(s, &s->b[i])) != HEXI_OK)
+			return rc;
 	if (sumsq == NULL)
 		return HEXI_OK;
 	for (int i = 0; i < s->nb; i++) {
