@@ -112,7 +112,8 @@ typedef struct sync_bucket {
 #define SYNC_SEG ((size_t)1 << 16)
 #endif
 /* Zero 2: a (holder set, unit) bucket of at most this many elements (a
- * layer's norm weights, held by every TP rank) keeps its full sum over
+ * layer's norm weights, held by every TP rank; and at most 1/32 of the
+ * largest backward unit of every member) keeps its full sum over
  * the micro-batches and is reduce-scattered once per step, not once per
  * micro-batch: a collective costs its latency at this size
  * (doc/DECISIONS.md 151). */
@@ -917,19 +918,62 @@ static hexi_rc bucket_order(rt_sync *s)
 	return HEXI_OK;
 }
 
+/* zero 2: this rank's elements of backward unit key (its window's share
+ * of that unit). */
+static size_t unit_elems(const rt_sync *s, int key)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < s->nb; i++)
+		n += s->b[i].key == key ? s->b[i].total : 0;
+	for (int k = 0; k < s->solo.npieces; k++)
+		n += s->solo.pieces[k].key == key ? s->solo.pieces[k].count : 0;
+	return n;
+}
+
+/* zero 2: b->accum where every member finds the bucket small: at most
+ * SYNC_ACC elements and at most 1/32 of its largest unit (a layer's norm
+ * weights beside the layer's matrices), so that the full sums it keeps
+ * stay a small part of what the window saves. */
+static hexi_rc agree_accum(rt_sync *s, sync_bucket *b, size_t window,
+			   int units)
+{
+	rt_group *hg = NULL;
+	double big =
+	    b->total > SYNC_ACC || 32 * b->total > window || units < 2;
+	hexi_rc rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
+
+	if (rc == HEXI_OK)
+		rc = hg->comm->ops->allreduce_sum(hg, &big, 1, RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "sync setup (zero 2)");
+	b->accum = big == 0;
+	return HEXI_OK;
+}
+
 /* zero 2: the chunks no other rank holds, and the pieces of the small
  * buckets (accum), keep their sum over the backwards in an array of their
  * own (a bucket's pieces back to back in piece order, as its gradients
  * would be in a flat bucket). */
 static hexi_rc solo_accs(rt_sync *s)
 {
-	size_t off = 0;
+	size_t off = 0, window = 0;
+	int units = 0, L = s->rt->plan->model.layers;
+	hexi_rc rc;
 
 	for (int k = 0; k < s->solo.npieces; k++)
 		s->solo_n += s->solo.pieces[k].count;
+	/* units: -1 the embedding, layers, L the head; a rank of one unit
+	 * (its window is all its gradient) keeps no full sums beside it */
+	for (int key = -1; key <= L; key++) {
+		size_t u = unit_elems(s, key);
+		window = u > window ? u : window;
+		units += u > 0;
+	}
 	for (int i = 0; i < s->nb; i++) {
 		sync_bucket *b = &s->b[i];
-		b->accum = b->total <= SYNC_ACC;
+		if ((rc = agree_accum(s, b, window, units)) != HEXI_OK)
+			return rc;
 		s->solo_n += b->accum ? b->total : 0;
 	}
 	if ((s->solo_acc = calloc(s->solo_n + 1, sizeof(float))) == NULL)
