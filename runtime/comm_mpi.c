@@ -529,6 +529,26 @@ static hexi_rc mpi_allgatherv(rt_group *gb, void *buf, const size_t *cut,
 	return rc;
 }
 
+/* One ring step of the sharded sync, on the group's own communicator (no
+ * tag can meet a pipeline message of the world communicator). */
+static hexi_rc mpi_sendrecv(rt_group *gb, const void *send, size_t scount,
+			    int dst, void *recv, size_t rcount, int src,
+			    rt_dtype dt)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	hexi_rc rc;
+	int ks = 0, kr = 0, err;
+
+	if ((rc = mpi_block_count(gb, scount, "Sendrecv", &ks)) != HEXI_OK ||
+	    (rc = mpi_block_count(gb, rcount, "Sendrecv", &kr)) != HEXI_OK)
+		return rc;
+	err = MPI_Sendrecv(send, ks, t, dst, 0, recv, kr, t, src, 0, g->comm,
+			   MPI_STATUS_IGNORE);
+	return err == MPI_SUCCESS ? HEXI_OK
+				  : mpi_err(err, "Sendrecv", gb->ranks[0]);
+}
+
 /* Non-blocking all-reduce (MPI_Iallreduce); one request per call. */
 static hexi_rc mpi_iallreduce(rt_group *gb, void *buf, size_t count,
 			      rt_dtype dt, rt_req **req)
@@ -735,6 +755,7 @@ static const rt_comm_ops mpi_ops = {
     .allgather = mpi_allgather,
     .reduce_scatterv_sum = mpi_reduce_scatterv,
     .allgatherv = mpi_allgatherv,
+    .sendrecv = mpi_sendrecv,
     .iallreduce_sum = mpi_iallreduce,
     .test = mpi_test,
     .wait = mpi_wait,

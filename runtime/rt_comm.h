@@ -75,6 +75,14 @@ typedef struct rt_comm_ops {
 				       rt_dtype dt);
 	hexi_rc (*allgatherv)(rt_group *g, void *buf, const size_t *cut,
 			      rt_dtype dt);
+	/* Within group g, blocking: send scount elements to member dst and
+	 * receive rcount elements from member src (members 0..n-1) at once;
+	 * send and recv do not overlap (the sharded sync's ring, which
+	 * needs no staging of whole buckets).  NULL in a backend without
+	 * it (the sharded sync then packs blocks for reduce_scatter_sum). */
+	hexi_rc (*sendrecv)(rt_group *g, const void *send, size_t scount,
+			    int dst, void *recv, size_t rcount, int src,
+			    rt_dtype dt);
 	/* Non-blocking in-place sum (overlap of the gradient sync with the
 	 * backward): starts the all-reduce and returns a request; test()
 	 * sets *done (and lets the backend progress), wait() completes it;

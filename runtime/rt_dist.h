@@ -226,6 +226,9 @@ size_t rt_sync_shard_bytes(const rt_sync *s);
 size_t rt_sync_owned(const rt_sync *s);
 /* Buckets reduce-scattered and gathered in place (no staging copy). */
 int rt_sync_flat(const rt_sync *s);
+/* Buckets reduce-scattered and gathered as a ring of segments (no staging
+ * of whole blocks, doc/DECISIONS.md 150). */
+int rt_sync_rings(const rt_sync *s);
 
 /* ---- overlap of the sync with the backward (unsharded host sync) --------
  * Collective setup: every bucket is cut into sub-buckets of at most cap

@@ -85,6 +85,12 @@ typedef struct sync_bucket {
 	 * of them per step: the most micro-batches among the members'
 	 * pipelines (members with fewer add rounds of zeros) */
 	int key, rounds, nround;
+	int ring; /* sharded: reduce-scatter and all-gather as a ring */
+	int *mmb; /* zero 2: [n] micro-batches of each member's pipeline
+		     (the ring skips the sums known to be zeros) */
+	int accum; /* zero 2, a bucket of at most SYNC_ACC elements: its
+		      pieces sum the backwards in their acc, one
+		      reduce-scatter after the last */
 } sync_bucket;
 
 /* A contiguous run at least this long (elements, 1 MiB) is all-reduced in
@@ -92,6 +98,27 @@ typedef struct sync_bucket {
  * at the price of one more all-reduce (doc/DECISIONS.md 55). */
 #ifndef SYNC_RUN_MIN /* -DSYNC_RUN_MIN=1 tests the run path on tiny models */
 #define SYNC_RUN_MIN ((size_t)1 << 18)
+#endif
+
+/* Sharded sync (zero > 0) on host memory: a bucket whose blocks are more
+ * than two segments reduce-scatters and all-gathers as a ring of sendrecv
+ * steps over segments of at most SYNC_SEG elements (256 KiB) of each
+ * member's block, staged in two segment-sized halves; smaller buckets
+ * (and HEXI_RT_SYNC_SEG=0) pack their blocks for one
+ * MPI_Reduce_scatter_block / MPI_Allgather (doc/DECISIONS.md 150).
+ * HEXI_RT_SYNC_SEG=N sets the segment (tests: tiny models, many
+ * segments). */
+#ifndef SYNC_SEG
+#define SYNC_SEG ((size_t)1 << 16)
+#endif
+/* Zero 2: a (holder set, unit) bucket of at most this many elements (a
+ * layer's norm weights, held by every TP rank; and at most 1/32 of the
+ * largest backward unit of every member) keeps its full sum over
+ * the micro-batches and is reduce-scattered once per step, not once per
+ * micro-batch: a collective costs its latency at this size
+ * (doc/DECISIONS.md 151). */
+#ifndef SYNC_ACC
+#define SYNC_ACC ((size_t)8192)
 #endif
 
 struct rt_sync {
@@ -116,6 +143,12 @@ struct rt_sync {
 	sync_seg *seg; /* owned rows, bucket order, then solo pieces */
 	float *mom;    /* [2 * owned elements] moments of the segments */
 	size_t owned;
+	/* ring (host memory, a backend with sendrecv): every bucket's
+	 * reduce-scatter and all-gather as n - 1 steps per segment of at
+	 * most seg elements of a block, through two seg-sized halves of
+	 * buf; no bucket is staged whole */
+	int ring;
+	size_t rseg;
 	/* overlap (rt_sync_overlap): bounded sub-buckets in launch order */
 	int nsub;
 	struct sync_sub *sub;
@@ -733,6 +766,7 @@ void rt_sync_destroy(rt_sync *s)
 		free(s->b[i].in_run);
 		free(s->b[i].cut);
 		mem_ffree(s, s->b[i].own);
+		free(s->b[i].mmb);
 	}
 	free(s->seg);
 	mem_ffree(s, s->mom);
@@ -921,10 +955,16 @@ static hexi_rc bucket_order(rt_sync *s)
 		sync_bucket *b = &s->b[i];
 		int j = i;
 		b->nround = 0;
+		b->mmb = malloc(sizeof(*b->mmb) * (size_t)b->g->n);
+		if (b->mmb == NULL) {
+			free(pipe_of);
+			return hexi_error(HEXI_ERR_NOMEM, "sync: rounds");
+		}
 		for (int r = 0; r < b->g->n; r++) {
 			int m =
 			    p->pipelines[pipe_of[b->g->ranks[r]]].micro_batches;
 			b->nround = m > b->nround ? m : b->nround;
+			b->mmb[r] = m;
 		}
 		if (b->nround > s->max_rounds)
 			s->max_rounds = b->nround;
@@ -939,15 +979,64 @@ static hexi_rc bucket_order(rt_sync *s)
 	return HEXI_OK;
 }
 
-/* zero 2: the chunks no other rank holds keep their sum over the
- * backwards in an array of their own. */
+/* zero 2: this rank's elements of backward unit key (its window's share
+ * of that unit). */
+static size_t unit_elems(const rt_sync *s, int key)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < s->nb; i++)
+		n += s->b[i].key == key ? s->b[i].total : 0;
+	for (int k = 0; k < s->solo.npieces; k++)
+		n += s->solo.pieces[k].key == key ? s->solo.pieces[k].count : 0;
+	return n;
+}
+
+/* zero 2: b->accum where every member finds the bucket small: at most
+ * SYNC_ACC elements and at most 1/32 of its largest unit (a layer's norm
+ * weights beside the layer's matrices), so that the full sums it keeps
+ * stay a small part of what the window saves. */
+static hexi_rc agree_accum(rt_sync *s, sync_bucket *b, size_t window,
+			   int units)
+{
+	rt_group *hg = NULL;
+	double big =
+	    b->total > SYNC_ACC || 32 * b->total > window || units < 2;
+	hexi_rc rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
+
+	if (rc == HEXI_OK)
+		rc = hg->comm->ops->allreduce_sum(hg, &big, 1, RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "sync setup (zero 2)");
+	b->accum = big == 0;
+	return HEXI_OK;
+}
+
+/* zero 2: the chunks no other rank holds, and the pieces of the small
+ * buckets (accum), keep their sum over the backwards in an array of their
+ * own (a bucket's pieces back to back in piece order, as its gradients
+ * would be in a flat bucket). */
 static hexi_rc solo_accs(rt_sync *s)
 {
-	size_t off = 0;
+	size_t off = 0, window = 0;
+	int units = 0, L = s->rt->plan->model.layers;
 	hexi_rc rc;
 
 	for (int k = 0; k < s->solo.npieces; k++)
 		s->solo_n += s->solo.pieces[k].count;
+	/* units: -1 the embedding, layers, L the head; a rank of one unit
+	 * (its window is all its gradient) keeps no full sums beside it */
+	for (int key = -1; key <= L; key++) {
+		size_t u = unit_elems(s, key);
+		window = u > window ? u : window;
+		units += u > 0;
+	}
+	for (int i = 0; i < s->nb; i++) {
+		sync_bucket *b = &s->b[i];
+		if ((rc = agree_accum(s, b, window, units)) != HEXI_OK)
+			return rc;
+		s->solo_n += b->accum ? b->total : 0;
+	}
 	if ((rc = mem_falloc(s, &s->solo_acc, s->solo_n + 1)) != HEXI_OK)
 		return hexi_error_prefix(rc,
 					 "sync: gradients of %zu unshared "
@@ -957,15 +1046,25 @@ static hexi_rc solo_accs(rt_sync *s)
 		s->solo.pieces[k].acc = s->solo_acc + off;
 		off += s->solo.pieces[k].count;
 	}
+	for (int i = 0; i < s->nb; i++)
+		for (int k = 0; s->b[i].accum && k < s->b[i].npieces; k++) {
+			s->b[i].pieces[k].acc = s->solo_acc + off;
+			off += s->b[i].pieces[k].count;
+		}
 	return HEXI_OK;
 }
 
 static hexi_rc shard_setup(rt_sync *s, int zero, size_t *cap)
 {
+	const char *e = getenv("HEXI_RT_SYNC_SEG");
+	const size_t segmax =
+	    e != NULL && atol(e) >= 0 ? (size_t)atol(e) : SYNC_SEG;
 	hexi_rc rc = HEXI_OK;
 
+	s->ring = s->mem == NULL && segmax > 0;
 	for (int i = 0; i < s->nb; i++) {
 		const sync_bucket *b = &s->b[i];
+		s->ring = s->ring && b->g->comm->ops->sendrecv != NULL;
 		if (b->g->comm->ops->reduce_scatter_sum == NULL ||
 		    b->g->comm->ops->allgather == NULL)
 			return hexi_error(HEXI_ERR_UNSUPPORTED,
@@ -989,9 +1088,16 @@ static hexi_rc shard_setup(rt_sync *s, int zero, size_t *cap)
 			rc = bucket_segs(s, b);
 		if (rc == HEXI_OK)
 			rc = agree_flat(s, b);
-		if (!b->flat && b->blk * (size_t)b->g->n > *cap)
+		/* a bucket whose blocks stage in two ring segments or less
+		 * runs the backend's collectives (fewer steps) */
+		b->ring = s->ring && b->blk * (size_t)b->g->n > 2 * segmax;
+		if (!b->ring && !b->flat && b->blk * (size_t)b->g->n > *cap)
 			*cap = b->blk * (size_t)b->g->n;
+		if (b->ring && b->blk > s->rseg)
+			s->rseg = b->blk < segmax ? b->blk : segmax;
 	}
+	if (2 * s->rseg > *cap) /* the ring's two halves */
+		*cap = 2 * s->rseg;
 	for (int k = 0; rc == HEXI_OK && k < s->solo.npieces; k++) {
 		sync_piece *p = &s->solo.pieces[k];
 		rc = seg_add(s, p, 0, p->count, zero == 2 ? p->acc : p->grad);
@@ -1066,6 +1172,202 @@ static hexi_rc norm_finish(rt_sync *s, double acc, double *sumsq)
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "gradient norm");
 	*sumsq = acc;
+	return HEXI_OK;
+}
+
+/* ---- the ring: reduce-scatter and all-gather without staging ------------- */
+
+/* Elements of the ring's segment at offset o of member i's block. */
+static size_t ring_len(const sync_bucket *b, int i, size_t o, size_t seg)
+{
+	size_t len = b->cut[i + 1] - b->cut[i];
+
+	return o >= len ? 0 : len - o < seg ? len - o : seg;
+}
+
+enum { IO_GET, IO_ADD, IO_WGET, IO_WPUT };
+
+/* Bucket elements [e, e + n) against buf[0..n): IO_GET my gradient (zeros
+ * where I do not contribute or the round is not live) into buf, IO_ADD
+ * it onto buf, IO_WGET the weights into buf, IO_WPUT buf into the
+ * weights. */
+static void bucket_io(const sync_bucket *b, size_t e, size_t n, float *buf,
+		      int op, int live)
+{
+	size_t at = 0; /* bucket offset of piece k */
+	int k = 0;
+
+	while (k < b->npieces && at + b->pieces[k].count <= e)
+		at += b->pieces[k++].count;
+	for (size_t done = 0; done < n; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t off = e + done - at;
+		size_t take = p->count - off < n - done ? p->count - off
+							: n - done;
+		float *d = buf + done;
+		int mine = p->contribute && live;
+		if (op == IO_GET && mine)
+			memcpy(d, p->grad + off, sizeof(float) * take);
+		else if (op == IO_GET)
+			memset(d, 0, sizeof(float) * take);
+		else if (op == IO_ADD && mine)
+			for (size_t j = 0; j < take; j++)
+				d[j] += p->grad[off + j];
+		else if (op == IO_WGET)
+			memcpy(d, p->w + off, sizeof(float) * take);
+		else if (op == IO_WPUT)
+			memcpy(p->w + off, d, sizeof(float) * take);
+		done += take;
+		at += p->count;
+	}
+}
+
+/* The weights (w) or my contributed live gradient (!w) of bucket elements
+ * [e, e + n) where they are one array in memory; NULL otherwise. */
+static float *bucket_span(const sync_bucket *b, size_t e, size_t n, int w,
+			  int live)
+{
+	size_t at = 0;
+	float *start = NULL, *next = NULL;
+	int k = 0;
+
+	if (n == 0 || (!w && !live))
+		return NULL;
+	while (k < b->npieces && at + b->pieces[k].count <= e)
+		at += b->pieces[k++].count;
+	for (size_t done = 0; done < n; k++) {
+		const sync_piece *p = &b->pieces[k];
+		float *base = (w ? p->w : p->grad) + (e + done - at);
+		size_t left = p->count - (e + done - at);
+		if ((!w && !p->contribute) || (next != NULL && base != next))
+			return NULL;
+		if (start == NULL)
+			start = base;
+		next = base + left;
+		done += left < n - done ? left : n - done;
+		at += p->count;
+	}
+	return start;
+}
+
+/* The ring's receive half: the one of buf's two halves that src is not. */
+static float *ring_other(const rt_sync *s, const float *src)
+{
+	return src == s->buf ? s->buf + s->rseg : s->buf;
+}
+
+/* zero 2: member m adds only zeros in round (0-based) of bucket b: its
+ * pipeline ran fewer backwards (every member knows every member's). */
+static int ring_dead(const sync_bucket *b, int m, int round)
+{
+	return round >= 0 && b->mmb != NULL && round >= b->mmb[m];
+}
+
+/* Ring reduce-scatter of bucket b: per segment of the blocks, n - 1
+ * steps; at step t member me sends its partial sum of block me - t - 1 to
+ * member me + 1, receives block me - t - 2 from member me - 1 and adds its
+ * own values; the last step's block is its own, which lands in b->own
+ * (add_own: added to b->own, zero 2's earlier rounds).  Each element is
+ * summed in ring order from the owner's successor: the same on every run,
+ * the same for both members of a pair (a + b = b + a).  A partial sum of
+ * members that all add zeros this round (zero 2, round >= 0: pipelines
+ * with fewer micro-batches) is not sent: both ends know it is zero. */
+static hexi_rc ring_scatter(rt_sync *s, sync_bucket *b, int live, int add_own,
+			    int round)
+{
+	const int n = b->g->n, me = b->g->me;
+	hexi_rc rc = HEXI_OK;
+
+	for (size_t o = 0; rc == HEXI_OK && o < b->blk; o += s->rseg) {
+		const float *src = NULL;
+		int zs = !live, zr = 1; /* my partial, the incoming: zeros */
+		for (int t = 0; rc == HEXI_OK && t < n - 1; t++) {
+			int is = ((me - t - 1) % n + n) % n;
+			int ir = ((me - t - 2) % n + n) % n;
+			size_t ks = ring_len(b, is, o, s->rseg);
+			size_t kr = ring_len(b, ir, o, s->rseg);
+			float *dst;
+			zr = zr && ring_dead(b, (me - t - 1 + n) % n, round);
+			ks = zs ? 0 : ks;
+			kr = zr ? 0 : kr;
+			if (t == 0 && zs) {
+				src = s->buf;
+			} else if (t == 0) {
+				src = bucket_span(b, b->cut[is] + o, ks, 0,
+						  live);
+				if (src == NULL) {
+					bucket_io(b, b->cut[is] + o, ks,
+						  s->buf, IO_GET, live);
+					src = s->buf;
+				}
+			}
+			dst = t == n - 2 && !add_own ? b->own + o
+						     : ring_other(s, src);
+			rc = b->g->comm->ops->sendrecv(
+			    b->g, src, ks, (me + 1) % n, dst, kr,
+			    (me + n - 1) % n, RT_F32);
+			if (rc == HEXI_OK)
+				bucket_io(b, b->cut[ir] + o,
+					  ring_len(b, ir, o, s->rseg), dst,
+					  zr ? IO_GET : IO_ADD, live);
+			src = dst;
+			zs = zr && !live; /* what I pass on next */
+		}
+		for (size_t j = 0; rc == HEXI_OK && add_own && !zs &&
+				   j < ring_len(b, me, o, s->rseg);
+		     j++)
+			b->own[o + j] += src[j];
+	}
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc,
+					 "gradient reduce-scatter (ring, %zu "
+					 "elements per member)",
+					 b->blk);
+	return HEXI_OK;
+}
+
+/* Ring all-gather of the updated weights: per segment, n - 1 steps; at
+ * step t member me passes block me - t on and receives block me - t - 1,
+ * straight into the weights where they are one array. */
+static hexi_rc ring_gather(rt_sync *s, sync_bucket *b)
+{
+	const int n = b->g->n, me = b->g->me;
+	hexi_rc rc = HEXI_OK;
+
+	for (size_t o = 0; rc == HEXI_OK && o < b->blk; o += s->rseg) {
+		const float *src = NULL;
+		for (int t = 0; rc == HEXI_OK && t < n - 1; t++) {
+			int is = ((me - t) % n + n) % n;
+			int ir = ((me - t - 1) % n + n) % n;
+			size_t ks = ring_len(b, is, o, s->rseg);
+			size_t kr = ring_len(b, ir, o, s->rseg);
+			float *dst;
+			if (t == 0) {
+				src = bucket_span(b, b->cut[is] + o, ks, 1, 1);
+				if (src == NULL) {
+					bucket_io(b, b->cut[is] + o, ks,
+						  s->buf, IO_WGET, 1);
+					src = s->buf;
+				}
+			}
+			dst = bucket_span(b, b->cut[ir] + o, kr, 1, 1);
+			int direct = dst != NULL;
+			if (!direct)
+				dst = ring_other(s, src);
+			rc = b->g->comm->ops->sendrecv(
+			    b->g, src, ks, (me + 1) % n, dst, kr,
+			    (me + n - 1) % n, RT_F32);
+			if (rc == HEXI_OK && !direct)
+				bucket_io(b, b->cut[ir] + o, kr, dst, IO_WPUT,
+					  1);
+			src = dst;
+		}
+	}
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc,
+					 "weight all-gather (ring, %zu "
+					 "elements per member)",
+					 b->blk);
 	return HEXI_OK;
 }
 
@@ -1154,13 +1456,17 @@ static void zero_flat(sync_bucket *b, int live)
  * sum lands in b->own. */
 static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
 {
-	hexi_rc rc;
+	hexi_rc rc = HEXI_OK;
 
-	if (b->flat)
+	if (b->ring)
+		rc = ring_scatter(s, b, 1, 0, -1);
+	else if (b->flat)
 		zero_flat(b, 1);
-	else if ((rc = pack_blocks(s, b, 1)) != HEXI_OK)
-		return rc;
-	if ((rc = scatter_bucket(s, b, 0)) != HEXI_OK)
+	else
+		rc = pack_blocks(s, b, 1);
+	if (rc == HEXI_OK && !b->ring)
+		rc = scatter_bucket(s, b, 0);
+	if (rc != HEXI_OK)
 		return rc;
 	if (acc != NULL)
 		return mem_sumsq(s, b->own,
@@ -1172,13 +1478,16 @@ static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
  * model's window; 0: zeros), summed with the earlier rounds into b->own. */
 static hexi_rc round_bucket(rt_sync *s, sync_bucket *b, int live)
 {
-	hexi_rc rc;
+	hexi_rc rc = HEXI_OK;
 
-	if (b->flat)
+	if (b->ring)
+		rc = ring_scatter(s, b, live, b->rounds > 0, b->rounds);
+	else if (b->flat)
 		zero_flat(b, live);
-	else if ((rc = pack_blocks(s, b, live)) != HEXI_OK)
-		return rc;
-	rc = scatter_bucket(s, b, b->rounds > 0);
+	else
+		rc = pack_blocks(s, b, live);
+	if (rc == HEXI_OK && !b->ring)
+		rc = scatter_bucket(s, b, b->rounds > 0);
 	b->rounds++;
 	return rc;
 }
@@ -1205,6 +1514,16 @@ hexi_rc rt_sync_grad_ready(rt_sync *s, int round, int layer)
 					  "sync: rank %d: the chunks of layer "
 					  "%d missed backward %d",
 					  s->rt->rank, b->key, b->rounds);
+		if (b->accum) { /* summed here, reduce-scattered at the end */
+			for (int k = 0; k < b->npieces; k++) {
+				b->pieces[k].rounds = b->rounds;
+				if ((rc = round_solo(s, &b->pieces[k])) !=
+				    HEXI_OK)
+					return rc;
+			}
+			b->rounds++;
+			continue;
+		}
 		if ((rc = round_bucket(s, b, 1)) != HEXI_OK)
 			return rc;
 	}
@@ -1223,6 +1542,29 @@ void rt_sync_zero_grad(rt_sync *s)
 		s->b[i].rounds = 0;
 	for (int k = 0; s != NULL && s->zero == 2 && k < s->solo.npieces; k++)
 		s->solo.pieces[k].rounds = 0;
+}
+
+static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc);
+
+/* zero 2: a small bucket's sum over this rank's backwards (its pieces'
+ * acc) reduce-scattered as zero 1 does the gradients: the pieces point at
+ * their sums for the call. */
+static hexi_rc accum_bucket(rt_sync *s, sync_bucket *b)
+{
+	hexi_rc rc;
+
+	for (int k = 0; k < b->npieces; k++) {
+		float *g = b->pieces[k].grad;
+		b->pieces[k].grad = b->pieces[k].acc;
+		b->pieces[k].acc = g;
+	}
+	rc = shard_bucket(s, b, NULL);
+	for (int k = 0; k < b->npieces; k++) {
+		float *g = b->pieces[k].grad;
+		b->pieces[k].grad = b->pieces[k].acc;
+		b->pieces[k].acc = g;
+	}
+	return rc;
 }
 
 /* zero 2, after the backwards: the rounds of zeros this rank owes the
@@ -1245,10 +1587,14 @@ static hexi_rc shard2_run(rt_sync *s, double *sumsq)
 	for (int r = mine; r < s->max_rounds; r++)
 		for (int i = 0; i < s->nb; i++) {
 			sync_bucket *b = &s->b[s->order[i]];
-			if (r < b->nround &&
+			if (r < b->nround && !b->accum &&
 			    (rc = round_bucket(s, b, 0)) != HEXI_OK)
 				return rc;
 		}
+	/* the small buckets' sums, once, in bucket order (every member) */
+	for (int i = 0; i < s->nb; i++)
+		if (s->b[i].accum && (rc = accum_bucket(s, &s->b[i])) != HEXI_OK)
+			return rc;
 	if (sumsq == NULL)
 		return HEXI_OK;
 	for (int i = 0; i < s->nb; i++) {
@@ -1285,6 +1631,8 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 	int mem = 0;
 	hexi_rc rc = HEXI_OK;
 
+	if (b->ring)
+		return ring_gather(s, b);
 	if (b->flat) { /* my range is in place already */
 		rc = b->g->comm->ops->allgatherv(b->g, b->pieces[0].w, b->cut,
 						 RT_F32);
@@ -1406,6 +1754,15 @@ int rt_sync_flat(const rt_sync *s)
 
 	for (int i = 0; s->zero > 0 && i < s->nb; i++)
 		n += s->b[i].flat;
+	return n;
+}
+
+int rt_sync_rings(const rt_sync *s)
+{
+	int n = 0;
+
+	for (int i = 0; s->zero > 0 && i < s->nb; i++)
+		n += s->b[i].ring;
 	return n;
 }
 

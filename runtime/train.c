@@ -235,6 +235,9 @@ hexi_rc rt_train_shard(hexi_trainer *t, rt_sync *sync, size_t held)
 		 rt->rank, zero, rt_sync_owned(sync), held,
 		 rt_sync_shard_bytes(sync), rt_sync_flat(sync),
 		 rt_sync_ngroups(sync));
+	if (t->o.verbose)
+		hexi_log(HEXI_LOG_INFO, "rank %d: zero %d: %d buckets as rings",
+			 rt->rank, zero, rt_sync_rings(sync));
 	return HEXI_OK;
 }
 

@@ -371,6 +371,13 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 	if (d->last)
 		out->mem_fixed_b += (V * C + C) * pb +
 				    e * (i * tok * (C + 1.0 + V) + tok * V);
+	/* zero 1's staging: two ring segments (runtime/sync.c SYNC_SEG; a
+	 * bucket too small for the ring stages its blocks in no more),
+	 * whatever the other pipelines' splits (DECISIONS 150); zero 2's
+	 * buckets are one unit each: its staging is at most a unit's share
+	 * and within the window's error, not counted */
+	if (x->t.zero == 1 && d->dp > 1)
+		out->mem_fixed_b += e * 2.0 * SCHED_CPU_SYNC_SEG;
 	if (x->t.zero == 2 && d->dp > 1) { /* the window: the largest unit */
 		double u = params;
 		u = d->first && V * C > u ? V * C : u;

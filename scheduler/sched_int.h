@@ -95,6 +95,10 @@ typedef struct sched_scost {
 } sched_scost;
 
 /* A stage as the cost models see it (dev[] are context indices). */
+/* Elements of one segment of the CPU runtime's sharded sync ring
+ * (runtime/sync.c SYNC_SEG): its staging is two of them per rank. */
+#define SCHED_CPU_SYNC_SEG 65536.0
+
 typedef struct sched_sdesc {
 	const int *dev;
 	int tp;

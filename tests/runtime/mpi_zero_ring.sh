@@ -1,0 +1,82 @@
+#!/bin/sh
+# The sharded sync's ring (doc/DECISIONS.md 150): with HEXI_RT_SYNC_SEG=257
+# every bucket of the tiny model longer than two 257-element segments
+# reduce-scatters and all-gathers as a ring of sendrecv steps over
+# segments (uneven, parts of rows: blocks cut at rows of 64 or 1 columns), the others by
+# the packed collectives; train.zero 1 and 2 give the same losses (1e-5
+# relative each step) and parameters (1e-5 per tensor) as one process, and
+# the same as the packed collectives (HEXI_RT_SYNC_SEG=0) within 1e-6.
+# Plans (as mpi_zero.sh): E [TP1 x 1, TP2 x 2, TP3 x 1, TP1 x 4] 8 in 4 +
+# [TP2 x 8] 4 in 1 (9 ranks, rings of 2 members and more); S [TP1 x 4, TP1 x
+# 4] + [TP1 x 8] (3 ranks, in place: no packing at all); D (8 ranks).
+. "$top_srcdir/tests/runtime/rt_env.sh"
+need_mpi
+STEPS=2
+SGD="--optimizer sgd --lr 0.5"
+ADAMW="--optimizer adamw --lr 0.01 --eps 1e-4"
+"$MKPLAN" tiny-8l "8/4:1x1,2x2,3x1,1x4;4/1:2x8" "$WORK/E.json" ||
+	hard "mkplan E"
+"$MKPLAN" tiny-8l "6/3:1x4,1x4;6/2:1x8" "$WORK/S.json" || hard "mkplan S"
+cp "$PLANS/equiv-D.json" "$WORK/D.json" || hard "plan D"
+with_zero() { jq "del(.hash) | .train.zero = $2" "$1" >"$3" || hard "jq $1"; }
+for p in E S D; do
+	for z in 1 2; do with_zero "$WORK/$p.json" $z "$WORK/$p$z.json"; done
+done
+# shellcheck disable=SC2086
+"$HT" --model tiny-8l --batch 12 --steps $STEPS $SGD --json \
+	--dump "$WORK/ref-sgd" >"$WORK/ref-sgd.json" || hard "sgd reference"
+# shellcheck disable=SC2086
+"$HT" --model tiny-8l --batch 12 --steps $STEPS $ADAMW --json \
+	--dump "$WORK/ref-adamw" >"$WORK/ref-adamw.json" ||
+	hard "adamw reference"
+
+# run PLAN ZERO OPTTAG SEG: the run's dump in $WORK/PLANZERO-TAG-SEG
+run() {
+	local plan="$WORK/$1$2.json" out="$WORK/$1$2-$3-$4" np opt
+	np=$(plan_ranks "$plan")
+	[ "$3" = sgd ] && opt=$SGD || opt=$ADAMW
+	# shellcheck disable=SC2086
+	HEXI_RT_SYNC_SEG=$4 hx_mpirun "$np" "$HT" --plan "$plan" \
+		--steps $STEPS $opt --json --verbose --dump "$out" \
+		>"$out.json" 2>"$out.err"
+}
+rings() { sed -n 's/.*: \([0-9]*\) buckets as rings/\1/p' "$1" |
+	awk '{s += $1} END {print s + 0}'; }
+# equiv PLAN ZERO OPTTAG
+equiv() {
+	local out st
+	if ! run "$1" "$2" "$3" 257; then
+		fail "zero $2 $3 plan $1 ring ran"
+		cat "$WORK/$1$2-$3-257.err"
+		return
+	fi
+	pass "zero $2 $3 plan $1 ring ran"
+	n=$(rings "$WORK/$1$2-$3-257.err")
+	[ "$n" -gt 0 ] && pass "zero $2 $3 plan $1: $n buckets as rings" ||
+		fail "zero $2 $3 plan $1: no bucket ran as a ring"
+	out=$("$CMP" --loss "$WORK/ref-$3.json" "$WORK/$1$2-$3-257.json")
+	st=$?
+	echo "$out" | tail -n 1 | sed 's/^/# /'
+	expect_eq "zero $2 $3 plan $1 ring: same loss each step" "$st" 0
+	out=$("$CMP" --params "$WORK/ref-$3" "$WORK/$1$2-$3-257")
+	st=$?
+	echo "$out" | tail -n 1 | sed 's/^/# /'
+	expect_eq "zero $2 $3 plan $1 ring: same parameters" "$st" 0
+	[ "$4" = packed ] || return
+	if ! run "$1" "$2" "$3" 0; then
+		fail "zero $2 $3 plan $1 packed ran"
+		cat "$WORK/$1$2-$3-0.err"
+		return
+	fi
+	n=$(rings "$WORK/$1$2-$3-0.err")
+	expect_eq "zero $2 $3 plan $1, HEXI_RT_SYNC_SEG=0: no ring" "$n" 0
+	out=$("$CMP" --tol 1e-6 --params "$WORK/$1$2-$3-0" "$WORK/$1$2-$3-257")
+	st=$?
+	echo "$out" | tail -n 1 | sed 's/^/# /'
+	expect_eq "zero $2 $3 plan $1: ring = packed collectives" "$st" 0
+}
+equiv E 2 adamw packed
+equiv E 1 sgd
+equiv S 2 sgd packed
+equiv D 1 adamw
+done_testing
