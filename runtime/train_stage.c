@@ -123,3 +123,40 @@ void rt_train_count_model(hexi_rt *rt, const rt_model_mem *mm)
 	rt_mem_count(rt, HEXI_MEM_ACTS, (double)mm->acts);
 	rt_mem_count(rt, HEXI_MEM_WORK, (double)mm->work);
 }
+
+/* train.zero of the plan: sharded optimizer state (1) and gradients (2)
+ * over the DP replicas (sync.c); with one pipeline there is nothing to
+ * shard, said once (rank 0), and the run is a zero-0 run. */
+hexi_rc rt_train_shard(hexi_trainer *t, rt_sync *sync, size_t held)
+{
+	const hexi_rt *rt = t->rt;
+	int zero = rt->role.zero;
+	hexi_rc rc;
+
+	if (zero == 0)
+		return HEXI_OK;
+	if (rt->plan->npipelines < 2) {
+		if (rt->rank == 0)
+			hexi_log(HEXI_LOG_INFO,
+				 "train.zero %d: the plan has one pipeline, "
+				 "no data-parallel replica to shard over; "
+				 "running unsharded (zero 0)",
+				 zero);
+		return HEXI_OK;
+	}
+	rc = rt_sync_shard(sync, zero);
+	if (rc != HEXI_OK)
+		return rc;
+	if (t->o.verbose)
+		hexi_log(HEXI_LOG_INFO,
+		 "rank %d: zero %d: owns %zu of the %zu parameter elements "
+		 "it holds; sharded state %zu bytes; %d of %d buckets in "
+		 "place",
+		 rt->rank, zero, rt_sync_owned(sync), held,
+		 rt_sync_shard_bytes(sync), rt_sync_flat(sync),
+		 rt_sync_ngroups(sync));
+	if (t->o.verbose)
+		hexi_log(HEXI_LOG_INFO, "rank %d: zero %d: %d buckets as rings",
+			 rt->rank, zero, rt_sync_rings(sync));
+	return HEXI_OK;
+}
