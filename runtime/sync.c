@@ -613,6 +613,7 @@ static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
 
 static hexi_rc shard_run(rt_sync *s, double *sumsq);
 static hexi_rc overlap_finish(rt_sync *s, double *sumsq);
+static void obuf_free(rt_sync *s);
 
 hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 {
@@ -678,7 +679,7 @@ void rt_sync_destroy(rt_sync *s)
 	free(s->order);
 	free(s->solo_acc);
 	free(s->sub);
-	free(s->obuf);
+	obuf_free(s);
 	free(s->b);
 	free(s->solo.pieces);
 	if (s->mem != NULL)
@@ -1379,8 +1380,20 @@ static int cmp_sub(const void *x, const void *y)
 	return a->e0 > b->e0 ? -1 : a->e0 < b->e0; /* later elements first */
 }
 
+static void obuf_free(rt_sync *s)
+{
+	if (s->mem != NULL && s->obuf != NULL)
+		s->mem->free(s->mem->ctx, s->obuf);
+	else
+		free(s->obuf);
+	s->obuf = NULL;
+}
+
 /* Sub-buckets of every bucket, their contiguity agreed over the members
- * (host group of the same ranks), in launch order. */
+ * (host group of the same ranks), in launch order.  A device sync (mem
+ * set) stages in device memory and packs with the caller's asynchronous
+ * copies; the backend orders its non-blocking collective after them
+ * (nccl: an event on the compute stream, rt_comm_nccl_order_after). */
 hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 {
 	double *flag = NULL;
@@ -1388,8 +1401,8 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 	int n = 0;
 	hexi_rc rc = HEXI_OK;
 
-	if (s->zero > 0 || s->mem != NULL || s->nb == 0)
-		return HEXI_OK; /* sharded / device sync: not overlapped */
+	if (s->zero > 0 || s->nb == 0)
+		return HEXI_OK; /* sharded sync: not overlapped */
 	if (cap < 1)
 		cap = 1;
 	for (int i = 0; i < s->nb; i++) {
@@ -1432,11 +1445,15 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 	for (int k = 0; k < n; k++)
 		if (!s->sub[k].inplace)
 			packed += s->sub[k].e1 - s->sub[k].e0;
-	if ((s->obuf = malloc(sizeof(float) * (packed ? packed : 1))) == NULL) {
+	if (s->mem != NULL)
+		rc = s->mem->alloc(s->mem->ctx, (void **)&s->obuf,
+				   sizeof(float) * (packed ? packed : 1));
+	else if ((s->obuf = malloc(sizeof(float) * (packed ? packed : 1))) ==
+		 NULL)
 		rc = hexi_error(HEXI_ERR_NOMEM, "sync: %zu-element buffer",
 				packed);
+	if (rc != HEXI_OK)
 		goto out;
-	}
 	rt_mem_count(s->rt, HEXI_MEM_COMM,
 		     sizeof(float) * (double)(packed ? packed : 1));
 	packed = 0;
@@ -1454,8 +1471,7 @@ out:
 	if (rc != HEXI_OK) {
 		free(s->sub);
 		s->sub = NULL;
-		free(s->obuf);
-		s->obuf = NULL;
+		obuf_free(s);
 	}
 	return rc;
 }
@@ -1470,15 +1486,10 @@ static hexi_rc pack_part(rt_sync *s, const sync_piece *p, size_t off, size_t n,
 {
 	sync_sub *u = arg;
 
-	(void)s;
-	if (u->inplace) {
-		if (!p->contribute)
-			memset(p->grad + off, 0, sizeof(float) * n);
-	} else if (p->contribute)
-		memcpy(u->stage + at, p->grad + off, sizeof(float) * n);
-	else
-		memset(u->stage + at, 0, sizeof(float) * n);
-	return HEXI_OK;
+	if (u->inplace)
+		return p->contribute ? HEXI_OK : mem_zero(s, p->grad + off, n);
+	return p->contribute ? mem_copy(s, u->stage + at, p->grad + off, n)
+			     : mem_zero(s, u->stage + at, n);
 }
 
 static hexi_rc sub_start(rt_sync *s, sync_sub *u)
@@ -1486,7 +1497,8 @@ static hexi_rc sub_start(rt_sync *s, sync_sub *u)
 	float *buf;
 	hexi_rc rc;
 
-	sub_parts(s, u, pack_part, u);
+	if ((rc = sub_parts(s, u, pack_part, u)) != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient sync: packing");
 	if (u->inplace) {
 		sub_scan c = {.contig = 1};
 		sub_parts(s, u, scan_part, &c);
@@ -1521,6 +1533,13 @@ static hexi_rc overlap_poll(rt_sync *s)
 	return HEXI_OK;
 }
 
+hexi_rc rt_sync_poll(rt_sync *s)
+{
+	if (s == NULL || s->nsub == 0 || s->next == 0)
+		return HEXI_OK;
+	return overlap_poll(s);
+}
+
 hexi_rc rt_sync_ready(rt_sync *s, int layer)
 {
 	hexi_rc rc;
@@ -1539,12 +1558,34 @@ static hexi_rc unpack_part(rt_sync *s, const sync_piece *p, size_t off,
 	sync_sub *u = ((void **)arg)[0];
 	double *acc = ((void **)arg)[1];
 	float *g = p->grad + off;
+	hexi_rc rc = HEXI_OK;
 
-	(void)s;
 	if (!u->inplace)
-		memcpy(g, u->stage + at, sizeof(float) * n);
-	if (acc != NULL && p->count_norm)
-		*acc += sumsq_f32(g, n);
+		rc = mem_copy(s, g, u->stage + at, n);
+	if (rc == HEXI_OK && acc != NULL && p->count_norm)
+		rc = mem_sumsq(s, g, n, acc);
+	return rc;
+}
+
+/* Device sync: the squares went into the caller's accumulator; add the
+ * solo chunks', take it, sum over the world (as rt_sync_run). */
+static hexi_rc overlap_norm_dev(rt_sync *s, double *sumsq)
+{
+	double acc = 0;
+	hexi_rc rc = HEXI_OK;
+
+	if (sumsq == NULL)
+		return mem_fence(s);
+	for (int i = 0; rc == HEXI_OK && i < s->solo.npieces; i++)
+		rc = piece_sumsq(s, &s->solo.pieces[i], &acc);
+	if (rc == HEXI_OK && (rc = mem_fence(s)) == HEXI_OK)
+		rc = s->mem->sumsq_take(s->mem->ctx, &acc);
+	if (rc == HEXI_OK)
+		rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc,
+						     1, RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient norm");
+	*sumsq = acc;
 	return HEXI_OK;
 }
 
@@ -1568,10 +1609,12 @@ static hexi_rc overlap_finish(rt_sync *s, double *sumsq)
 		u->req = NULL;
 		u->state = 0;
 		if (rc == HEXI_OK)
-			sub_parts(s, u, unpack_part, arg);
+			rc = sub_parts(s, u, unpack_part, arg);
 	}
 	s->next = 0;
-	if (rc != HEXI_OK || sumsq == NULL)
+	if (rc != HEXI_OK)
 		return rc;
-	return norm_finish(s, acc, sumsq);
+	if (s->mem == NULL)
+		return sumsq == NULL ? HEXI_OK : norm_finish(s, acc, sumsq);
+	return overlap_norm_dev(s, sumsq);
 }

@@ -120,25 +120,38 @@ static hexi_rc zero2_hook(void *ctx, int layer)
 
 /* rt_grad_hook: the last backward finished layers >= layer: start their
  * gradient sync. */
+hexi_rc rt_train_grad_ready(hexi_trainer *t, rt_sync *sync, int layer)
+{
+	return t->bwd_last ? rt_sync_ready(sync, layer) : HEXI_OK;
+}
+
 static hexi_rc overlap_hook(void *ctx, int layer)
 {
 	hexi_trainer *t = ctx;
 
-	return t->bwd_last ? rt_sync_ready(t->sync, layer) : HEXI_OK;
+	return rt_train_grad_ready(t, t->sync, layer);
 }
 
-/* Overlap of the sync with the backward (unless --no-overlap): bounded
- * buckets of HEXI_RT_SYNC_BUCKET elements (default 2^20, 4 MiB). */
-static hexi_rc setup_overlap(hexi_trainer *t)
+hexi_rc rt_train_overlap(hexi_trainer *t, rt_sync *sync, int *on)
 {
 	const char *e = getenv("HEXI_RT_SYNC_BUCKET");
 	long cap = e != NULL ? atol(e) : 0;
 	hexi_rc rc;
 
+	*on = 0;
 	if (t->o.no_overlap)
 		return HEXI_OK;
-	rc = rt_sync_overlap(t->sync, cap > 0 ? (size_t)cap : (size_t)1 << 20);
-	if (rc == HEXI_OK && rt_sync_overlapped(t->sync))
+	rc = rt_sync_overlap(sync, cap > 0 ? (size_t)cap : (size_t)1 << 20);
+	*on = rc == HEXI_OK && rt_sync_overlapped(sync);
+	return rc;
+}
+
+static hexi_rc setup_overlap(hexi_trainer *t)
+{
+	int on;
+	hexi_rc rc = rt_train_overlap(t, t->sync, &on);
+
+	if (on)
 		rt_model_set_grad_hook(t->model, overlap_hook, t);
 	return rc;
 }

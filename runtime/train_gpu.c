@@ -206,6 +206,29 @@ static hexi_rc preconnect(hexi_trainer *t)
 	return rc;
 }
 
+/* The overlap hook: the step's last backward queued the gradients of
+ * layers >= layer on the compute stream; their sync starts on NCCL's dp
+ * stream after an event there (rt_comm_nccl_order_after), no host wait. */
+static hexi_rc gpu_grad_hook(void *ctx, int layer)
+{
+	hexi_trainer *t = ctx;
+
+	return rt_train_grad_ready(t, t->gpu->sync, layer);
+}
+
+static hexi_rc gpu_overlap(hexi_trainer *t)
+{
+	rt_gtrain *g = t->gpu;
+	int on;
+	hexi_rc rc;
+
+	rt_comm_nccl_order_after(t->rt->gcomm, g->s);
+	rc = rt_train_overlap(t, g->sync, &on);
+	if (on)
+		rt_cuda_model_set_grad_hook(g->m, gpu_grad_hook, t);
+	return rc;
+}
+
 /* Collective, after every rank built its stage: the NCCL group of the
  * stage (TP > 1), the connections to the neighbouring stages, then the
  * chunk groups of the gradient sync. */
@@ -254,6 +277,8 @@ hexi_rc rt_gtrain_connect(hexi_trainer *t)
 	}
 	rc = rt_sync_create(rt, rt->gcomm, &g->mem, refs, n, &g->sync);
 	free(refs);
+	if (rc == HEXI_OK)
+		rc = gpu_overlap(t);
 	return rc;
 }
 
@@ -293,7 +318,10 @@ static hexi_rc gpu_backward(void *arg, int mb, int slot, const void *dout,
 {
 	hexi_trainer *t = arg;
 
-	(void)mb;
+	/* as the CPU path: the last backward of a step finishes the
+	 * gradients (gpu_grad_hook) */
+	t->bwd_last = mb == t->rt->role.micro_batches - 1;
+	t->bwd_mb = mb;
 	return rt_cuda_model_backward(t->gpu->m, slot, dout, din);
 }
 
