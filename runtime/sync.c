@@ -1380,6 +1380,44 @@ static int cmp_sub(const void *x, const void *y)
 	return a->e0 > b->e0 ? -1 : a->e0 < b->e0; /* later elements first */
 }
 
+/* Cut bucket b into sub-buckets (into out unless NULL; returns how many):
+ * at most cap elements each, and a new one wherever the layer key of the
+ * pieces changes, so each starts as soon as the backward has finished
+ * its own layer (a sub straddling two layers would wait for the lower
+ * one).  Pieces are in layout order, a layer's pieces consecutive. */
+static int cut_subs(sync_bucket *b, size_t cap, sync_sub *out)
+{
+	size_t e = 0, e0 = 0;
+	int n = 0, key = 0;
+
+#define EMIT()                                                                 \
+	do {                                                                   \
+		if (out != NULL)                                               \
+			out[n] = (sync_sub){.b = b, .e0 = e0, .e1 = e};         \
+		n++;                                                           \
+		e0 = e;                                                        \
+	} while (0)
+	for (int k = 0; k < b->npieces; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t left = p->count;
+		if (e > e0 && p->key != key && left > 0)
+			EMIT();
+		while (left > 0) {
+			size_t take = cap - (e - e0);
+			take = left < take ? left : take;
+			e += take;
+			left -= take;
+			key = p->key;
+			if (e - e0 == cap)
+				EMIT();
+		}
+	}
+	if (e > e0)
+		EMIT();
+#undef EMIT
+	return n;
+}
+
 static void obuf_free(rt_sync *s)
 {
 	if (s->mem != NULL && s->obuf != NULL)
@@ -1408,7 +1446,7 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 	for (int i = 0; i < s->nb; i++) {
 		if (s->b[i].g->comm->ops->iallreduce_sum == NULL)
 			return HEXI_OK;
-		n += (int)((s->b[i].total + cap - 1) / cap);
+		n += cut_subs(&s->b[i], cap, NULL);
 	}
 	s->sub = calloc((size_t)n, sizeof(*s->sub));
 	flag = calloc((size_t)n, sizeof(*flag));
@@ -1421,15 +1459,13 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 		sync_bucket *b = &s->b[i];
 		rt_group *hg = NULL;
 		int n0 = n;
-		for (size_t e = 0; e < b->total; e += cap) {
-			sync_sub *u = &s->sub[n];
+		n += cut_subs(b, cap, &s->sub[n]);
+		for (int k = n0; k < n; k++) {
+			sync_sub *u = &s->sub[k];
 			sub_scan c = {.contig = 1};
-			u->b = b;
-			u->e0 = e;
-			u->e1 = e + cap < b->total ? e + cap : b->total;
 			sub_parts(s, u, scan_part, &c);
 			u->key = c.key;
-			flag[n++] = !c.contig;
+			flag[k] = !c.contig;
 		}
 		rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
 		if (rc == HEXI_OK)

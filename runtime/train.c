@@ -146,13 +146,25 @@ hexi_rc rt_train_overlap(hexi_trainer *t, rt_sync *sync, int *on)
 	return rc;
 }
 
+/* rt_poll_hook: between GEMMs, the sub-buckets in flight progress. */
+static hexi_rc overlap_poll(void *ctx)
+{
+	hexi_trainer *t = ctx;
+
+	return t->bwd_last ? rt_sync_poll(t->sync) : HEXI_OK;
+}
+
 static hexi_rc setup_overlap(hexi_trainer *t)
 {
+	const char *e = getenv("HEXI_RT_SYNC_POLL");
 	int on;
 	hexi_rc rc = rt_train_overlap(t, t->sync, &on);
 
 	if (on)
 		rt_model_set_grad_hook(t->model, overlap_hook, t);
+	/* HEXI_RT_SYNC_POLL=0: poll at layer ends only (bench_overlap.sh) */
+	if (on && (e == NULL || strcmp(e, "0") != 0))
+		rt_model_set_poll_hook(t->model, overlap_poll, t);
 	return rc;
 }
 
