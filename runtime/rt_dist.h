@@ -229,7 +229,7 @@ int rt_sync_flat(const rt_sync *s);
  * between the GEMMs of a layer.  No-op for a sharded sync or a backend
  * without iallreduce. */
 hexi_rc rt_sync_overlap(rt_sync *s, size_t cap);
-int rt_sync_overlapped(const rt_sync *s);
+int rt_sync_overlapped(const rt_sync *s); /* sub-buckets, 0: not overlapped */
 hexi_rc rt_sync_ready(rt_sync *s, int layer);
 hexi_rc rt_sync_poll(rt_sync *s);
 

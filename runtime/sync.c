@@ -1514,7 +1514,7 @@ out:
 
 int rt_sync_overlapped(const rt_sync *s)
 {
-	return s != NULL && s->nsub > 0;
+	return s != NULL ? s->nsub : 0;
 }
 
 static hexi_rc pack_part(rt_sync *s, const sync_piece *p, size_t off, size_t n,

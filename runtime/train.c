@@ -141,8 +141,15 @@ hexi_rc rt_train_overlap(hexi_trainer *t, rt_sync *sync, int *on)
 	*on = 0;
 	if (t->o.no_overlap)
 		return HEXI_OK;
-	rc = rt_sync_overlap(sync, cap > 0 ? (size_t)cap : (size_t)1 << 20);
-	*on = rc == HEXI_OK && rt_sync_overlapped(sync);
+	if (cap <= 0)
+		cap = 1L << 20;
+	rc = rt_sync_overlap(sync, (size_t)cap);
+	*on = rc == HEXI_OK && rt_sync_overlapped(sync) > 0;
+	if (*on && t->o.verbose)
+		hexi_log(HEXI_LOG_INFO,
+			 "rank %d: gradient sync overlapped with the backward: "
+			 "%d sub-buckets of at most %ld elements",
+			 t->rt->rank, rt_sync_overlapped(sync), cap);
 	return rc;
 }
 
