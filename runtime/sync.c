@@ -1571,7 +1571,7 @@ static hexi_rc overlap_poll(rt_sync *s)
 
 hexi_rc rt_sync_poll(rt_sync *s)
 {
-	if (s == NULL || s->nsub == 0 || s->next == 0)
+	if (s == NULL || s->nsub == 0 || s->next == 0 || s->zero > 0)
 		return HEXI_OK;
 	return overlap_poll(s);
 }
@@ -1580,7 +1580,9 @@ hexi_rc rt_sync_ready(rt_sync *s, int layer)
 {
 	hexi_rc rc;
 
-	if (s == NULL || s->nsub == 0)
+	/* sharded after rt_sync_overlap: rt_sync_run runs the sharded sync
+	 * and would never wait for these */
+	if (s == NULL || s->nsub == 0 || s->zero > 0)
 		return HEXI_OK;
 	while (s->next < s->nsub && s->sub[s->next].key >= layer)
 		if ((rc = sub_start(s, &s->sub[s->next++])) != HEXI_OK)
