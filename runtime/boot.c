@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -540,6 +541,53 @@ static hexi_rc watchdog_start(hexi_rt *rt)
 
 /* ---- init / destroy ------------------------------------------------------ */
 
+#ifdef HAVE_MPI
+/* A crash inside MPI_Init_thread is not ours: Open MPI 4.1 with PMIx 4.2
+ * (Debian 12) under srun --mpi=pmix now and then releases a rank from the
+ * start-up fence before a peer on its node has joined, and the peer dies
+ * on the first message (DECISIONS 155).  Nothing was trained, so saying
+ * exactly that lets a batch script run the step once more
+ * (examples/train.sbatch does).  The handlers are ours only while
+ * MPI_Init_thread runs; the line is built before, since a handler may
+ * only write(2). */
+static char init_crash_msg[256];
+static size_t init_crash_len;
+
+static void on_init_crash(int sig)
+{
+	ssize_t w = write(STDERR_FILENO, init_crash_msg, init_crash_len);
+
+	(void)w;
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static int mpi_init_guarded(hexi_rt *rt, int *argc, char ***argv,
+			    int *provided)
+{
+	struct sigaction sa, old_segv, old_bus;
+	int n, rc;
+
+	n = snprintf(init_crash_msg, sizeof(init_crash_msg),
+		     "hexitrain: task %d: " HEXI_RT_INIT_CRASH
+		     " (Open MPI's start-up race, hexitrain(1) BUGS): nothing "
+		     "was trained; the step can be run again\n",
+		     rt->launch_rank);
+	init_crash_len = n > 0 && (size_t)n < sizeof(init_crash_msg)
+			     ? (size_t)n
+			     : 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_init_crash;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, &old_segv);
+	sigaction(SIGBUS, &sa, &old_bus);
+	rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, provided);
+	sigaction(SIGSEGV, &old_segv, NULL);
+	sigaction(SIGBUS, &old_bus, NULL);
+	return rc;
+}
+#endif
+
 /* Start MPI when a launcher started us; check it agrees with the
  * launcher. */
 static hexi_rc boot_mpi(hexi_rt *rt, int *argc, char ***argv)
@@ -549,8 +597,7 @@ static hexi_rc boot_mpi(hexi_rt *rt, int *argc, char ***argv)
 #ifdef HAVE_MPI
 	int provided = 0, r = -1, s = -1;
 
-	if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) !=
-	    MPI_SUCCESS)
+	if (mpi_init_guarded(rt, argc, argv, &provided) != MPI_SUCCESS)
 		return hexi_error(HEXI_ERR_MPI, "task %d: MPI_Init",
 				  rt->launch_rank);
 	rt->mpi_started = 1;
@@ -661,6 +708,15 @@ fail:
 void hexi_rt_abort(hexi_rt *rt, hexi_rc rc)
 {
 	fflush(NULL);
+	/* The rank with the cause ends the job; a PEER rank waits for it
+	 * (the abort kills us while we sleep) and aborts itself only if
+	 * nothing came, e.g. when the cause was a lost agreement. */
+	if (rc == HEXI_ERR_PEER && rt != NULL && rt->mpi_started) {
+		struct timespec ts = {.tv_sec = HEXI_RT_PEER_GRACE_S};
+
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
 	/* NCCL first: aborting its communicators releases kernels stuck on a
 	 * dead peer; it then ends the job through the host communicator. */
 	if (rt != NULL && rt->gcomm != NULL)

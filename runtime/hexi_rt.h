@@ -87,7 +87,16 @@ const hexi_layout *hexi_rt_layout(const hexi_rt *rt); /* owned by rt */
 const char *hexi_rt_backend(const hexi_rt *rt);
 /* 1 if name is a backend of the registry or "auto". */
 int hexi_rt_backend_known(const char *name);
-/* Bring the whole job down with exit status rc (never returns). */
+/* Bring the whole job down with exit status rc (never returns).  A rank
+ * whose rc is HEXI_ERR_PEER failed only because another did: it first
+ * waits up to HEXI_RT_PEER_GRACE_S seconds, so that the rank holding the
+ * cause prints it and ends the job; an abort from the first rank to get
+ * there would kill that one before its message. */
+#define HEXI_RT_PEER_GRACE_S 3
+/* The words hexi_rt_init prints when a task crashes inside MPI_Init_thread
+ * (a start-up race below us, not a bug of the program): scripts look for
+ * them to run the step once more. */
+#define HEXI_RT_INIT_CRASH "crashed inside MPI_Init_thread"
 void hexi_rt_abort(hexi_rt *rt, hexi_rc rc) __attribute__((noreturn));
 /* Collective: 1 if every rank passed ok != 0, else 0 (keeps error exits
  * together so no rank hangs waiting for one that failed). */

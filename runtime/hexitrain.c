@@ -691,12 +691,9 @@ int main(int argc, char **argv)
 	rc = train(&c, rt, &status);
 	if (rc != HEXI_OK) {
 		hexi_cli_fail("hexitrain", rc);
-		/* A rank that failed only because another did (PEER) gives
-		 * that one a moment to print its cause and end the job: an
-		 * abort from here first would kill it before its message. */
-		if (rc == HEXI_ERR_PEER)
-			sleep(3);
-		/* A failed rank must not leave the others waiting. */
+		/* A failed rank must not leave the others waiting (a PEER
+		 * rank first gives the one with the cause time to end the
+		 * job: hexi_rt_abort). */
 		hexi_rt_abort(rt, rc);
 	}
 	hexi_rt_destroy(rt);

@@ -141,7 +141,12 @@ typedef struct rt_sync rt_sync;
  * GPU trainer passes device operations (train_gpu.c).  copy and zero may
  * be asynchronous; fence() completes them before a collective reads the
  * buffers.  sumsq_add adds the sum of squares of x[0..n) to an accumulator
- * of ctx; sumsq_take returns it (as a host double) and resets it. */
+ * of ctx; sumsq_take returns it (as a host double) and resets it.
+ * The sharded sync (zero > 0) needs three more, asynchronous like copy:
+ * add (dst[0..n) += src[0..n)), scale (x[0..n) *= f) and optim, one
+ * optimizer update of an owned range: AdamW (ao, step; weight decay only
+ * when decay) of w, g, m, v [n], or SGD (ao NULL: w -= lr * g). */
+struct rt_adamw_opts;
 typedef struct rt_mem_ops {
 	void *ctx;
 	hexi_rc (*alloc)(void *ctx, void **p, size_t bytes);
@@ -151,6 +156,11 @@ typedef struct rt_mem_ops {
 	hexi_rc (*fence)(void *ctx);
 	hexi_rc (*sumsq_add)(void *ctx, const float *x, size_t n);
 	hexi_rc (*sumsq_take)(void *ctx, double *out);
+	hexi_rc (*add)(void *ctx, float *dst, const float *src, size_t n);
+	hexi_rc (*scale)(void *ctx, float *x, float f, size_t n);
+	hexi_rc (*optim)(void *ctx, float *w, float *g, float *m, float *v,
+			 size_t n, float lr, const struct rt_adamw_opts *ao,
+			 int step, int decay);
 } rt_mem_ops;
 
 /* Collective: match params[] against the layout (every local shard must be
@@ -165,16 +175,17 @@ hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
 hexi_rc rt_sync_run(rt_sync *s, double *sumsq);
 
 /* ---- sharded data parallelism (train.zero 1 and 2) ----------------------
- * Collective over the sync's groups, after rt_sync_create (host memory
- * only): every chunk held by more than one rank gets owners: the chunks of a
- * bucket (one holder set), in bucket order, are cut at row boundaries into
- * one contiguous range per member of about total/n elements.  rt_sync_run
- * then reduce-scatters each bucket (each owner gets the sum of its range,
- * same weighting as the all-reduce) and computes the norm from the owned
- * ranges; rt_sync_step scales the owned gradient, updates the owned
- * weights with the optimizer state that lives only there, and all-gathers
- * the updated weights to every holder.  Chunks held by this rank alone are
- * owned by it (doc/DECISIONS.md 75).
+ * Collective over the sync's groups, after rt_sync_create (host memory, or
+ * device memory through mem's add/scale/optim: the owned sums, moments and
+ * staging are then allocated with mem->alloc): every chunk held by more than
+ * one rank gets owners: the chunks of a bucket (one holder set), in bucket
+ * order, are cut at row boundaries into one contiguous range per member of
+ * about total/n elements.  rt_sync_run then reduce-scatters each bucket (each
+ * owner gets the sum of its range, same weighting as the all-reduce) and
+ * computes the norm from the owned ranges; rt_sync_step scales the owned
+ * gradient, updates the owned weights with the optimizer state that lives only
+ * there, and all-gathers the updated weights to every holder.  Chunks held by
+ * this rank alone are owned by it (doc/DECISIONS.md 75).
  *
  * zero 2 (DECISIONS 125) keeps no full gradient: the model writes each
  * backward unit into one reused window (rt_model_config.grad_window), the
@@ -198,11 +209,13 @@ hexi_rc rt_sync_step(rt_sync *s, float scale, float lr,
 		     const struct rt_adamw_opts *ao, int step);
 /* The owned ranges (checkpoints): param index into the params[] given to
  * rt_sync_create, global rows [row_begin, row_end) of it, and the AdamW
- * moments of those rows ((row_end-row_begin)*cols floats each). */
+ * moments of those rows ((row_end-row_begin)*cols floats each, n; in
+ * the sync's memory: device memory on the nccl backend). */
 typedef struct rt_sync_seg {
 	int param;
 	int row_begin, row_end;
 	float *m, *v;
+	size_t n;
 } rt_sync_seg;
 int rt_sync_nsegs(const rt_sync *s);
 void rt_sync_seg_get(const rt_sync *s, int i, rt_sync_seg *out);

@@ -23,6 +23,9 @@ typedef struct rt_stage_ops {
 	hexi_rc (*grad_scale)(hexi_trainer *t, float f);
 	hexi_rc (*sgd)(hexi_trainer *t, float lr);
 	hexi_rc (*adamw)(hexi_trainer *t, const rt_adamw_opts *o, int step);
+	/* after the sharded sync's optimizer step (rt_sync_step) changed the
+	 * weights behind the stage's back; NULL: nothing to do */
+	hexi_rc (*after_sharded)(hexi_trainer *t);
 } rt_stage_ops;
 
 struct hexi_trainer {
@@ -94,8 +97,19 @@ hexi_rc rt_train_overlap(hexi_trainer *t, rt_sync *sync, int *on);
 /* A model's grad hook under overlap: layers >= layer of the step's last
  * backward are final; start their sync (no-op in other backwards). */
 hexi_rc rt_train_grad_ready(hexi_trainer *t, rt_sync *sync, int layer);
-/* train.zero: shard t->sync (after it is created; collective). */
-hexi_rc rt_train_shard(hexi_trainer *t);
+/* train.zero: shard sync, the sync of a stage holding `held` parameter
+ * elements (after it is created; collective).  A no-op for zero 0 and
+ * for one pipeline (said once). */
+hexi_rc rt_train_shard(hexi_trainer *t, rt_sync *sync, size_t held);
+/* The gradient sync of whatever holds the stage (train_params.c). */
+rt_sync *rt_train_sync(const hexi_trainer *t);
+/* Owned range sg's AdamW moments as host arrays (the sync's own on the
+ * CPU; staged copies of the device ones on the GPU, downloaded when
+ * fetch), and their upload back after a read into them (no-op on the
+ * CPU): checkpoints of sharded moments. */
+hexi_rc rt_train_seg_host(hexi_trainer *t, const rt_sync_seg *sg, int fetch,
+			  float **m, float **v);
+hexi_rc rt_train_seg_store(hexi_trainer *t, const rt_sync_seg *sg);
 hexi_rc rt_train_param_host(hexi_trainer *t, int i, int fetch, rt_param **p);
 hexi_rc rt_train_param_store(hexi_trainer *t, int i, int moments);
 
@@ -112,6 +126,10 @@ int rt_gtrain_nparams(const hexi_trainer *t);
 hexi_rc rt_gtrain_param_host(hexi_trainer *t, int i, int fetch,
 			     rt_param **out);
 hexi_rc rt_gtrain_param_store(hexi_trainer *t, int i, int moments);
+rt_sync *rt_gtrain_sync(const hexi_trainer *t);
+hexi_rc rt_gtrain_seg_host(hexi_trainer *t, const rt_sync_seg *sg, int fetch,
+			   float **m, float **v);
+hexi_rc rt_gtrain_seg_store(hexi_trainer *t, const rt_sync_seg *sg);
 #endif
 
 #endif /* HEXI_RT_TRAIN_H */

@@ -403,6 +403,28 @@ static hexi_rc host_buf(rt_sync *s, size_t n)
 	return HEXI_OK;
 }
 
+/* Staging of at least n elements in the sync's memory (host_buf, or a
+ * device buffer replaced by a larger one: its contents are not kept). */
+static hexi_rc stage_buf(rt_sync *s, size_t n)
+{
+	void *q = NULL;
+	hexi_rc rc;
+
+	if (s->mem == NULL)
+		return host_buf(s, n);
+	n = n ? n : 1;
+	if (s->buf != NULL && s->bufcap >= n)
+		return HEXI_OK;
+	if ((rc = s->mem->alloc(s->mem->ctx, &q, sizeof(float) * n)) != HEXI_OK)
+		return hexi_error_prefix(rc, "sync: %zu-element buffer", n);
+	s->mem->free(s->mem->ctx, s->buf);
+	rt_mem_count(s->rt, HEXI_MEM_COMM,
+		     sizeof(float) * ((double)n - (double)s->bufcap));
+	s->buf = q;
+	s->bufcap = n;
+	return HEXI_OK;
+}
+
 hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
 		       const rt_param_ref *params, int nparams, rt_sync **out)
 {
@@ -545,6 +567,45 @@ static hexi_rc piece_sumsq(const rt_sync *s, const sync_piece *p, double *acc)
 	return p->count_norm ? mem_sumsq(s, p->grad, p->count, acc) : HEXI_OK;
 }
 
+/* The sharded sync's state (owned sums, moments, staging) in the sync's
+ * memory: zeroed n elements (n 0: one); freed with mem_ffree. */
+static hexi_rc mem_falloc(const rt_sync *s, float **p, size_t n)
+{
+	void *q = NULL;
+	hexi_rc rc;
+
+	n = n ? n : 1;
+	if (s->mem == NULL) {
+		*p = calloc(n, sizeof(float));
+		return *p != NULL ? HEXI_OK
+				  : hexi_error(HEXI_ERR_NOMEM,
+					       "sync: %zu elements", n);
+	}
+	rc = s->mem->alloc(s->mem->ctx, &q, sizeof(float) * n);
+	*p = q;
+	return rc == HEXI_OK
+		   ? HEXI_OK
+		   : hexi_error_prefix(rc, "sync: %zu device elements", n);
+}
+
+static void mem_ffree(const rt_sync *s, float *p)
+{
+	if (s->mem == NULL)
+		free(p);
+	else if (p != NULL)
+		s->mem->free(s->mem->ctx, p);
+}
+
+/* dst[0..n) += src[0..n) */
+static hexi_rc mem_add(const rt_sync *s, float *dst, const float *src, size_t n)
+{
+	if (s->mem != NULL)
+		return s->mem->add(s->mem->ctx, dst, src, n);
+	for (size_t j = 0; j < n; j++)
+		dst[j] += src[j];
+	return HEXI_OK;
+}
+
 /* One bucket: in-place runs, then the other pieces packed into one
  * all-reduce; squares into *sumsq unless NULL (each run right after its
  * all-reduce, packed pieces right after unpacking, while they are in cache).
@@ -672,12 +733,12 @@ void rt_sync_destroy(rt_sync *s)
 		free(s->b[i].runs);
 		free(s->b[i].in_run);
 		free(s->b[i].cut);
-		free(s->b[i].own);
+		mem_ffree(s, s->b[i].own);
 	}
 	free(s->seg);
-	free(s->mom);
+	mem_ffree(s, s->mom);
 	free(s->order);
-	free(s->solo_acc);
+	mem_ffree(s, s->solo_acc);
 	free(s->sub);
 	obuf_free(s);
 	free(s->b);
@@ -764,8 +825,8 @@ static hexi_rc bucket_segs(rt_sync *s, sync_bucket *b)
 	size_t lo = b->cut[b->g->me], hi = b->cut[b->g->me + 1], e = 0;
 	hexi_rc rc = HEXI_OK;
 
-	if ((b->own = calloc(b->blk, sizeof(float))) == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "sync: owned gradient");
+	if ((rc = mem_falloc(s, &b->own, b->blk)) != HEXI_OK)
+		return hexi_error_prefix(rc, "sync: owned gradient");
 	for (int k = 0; rc == HEXI_OK && k < b->npieces; k++) {
 		const sync_piece *p = &b->pieces[k];
 		size_t a = e > lo ? e : lo;
@@ -783,8 +844,8 @@ static hexi_rc agree_flat(rt_sync *s, sync_bucket *b)
 {
 	const rt_comm_ops *ops = b->g->comm->ops;
 	rt_group *hg = NULL;
-	double bad =
-	    ops->reduce_scatterv_sum == NULL || ops->allgatherv == NULL;
+	double bad = ops->reduce_scatterv_sum == NULL ||
+		     ops->allgatherv == NULL || s->mem != NULL;
 	hexi_rc rc;
 
 	for (int k = 0; k + 1 < b->npieces; k++)
@@ -884,13 +945,15 @@ static hexi_rc bucket_order(rt_sync *s)
 static hexi_rc solo_accs(rt_sync *s)
 {
 	size_t off = 0;
+	hexi_rc rc;
 
 	for (int k = 0; k < s->solo.npieces; k++)
 		s->solo_n += s->solo.pieces[k].count;
-	if ((s->solo_acc = calloc(s->solo_n + 1, sizeof(float))) == NULL)
-		return hexi_error(HEXI_ERR_NOMEM,
-				  "sync: gradients of %zu unshared elements",
-				  s->solo_n);
+	if ((rc = mem_falloc(s, &s->solo_acc, s->solo_n + 1)) != HEXI_OK)
+		return hexi_error_prefix(rc,
+					 "sync: gradients of %zu unshared "
+					 "elements",
+					 s->solo_n);
 	for (int k = 0; k < s->solo.npieces; k++) {
 		s->solo.pieces[k].acc = s->solo_acc + off;
 		off += s->solo.pieces[k].count;
@@ -948,24 +1011,24 @@ hexi_rc rt_sync_shard(rt_sync *s, int zero)
 				  zero);
 	if (zero == 0 || s->zero > 0)
 		return HEXI_OK;
-	if (s->mem != NULL)
+	if (s->mem != NULL && (s->mem->add == NULL || s->mem->scale == NULL ||
+			       s->mem->optim == NULL))
 		return hexi_error(HEXI_ERR_UNSUPPORTED,
-				  "sync: zero %d: the sharded optimizer runs "
-				  "on host memory only (the nccl backend's "
-				  "optimizer is on the device)",
+				  "sync: zero %d: the memory operations have "
+				  "no add, scale or optimizer update",
 				  zero);
 	if ((rc = shard_setup(s, zero, &cap)) != HEXI_OK)
 		return rc;
-	if ((s->mom = calloc(2 * s->owned + 1, sizeof(float))) == NULL)
-		return hexi_error(HEXI_ERR_NOMEM,
-				  "sync: moments of %zu elements", s->owned);
+	if ((rc = mem_falloc(s, &s->mom, 2 * s->owned + 1)) != HEXI_OK)
+		return hexi_error_prefix(rc, "sync: moments of %zu elements",
+					 s->owned);
 	for (size_t i = 0, off = 0; i < (size_t)s->nseg; i++) {
 		s->seg[i].m = s->mom + off;
 		s->seg[i].v = s->mom + s->owned + off;
 		off += s->seg[i].count;
 	}
 	/* only the reduce-scatter's and all-gather's blocks are staged */
-	if ((rc = host_buf(s, cap)) != HEXI_OK)
+	if ((rc = stage_buf(s, cap)) != HEXI_OK)
 		return rc;
 	for (int i = 0; i < s->nb; i++)
 		own += s->b[i].blk;
@@ -985,12 +1048,20 @@ int rt_sync_zero(const rt_sync *s)
  * other rank holds (solo) are added, then one world all-reduce. */
 static hexi_rc norm_finish(rt_sync *s, double acc, double *sumsq)
 {
+	double dev = 0;
 	hexi_rc rc;
 
 	for (int i = 0; i < s->solo.npieces; i++) {
 		const sync_piece *p = &s->solo.pieces[i];
-		acc += sumsq_f32(p->acc != NULL ? p->acc : p->grad, p->count);
+		if ((rc = mem_sumsq(s, p->acc != NULL ? p->acc : p->grad,
+				    p->count, &acc)) != HEXI_OK)
+			return rc;
 	}
+	if (s->mem != NULL &&
+	    ((rc = mem_fence(s)) != HEXI_OK ||
+	     (rc = s->mem->sumsq_take(s->mem->ctx, &dev)) != HEXI_OK))
+		return hexi_error_prefix(rc, "gradient norm");
+	acc += dev;
 	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
 					     RT_F64);
 	if (rc != HEXI_OK)
@@ -1002,11 +1073,12 @@ static hexi_rc norm_finish(rt_sync *s, double acc, double *sumsq)
 /* Bucket b into the staging buffer, member i's range at block i (the
  * tail of a shorter range zero): my values where I contribute and live,
  * zeros otherwise. */
-static void pack_blocks(rt_sync *s, sync_bucket *b, int live)
+static hexi_rc pack_blocks(rt_sync *s, sync_bucket *b, int live)
 {
 	const int n = b->g->n;
 	size_t e = 0;
 	int mem = 0;
+	hexi_rc rc = HEXI_OK;
 
 	for (int k = 0; k < b->npieces; k++) {
 		const sync_piece *p = &b->pieces[k];
@@ -1019,20 +1091,22 @@ static void pack_blocks(rt_sync *s, sync_bucket *b, int live)
 			    p->count - done < lim ? p->count - done : lim;
 			float *dst = s->buf + (size_t)mem * b->blk +
 				     (e + done - b->cut[mem]);
-			if (p->contribute && live)
-				memcpy(dst, p->grad + done,
-				       sizeof(float) * take);
-			else
-				memset(dst, 0, sizeof(float) * take);
+			rc = p->contribute && live
+				 ? mem_copy(s, dst, p->grad + done, take)
+				 : mem_zero(s, dst, take);
+			if (rc != HEXI_OK)
+				return rc;
 			done += take;
 		}
 		e += p->count;
 	}
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; rc == HEXI_OK && i < n; i++) {
 		size_t len = b->cut[i + 1] - b->cut[i];
-		memset(s->buf + (size_t)i * b->blk + len, 0,
-		       sizeof(float) * (b->blk - len));
+		if (len < b->blk)
+			rc = mem_zero(s, s->buf + (size_t)i * b->blk + len,
+				      b->blk - len);
 	}
+	return rc;
 }
 
 /* Reduce-scatter of bucket b: member i's range of the send data (the
@@ -1045,10 +1119,14 @@ static hexi_rc scatter_bucket(rt_sync *s, sync_bucket *b, int add_own)
 	const size_t len = b->cut[me + 1] - b->cut[me];
 	float *mine = b->flat ? b->pieces[0].grad + b->cut[me]
 			      : s->buf + (size_t)me * b->blk;
-	hexi_rc rc;
+	hexi_rc rc = HEXI_OK;
 
-	for (size_t j = 0; add_own && j < len; j++)
-		mine[j] += b->own[j];
+	if (add_own)
+		rc = mem_add(s, mine, b->own, len);
+	if (rc == HEXI_OK)
+		rc = mem_fence(s); /* the send data complete (device) */
+	if (rc != HEXI_OK)
+		return rc;
 	if (b->flat)
 		rc = b->g->comm->ops->reduce_scatterv_sum(
 		    b->g, b->pieces[0].grad, b->own, b->cut, RT_F32);
@@ -1081,13 +1159,13 @@ static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
 
 	if (b->flat)
 		zero_flat(b, 1);
-	else
-		pack_blocks(s, b, 1);
+	else if ((rc = pack_blocks(s, b, 1)) != HEXI_OK)
+		return rc;
 	if ((rc = scatter_bucket(s, b, 0)) != HEXI_OK)
 		return rc;
 	if (acc != NULL)
-		*acc +=
-		    sumsq_f32(b->own, b->cut[b->g->me + 1] - b->cut[b->g->me]);
+		return mem_sumsq(s, b->own,
+				 b->cut[b->g->me + 1] - b->cut[b->g->me], acc);
 	return HEXI_OK;
 }
 
@@ -1099,20 +1177,18 @@ static hexi_rc round_bucket(rt_sync *s, sync_bucket *b, int live)
 
 	if (b->flat)
 		zero_flat(b, live);
-	else
-		pack_blocks(s, b, live);
+	else if ((rc = pack_blocks(s, b, live)) != HEXI_OK)
+		return rc;
 	rc = scatter_bucket(s, b, b->rounds > 0);
 	b->rounds++;
 	return rc;
 }
 
-static void round_solo(sync_piece *p)
+static hexi_rc round_solo(const rt_sync *s, sync_piece *p)
 {
 	if (p->rounds++ == 0)
-		memcpy(p->acc, p->grad, sizeof(float) * p->count);
-	else
-		for (size_t j = 0; j < p->count; j++)
-			p->acc[j] += p->grad[j];
+		return mem_copy(s, p->acc, p->grad, p->count);
+	return mem_add(s, p->acc, p->grad, p->count);
 }
 
 hexi_rc rt_sync_grad_ready(rt_sync *s, int round, int layer)
@@ -1135,8 +1211,9 @@ hexi_rc rt_sync_grad_ready(rt_sync *s, int round, int layer)
 	}
 	for (int k = 0; k < s->solo.npieces; k++) {
 		sync_piece *p = &s->solo.pieces[k];
-		if (p->key >= layer && p->rounds == round)
-			round_solo(p);
+		if (p->key >= layer && p->rounds == round &&
+		    (rc = round_solo(s, p)) != HEXI_OK)
+			return rc;
 	}
 	return HEXI_OK;
 }
@@ -1177,8 +1254,10 @@ static hexi_rc shard2_run(rt_sync *s, double *sumsq)
 		return HEXI_OK;
 	for (int i = 0; i < s->nb; i++) {
 		const sync_bucket *b = &s->b[i];
-		acc +=
-		    sumsq_f32(b->own, b->cut[b->g->me + 1] - b->cut[b->g->me]);
+		rc = mem_sumsq(s, b->own,
+			       b->cut[b->g->me + 1] - b->cut[b->g->me], &acc);
+		if (rc != HEXI_OK)
+			return rc;
 	}
 	return norm_finish(s, acc, sumsq);
 }
@@ -1205,7 +1284,7 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 	const int n = b->g->n, me = b->g->me;
 	size_t e = 0;
 	int mem = 0;
-	hexi_rc rc;
+	hexi_rc rc = HEXI_OK;
 
 	if (b->flat) { /* my range is in place already */
 		rc = b->g->comm->ops->allgatherv(b->g, b->pieces[0].w, b->cut,
@@ -1220,12 +1299,16 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 		size_t lo = b->cut[me], hi = b->cut[me + 1];
 		size_t a = e > lo ? e : lo;
 		size_t z = e + p->count < hi ? e + p->count : hi;
-		if (a < z)
-			memcpy(s->buf + (size_t)me * b->blk + (a - lo),
-			       p->w + (a - e), sizeof(float) * (z - a));
+		if (a < z && rc == HEXI_OK)
+			rc =
+			    mem_copy(s, s->buf + (size_t)me * b->blk + (a - lo),
+				     p->w + (a - e), z - a);
 		e += p->count;
 	}
-	rc = b->g->comm->ops->allgather(b->g, s->buf, b->blk, RT_F32);
+	if (rc == HEXI_OK)
+		rc = mem_fence(s);
+	if (rc == HEXI_OK)
+		rc = b->g->comm->ops->allgather(b->g, s->buf, b->blk, RT_F32);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc,
 					 "weight all-gather (%zu elements "
@@ -1241,15 +1324,43 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 			size_t lim = b->cut[mem + 1] - (e + done);
 			size_t take =
 			    p->count - done < lim ? p->count - done : lim;
-			if (mem != me)
-				memcpy(p->w + done,
-				       s->buf + (size_t)mem * b->blk +
-					   (e + done - b->cut[mem]),
-				       sizeof(float) * take);
+			if (mem != me &&
+			    (rc = mem_copy(s, p->w + done,
+					   s->buf + (size_t)mem * b->blk +
+					       (e + done - b->cut[mem]),
+					   take)) != HEXI_OK)
+				return rc;
 			done += take;
 		}
 		e += p->count;
 	}
+	return HEXI_OK;
+}
+
+/* Clipping and the optimizer on one owned range: inline on the host,
+ * the caller's scale and optim (device kernels) otherwise. */
+static hexi_rc seg_update(const rt_sync *s, sync_seg *g, float scale, float lr,
+			  const struct rt_adamw_opts *ao, int step)
+{
+	hexi_rc rc;
+
+	if (s->mem != NULL) {
+		if (scale != 1.0f &&
+		    (rc = s->mem->scale(s->mem->ctx, g->g, scale, g->count)) !=
+			HEXI_OK)
+			return rc;
+		return s->mem->optim(s->mem->ctx, g->w, g->g, g->m, g->v,
+				     g->count, lr, ao, step, g->decay);
+	}
+	if (scale != 1.0f)
+		for (size_t j = 0; j < g->count; j++)
+			g->g[j] *= scale;
+	if (ao != NULL)
+		rt_adamw_span(g->w, g->g, g->m, g->v, g->count, ao, step,
+			      g->decay);
+	else
+		for (size_t j = 0; j < g->count; j++)
+			g->w[j] -= lr * g->g[j];
 	return HEXI_OK;
 }
 
@@ -1262,23 +1373,15 @@ hexi_rc rt_sync_step(rt_sync *s, float scale, float lr,
 		return hexi_error(HEXI_ERR_INTERNAL, "sync: step unsharded");
 	if (ao != NULL && (rc = rt_adamw_check(ao, step)) != HEXI_OK)
 		return rc;
-	for (int i = 0; i < s->nseg; i++) {
-		sync_seg *g = &s->seg[i];
-		if (scale != 1.0f)
-			for (size_t j = 0; j < g->count; j++)
-				g->g[j] *= scale;
-		if (ao != NULL)
-			rt_adamw_span(g->w, g->g, g->m, g->v, g->count, ao,
-				      step, g->decay);
-		else
-			for (size_t j = 0; j < g->count; j++)
-				g->w[j] -= lr * g->g[j];
-	}
+	for (int i = 0; i < s->nseg; i++)
+		if ((rc = seg_update(s, &s->seg[i], scale, lr, ao, step)) !=
+		    HEXI_OK)
+			return hexi_error_prefix(rc, "sharded optimizer");
 	for (int i = 0; i < s->nb; i++)
 		if ((rc = gather_weights(s, &s->b[i])) != HEXI_OK)
 			return rc;
 	rt_sync_zero_grad(s);
-	return HEXI_OK;
+	return mem_fence(s);
 }
 
 int rt_sync_nsegs(const rt_sync *s)
@@ -1295,6 +1398,7 @@ void rt_sync_seg_get(const rt_sync *s, int i, rt_sync_seg *out)
 	out->row_end = g->row_end;
 	out->m = g->m;
 	out->v = g->v;
+	out->n = g->count;
 }
 
 int rt_sync_flat(const rt_sync *s)

@@ -214,7 +214,10 @@ static hexi_rc make_sync(hexi_trainer *t)
 	rc = rt_sync_create(t->rt, t->rt->comm, NULL, refs, n, &t->sync);
 	free(refs);
 	if (rc == HEXI_OK)
-		rc = rt_train_shard(t);
+		rc = rt_train_shard(t, t->sync, rt_model_numel(t->model));
+	if (rc == HEXI_OK && rt_sync_zero(t->sync) > 0)
+		rt_model_drop_moments(t->model); /* none were allocated
+						    (no_moments) */
 	if (rc == HEXI_OK && rt_sync_zero(t->sync) == 2)
 		rt_model_set_grad_hook(t->model, zero2_hook, t);
 	else if (rc == HEXI_OK)
@@ -236,11 +239,10 @@ static hexi_rc make_sync(hexi_trainer *t)
 /* train.zero of the plan: sharded optimizer state (1) and gradients (2)
  * over the DP replicas (sync.c); with one pipeline there is nothing to
  * shard, said once (rank 0), and the run is a zero-0 run. */
-hexi_rc rt_train_shard(hexi_trainer *t)
+hexi_rc rt_train_shard(hexi_trainer *t, rt_sync *sync, size_t held)
 {
 	const hexi_rt *rt = t->rt;
 	int zero = rt->role.zero;
-	size_t held = 0;
 	hexi_rc rc;
 
 	if (zero == 0)
@@ -254,20 +256,17 @@ hexi_rc rt_train_shard(hexi_trainer *t)
 				 zero);
 		return HEXI_OK;
 	}
-	rc = rt_sync_shard(t->sync, zero);
+	rc = rt_sync_shard(sync, zero);
 	if (rc != HEXI_OK)
 		return rc;
-	for (int i = 0; i < rt_model_nparams(t->model); i++)
-		held += rt_model_param(t->model, i)->n;
-	rt_model_drop_moments(t->model); /* none were allocated (no_moments) */
 	if (t->o.verbose)
 		hexi_log(HEXI_LOG_INFO,
 		 "rank %d: zero %d: owns %zu of the %zu parameter elements "
 		 "it holds; sharded state %zu bytes; %d of %d buckets in "
 		 "place",
-		 rt->rank, zero, rt_sync_owned(t->sync), held,
-		 rt_sync_shard_bytes(t->sync), rt_sync_flat(t->sync),
-		 rt_sync_ngroups(t->sync));
+		 rt->rank, zero, rt_sync_owned(sync), held,
+		 rt_sync_shard_bytes(sync), rt_sync_flat(sync),
+		 rt_sync_ngroups(sync));
 	return HEXI_OK;
 }
 
@@ -374,13 +373,6 @@ hexi_rc hexi_trainer_create(hexi_rt *rt, const hexi_train_opts *o,
 	if (rc == HEXI_OK)
 		rc = open_data(t, o);
 #ifdef RT_GPU
-	if (rc == HEXI_OK && rt->backend->device == RT_DEVICE_CUDA &&
-	    rt->role.zero > 0 && rt->plan->npipelines > 1)
-		rc = hexi_error(HEXI_ERR_UNSUPPORTED,
-				"train.zero %d: the nccl backend does not "
-				"shard the optimizer yet (its AdamW runs on "
-				"the device); use zero 0 or the mpi backend",
-				rt->role.zero);
 	if (rc == HEXI_OK && rt->backend->device == RT_DEVICE_CUDA) {
 		rc = rt_gtrain_create(t);
 		ok = hexi_rt_all_ok(rt, rc == HEXI_OK);
@@ -543,19 +535,25 @@ static hexi_rc sharded_step(hexi_trainer *t, rt_sync *sync, double norm,
 {
 	float scale = 1.0f;
 	rt_adamw_opts ao;
+	hexi_rc rc;
 
 	if (t->o.clip > 0 && norm > t->o.clip)
 		scale = (float)(t->o.clip / (norm + 1e-6));
-	if (t->o.optimizer == HEXI_OPT_SGD)
-		return rt_sync_step(sync, scale, (float)lr, NULL, 0);
-	rt_adamw_defaults(&ao);
-	ao.lr = (float)lr;
-	ao.beta1 = (float)t->o.beta1;
-	ao.beta2 = (float)t->o.beta2;
-	ao.eps = (float)t->o.eps;
-	ao.weight_decay = (float)t->o.weight_decay;
-	t->opt_step++;
-	return rt_sync_step(sync, scale, 0, &ao, (int)t->opt_step);
+	if (t->o.optimizer == HEXI_OPT_SGD) {
+		rc = rt_sync_step(sync, scale, (float)lr, NULL, 0);
+	} else {
+		rt_adamw_defaults(&ao);
+		ao.lr = (float)lr;
+		ao.beta1 = (float)t->o.beta1;
+		ao.beta2 = (float)t->o.beta2;
+		ao.eps = (float)t->o.eps;
+		ao.weight_decay = (float)t->o.weight_decay;
+		t->opt_step++;
+		rc = rt_sync_step(sync, scale, 0, &ao, (int)t->opt_step);
+	}
+	if (rc == HEXI_OK && t->ops->after_sharded != NULL)
+		rc = t->ops->after_sharded(t);
+	return rc;
 }
 
 /* Global mean loss: last-stage leaders hold their pipeline's sum. */

@@ -77,14 +77,19 @@ static hexi_rc moment_slices(hexi_trainer *t, hexi_ckpt_writer *w,
 	char name[HEXI_CKPT_NAME_MAX];
 	hexi_rc rc = HEXI_OK;
 
-	for (int i = 0; rc == HEXI_OK && i < rt_sync_nsegs(t->sync); i++) {
+	const rt_sync *sync = rt_train_sync(t);
+
+	for (int i = 0; rc == HEXI_OK && i < rt_sync_nsegs(sync); i++) {
 		rt_sync_seg sg;
 		rt_param *p = NULL;
-		rt_sync_seg_get(t->sync, i, &sg);
-		if ((rc = rt_train_param_host(t, sg.param, 0, &p)) != HEXI_OK)
+		float *hm = NULL, *hv = NULL;
+		rt_sync_seg_get(sync, i, &sg);
+		if ((rc = rt_train_param_host(t, sg.param, 0, &p)) != HEXI_OK ||
+		    (rc = rt_train_seg_host(t, &sg, w != NULL, &hm, &hv)) !=
+			HEXI_OK)
 			break;
 		for (int k = 0; rc == HEXI_OK && k < 2; k++) {
-			float *d = k == 0 ? sg.m : sg.v;
+			float *d = k == 0 ? hm : hv;
 			snprintf(name, sizeof(name), "opt.%c.%s", "mv"[k],
 				 p->name);
 			rc = w != NULL
@@ -94,6 +99,8 @@ static hexi_rc moment_slices(hexi_trainer *t, hexi_ckpt_writer *w,
 				 : hexi_ckpt_read_rows(r, name, sg.row_begin,
 						       sg.row_end, d);
 		}
+		if (rc == HEXI_OK && w == NULL)
+			rc = rt_train_seg_store(t, &sg);
 	}
 	return rc;
 }
@@ -291,7 +298,7 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 	hexi_ckpt_writer *w = NULL;
 	hexi_ckpt_meta meta;
 	const int adamw = t->o.optimizer == HEXI_OPT_ADAMW;
-	const int sharded = rt_sync_zero(t->sync) > 0;
+	const int sharded = rt_sync_zero(rt_train_sync(t)) > 0;
 	char stage[HEXI_CKPT_STAGE_MAX];
 	double t0, t1, c0, c1;
 	hexi_rc rc;
@@ -396,7 +403,7 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 		return rc;
 	m = hexi_ckpt_reader_meta(r);
 	moments = t->o.optimizer == HEXI_OPT_ADAMW && m->opt_step > 0;
-	sharded = rt_sync_zero(t->sync) > 0;
+	sharded = rt_sync_zero(rt_train_sync(t)) > 0;
 	check_train_blob(t, r);
 	rc = read_sched_blob(t, r);
 	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {

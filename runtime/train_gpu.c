@@ -7,7 +7,11 @@
  *  - activations and their gradients travel between stage leaders as
  *    device buffers (rt_pipe_run with an rt_pipe_io on gcomm);
  *  - the gradient sync (sync.c) packs and all-reduces device chunks, with
- *    device copies and a device sum of squares (rt_mem_ops below);
+ *    device copies and a device sum of squares (rt_mem_ops below); under
+ *    train.zero 1 and 2 it reduce-scatters them, updates the owned ranges
+ *    with device kernels (their AdamW moments exist only there, in device
+ *    memory) and all-gathers the fp32 master weights (doc/DECISIONS.md
+ *    140);
  *  - control values (loss, norm, flags, stats) stay on the host
  *    communicator rt->comm.
  * Plain C over rt_cuda.h: it also runs against the host emulation of
@@ -21,6 +25,7 @@
 #include <string.h>
 
 #include "rt_cuda.h"
+#include "rt_model.h"
 #include "rt_pipe.h"
 #include "rt_train.h"
 
@@ -74,6 +79,33 @@ static hexi_rc dm_sumsq_add(void *ctx, const float *x, size_t n)
 	rt_gtrain *g = ctx;
 
 	return rt_cuda_sumsq_f32(g->s, x, n, g->dsumsq);
+}
+
+static hexi_rc dm_add(void *ctx, float *dst, const float *src, size_t n)
+{
+	return rt_cuda_add(((rt_gtrain *)ctx)->s, RT_CUDA_F32, dst, dst, src,
+			   n);
+}
+
+static hexi_rc dm_scale(void *ctx, float *x, float f, size_t n)
+{
+	return rt_cuda_scale_f32(((rt_gtrain *)ctx)->s, x, f, n);
+}
+
+/* One owned range of the sharded optimizer: the fp32 master weights w,
+ * the owned gradient sum g and the range's own moments (the dt copies are
+ * cast again after the all-gather: gpu_after_sharded). */
+static hexi_rc dm_optim(void *ctx, float *w, float *g, float *m, float *v,
+			size_t n, float lr, const rt_adamw_opts *ao, int step,
+			int decay)
+{
+	rt_gtrain *gt = ctx;
+
+	if (ao == NULL)
+		return rt_cuda_sgd_f32(gt->s, w, g, lr, n);
+	return rt_cuda_adamw(gt->s, RT_CUDA_F32, w, NULL, g, m, v, n, ao->lr,
+			     ao->beta1, ao->beta2, ao->eps,
+			     decay ? ao->weight_decay : 0.0f, step);
 }
 
 static hexi_rc dm_sumsq_take(void *ctx, double *out)
@@ -133,7 +165,10 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 			      .zero = dm_zero,
 			      .fence = dm_fence,
 			      .sumsq_add = dm_sumsq_add,
-			      .sumsq_take = dm_sumsq_take};
+			      .sumsq_take = dm_sumsq_take,
+			      .add = dm_add,
+			      .scale = dm_scale,
+			      .optim = dm_optim};
 	rt_train_stage_config(t, &mc);
 	cfg = (rt_cuda_shard_cfg){.model = &rt->plan->model,
 				  .layer_begin = mc.layer_begin,
@@ -147,6 +182,7 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 				  .dt = g->dt,
 				  .seed = mc.seed,
 				  .recompute = mc.recompute,
+				  .no_moments = mc.no_moments,
 				  .init = {.tensor = rt_init_tensor,
 					   .std = rt_init_std}};
 	rc = rt_cuda_shard_create(rt->cuda, &cfg, mc.tp_size > 1 ? &tp : NULL,
@@ -272,11 +308,22 @@ hexi_rc rt_gtrain_connect(hexi_trainer *t)
 		refs[i].row_end = p->row_end;
 		refs[i].cols = p->cols;
 		refs[i].grad = p->g;
+		refs[i].w = p->master; /* the sharded sync updates these */
+		refs[i].decay = p->decay;
 		if (p->n > g->maxn)
 			g->maxn = p->n;
 	}
 	rc = rt_sync_create(rt, rt->gcomm, &g->mem, refs, n, &g->sync);
 	free(refs);
+	if (rc == HEXI_OK)
+		rc = rt_train_shard(t, g->sync, rt_cuda_model_numel(g->m));
+	if (rc == HEXI_OK && rt_sync_zero(g->sync) == 2 && rt->rank == 0)
+		hexi_log(HEXI_LOG_INFO,
+			 "train.zero 2 on the nccl backend: gradients are "
+			 "reduce-scattered after every micro-batch's "
+			 "backward, but the device model keeps its whole "
+			 "gradient (no per-layer window yet): zero 1's "
+			 "footprint");
 	if (rc == HEXI_OK)
 		rc = gpu_overlap(t);
 	return rc;
@@ -313,20 +360,32 @@ static hexi_rc gpu_forward(void *arg, int mb, int slot, const void *in,
 				     (float)(1.0 / t->global_batch), loss_sum);
 }
 
+/* zero 2: every backward's gradient goes to the owners' sums at once
+ * (rt_sync_grad_ready with every layer finished: the device model has no
+ * per-layer hook), then the gradient is zeroed for the next micro-batch,
+ * which is what the CPU model's window does layer by layer (125).
+ * Validation sends nothing (its gradients are dropped). */
 static hexi_rc gpu_backward(void *arg, int mb, int slot, const void *dout,
 			    void *din)
 {
 	hexi_trainer *t = arg;
+	rt_gtrain *g = t->gpu;
+	hexi_rc rc;
 
 	/* as the CPU path: the last backward of a step finishes the
 	 * gradients (gpu_grad_hook) */
 	t->bwd_last = mb == t->rt->role.micro_batches - 1;
 	t->bwd_mb = mb;
-	return rt_cuda_model_backward(t->gpu->m, slot, dout, din);
+	rc = rt_cuda_model_backward(g->m, slot, dout, din);
+	if (rc != HEXI_OK || t->eval || rt_sync_zero(g->sync) != 2)
+		return rc;
+	rc = rt_sync_grad_ready(g->sync, mb, -1);
+	return rc == HEXI_OK ? rt_cuda_model_zero_grad(g->m) : rc;
 }
 
 static hexi_rc gpu_zero_grad(hexi_trainer *t)
 {
+	rt_sync_zero_grad(t->gpu->sync);
 	return rt_cuda_model_zero_grad(t->gpu->m);
 }
 
@@ -362,11 +421,26 @@ static hexi_rc gpu_adamw(hexi_trainer *t, const rt_adamw_opts *o, int step)
 				   o->eps, o->weight_decay, step);
 }
 
+/* After rt_sync_step: the masters of every range are the updated ones
+ * (own update, all-gather of the others); the bf16 copies follow. */
+static hexi_rc gpu_after_sharded(hexi_trainer *t)
+{
+	hexi_rc rc = rt_cuda_model_refresh(t->gpu->m);
+
+	return rc == HEXI_OK ? rt_cuda_sync(t->gpu->s) : rc;
+}
+
 const rt_stage_ops rt_gtrain_ops = {.zero_grad = gpu_zero_grad,
 				    .bind = gpu_bind,
 				    .grad_scale = gpu_grad_scale,
 				    .sgd = gpu_sgd,
-				    .adamw = gpu_adamw};
+				    .adamw = gpu_adamw,
+				    .after_sharded = gpu_after_sharded};
+
+rt_sync *rt_gtrain_sync(const hexi_trainer *t)
+{
+	return t->gpu->sync;
+}
 
 /* ---- host copies: dump and checkpoints ------------------------------------
  */
@@ -442,5 +516,43 @@ hexi_rc rt_gtrain_param_store(hexi_trainer *t, int i, int moments)
 		rc = rt_cuda_model_write(g->m, p->name, 2, g->hm, p->n);
 	if (rc == HEXI_OK && moments)
 		rc = rt_cuda_model_write(g->m, p->name, 3, g->hv, p->n);
+	return rc;
+}
+
+/* Sharded moments of owned range sg (device memory) through the host
+ * staging: fetch downloads them into *m, *v; store uploads them back. */
+hexi_rc rt_gtrain_seg_host(hexi_trainer *t, const rt_sync_seg *sg, int fetch,
+			   float **m, float **v)
+{
+	rt_gtrain *g = t->gpu;
+	hexi_rc rc;
+
+	if ((rc = staging(g)) != HEXI_OK)
+		return rc;
+	if (sg->n > g->maxn)
+		return hexi_error(HEXI_ERR_INTERNAL,
+				  "GPU trainer: owned range of %zu elements "
+				  "beyond the staging's %zu",
+				  sg->n, g->maxn);
+	*m = g->hm;
+	*v = g->hv;
+	if (!fetch)
+		return HEXI_OK;
+	if ((rc = rt_cuda_sync(g->s)) == HEXI_OK &&
+	    (rc = rt_cuda_download(g->hm, sg->m, sg->n * sizeof(float))) ==
+		HEXI_OK)
+		rc = rt_cuda_download(g->hv, sg->v, sg->n * sizeof(float));
+	return rc;
+}
+
+hexi_rc rt_gtrain_seg_store(hexi_trainer *t, const rt_sync_seg *sg)
+{
+	rt_gtrain *g = t->gpu;
+	hexi_rc rc = rt_cuda_sync(g->s);
+
+	if (rc == HEXI_OK)
+		rc = rt_cuda_upload(sg->m, g->hm, sg->n * sizeof(float));
+	if (rc == HEXI_OK)
+		rc = rt_cuda_upload(sg->v, g->hv, sg->n * sizeof(float));
 	return rc;
 }

@@ -46,6 +46,40 @@ hexi_rc rt_train_param_store(hexi_trainer *t, int i, int moments)
 	return HEXI_OK;
 }
 
+rt_sync *rt_train_sync(const hexi_trainer *t)
+{
+#ifdef RT_GPU
+	if (t->gpu != NULL)
+		return rt_gtrain_sync(t);
+#endif
+	return t->sync;
+}
+
+hexi_rc rt_train_seg_host(hexi_trainer *t, const rt_sync_seg *sg, int fetch,
+			  float **m, float **v)
+{
+#ifdef RT_GPU
+	if (t->gpu != NULL)
+		return rt_gtrain_seg_host(t, sg, fetch, m, v);
+#endif
+	(void)t;
+	(void)fetch;
+	*m = sg->m;
+	*v = sg->v;
+	return HEXI_OK;
+}
+
+hexi_rc rt_train_seg_store(hexi_trainer *t, const rt_sync_seg *sg)
+{
+#ifdef RT_GPU
+	if (t->gpu != NULL)
+		return rt_gtrain_seg_store(t, sg);
+#endif
+	(void)t;
+	(void)sg;
+	return HEXI_OK;
+}
+
 /* ---- dump (tests) -------------------------------------------------------- */
 
 hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)

@@ -314,6 +314,9 @@ typedef struct rt_cuda_shard_cfg {
 	int recompute;	   /* 1: slots keep each layer's input only; the
 			      backward recomputes the layer
 			      (rt_model_config.recompute) */
+	int no_moments;	   /* 1: no AdamW moments (train.zero > 0: the
+			      sharded sync's owners keep theirs; the
+			      shard's own AdamW then fails) */
 } rt_cuda_shard_cfg;
 
 /* One parameter (or its TP shard), device pointers. */
@@ -326,7 +329,8 @@ typedef struct rt_cuda_param {
 	int decay;		/* 2-D: AdamW weight decay applies */
 	float *master;		/* fp32 weights */
 	void *w;		/* dt copy the kernels read (== master in fp32) */
-	float *g, *m, *v;	/* fp32 gradient (accumulates), moments */
+	float *g, *m, *v;	/* fp32 gradient (accumulates), moments
+				   (NULL with cfg.no_moments) */
 } rt_cuda_param;
 
 /* Validate cfg (as rt_model_create does, plus head size <= 128 for the
@@ -381,10 +385,15 @@ hexi_rc rt_cuda_model_adamw(rt_cuda_model *m, float lr, float beta1,
 			    int step);
 /* master -= lr * g (as rt_model_sgd), then the dt copy. */
 hexi_rc rt_cuda_model_sgd(rt_cuda_model *m, float lr);
+/* The dt copies the kernels read, cast again from the fp32 masters
+ * (after something else updated the masters: the sharded optimizer's
+ * owned ranges and the all-gather of the others); no-op in fp32. */
+hexi_rc rt_cuda_model_refresh(rt_cuda_model *m);
 
 /* Host copies of a parameter's state: what 0 master weights, 1 gradient,
- * 2 AdamW m, 3 AdamW v; n must be its local element count.  write of the
- * master weights also refreshes the dt copy. */
+ * 2 AdamW m, 3 AdamW v (HEXI_ERR_INVAL with cfg.no_moments); n must be
+ * its local element count.  write of the master weights also refreshes
+ * the dt copy. */
 hexi_rc rt_cuda_model_read(rt_cuda_model *m, const char *name, int what,
 			   float *out, size_t n);
 hexi_rc rt_cuda_model_write(rt_cuda_model *m, const char *name, int what,
@@ -412,6 +421,13 @@ rt_cuda_attn_kind rt_cuda_model_attn_kind(const rt_cuda_model *m);
 
 /* x (n) fp32 *= f; *acc (one device double) += sum of x^2. */
 hexi_rc rt_cuda_scale_f32(rt_cuda_stream s, float *x, float f, size_t n);
+/* SGD on fp32 w (n): w -= lr * g with the product rounded first (no
+ * fused multiply-add: the rounding of the CPU's and of
+ * rt_cuda_model_sgd's scale-then-add); g is not changed.  With
+ * rt_cuda_adamw (element-wise, so any [off, off + n) of a tensor is a
+ * pointer and a count) the sharded optimizer's update of an owned range. */
+hexi_rc rt_cuda_sgd_f32(rt_cuda_stream s, float *w, const float *g, float lr,
+			size_t n);
 hexi_rc rt_cuda_sumsq_f32(rt_cuda_stream s, const float *x, size_t n,
 			  double *acc);
 

@@ -273,8 +273,10 @@ static hexi_rc params_init(rt_cuda_model *m)
 	m->cur_cat = &m->mem.grads;
 	CK(dalloc(m, (void **)&m->g, m->padded * 4));
 	m->cur_cat = &m->mem.optim;
-	CK(dalloc(m, (void **)&m->mom, m->padded * 4));
-	CK(dalloc(m, (void **)&m->vel, m->padded * 4));
+	if (!c->no_moments) {
+		CK(dalloc(m, (void **)&m->mom, m->padded * 4));
+		CK(dalloc(m, (void **)&m->vel, m->padded * 4));
+	}
 	m->cur_cat = &m->mem.params;
 	host = malloc(maxn * sizeof(float));
 	if (host == NULL)
@@ -284,8 +286,8 @@ static hexi_rc params_init(rt_cuda_model *m)
 
 		q->master = m->master + off;
 		q->g = m->g + off;
-		q->m = m->mom + off;
-		q->v = m->vel + off;
+		q->m = m->mom != NULL ? m->mom + off : NULL;
+		q->v = m->vel != NULL ? m->vel + off : NULL;
 		off += pad4(q->n);
 		if (m->dt == RT_CUDA_F32)
 			q->w = q->master;
@@ -963,6 +965,10 @@ hexi_rc rt_cuda_model_adamw(rt_cuda_model *m, float lr, float beta1,
 	if (step < 1)
 		return hexi_error(HEXI_ERR_INVAL, "GPU AdamW: step %d < 1",
 				  step);
+	if (m->mom == NULL && m->np > 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU AdamW: the shard has no moments "
+				  "(sharded optimizer: the sync updates)");
 	for (int i = 0; i < m->np; i++) {
 		rt_cuda_param *p = &m->p[i];
 
@@ -985,6 +991,14 @@ hexi_rc rt_cuda_model_sgd(rt_cuda_model *m, float lr)
 		CK(rt_cuda_cast(m->s, m->p[i].w, m->dt, m->p[i].master,
 				RT_CUDA_F32, m->p[i].n));
 	return rt_cuda_sync(m->s);
+}
+
+hexi_rc rt_cuda_model_refresh(rt_cuda_model *m)
+{
+	for (int i = 0; m->dt != RT_CUDA_F32 && i < m->np; i++)
+		CK(rt_cuda_cast(m->s, m->p[i].w, m->dt, m->p[i].master,
+				RT_CUDA_F32, m->p[i].n));
+	return HEXI_OK;
 }
 
 /* ---- host access ---------------------------------------------------------
@@ -1013,6 +1027,11 @@ static hexi_rc find(rt_cuda_model *m, const char *name, int what, size_t n,
 					  "GPU model: %s: state %d", name,
 					  what);
 		}
+		if (*buf == NULL)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "GPU model: %s has no AdamW moments "
+					  "here (sharded optimizer)",
+					  name);
 		*pp = p;
 		return HEXI_OK;
 	}

@@ -1,6 +1,7 @@
 /*
  * rt_train_ops.cu - the trainer's fp32 gradient helpers on the GPU (data-
- * parallel weighting, global-norm clipping): x *= f and sum of squares.
+ * parallel weighting, global-norm clipping): x *= f and sum of squares;
+ * the SGD update of the sharded optimizer's owned ranges.
  */
 #include "rt_cuda_int.cuh"
 
@@ -9,6 +10,15 @@ __global__ void scale_kernel(float *x, float f, size_t n)
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
 		x[i] *= f;
+}
+
+/* __fmul_rn / __fsub_rn: never contracted into an FMA, so the rounding
+ * is the CPU's w -= lr * g (and rt_cuda_model_sgd's w + (-lr * g)). */
+__global__ void sgd_kernel(float *w, const float *g, float lr, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		w[i] = __fsub_rn(w[i], __fmul_rn(lr, g[i]));
 }
 
 /* Squares are summed in fp64 per thread, per warp and per block, and each
@@ -52,6 +62,16 @@ extern "C" hexi_rc rt_cuda_scale_f32(rt_cuda_stream s, float *x, float f,
 	scale_kernel<<<grid_for(n, 256) < 4096 ? grid_for(n, 256) : 4096, 256,
 		       0, s>>>(x, f, n);
 	return launch_check("scale_f32");
+}
+
+extern "C" hexi_rc rt_cuda_sgd_f32(rt_cuda_stream s, float *w, const float *g,
+				   float lr, size_t n)
+{
+	if (n == 0)
+		return HEXI_OK;
+	sgd_kernel<<<grid_for(n, 256) < 4096 ? grid_for(n, 256) : 4096, 256, 0,
+		     s>>>(w, g, lr, n);
+	return launch_check("sgd_f32");
 }
 
 extern "C" hexi_rc rt_cuda_sumsq_f32(rt_cuda_stream s, const float *x,

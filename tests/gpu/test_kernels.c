@@ -449,6 +449,40 @@ static void test_adamw(rt_cuda_dtype dt)
 	    rt_cuda_free(dW);
 }
 
+/* The sharded optimizer's owned range [off, off + len) of a tensor
+ * (DECISIONS 140): SGD exactly the CPU's w -= lr * g (no FMA), AdamW
+ * rt_adamw_span's, elements outside the range untouched. */
+static void test_range_optim(void)
+{
+	const size_t n = 5003, off = 1001, len = 2999;
+	rt_adamw_opts o;
+	float *w = hrand(n, 1, RT_CUDA_F32), *g = hrand(len, 1, RT_CUDA_F32);
+	float *m = hrand(len, 0, RT_CUDA_F32), *v = hrand(len, 0, RT_CUDA_F32);
+	float *dW = dev_f32(w, n), *dG = dev_f32(g, len), *dM = dev_f32(m, len),
+	      *dV = dev_f32(v, len), *got;
+
+	rt_adamw_defaults(&o);
+	o.weight_decay = 0.1f;
+	CHECK(rt_cuda_sgd_f32(S, dW + off, dG, 0.5f, len));
+	for (size_t j = 0; j < len; j++)
+		w[off + j] -= 0.5f * g[j];
+	compare("sgd_f32 on an owned range (bit-exact)", RT_CUDA_F32,
+		got = host(dW, n, RT_CUDA_F32), w, n, (tol){1e-30, 0});
+	free(got);
+	for (int step = 1; step <= 2; step++) {
+		CHECK(rt_cuda_adamw(S, RT_CUDA_F32, dW + off, NULL, dG, dM, dV,
+				    len, o.lr, o.beta1, o.beta2, o.eps,
+				    o.weight_decay, step));
+		rt_adamw_span(w + off, g, m, v, len, &o, step, 1);
+	}
+	compare("adamw on an owned range (master, outside unchanged)",
+		RT_CUDA_F32, got = host(dW, n, RT_CUDA_F32), w, n,
+		(tol){1e-6, 1e-5});
+	free(got);
+	free(w), free(g), free(m), free(v);
+	rt_cuda_free(dW), rt_cuda_free(dG), rt_cuda_free(dM), rt_cuda_free(dV);
+}
+
 static void test_gemm(rt_cuda_dtype dt)
 {
 	const int BT = 33, C = 96, OC = 80;
@@ -536,6 +570,7 @@ int main(void)
 		test_adamw(dts[i]);
 		test_gemm(dts[i]);
 	}
+	test_range_optim();
 	CHECK(rt_cuda_sync(NULL));
 	rt_cuda_destroy(ctx);
 	printf("1..%d\n", ntest);

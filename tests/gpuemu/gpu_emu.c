@@ -1310,6 +1310,24 @@ hexi_rc rt_cuda_scale_f32(rt_cuda_stream s, float *x, float f, size_t n)
 	return HEXI_OK;
 }
 
+hexi_rc rt_cuda_sgd_f32(rt_cuda_stream s, float *w, const float *g, float lr,
+			size_t n)
+{
+	hexi_rc rv;
+
+	launch(s);
+	if (n == 0)
+		return HEXI_OK;
+	if ((rv = devw("sgd_f32", "w", w, n * sizeof(float))) ||
+	    (rv = dev("sgd_f32", "g", g, n * sizeof(float))))
+		return rv;
+	for (size_t i = 0; i < n; i++) {
+		float d = lr * g[i]; /* rounded first, as the kernel */
+		w[i] -= d;
+	}
+	return HEXI_OK;
+}
+
 hexi_rc rt_cuda_sumsq_f32(rt_cuda_stream s, const float *x, size_t n,
 			  double *acc)
 {
@@ -1514,6 +1532,39 @@ void rt_comm_nccl_order_after(rt_comm *c, void *stream)
 		stream = NULL;
 	if (c != NULL && c->ops == &emu_comm_ops)
 		((emu_comm *)c)->after = stream;
+/* The sharded sync's pair (comm_nccl.c: ncclReduceScatter, in-place
+ * ncclAllGather); like NCCL, no variable-count versions. */
+static hexi_rc emu_reduce_scatter(rt_group *g, const void *send, void *recv,
+				  size_t count, rt_dtype dt)
+{
+	rt_group *ig = ((emu_group *)g)->inner;
+	size_t b = count * dt_bytes(dt);
+	hexi_rc rc = comm_buf("NCCL reduce-scatter", send, b * (size_t)g->n, 0);
+
+	if (rc == HEXI_OK)
+		rc = comm_buf("NCCL reduce-scatter", recv, b, 1);
+	if (rc == HEXI_OK && ig->comm->ops->reduce_scatter_sum == NULL)
+		rc = hexi_error(HEXI_ERR_UNSUPPORTED,
+				"emulated NCCL: backend %s has no "
+				"reduce-scatter",
+				ig->comm->ops->name);
+	return rc != HEXI_OK ? rc
+			     : ig->comm->ops->reduce_scatter_sum(ig, send, recv,
+								 count, dt);
+}
+
+static hexi_rc emu_allgather(rt_group *g, void *buf, size_t count, rt_dtype dt)
+{
+	rt_group *ig = ((emu_group *)g)->inner;
+	hexi_rc rc = comm_buf("NCCL all-gather", buf,
+			      count * dt_bytes(dt) * (size_t)g->n, 1);
+
+	if (rc == HEXI_OK && ig->comm->ops->allgather == NULL)
+		rc = hexi_error(HEXI_ERR_UNSUPPORTED,
+				"emulated NCCL: backend %s has no all-gather",
+				ig->comm->ops->name);
+	return rc != HEXI_OK ? rc
+			     : ig->comm->ops->allgather(ig, buf, count, dt);
 }
 
 static hexi_rc emu_bcast(rt_group *g, void *buf, size_t bytes, int root)
@@ -1576,6 +1627,8 @@ static const rt_comm_ops emu_comm_ops = {
     .iallreduce_sum = emu_iallreduce,
     .test = emu_test,
     .wait = emu_wait,
+    .reduce_scatter_sum = emu_reduce_scatter,
+    .allgather = emu_allgather,
     .bcast = emu_bcast,
     .send = emu_send,
     .recv = emu_recv,

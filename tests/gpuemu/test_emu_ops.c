@@ -724,6 +724,65 @@ static void t_optim(rt_cuda_dtype dt)
 	free(v);
 }
 
+/* The sharded optimizer's update of an owned range [off, off + len) of a
+ * tensor (DECISIONS 140): SGD and AdamW on pointers into the fp32 master
+ * weights, with range-sized gradient and moments; the CPU's arithmetic
+ * on the range (SGD bit-exact), nothing outside it touched. */
+static void t_range_optim(void)
+{
+	const size_t n = 41, off = 7, len = 23;
+	float *w = hvec(n, 1), *w0 = hzero(n), *g = hvec(len, 0.1f);
+	float *m = hzero(len), *v = hzero(len), *got;
+	float *d_w = dput(RT_CUDA_F32, w, n), *d_g = dput(RT_CUDA_F32, g, len);
+	float *d_m = dput(RT_CUDA_F32, m, len),
+	      *d_v = dput(RT_CUDA_F32, v, len);
+	rt_adamw_opts o = {.lr = 0.01f,
+			   .beta1 = 0.9f,
+			   .beta2 = 0.95f,
+			   .eps = 1e-6f,
+			   .weight_decay = 0.1f};
+	int same = 1;
+
+	memcpy(w0, w, n * sizeof(float));
+	must(rt_cuda_sgd_f32(NULL, d_w + off, d_g, 0.5f, len), "sgd_f32");
+	for (size_t j = 0; j < len; j++)
+		w[off + j] -= 0.5f * g[j];
+	got = dget(RT_CUDA_F32, d_w, n);
+	for (size_t i = 0; i < n; i++)
+		same &= memcmp(&got[i], &w[i], sizeof(float)) == 0;
+	ok(same,
+	   "sgd_f32 on [%zu, %zu) of %zu: the CPU's w -= lr * g, "
+	   "bit for bit, the rest untouched",
+	   off, off + len, n);
+	free(got);
+	for (int step = 1; step <= 2; step++) {
+		must(rt_cuda_adamw(NULL, RT_CUDA_F32, d_w + off, NULL, d_g, d_m,
+				   d_v, len, o.lr, o.beta1, o.beta2, o.eps,
+				   o.weight_decay, step),
+		     "adamw on a range");
+		rt_adamw_span(w + off, g, m, v, len, &o, step, 1);
+	}
+	cmp(RT_CUDA_F32, "adamw on a range (2 steps): master", d_w, w, n, 1);
+	cmp(RT_CUDA_F32, "adamw on a range: m", d_m, m, len, 1);
+	got = dget(RT_CUDA_F32, d_w, n);
+	ok(memcmp(got, w0, off * sizeof(float)) == 0 &&
+	       memcmp(got + off + len, w0 + off + len,
+		      (n - off - len) * sizeof(float)) == 0,
+	   "adamw on a range: elements outside it unchanged");
+	expect_err(rt_cuda_sgd_f32(NULL, w, d_g, 0.5f, len), HEXI_ERR_CUDA,
+		   "sgd_f32", "sgd on host weights");
+	free(got);
+	rt_cuda_free(d_w);
+	rt_cuda_free(d_g);
+	rt_cuda_free(d_m);
+	rt_cuda_free(d_v);
+	free(w);
+	free(w0);
+	free(g);
+	free(m);
+	free(v);
+}
+
 /* The stream-order checker: what a GPU would not order is counted. */
 static void t_races(rt_cuda *c)
 {
@@ -781,6 +840,24 @@ static void t_comm(void)
 		   "all-reduce of device memory over a group of one");
 		expect_err(rt_allreduce_f32(grp, h, 4), HEXI_ERR_CUDA,
 			   "NCCL all-reduce", "all-reduce of host memory");
+		/* the sharded sync's pair (a group of one: a copy) */
+		ok(grp->comm->ops->reduce_scatter_sum != NULL &&
+		       grp->comm->ops->allgather != NULL &&
+		       grp->comm->ops->reduce_scatterv_sum == NULL &&
+		       grp->comm->ops->allgatherv == NULL,
+		   "emulated NCCL: reduce-scatter and all-gather, no "
+		   "variable-count versions (as NCCL)");
+		ok(grp->comm->ops->reduce_scatter_sum(grp, d, d + 2, 2,
+						      RT_F32) == HEXI_OK &&
+		       grp->comm->ops->allgather(grp, d, 2, RT_F32) == HEXI_OK,
+		   "reduce-scatter and all-gather of device memory");
+		expect_err(
+		    grp->comm->ops->reduce_scatter_sum(grp, d, h, 2, RT_F32),
+		    HEXI_ERR_CUDA, "NCCL reduce-scatter",
+		    "reduce-scatter into host memory");
+		expect_err(grp->comm->ops->allgather(grp, h, 2, RT_F32),
+			   HEXI_ERR_CUDA, "NCCL all-gather",
+			   "all-gather of host memory");
 		rt_cuda_free(d);
 	}
 	rt_comm_destroy(g);
@@ -868,6 +945,7 @@ int main(void)
 		t_xent(dt);
 		t_optim(dt);
 	}
+	t_range_optim();
 	t_races(c);
 	t_comm();
 	tap_diag("largest deviation: fp32 %.3g (tol %g), bf16 %.3g (tol %g)",

@@ -73,7 +73,7 @@ p=\$(sed -n 's/^HXROLE .* plan=\([^ ]*\) .*/\1/p' all.out | head -1)
 srun --het-group=0,1 --hexiscale="\$p" "$EX/print-role.sh" >user.out 2>user.err; echo "user=\$?"
 srun --het-group=1 --hexiscale-use-all-gpus "$EX/print-role.sh" >one.out 2>one.err; echo "one=\$?"
 srun --het-group=0,1 "$EX/print-role.sh" >own.out 2>own.err; echo "own=\$?"
-timeout 300 srun --mpi=pmix --kill-on-bad-exit=1 --het-group=0,1 --hexiscale-use-all-gpus "$HT" --steps 3 >train.out 2>train.err; echo "train=\$?"
+timeout 300 bash -c '. "$EX/hexi-srun.sh"; hexi_srun "\$@"' hexi_srun --mpi=pmix --kill-on-bad-exit=1 --het-group=0,1 --hexiscale-use-all-gpus "$HT" --steps 3 >train.out 2>train.err; echo "train=\$?"
 srun -n2 --het-group=0 sh -c 'echo LAUNCHED' : -n3 --het-group=1 sh -c 'echo LAUNCHED' >bad.out 2>bad.err; echo "bad=\$?"
 EOS
 jid=$(sbatch --parsable --hexiscale=auto --hexiscale-model=tiny-8l \
@@ -120,7 +120,9 @@ sed 's/^/# /' train.out
 check "hexitrain over both components: one MPI world of 6 ranks" grep -q "^hexitrain: tiny-8l, 6 ranks (pmix)" train.out
 expect_eq "hexitrain over both components: 3 steps trained" "$(grep -c '^step ' train.out)" 3
 # The same plan as one ordinary job on the same nodes trains the same.
-timeout 300 srun -p debug -w n1,n2 -N2 -n6 --gpus-per-task=1 --mpi=pmix --kill-on-bad-exit=1 \
+# (hexi_srun: once more if Open MPI crashed a task in MPI_Init, DECISIONS 155)
+timeout 300 bash -c '. "$1/hexi-srun.sh"; shift; hexi_srun "$@"' hexi_srun "$EX" \
+	-p debug -w n1,n2 -N2 -n6 --gpus-per-task=1 --mpi=pmix --kill-on-bad-exit=1 \
 	--hexiscale="$(plan_of all.out)" "$HT" --steps 3 >ref.out 2>ref.err
 expect_eq "same plan as one ordinary job: exit status" "$?" 0
 loss() { sed -n 's/^step *\([0-9]*\) *loss \([0-9.]*\).*/\1:\2/p' "$1" | paste -sd' '; }
