@@ -1532,6 +1532,8 @@ void rt_comm_nccl_order_after(rt_comm *c, void *stream)
 		stream = NULL;
 	if (c != NULL && c->ops == &emu_comm_ops)
 		((emu_comm *)c)->after = stream;
+}
+
 /* The sharded sync's pair (comm_nccl.c: ncclReduceScatter, in-place
  * ncclAllGather); like NCCL, no variable-count versions. */
 static hexi_rc emu_reduce_scatter(rt_group *g, const void *send, void *recv,
