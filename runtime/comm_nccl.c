@@ -59,6 +59,8 @@ typedef struct rt_comm_nccl {
 	cudaStream_t coll; /* collectives */
 	cudaStream_t p2p;  /* sends and receives */
 	cudaStream_t dp;   /* non-blocking collectives (gradient overlap) */
+	cudaStream_t after; /* dp waits for its work (order_after), or NULL */
+	cudaEvent_t ev;	    /* recorded on `after` at each iallreduce */
 	ncclComm_t world;  /* point-to-point communicator, all ranks */
 	float *scratch;	   /* one float for barriers */
 	nccl_pending *pend;
@@ -408,8 +410,13 @@ static hexi_rc nccl_allgather(rt_group *g, void *buf, size_t count,
 
 /* Non-blocking all-reduce: enqueued on the dp stream (apart from the
  * blocking collectives and the sends, so the backward's own TP sums never
- * wait behind a gradient bucket); test polls the stream, wait completes
- * it (and everything enqueued before it on that stream). */
+ * wait behind a gradient bucket), after an event on the producer stream
+ * (rt_comm_nccl_order_after: the backward's compute stream), so the
+ * bucket is complete when NCCL reads it and the host never waits; test
+ * polls the stream, wait completes it (and everything enqueued before it
+ * on that stream).  Every rank enqueues the sync's requests in one global
+ * order (sync.c: layer key, bucket, elements), so two ranks sharing two
+ * chunk groups never queue them on dp in opposite orders. */
 typedef struct nccl_req {
 	rt_req base;
 	rt_group_nccl *g;
@@ -422,6 +429,7 @@ static hexi_rc nccl_iallreduce(rt_group *g, void *buf, size_t count,
 	rt_comm_nccl *nc = NC(g->comm);
 	nccl_req *r;
 	char who[128];
+	cudaError_t e;
 	hexi_rc rc;
 
 	*req = NULL;
@@ -435,6 +443,15 @@ static hexi_rc nccl_iallreduce(rt_group *g, void *buf, size_t count,
 		return hexi_error(HEXI_ERR_NOMEM, "NCCL all-reduce: request");
 	r->base.root = g->ranks[0];
 	r->g = gn;
+	if (count > 0 && nc->after != NULL &&
+	    ((e = cudaEventRecord(nc->ev, nc->after)) != cudaSuccess ||
+	     (e = cudaStreamWaitEvent(nc->dp, nc->ev, 0)) != cudaSuccess)) {
+		free(r);
+		return hexi_error_prefix(cuda_fail(e, "all-reduce (dp)"),
+					 "%s: ordering after the compute "
+					 "stream",
+					 who);
+	}
 	if (count > 0 &&
 	    (rc = enqueued(nc, &gn->comm,
 			   ncclAllReduce(buf, buf, count, nccl_type(dt),
@@ -653,6 +670,8 @@ static void nccl_destroy(rt_comm *c)
 		cudaStreamDestroy(nc->coll);
 	if (nc->dp != NULL)
 		cudaStreamDestroy(nc->dp);
+	if (nc->ev != NULL)
+		cudaEventDestroy(nc->ev);
 	free(nc);
 }
 
@@ -674,6 +693,16 @@ static const rt_comm_ops nccl_ops = {
     .abort_all = nccl_abort_all,
     .destroy = nccl_destroy,
 };
+
+void rt_comm_nccl_order_after(rt_comm *c, void *stream)
+{
+	rt_comm_nccl *nc;
+
+	if (c == NULL || c->ops != &nccl_ops)
+		return;
+	nc = NC(c);
+	nc->after = (cudaStream_t)stream;
+}
 
 static hexi_rc timeout_from_env(double *out)
 {
@@ -718,6 +747,8 @@ hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out)
 	    (e = cudaStreamCreateWithFlags(&nc->p2p, cudaStreamNonBlocking)) !=
 		cudaSuccess ||
 	    (e = cudaStreamCreateWithFlags(&nc->dp, cudaStreamNonBlocking)) !=
+		cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&nc->ev, cudaEventDisableTiming)) !=
 		cudaSuccess ||
 	    (e = cudaMalloc((void **)&nc->scratch, sizeof(float))) !=
 		cudaSuccess) {

@@ -83,7 +83,20 @@ struct rt_model {
 	rt_model_mem mem; /* bytes allocated, for rt_model_mem_bytes */
 	rt_grad_hook hook; /* rt_model_set_grad_hook (overlap), or NULL */
 	void *hook_ctx;
+	rt_poll_hook poll; /* rt_model_set_poll_hook (overlap), or NULL */
+	void *poll_ctx;
 };
+
+/* Between the GEMMs of a backward unit: the trainer's poll hook lets the
+ * gradient all-reduces in flight progress (MPI moves them only inside
+ * MPI calls). */
+#define POLL(m)                                                                \
+	do {                                                                   \
+		hexi_rc prc_;                                                  \
+		if ((m)->poll != NULL &&                                       \
+		    (prc_ = (m)->poll((m)->poll_ctx)) != HEXI_OK)              \
+			return prc_;                                           \
+	} while (0)
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -330,6 +343,12 @@ void rt_model_set_grad_hook(rt_model *m, rt_grad_hook fn, void *ctx)
 {
 	m->hook = fn;
 	m->hook_ctx = ctx;
+}
+
+void rt_model_set_poll_hook(rt_model *m, rt_poll_hook fn, void *ctx)
+{
+	m->poll = fn;
+	m->poll_ctx = ctx;
 }
 
 void rt_model_drop_moments(rt_model *m)
@@ -807,6 +826,7 @@ static hexi_rc mlp_backward(rt_model *m, int l, slot *s)
 	zero(k->dh, (size_t)BT * F);
 	rt_matmul_tw_backward(k->dh, w[P_W_DOWN].g, k->dres, a->h,
 			      w[P_W_DOWN].w, BT, F, C);
+	POLL(m);
 	zero(k->dgate, (size_t)BT * F);
 	zero(k->dup, (size_t)BT * F);
 	rt_swiglu_backward(k->dgate, k->dup, k->dh, a->gate, a->up,
@@ -814,8 +834,10 @@ static hexi_rc mlp_backward(rt_model *m, int l, slot *s)
 	zero(k->dln, (size_t)BT * C);
 	rt_matmul_backward(k->dln, w[P_W_GATE].g, k->dgate, a->ln2,
 			   w[P_W_GATE].w, BT, C, F);
+	POLL(m);
 	rt_matmul_backward(k->dln, w[P_W_UP].g, k->dup, a->ln2, w[P_W_UP].w, BT,
 			   C, F);
+	POLL(m);
 	if ((rc = tp_allreduce(m, k->dln, (size_t)BT * C, "mlp input grad",
 			       m->cfg.layer_begin + l)))
 		return rc;
@@ -837,6 +859,7 @@ static hexi_rc attn_backward(rt_model *m, int l, slot *s)
 	zero(k->datty, (size_t)BT * qd);
 	rt_matmul_tw_backward(k->datty, w[P_WO].g, k->dres, a->atty, w[P_WO].w,
 			      BT, qd, C);
+	POLL(m);
 	zero(k->dq, (size_t)BT * qd);
 	zero(k->dk, (size_t)BT * kvd);
 	zero(k->dv, (size_t)BT * kvd);
@@ -845,11 +868,14 @@ static hexi_rc attn_backward(rt_model *m, int l, slot *s)
 				 m->hs);
 	rt_rope_backward(k->dq, B, T, m->nh, m->hs, RT_ROPE_THETA);
 	rt_rope_backward(k->dk, B, T, m->nkv, m->hs, RT_ROPE_THETA);
+	POLL(m);
 	zero(k->dln, (size_t)BT * C);
 	rt_matmul_backward(k->dln, w[P_WQ].g, k->dq, a->ln1, w[P_WQ].w, BT, C,
 			   qd);
+	POLL(m);
 	rt_matmul_backward(k->dln, w[P_WK].g, k->dk, a->ln1, w[P_WK].w, BT, C,
 			   kvd);
+	POLL(m);
 	rt_matmul_backward(k->dln, w[P_WV].g, k->dv, a->ln1, w[P_WV].w, BT, C,
 			   kvd);
 	if ((rc = tp_allreduce(m, k->dln, (size_t)BT * C,

@@ -147,6 +147,13 @@ hexi_rc rt_comm_self_create(rt_comm **out);
 #ifdef RT_GPU
 /* NCCL backend (comm_nccl.c): needs an MPI comm for id exchange. */
 hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out);
+/* The non-blocking collectives of an "nccl" communicator (iallreduce_sum,
+ * on its own stream dp) are ordered after the work queued on `stream` (a
+ * cudaStream_t; NULL: none) when they start: an event recorded there, that
+ * dp waits for, no host synchronisation.  The GPU trainer passes its
+ * compute stream, so a gradient bucket packed or finished by the backward
+ * is complete before NCCL reads it.  A no-op for another backend. */
+void rt_comm_nccl_order_after(rt_comm *c, void *stream);
 #endif
 
 /* ---- helpers over the vtable (comm_common in comm_mpi.c) ---------------- */

@@ -230,17 +230,24 @@ int rt_sync_flat(const rt_sync *s);
  * of whole blocks, doc/DECISIONS.md 150). */
 int rt_sync_rings(const rt_sync *s);
 
-/* ---- overlap of the sync with the backward (unsharded host sync) --------
+/* ---- overlap of the sync with the backward (unsharded sync) --------------
  * Collective setup: every bucket is cut into sub-buckets of at most cap
  * elements (bounded buckets), ordered as the backward finishes them.
  * rt_sync_ready(s, k) -- the backward has finished every tensor of layers
  * >= k (rt_grad_hook) -- starts the non-blocking all-reduce of every
  * sub-bucket it completed and polls those in flight; rt_sync_run then
  * waits for them (starting any not started), unpacks and takes the norm.
- * No-op for a sharded or device sync or a backend without iallreduce. */
+ * A device sync packs with mem's asynchronous copies and never fences
+ * before a start: the backend must order its non-blocking collective after
+ * the work queued on the compute stream (nccl: rt_comm_nccl_order_after).
+ * rt_sync_poll(s) only lets the collectives in flight progress (MPI moves
+ * non-blocking collectives only inside MPI calls): the CPU model calls it
+ * between the GEMMs of a layer.  No-op for a sharded sync or a backend
+ * without iallreduce. */
 hexi_rc rt_sync_overlap(rt_sync *s, size_t cap);
-int rt_sync_overlapped(const rt_sync *s);
+int rt_sync_overlapped(const rt_sync *s); /* sub-buckets, 0: not overlapped */
 hexi_rc rt_sync_ready(rt_sync *s, int layer);
+hexi_rc rt_sync_poll(rt_sync *s);
 
 /* Bytes this rank all-reduces per step, and the number of groups used. */
 size_t rt_sync_bytes(const rt_sync *s);

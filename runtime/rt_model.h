@@ -176,6 +176,11 @@ typedef struct rt_adamw_opts {
  * chunks during the last micro-batch's backward (overlap, sync.c). */
 typedef hexi_rc (*rt_grad_hook)(void *ctx, int layer);
 void rt_model_set_grad_hook(rt_model *m, rt_grad_hook fn, void *ctx);
+/* Called by rt_model_backward between the GEMMs of a layer (nothing new is
+ * final): the trainer lets the collectives it started progress (overlap,
+ * rt_sync_poll).  An error ends the backward. */
+typedef hexi_rc (*rt_poll_hook)(void *ctx);
+void rt_model_set_poll_hook(rt_model *m, rt_poll_hook fn, void *ctx);
 
 /* Free the AdamW moments of every parameter (m, v become NULL): the
  * sharded optimizer (train.zero > 0, sync.c) keeps its own. */

@@ -89,6 +89,14 @@ void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg);
 int rt_train_nparams(const hexi_trainer *t);
 /* Count a stage shard's allocations (rt_model_mem) on rt (memacct). */
 void rt_train_count_model(hexi_rt *rt, const rt_model_mem *mm);
+/* Overlap of the gradient sync with the backward (unless --no-overlap):
+ * rt_sync_overlap of sync in bounded buckets of HEXI_RT_SYNC_BUCKET
+ * elements (default 2^20, 4 MiB); 1 in *on when it is overlapped (then
+ * the caller's model hook must call rt_train_grad_ready).  Collective. */
+hexi_rc rt_train_overlap(hexi_trainer *t, rt_sync *sync, int *on);
+/* A model's grad hook under overlap: layers >= layer of the step's last
+ * backward are final; start their sync (no-op in other backwards). */
+hexi_rc rt_train_grad_ready(hexi_trainer *t, rt_sync *sync, int layer);
 /* train.zero: shard sync, the sync of a stage holding `held` parameter
  * elements (after it is created; collective).  A no-op for zero 0 and
  * for one pipeline (said once). */

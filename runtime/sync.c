@@ -707,6 +707,7 @@ static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
 
 static hexi_rc shard_run(rt_sync *s, double *sumsq);
 static hexi_rc overlap_finish(rt_sync *s, double *sumsq);
+static void obuf_free(rt_sync *s);
 
 hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 {
@@ -773,7 +774,7 @@ void rt_sync_destroy(rt_sync *s)
 	free(s->order);
 	mem_ffree(s, s->solo_acc);
 	free(s->sub);
-	free(s->obuf);
+	obuf_free(s);
 	free(s->b);
 	free(s->solo.pieces);
 	if (s->mem != NULL)
@@ -1840,8 +1841,58 @@ static int cmp_sub(const void *x, const void *y)
 	return a->e0 > b->e0 ? -1 : a->e0 < b->e0; /* later elements first */
 }
 
+/* Cut bucket b into sub-buckets (into out unless NULL; returns how many):
+ * at most cap elements each, and a new one wherever the layer key of the
+ * pieces changes, so each starts as soon as the backward has finished
+ * its own layer (a sub straddling two layers would wait for the lower
+ * one).  Pieces are in layout order, a layer's pieces consecutive. */
+static int cut_subs(sync_bucket *b, size_t cap, sync_sub *out)
+{
+	size_t e = 0, e0 = 0;
+	int n = 0, key = 0;
+
+#define EMIT()                                                                 \
+	do {                                                                   \
+		if (out != NULL)                                               \
+			out[n] = (sync_sub){.b = b, .e0 = e0, .e1 = e};         \
+		n++;                                                           \
+		e0 = e;                                                        \
+	} while (0)
+	for (int k = 0; k < b->npieces; k++) {
+		const sync_piece *p = &b->pieces[k];
+		size_t left = p->count;
+		if (e > e0 && p->key != key && left > 0)
+			EMIT();
+		while (left > 0) {
+			size_t take = cap - (e - e0);
+			take = left < take ? left : take;
+			e += take;
+			left -= take;
+			key = p->key;
+			if (e - e0 == cap)
+				EMIT();
+		}
+	}
+	if (e > e0)
+		EMIT();
+#undef EMIT
+	return n;
+}
+
+static void obuf_free(rt_sync *s)
+{
+	if (s->mem != NULL && s->obuf != NULL)
+		s->mem->free(s->mem->ctx, s->obuf);
+	else
+		free(s->obuf);
+	s->obuf = NULL;
+}
+
 /* Sub-buckets of every bucket, their contiguity agreed over the members
- * (host group of the same ranks), in launch order. */
+ * (host group of the same ranks), in launch order.  A device sync (mem
+ * set) stages in device memory and packs with the caller's asynchronous
+ * copies; the backend orders its non-blocking collective after them
+ * (nccl: an event on the compute stream, rt_comm_nccl_order_after). */
 hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 {
 	double *flag = NULL;
@@ -1849,14 +1900,14 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 	int n = 0;
 	hexi_rc rc = HEXI_OK;
 
-	if (s->zero > 0 || s->mem != NULL || s->nb == 0)
-		return HEXI_OK; /* sharded / device sync: not overlapped */
+	if (s->zero > 0 || s->nb == 0)
+		return HEXI_OK; /* sharded sync: not overlapped */
 	if (cap < 1)
 		cap = 1;
 	for (int i = 0; i < s->nb; i++) {
 		if (s->b[i].g->comm->ops->iallreduce_sum == NULL)
 			return HEXI_OK;
-		n += (int)((s->b[i].total + cap - 1) / cap);
+		n += cut_subs(&s->b[i], cap, NULL);
 	}
 	s->sub = calloc((size_t)n, sizeof(*s->sub));
 	flag = calloc((size_t)n, sizeof(*flag));
@@ -1869,15 +1920,13 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 		sync_bucket *b = &s->b[i];
 		rt_group *hg = NULL;
 		int n0 = n;
-		for (size_t e = 0; e < b->total; e += cap) {
-			sync_sub *u = &s->sub[n];
+		n += cut_subs(b, cap, &s->sub[n]);
+		for (int k = n0; k < n; k++) {
+			sync_sub *u = &s->sub[k];
 			sub_scan c = {.contig = 1};
-			u->b = b;
-			u->e0 = e;
-			u->e1 = e + cap < b->total ? e + cap : b->total;
 			sub_parts(s, u, scan_part, &c);
 			u->key = c.key;
-			flag[n++] = !c.contig;
+			flag[k] = !c.contig;
 		}
 		rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
 		if (rc == HEXI_OK)
@@ -1893,11 +1942,15 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 	for (int k = 0; k < n; k++)
 		if (!s->sub[k].inplace)
 			packed += s->sub[k].e1 - s->sub[k].e0;
-	if ((s->obuf = malloc(sizeof(float) * (packed ? packed : 1))) == NULL) {
+	if (s->mem != NULL)
+		rc = s->mem->alloc(s->mem->ctx, (void **)&s->obuf,
+				   sizeof(float) * (packed ? packed : 1));
+	else if ((s->obuf = malloc(sizeof(float) * (packed ? packed : 1))) ==
+		 NULL)
 		rc = hexi_error(HEXI_ERR_NOMEM, "sync: %zu-element buffer",
 				packed);
+	if (rc != HEXI_OK)
 		goto out;
-	}
 	rt_mem_count(s->rt, HEXI_MEM_COMM,
 		     sizeof(float) * (double)(packed ? packed : 1));
 	packed = 0;
@@ -1915,15 +1968,14 @@ out:
 	if (rc != HEXI_OK) {
 		free(s->sub);
 		s->sub = NULL;
-		free(s->obuf);
-		s->obuf = NULL;
+		obuf_free(s);
 	}
 	return rc;
 }
 
 int rt_sync_overlapped(const rt_sync *s)
 {
-	return s != NULL && s->nsub > 0;
+	return s != NULL ? s->nsub : 0;
 }
 
 static hexi_rc pack_part(rt_sync *s, const sync_piece *p, size_t off, size_t n,
@@ -1931,15 +1983,10 @@ static hexi_rc pack_part(rt_sync *s, const sync_piece *p, size_t off, size_t n,
 {
 	sync_sub *u = arg;
 
-	(void)s;
-	if (u->inplace) {
-		if (!p->contribute)
-			memset(p->grad + off, 0, sizeof(float) * n);
-	} else if (p->contribute)
-		memcpy(u->stage + at, p->grad + off, sizeof(float) * n);
-	else
-		memset(u->stage + at, 0, sizeof(float) * n);
-	return HEXI_OK;
+	if (u->inplace)
+		return p->contribute ? HEXI_OK : mem_zero(s, p->grad + off, n);
+	return p->contribute ? mem_copy(s, u->stage + at, p->grad + off, n)
+			     : mem_zero(s, u->stage + at, n);
 }
 
 static hexi_rc sub_start(rt_sync *s, sync_sub *u)
@@ -1947,7 +1994,8 @@ static hexi_rc sub_start(rt_sync *s, sync_sub *u)
 	float *buf;
 	hexi_rc rc;
 
-	sub_parts(s, u, pack_part, u);
+	if ((rc = sub_parts(s, u, pack_part, u)) != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient sync: packing");
 	if (u->inplace) {
 		sub_scan c = {.contig = 1};
 		sub_parts(s, u, scan_part, &c);
@@ -1982,11 +2030,20 @@ static hexi_rc overlap_poll(rt_sync *s)
 	return HEXI_OK;
 }
 
+hexi_rc rt_sync_poll(rt_sync *s)
+{
+	if (s == NULL || s->nsub == 0 || s->next == 0 || s->zero > 0)
+		return HEXI_OK;
+	return overlap_poll(s);
+}
+
 hexi_rc rt_sync_ready(rt_sync *s, int layer)
 {
 	hexi_rc rc;
 
-	if (s == NULL || s->nsub == 0)
+	/* sharded after rt_sync_overlap: rt_sync_run runs the sharded sync
+	 * and would never wait for these */
+	if (s == NULL || s->nsub == 0 || s->zero > 0)
 		return HEXI_OK;
 	while (s->next < s->nsub && s->sub[s->next].key >= layer)
 		if ((rc = sub_start(s, &s->sub[s->next++])) != HEXI_OK)
@@ -2000,12 +2057,34 @@ static hexi_rc unpack_part(rt_sync *s, const sync_piece *p, size_t off,
 	sync_sub *u = ((void **)arg)[0];
 	double *acc = ((void **)arg)[1];
 	float *g = p->grad + off;
+	hexi_rc rc = HEXI_OK;
 
-	(void)s;
 	if (!u->inplace)
-		memcpy(g, u->stage + at, sizeof(float) * n);
-	if (acc != NULL && p->count_norm)
-		*acc += sumsq_f32(g, n);
+		rc = mem_copy(s, g, u->stage + at, n);
+	if (rc == HEXI_OK && acc != NULL && p->count_norm)
+		rc = mem_sumsq(s, g, n, acc);
+	return rc;
+}
+
+/* Device sync: the squares went into the caller's accumulator; add the
+ * solo chunks', take it, sum over the world (as rt_sync_run). */
+static hexi_rc overlap_norm_dev(rt_sync *s, double *sumsq)
+{
+	double acc = 0;
+	hexi_rc rc = HEXI_OK;
+
+	if (sumsq == NULL)
+		return mem_fence(s);
+	for (int i = 0; rc == HEXI_OK && i < s->solo.npieces; i++)
+		rc = piece_sumsq(s, &s->solo.pieces[i], &acc);
+	if (rc == HEXI_OK && (rc = mem_fence(s)) == HEXI_OK)
+		rc = s->mem->sumsq_take(s->mem->ctx, &acc);
+	if (rc == HEXI_OK)
+		rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc,
+						     1, RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient norm");
+	*sumsq = acc;
 	return HEXI_OK;
 }
 
@@ -2029,10 +2108,12 @@ static hexi_rc overlap_finish(rt_sync *s, double *sumsq)
 		u->req = NULL;
 		u->state = 0;
 		if (rc == HEXI_OK)
-			sub_parts(s, u, unpack_part, arg);
+			rc = sub_parts(s, u, unpack_part, arg);
 	}
 	s->next = 0;
-	if (rc != HEXI_OK || sumsq == NULL)
+	if (rc != HEXI_OK)
 		return rc;
-	return norm_finish(s, acc, sumsq);
+	if (s->mem == NULL)
+		return sumsq == NULL ? HEXI_OK : norm_finish(s, acc, sumsq);
+	return overlap_norm_dev(s, sumsq);
 }

@@ -120,26 +120,58 @@ static hexi_rc zero2_hook(void *ctx, int layer)
 
 /* rt_grad_hook: the last backward finished layers >= layer: start their
  * gradient sync. */
+hexi_rc rt_train_grad_ready(hexi_trainer *t, rt_sync *sync, int layer)
+{
+	return t->bwd_last ? rt_sync_ready(sync, layer) : HEXI_OK;
+}
+
 static hexi_rc overlap_hook(void *ctx, int layer)
 {
 	hexi_trainer *t = ctx;
 
-	return t->bwd_last ? rt_sync_ready(t->sync, layer) : HEXI_OK;
+	return rt_train_grad_ready(t, t->sync, layer);
 }
 
-/* Overlap of the sync with the backward (unless --no-overlap): bounded
- * buckets of HEXI_RT_SYNC_BUCKET elements (default 2^20, 4 MiB). */
-static hexi_rc setup_overlap(hexi_trainer *t)
+hexi_rc rt_train_overlap(hexi_trainer *t, rt_sync *sync, int *on)
 {
 	const char *e = getenv("HEXI_RT_SYNC_BUCKET");
 	long cap = e != NULL ? atol(e) : 0;
 	hexi_rc rc;
 
+	*on = 0;
 	if (t->o.no_overlap)
 		return HEXI_OK;
-	rc = rt_sync_overlap(t->sync, cap > 0 ? (size_t)cap : (size_t)1 << 20);
-	if (rc == HEXI_OK && rt_sync_overlapped(t->sync))
+	if (cap <= 0)
+		cap = 1L << 20;
+	rc = rt_sync_overlap(sync, (size_t)cap);
+	*on = rc == HEXI_OK && rt_sync_overlapped(sync) > 0;
+	if (*on && t->o.verbose)
+		hexi_log(HEXI_LOG_INFO,
+			 "rank %d: gradient sync overlapped with the backward: "
+			 "%d sub-buckets of at most %ld elements",
+			 t->rt->rank, rt_sync_overlapped(sync), cap);
+	return rc;
+}
+
+/* rt_poll_hook: between GEMMs, the sub-buckets in flight progress. */
+static hexi_rc overlap_poll(void *ctx)
+{
+	hexi_trainer *t = ctx;
+
+	return t->bwd_last ? rt_sync_poll(t->sync) : HEXI_OK;
+}
+
+static hexi_rc setup_overlap(hexi_trainer *t)
+{
+	const char *e = getenv("HEXI_RT_SYNC_POLL");
+	int on;
+	hexi_rc rc = rt_train_overlap(t, t->sync, &on);
+
+	if (on)
 		rt_model_set_grad_hook(t->model, overlap_hook, t);
+	/* HEXI_RT_SYNC_POLL=0: poll at layer ends only (bench_overlap.sh) */
+	if (on && (e == NULL || strcmp(e, "0") != 0))
+		rt_model_set_poll_hook(t->model, overlap_poll, t);
 	return rc;
 }
 

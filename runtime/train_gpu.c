@@ -242,6 +242,29 @@ static hexi_rc preconnect(hexi_trainer *t)
 	return rc;
 }
 
+/* The overlap hook: the step's last backward queued the gradients of
+ * layers >= layer on the compute stream; their sync starts on NCCL's dp
+ * stream after an event there (rt_comm_nccl_order_after), no host wait. */
+static hexi_rc gpu_grad_hook(void *ctx, int layer)
+{
+	hexi_trainer *t = ctx;
+
+	return rt_train_grad_ready(t, t->gpu->sync, layer);
+}
+
+static hexi_rc gpu_overlap(hexi_trainer *t)
+{
+	rt_gtrain *g = t->gpu;
+	int on;
+	hexi_rc rc;
+
+	rt_comm_nccl_order_after(t->rt->gcomm, g->s);
+	rc = rt_train_overlap(t, g->sync, &on);
+	if (on)
+		rt_cuda_model_set_grad_hook(g->m, gpu_grad_hook, t);
+	return rc;
+}
+
 /* Collective, after every rank built its stage: the NCCL group of the
  * stage (TP > 1), the connections to the neighbouring stages, then the
  * chunk groups of the gradient sync. */
@@ -301,6 +324,8 @@ hexi_rc rt_gtrain_connect(hexi_trainer *t)
 			 "backward, but the device model keeps its whole "
 			 "gradient (no per-layer window yet): zero 1's "
 			 "footprint");
+	if (rc == HEXI_OK)
+		rc = gpu_overlap(t);
 	return rc;
 }
 
@@ -345,8 +370,13 @@ static hexi_rc gpu_backward(void *arg, int mb, int slot, const void *dout,
 {
 	hexi_trainer *t = arg;
 	rt_gtrain *g = t->gpu;
-	hexi_rc rc = rt_cuda_model_backward(g->m, slot, dout, din);
+	hexi_rc rc;
 
+	/* as the CPU path: the last backward of a step finishes the
+	 * gradients (gpu_grad_hook) */
+	t->bwd_last = mb == t->rt->role.micro_batches - 1;
+	t->bwd_mb = mb;
+	rc = rt_cuda_model_backward(g->m, slot, dout, din);
 	if (rc != HEXI_OK || t->eval || rt_sync_zero(g->sync) != 2)
 		return rc;
 	rc = rt_sync_grad_ready(g->sync, mb, -1);

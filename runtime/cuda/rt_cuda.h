@@ -360,6 +360,16 @@ hexi_rc rt_cuda_model_forward(rt_cuda_model *m, int slot, const int *tokens,
  * Parameter gradients accumulate until rt_cuda_model_zero_grad. */
 hexi_rc rt_cuda_model_backward(rt_cuda_model *m, int slot, const void *dy,
 			       void *dx);
+/* Called by rt_cuda_model_backward as gradients become final, with the
+ * rt_grad_hook contract of rt_model.h (the model's layer count after the
+ * head, global layer l after layer l, -1 after the embedding): the work
+ * that finishes them is QUEUED on the compute stream, not done, so the
+ * hook may only hand them to work ordered after that stream (the nccl
+ * backend's non-blocking all-reduce, rt_comm_nccl_order_after).  An error
+ * ends the backward.  NULL: no hook. */
+void rt_cuda_model_set_grad_hook(rt_cuda_model *m,
+				 hexi_rc (*fn)(void *ctx, int layer),
+				 void *ctx);
 hexi_rc rt_cuda_model_zero_grad(rt_cuda_model *m);
 /* Zero the gradients, forward and backward one batch of the whole model
  * (tokens, targets (B,T) host); *loss = mean token cross-entropy, the

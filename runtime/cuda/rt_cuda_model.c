@@ -78,6 +78,9 @@ struct rt_cuda_model {
 	void *xlast;
 	size_t *cur_cat;  /* into mem: where dalloc counts */
 	rt_model_mem mem; /* device bytes by what they hold */
+	/* rt_cuda_model_set_grad_hook (overlap of the gradient sync) */
+	hexi_rc (*hook)(void *ctx, int layer);
+	void *hook_ctx;
 };
 
 #define CK(call)                                                               \
@@ -874,21 +877,34 @@ static hexi_rc backward_body(rt_cuda_model *m, gslot *s, const void *dy,
 {
 	const size_t nC = (size_t)m->B * m->T * m->C * esz(m);
 
-	if (m->cfg.has_head)
+	if (m->cfg.has_head) {
 		CK(head_backward(m, s));
-	else
+		if (m->hook != NULL)
+			CK(m->hook(m->hook_ctx, m->md.layers));
+	} else
 		CK(rt_cuda_copy(m->s, m->dres, dy, nC));
 	for (int l = m->nl - 1; l >= 0; l--) {
 		CK(block_recompute(m, l, s));
 		CK(mlp_backward(m, l, s));
 		CK(attn_backward(m, l, s));
+		if (m->hook != NULL)
+			CK(m->hook(m->hook_ctx, m->cfg.layer_begin + l));
 	}
-	if (m->cfg.has_embed)
+	if (m->cfg.has_embed) {
 		CK(rt_cuda_embed_backward(m->s, m->dt, m->embed->g, m->dres,
 					  s->tokens, m->B * m->T, m->C, m->V));
-	else
+		if (m->hook != NULL)
+			CK(m->hook(m->hook_ctx, -1));
+	} else
 		CK(rt_cuda_copy(m->s, dx, m->dres, nC));
 	return rt_cuda_sync(m->s);
+}
+
+void rt_cuda_model_set_grad_hook(rt_cuda_model *m,
+				 hexi_rc (*fn)(void *ctx, int layer), void *ctx)
+{
+	m->hook = fn;
+	m->hook_ctx = ctx;
 }
 
 hexi_rc rt_cuda_model_backward(rt_cuda_model *m, int slot, const void *dy,

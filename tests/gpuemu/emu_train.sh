@@ -17,7 +17,9 @@
 # plans, with the same result as an uninterrupted run.  Every emulated run
 # must end with no device memory left allocated, no bad free, no host
 # memory handed to the NCCL communicator (an error there) and no stream
-# race (gpu_emu prints "gpu_emu: ..." on stderr for those).  Recompute off
+# race (gpu_emu prints "gpu_emu: ..." on stderr for those).  The sync
+# overlapped with the backward (the default) equals --no-overlap, and
+# without its ordering event the checker reports a race.  Recompute off
 # and mixed per pipeline give the same as on.  Two ranks on
 # one "GPU" are refused by name; a rank killed mid-step ends the job.
 . "$top_srcdir/tests/runtime/rt_env.sh"
@@ -35,16 +37,19 @@ MODEL="--model tiny-8l --batch 12"
 BF16_TOL=0.01
 
 # emu NAME NP ARGS...: the emulated GPU trainer on NP ranks (a plan's
-# world size; 1 without mpirun), output in $WORK/NAME.{json,err}
+# world size; 1 without mpirun), output in $WORK/NAME.{json,err}; the
+# ranks get the VAR=VALUE words of $EMU_ENV in their environment
 emu() {
 	local name=$1 np=$2
 	shift 2
 	if [ "$np" -eq 1 ]; then
-		timeout -k 5 120 "$EMU" --backend nccl "$@" --json \
-			>"$WORK/$name.json" 2>"$WORK/$name.err"
+		# shellcheck disable=SC2086
+		timeout -k 5 120 env $EMU_ENV "$EMU" --backend nccl "$@" \
+			--json >"$WORK/$name.json" 2>"$WORK/$name.err"
 	else
-		hx_mpirun "$np" "$EMU" --backend nccl "$@" --json \
-			>"$WORK/$name.json" 2>"$WORK/$name.err"
+		# shellcheck disable=SC2086
+		hx_mpirun "$np" env $EMU_ENV "$EMU" --backend nccl "$@" \
+			--json >"$WORK/$name.json" 2>"$WORK/$name.err"
 	fi
 	st=$?
 	if [ $st -ne 0 ]; then
@@ -190,6 +195,48 @@ echo "# rank 1 device activations: recompute $a_on bytes, without $a_off"
 	[ "$((a_on * 2))" -lt "$a_off" ] &&
 	pass "emulated GPU: device memory reported, recompute holds less" ||
 	fail "emulated GPU memory report: device=$dev acts $a_on vs $a_off"
+
+# Overlap (doc/DECISIONS.md 78, 145): every run above overlaps the sync
+# with the last backward (the default) and equals the CPU trainer.  With
+# small buckets (HEXI_RT_SYNC_BUCKET=3000: tens of sub-buckets per rank,
+# packed ones on the TP stages of plan A) on dp2 and plan A, AdamW and a
+# clip: overlap and --no-overlap agree within 1e-7 and no stream race is
+# seen, although the sub-buckets' all-reduces start on the dp stream while
+# the backward's later layers are queued on the compute stream.  Negative
+# control: without the event that orders dp after the compute stream
+# (HEXI_GPU_EMU_NO_ORDER=1) the checker must report the dp all-reduce
+# racing the backward: the buckets really start inside the backward.
+OV="--optimizer adamw --lr 0.01 --eps 1e-4 --clip 0.5"
+for p in dp2 A; do
+	plan="$PLANS/equiv-$p.json"
+	[ "$p" = dp2 ] && plan="$WORK/dp2.json"
+	np=$(plan_ranks "$plan")
+	# shellcheck disable=SC2086
+	EMU_ENV=HEXI_RT_SYNC_BUCKET=3000 emu "ov-$p" "$np" --plan "$plan" \
+		--steps $STEPS $OV --dump "$WORK/ov-$p" &&
+		# shellcheck disable=SC2086
+		EMU_ENV=HEXI_RT_SYNC_BUCKET=3000 emu "nov-$p" "$np" \
+			--plan "$plan" --steps $STEPS $OV --no-overlap \
+			--dump "$WORK/nov-$p" &&
+		{
+			"$CMP" --tol 1e-7 --loss "$WORK/ov-$p.json" \
+				"$WORK/nov-$p.json" | tail -n 1 | sed 's/^/# /'
+			"$CMP" --tol 1e-7 --loss "$WORK/ov-$p.json" \
+				"$WORK/nov-$p.json" >/dev/null &&
+				"$CMP" --tol 1e-7 --params "$WORK/ov-$p" \
+					"$WORK/nov-$p" >/dev/null
+			expect_eq "emulated GPU, plan $p, 3000-element buckets: overlap = --no-overlap within 1e-7" "$?" 0
+		}
+done
+# shellcheck disable=SC2086
+hx_mpirun 2 env HEXI_GPU_EMU_NO_ORDER=1 HEXI_RT_SYNC_BUCKET=3000 "$EMU" \
+	--backend nccl --plan "$WORK/dp2.json" --steps 2 $OV >/dev/null \
+	2>"$WORK/noorder.err"
+expect_eq "overlap without the ordering event: the run itself succeeds" "$?" 0
+grep -q 'stream race: NCCL all-reduce (dp) .* while .* pending' \
+	"$WORK/noorder.err" &&
+	pass "overlap without the ordering event: the dp all-reduce races the backward" ||
+	fail "overlap without the ordering event: no race reported: $(head -n 3 "$WORK/noorder.err")"
 
 # Checkpoints cross the backends: emulated GPU plan A (3 steps) -> CPU
 # plan B (steps 4-6), and CPU plan A (3 steps) -> emulated GPU plan B.

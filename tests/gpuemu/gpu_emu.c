@@ -1358,12 +1358,16 @@ hexi_rc rt_cuda_sumsq_f32(rt_cuda_stream s, const float *x, size_t n,
 typedef struct emu_comm {
 	rt_comm base;
 	rt_comm *inner;
+	char dp_tag;		  /* its address: the stream dp */
+	rt_cuda_stream after; /* rt_comm_nccl_order_after, or NULL */
 } emu_comm;
 
 typedef struct emu_group {
 	rt_group base;
 	rt_group *inner;
 } emu_group;
+
+static const rt_comm_ops emu_comm_ops;
 
 static hexi_rc comm_buf(const char *what, const void *buf, size_t bytes,
 			int write)
@@ -1434,6 +1438,100 @@ static hexi_rc emu_allreduce(rt_group *g, void *buf, size_t count, rt_dtype dt)
 
 	return rc != HEXI_OK ? rc
 			     : ig->comm->ops->allreduce_sum(ig, buf, count, dt);
+}
+
+/* Non-blocking all-reduce, as comm_nccl.c: on the communicator's stream
+ * dp, after an event on the producer stream (rt_comm_nccl_order_after),
+ * so what the compute stream queued before is ordered before it and
+ * anything it queues later that touches the buffer is a race until test
+ * reports it done or wait returns (then the buffer is the host's again,
+ * as after a wait for dp).  Underneath, the MPI backend's non-blocking
+ * all-reduce on the same host memory. */
+typedef struct emu_req {
+	rt_req base;
+	rt_req *inner;
+	emu_comm *ec;
+	const char *lo, *hi;
+} emu_req;
+
+static hexi_rc emu_iallreduce(rt_group *g, void *buf, size_t count,
+			      rt_dtype dt, rt_req **req)
+{
+	rt_group *ig = ((emu_group *)g)->inner;
+	emu_comm *ec = (emu_comm *)g->comm;
+	rt_cuda_stream dp = (rt_cuda_stream)(uintptr_t)&ec->dp_tag;
+	size_t bytes = count * dt_bytes(dt);
+	emu_req *r;
+	hexi_rc rc;
+
+	*req = NULL;
+	if (ig->comm->ops->iallreduce_sum == NULL)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "emulated NCCL: no non-blocking all-reduce "
+				  "underneath");
+	if (ec->after != NULL)
+		rt_cuda_stream_wait(dp, ec->after);
+	launch(dp);
+	if ((rc = devw("NCCL all-reduce (dp)", "buffer", buf, bytes)) !=
+	    HEXI_OK)
+		return rc;
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "emulated NCCL: request");
+	rc = ig->comm->ops->iallreduce_sum(ig, buf, count, dt, &r->inner);
+	if (rc != HEXI_OK) {
+		free(r);
+		return rc;
+	}
+	r->base.root = g->ranks[0];
+	r->ec = ec;
+	r->lo = buf;
+	r->hi = r->lo + bytes;
+	*req = &r->base;
+	return HEXI_OK;
+}
+
+static void emu_req_done(emu_req *r)
+{
+	rt_cuda_stream dp = (rt_cuda_stream)(uintptr_t)&r->ec->dp_tag;
+
+	pthread_mutex_lock(&reg_lock);
+	pend_drop(stream_id(dp), r->lo, r->hi);
+	pthread_mutex_unlock(&reg_lock);
+	free(r);
+}
+
+static hexi_rc emu_test(rt_req *rb, int *done)
+{
+	emu_req *r = (emu_req *)rb;
+	rt_comm *in = r->ec->inner;
+	hexi_rc rc = in->ops->test(r->inner, done);
+
+	if (rc == HEXI_OK && *done)
+		emu_req_done(r);
+	return rc;
+}
+
+static hexi_rc emu_wait(rt_req *rb)
+{
+	emu_req *r = (emu_req *)rb;
+	rt_comm *in = r->ec->inner;
+	hexi_rc rc = in->ops->wait(r->inner);
+
+	emu_req_done(r);
+	return rc;
+}
+
+/* HEXI_GPU_EMU_NO_ORDER=1 (negative control of emu_train.sh): forget the
+ * producer stream, so a bucket handed to NCCL while the backward's work on
+ * it is queued must be reported as a stream race. */
+void rt_comm_nccl_order_after(rt_comm *c, void *stream)
+{
+	const char *no = getenv("HEXI_GPU_EMU_NO_ORDER");
+
+	if (no != NULL && strcmp(no, "1") == 0)
+		stream = NULL;
+	if (c != NULL && c->ops == &emu_comm_ops)
+		((emu_comm *)c)->after = stream;
 }
 
 /* The sharded sync's pair (comm_nccl.c: ncclReduceScatter, in-place
@@ -1528,6 +1626,9 @@ static const rt_comm_ops emu_comm_ops = {
     .group_create = emu_group_create,
     .group_destroy = emu_group_destroy,
     .allreduce_sum = emu_allreduce,
+    .iallreduce_sum = emu_iallreduce,
+    .test = emu_test,
+    .wait = emu_wait,
     .reduce_scatter_sum = emu_reduce_scatter,
     .allgather = emu_allgather,
     .bcast = emu_bcast,
