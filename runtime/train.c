@@ -118,39 +118,11 @@ static hexi_rc zero2_hook(void *ctx, int layer)
 		       : rt_sync_grad_ready(t->sync, t->bwd_mb, layer);
 }
 
-/* rt_grad_hook: the last backward finished layers >= layer: start their
- * gradient sync. */
-hexi_rc rt_train_grad_ready(hexi_trainer *t, rt_sync *sync, int layer)
-{
-	return t->bwd_last ? rt_sync_ready(sync, layer) : HEXI_OK;
-}
-
 static hexi_rc overlap_hook(void *ctx, int layer)
 {
 	hexi_trainer *t = ctx;
 
 	return rt_train_grad_ready(t, t->sync, layer);
-}
-
-hexi_rc rt_train_overlap(hexi_trainer *t, rt_sync *sync, int *on)
-{
-	const char *e = getenv("HEXI_RT_SYNC_BUCKET");
-	long cap = e != NULL ? atol(e) : 0;
-	hexi_rc rc;
-
-	*on = 0;
-	if (t->o.no_overlap)
-		return HEXI_OK;
-	if (cap <= 0)
-		cap = 1L << 20;
-	rc = rt_sync_overlap(sync, (size_t)cap);
-	*on = rc == HEXI_OK && rt_sync_overlapped(sync) > 0;
-	if (*on && t->o.verbose)
-		hexi_log(HEXI_LOG_INFO,
-			 "rank %d: gradient sync overlapped with the backward: "
-			 "%d sub-buckets of at most %ld elements",
-			 t->rt->rank, rt_sync_overlapped(sync), cap);
-	return rc;
 }
 
 /* rt_poll_hook: between GEMMs, the sub-buckets in flight progress. */
