@@ -1091,7 +1091,8 @@ static hexi_rc shard_setup(rt_sync *s, int zero, size_t *cap)
 			rc = agree_flat(s, b);
 		/* a bucket whose blocks stage in two ring segments or less
 		 * runs the backend's collectives (fewer steps) */
-		b->ring = s->ring && b->blk * (size_t)b->g->n > 2 * segmax;
+		b->ring = s->ring && b->g->n > 1 &&
+			  b->blk * (size_t)b->g->n > 2 * segmax;
 		if (!b->ring && !b->flat && b->blk * (size_t)b->g->n > *cap)
 			*cap = b->blk * (size_t)b->g->n;
 		if (b->ring && b->blk > s->rseg)
@@ -1214,9 +1215,9 @@ static void bucket_io(const sync_bucket *b, size_t e, size_t n, float *buf,
 		else if (op == IO_ADD && mine)
 			for (size_t j = 0; j < take; j++)
 				d[j] += p->grad[off + j];
-		else if (op == IO_WGET)
+		else if (op == IO_WGET && p->w != NULL)
 			memcpy(d, p->w + off, sizeof(float) * take);
-		else if (op == IO_WPUT)
+		else if (op == IO_WPUT && p->w != NULL)
 			memcpy(p->w + off, d, sizeof(float) * take);
 		done += take;
 		at += p->count;
@@ -1279,8 +1280,12 @@ static hexi_rc ring_scatter(rt_sync *s, sync_bucket *b, int live, int add_own,
 	const int n = b->g->n, me = b->g->me;
 	hexi_rc rc = HEXI_OK;
 
+	if (n < 2) /* b->ring is set only for two members or more */
+		return hexi_error(HEXI_ERR_INVAL,
+				  "gradient reduce-scatter: a ring of %d member",
+				  n);
 	for (size_t o = 0; rc == HEXI_OK && o < b->blk; o += s->rseg) {
-		const float *src = NULL;
+		const float *src = s->buf;
 		int zs = !live, zr = 1; /* my partial, the incoming: zeros */
 		for (int t = 0; rc == HEXI_OK && t < n - 1; t++) {
 			int is = ((me - t - 1) % n + n) % n;
@@ -1909,6 +1914,8 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 			return HEXI_OK;
 		n += cut_subs(&s->b[i], cap, NULL);
 	}
+	if (n == 0)
+		return HEXI_OK;
 	s->sub = calloc((size_t)n, sizeof(*s->sub));
 	flag = calloc((size_t)n, sizeof(*flag));
 	if (s->sub == NULL || flag == NULL) {

@@ -183,6 +183,7 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 				  .seed = mc.seed,
 				  .recompute = mc.recompute,
 				  .no_moments = mc.no_moments,
+				  .grad_window = mc.grad_window,
 				  .init = {.tensor = rt_init_tensor,
 					   .std = rt_init_std}};
 	rc = rt_cuda_shard_create(rt->cuda, &cfg, mc.tp_size > 1 ? &tp : NULL,
@@ -240,6 +241,19 @@ static hexi_rc preconnect(hexi_trainer *t)
 	if (rc == HEXI_OK)
 		rc = c->ops->flush(c);
 	return rc;
+}
+
+/* The grad hook under zero 2: every backward hands each finished unit
+ * (head, layer, embedding) of the device's gradient window to the sync,
+ * which reduce-scatters it into the owned sums before the next unit's
+ * backward zeroes the window (rt_cuda_shard_cfg.grad_window; the CPU's
+ * zero2_hook).  Validation sends nothing (every rank validates alike). */
+static hexi_rc gpu_zero2_hook(void *ctx, int layer)
+{
+	hexi_trainer *t = ctx;
+
+	return t->eval ? HEXI_OK
+		       : rt_sync_grad_ready(t->gpu->sync, t->bwd_mb, layer);
 }
 
 /* The overlap hook: the step's last backward queued the gradients of
@@ -317,14 +331,9 @@ hexi_rc rt_gtrain_connect(hexi_trainer *t)
 	free(refs);
 	if (rc == HEXI_OK)
 		rc = rt_train_shard(t, g->sync, rt_cuda_model_numel(g->m));
-	if (rc == HEXI_OK && rt_sync_zero(g->sync) == 2 && rt->rank == 0)
-		hexi_log(HEXI_LOG_INFO,
-			 "train.zero 2 on the nccl backend: gradients are "
-			 "reduce-scattered after every micro-batch's "
-			 "backward, but the device model keeps its whole "
-			 "gradient (no per-layer window yet): zero 1's "
-			 "footprint");
-	if (rc == HEXI_OK)
+	if (rc == HEXI_OK && rt_sync_zero(g->sync) == 2)
+		rt_cuda_model_set_grad_hook(g->m, gpu_zero2_hook, t);
+	else if (rc == HEXI_OK)
 		rc = gpu_overlap(t);
 	return rc;
 }
@@ -360,27 +369,20 @@ static hexi_rc gpu_forward(void *arg, int mb, int slot, const void *in,
 				     (float)(1.0 / t->global_batch), loss_sum);
 }
 
-/* zero 2: every backward's gradient goes to the owners' sums at once
- * (rt_sync_grad_ready with every layer finished: the device model has no
- * per-layer hook), then the gradient is zeroed for the next micro-batch,
- * which is what the CPU model's window does layer by layer (125).
- * Validation sends nothing (its gradients are dropped). */
+/* The micro-batch and whether it is the step's last tell the grad hooks
+ * what to do (gpu_grad_hook, gpu_zero2_hook). */
 static hexi_rc gpu_backward(void *arg, int mb, int slot, const void *dout,
 			    void *din)
 {
 	hexi_trainer *t = arg;
 	rt_gtrain *g = t->gpu;
-	hexi_rc rc;
 
 	/* as the CPU path: the last backward of a step finishes the
 	 * gradients (gpu_grad_hook) */
 	t->bwd_last = mb == t->rt->role.micro_batches - 1;
 	t->bwd_mb = mb;
-	rc = rt_cuda_model_backward(g->m, slot, dout, din);
-	if (rc != HEXI_OK || t->eval || rt_sync_zero(g->sync) != 2)
-		return rc;
-	rc = rt_sync_grad_ready(g->sync, mb, -1);
-	return rc == HEXI_OK ? rt_cuda_model_zero_grad(g->m) : rc;
+	/* under zero 2 gpu_zero2_hook hands over each unit */
+	return rt_cuda_model_backward(g->m, slot, dout, din);
 }
 
 static hexi_rc gpu_zero_grad(hexi_trainer *t)

@@ -420,6 +420,15 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 
 	out->mem_layer_b = params * pb;
 	out->mem_fixed_b = x->t.reserve_gib * SCHED_GIB;
+	/* zero 2: the GPU trainer's gradient window, one backward unit (a
+	 * layer, or the embedding / final norm + head table) in fp32
+	 * (DECISIONS 157) */
+	if (x->t.zero >= 2 && d->dp >= 2) {
+		double unit = params;
+		if ((d->first || d->last) && m->vocab * C > unit)
+			unit = (double)m->vocab * C;
+		out->mem_fixed_b += 4.0 * unit;
+	}
 	if (d->recompute) {
 		out->mem_layer_b += d->inflight * tok * C * ab;
 		out->mem_fixed_b += acts;

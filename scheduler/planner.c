@@ -631,17 +631,11 @@ static int memory_options(const hexi_cluster *c, const hexi_train *t,
 							 : 2;
 	int r0 = o->recompute >= 0 ? o->recompute : big ? t->recompute : 1;
 	int r1 = o->recompute >= 0 ? o->recompute : big ? t->recompute : 0;
-	int n = 0, cpu = 0;
+	int n = 0;
 
-	for (int i = 0; i < c->nnodes; i++)
-		cpu |= strcmp(c->nodes[i].gpu_type, "cpu") == 0;
-	/* On GPUs zero 2 holds zero 1's memory (the GPU trainer keeps the
-	 * whole gradient, sched_param_bytes) and reduce-scatters every
-	 * micro-batch, so it cannot win: GPU-only clusters search zero 0 and
-	 * 1.  The CPU trainer's zero 2 holds less than zero 1 but syncs more:
-	 * all three are searched there. */
-	if (z1 == 2 && z0 == 0 && !cpu && o->zero < 0)
-		z1 = 1;
+	/* zero 2 holds less than zero 1 but reduce-scatters every
+	 * micro-batch, zero 1 syncs once: either can win, all three are
+	 * searched (DECISIONS 156) */
 	for (int zz = z0; zz <= z1; zz++)
 		for (int rr = r0;; rr = r1) {
 			z[n] = zz;

@@ -101,10 +101,9 @@ double sched_param_bytes(const sched_ctx *x, int cpu, int dp)
 
 	if (x->t.zero >= 1)
 		os /= D;
-	/* The CPU trainer keeps one layer's gradient under zero 2 (DECISIONS
-	 * 125); the GPU trainer keeps all of it, as under zero 1 (141), until
-	 * its backward reduce-scatters layer by layer: promise only that. */
-	if (x->t.zero >= 2 && cpu)
+	/* zero 2: the owned sums; both trainers' one-unit gradient window
+	 * (DECISIONS 125, 157) is counted by the stage's memory */
+	if (x->t.zero >= 2)
 		g /= D;
 	return w + g + os;
 }

@@ -317,6 +317,13 @@ typedef struct rt_cuda_shard_cfg {
 	int no_moments;	   /* 1: no AdamW moments (train.zero > 0: the
 			      sharded sync's owners keep theirs; the
 			      shard's own AdamW then fails) */
+	int grad_window;   /* 1 (train.zero 2): the gradients of ONE
+			      backward unit (the embedding, one layer, the
+			      head) at a time, in one reused window zeroed
+			      as each unit's backward starts; the grad hook
+			      hands each unit to the sync before the next
+			      (rt_model_config.grad_window).  The shard's
+			      own SGD/AdamW then fail */
 } rt_cuda_shard_cfg;
 
 /* One parameter (or its TP shard), device pointers. */
@@ -329,8 +336,10 @@ typedef struct rt_cuda_param {
 	int decay;		/* 2-D: AdamW weight decay applies */
 	float *master;		/* fp32 weights */
 	void *w;		/* dt copy the kernels read (== master in fp32) */
-	float *g, *m, *v;	/* fp32 gradient (accumulates), moments
-				   (NULL with cfg.no_moments) */
+	float *g, *m, *v;	/* fp32 gradient (accumulates; with
+				   cfg.grad_window this backward unit's
+				   only), moments (NULL with
+				   cfg.no_moments) */
 } rt_cuda_param;
 
 /* Validate cfg (as rt_model_create does, plus head size <= 128 for the

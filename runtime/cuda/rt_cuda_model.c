@@ -61,6 +61,8 @@ struct rt_cuda_model {
 	rt_cuda_param *embed, *layer0, *fnorm, *head;
 	float *master, *g, *mom, *vel; /* [padded] each */
 	size_t numel, padded;
+	size_t gpadded; /* elements of g: padded, or with grad_window the
+			   largest backward unit */
 	gslot *slots; /* [max_slots] */
 	void *dres, *dln, *tmp, *dy, *dq, *dk, *dv, *dh, *dgate, *dup;
 	void *dlogits;
@@ -236,6 +238,30 @@ static size_t pad4(size_t n)
 	return (n + 3) & ~(size_t)3;
 }
 
+/* Each parameter's gradient: its own place in g (padded), or with
+ * grad_window its place in its backward unit (the embedding, one layer,
+ * the final norm + head), every unit starting at g.  Returns the
+ * elements g needs; with base NULL only counts. */
+static size_t grad_place(rt_cuda_model *m, float *base)
+{
+	const int w = m->cfg.grad_window;
+	const rt_cuda_param *l0 = m->layer0, *l1 = m->layer0 + m->nl * W_N;
+	size_t off = 0, unit = 0;
+
+	for (int i = 0; i < m->np; i++) {
+		rt_cuda_param *q = &m->p[i];
+
+		if (w && (q == m->embed || q == m->fnorm ||
+			  (q >= l0 && q < l1 && (q - l0) % W_N == 0)))
+			off = 0;
+		if (base != NULL)
+			q->g = base + off;
+		off += pad4(q->n);
+		unit = off > unit ? off : unit;
+	}
+	return w ? unit : m->padded;
+}
+
 static hexi_rc params_init(rt_cuda_model *m)
 {
 	const rt_cuda_shard_cfg *c = &m->cfg;
@@ -270,8 +296,10 @@ static hexi_rc params_init(rt_cuda_model *m)
 	}
 	m->cur_cat = &m->mem.params;
 	CK(dalloc(m, (void **)&m->master, m->padded * 4));
+	m->gpadded = grad_place(m, NULL);
 	m->cur_cat = &m->mem.grads;
-	CK(dalloc(m, (void **)&m->g, m->padded * 4));
+	CK(dalloc(m, (void **)&m->g, m->gpadded * 4));
+	grad_place(m, m->g);
 	m->cur_cat = &m->mem.optim;
 	if (!c->no_moments) {
 		CK(dalloc(m, (void **)&m->mom, m->padded * 4));
@@ -285,7 +313,6 @@ static hexi_rc params_init(rt_cuda_model *m)
 		rt_cuda_param *q = &m->p[i];
 
 		q->master = m->master + off;
-		q->g = m->g + off;
 		q->m = m->mom != NULL ? m->mom + off : NULL;
 		q->v = m->vel != NULL ? m->vel + off : NULL;
 		off += pad4(q->n);
@@ -872,12 +899,20 @@ static hexi_rc head_backward(rt_cuda_model *m, gslot *s)
 					s->rstdf, BT, C);
 }
 
+/* grad_window: the next backward unit's gradient starts from zero; the
+ * window held the previous unit's, which the grad hook handed over. */
+static hexi_rc unit_start(rt_cuda_model *m)
+{
+	return m->cfg.grad_window ? zero(m, m->g, m->gpadded * 4) : HEXI_OK;
+}
+
 static hexi_rc backward_body(rt_cuda_model *m, gslot *s, const void *dy,
 			     void *dx)
 {
 	const size_t nC = (size_t)m->B * m->T * m->C * esz(m);
 
 	if (m->cfg.has_head) {
+		CK(unit_start(m));
 		CK(head_backward(m, s));
 		if (m->hook != NULL)
 			CK(m->hook(m->hook_ctx, m->md.layers));
@@ -885,12 +920,14 @@ static hexi_rc backward_body(rt_cuda_model *m, gslot *s, const void *dy,
 		CK(rt_cuda_copy(m->s, m->dres, dy, nC));
 	for (int l = m->nl - 1; l >= 0; l--) {
 		CK(block_recompute(m, l, s));
+		CK(unit_start(m));
 		CK(mlp_backward(m, l, s));
 		CK(attn_backward(m, l, s));
 		if (m->hook != NULL)
 			CK(m->hook(m->hook_ctx, m->cfg.layer_begin + l));
 	}
 	if (m->cfg.has_embed) {
+		CK(unit_start(m));
 		CK(rt_cuda_embed_backward(m->s, m->dt, m->embed->g, m->dres,
 					  s->tokens, m->B * m->T, m->C, m->V));
 		if (m->hook != NULL)
@@ -930,7 +967,7 @@ hexi_rc rt_cuda_model_backward(rt_cuda_model *m, int slot, const void *dy,
 
 hexi_rc rt_cuda_model_zero_grad(rt_cuda_model *m)
 {
-	return zero(m, m->g, m->padded * 4);
+	return zero(m, m->g, m->gpadded * 4);
 }
 
 hexi_rc rt_cuda_model_fwd_bwd(rt_cuda_model *m, const int *tokens,
@@ -954,7 +991,7 @@ hexi_rc rt_cuda_model_fwd_bwd(rt_cuda_model *m, const int *tokens,
 
 hexi_rc rt_cuda_model_grad_scale(rt_cuda_model *m, float f)
 {
-	CK(rt_cuda_scale_f32(m->s, m->g, f, m->padded));
+	CK(rt_cuda_scale_f32(m->s, m->g, f, m->gpadded));
 	return rt_cuda_sync(m->s);
 }
 
@@ -965,10 +1002,11 @@ hexi_rc rt_cuda_model_adamw(rt_cuda_model *m, float lr, float beta1,
 	if (step < 1)
 		return hexi_error(HEXI_ERR_INVAL, "GPU AdamW: step %d < 1",
 				  step);
-	if (m->mom == NULL && m->np > 0)
+	if ((m->mom == NULL || m->cfg.grad_window) && m->np > 0)
 		return hexi_error(HEXI_ERR_INVAL,
-				  "GPU AdamW: the shard has no moments "
-				  "(sharded optimizer: the sync updates)");
+				  "GPU AdamW: the shard has no moments or "
+				  "only one unit's gradient (sharded "
+				  "optimizer: the sync updates)");
 	for (int i = 0; i < m->np; i++) {
 		rt_cuda_param *p = &m->p[i];
 
@@ -984,6 +1022,11 @@ hexi_rc rt_cuda_model_adamw(rt_cuda_model *m, float lr, float beta1,
  * product is exact up to sign).  The gradient is consumed. */
 hexi_rc rt_cuda_model_sgd(rt_cuda_model *m, float lr)
 {
+	if (m->cfg.grad_window && m->np > 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU SGD: the shard keeps only one unit's "
+				  "gradient (sharded optimizer: the sync "
+				  "updates)");
 	CK(rt_cuda_scale_f32(m->s, m->g, -lr, m->padded));
 	CK(rt_cuda_add(m->s, RT_CUDA_F32, m->master, m->master, m->g,
 		       m->padded));

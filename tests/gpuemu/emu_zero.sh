@@ -163,6 +163,25 @@ expect_eq "nccl zero 2: device moments of exactly the owned elements" \
 sed -n 1p "$WORK/E2-adamw.json" | jq -r '.memory[] |
 	"# rank \(.rank): optim \(.optim) grads \(.grads) comm \(.comm) peak \(.peak_bytes)"' |
 	head -n 3
+# Zero 2 keeps one backward unit's gradient on the device (the window,
+# DECISIONS 157): below zero 1's whole gradient on every rank of plan E,
+# and so is the peak.
+for z in 1 2; do
+	sed -n 1p "$WORK/E$z-adamw.json" |
+		jq -r '.memory[] | "\(.rank) \(.grads) \(.peak_bytes)"' |
+		sort >"$WORK/grad$z.txt" || hard "jq memory report"
+done
+join "$WORK/grad2.txt" "$WORK/grad1.txt" |
+	awk '{printf "# rank %s: grads %d peak %d (zero 2), %d %d (zero 1)\n", $1, $2, $3, $4, $5}'
+bad=$(join "$WORK/grad2.txt" "$WORK/grad1.txt" |
+	awk '$2 > $4 || $3 > $5 {n++} END {print n + 0 " of " NR}')
+expect_eq "nccl zero 2: device gradients and peak never above zero 1's" \
+	"$bad" "0 of 9"
+tot=$(join "$WORK/grad2.txt" "$WORK/grad1.txt" | awk '{g2 += $2; g1 += $4}
+	END {print (g2 < g1 ? "below" : "not below") " (" g2 " vs " g1 " bytes)"}')
+expect_eq "nccl zero 2: all ranks' device gradients below zero 1's" \
+	"${tot%% *}" below
+echo "# $tot"
 
 # Zero > 0 with one pipeline: nothing to shard, a notice, a zero-0 run.
 emu one1 2 --plan "$WORK/plan-one1.json" --steps $STEPS $SGD \
