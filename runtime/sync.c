@@ -355,6 +355,18 @@ static hexi_rc check_coverage(const rt_sync *s, const rt_param_ref *params,
 	return HEXI_OK;
 }
 
+/* Sum v[0..n) over the members of bucket b, through the host
+ * communicator's group of the same ranks (b->g may be an NCCL group,
+ * which needs device memory): how every member agrees on a setup flag. */
+static hexi_rc host_sum(rt_sync *s, const sync_bucket *b, double *v, size_t n)
+{
+	rt_group *hg = NULL;
+	hexi_rc rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
+
+	return rc == HEXI_OK ? hg->comm->ops->allreduce_sum(hg, v, n, RT_F64)
+			     : rc;
+}
+
 /* Runs of pieces that lie back to back in memory, in chunk order, on every
  * member are all-reduced in place (no pack and unpack copies) when they are
  * the whole bucket or at least SYNC_RUN_MIN elements; the other pieces are
@@ -368,7 +380,6 @@ static hexi_rc agree_inplace(rt_sync *s)
 
 	for (int i = 0; i < s->nb; i++) {
 		sync_bucket *b = &s->b[i];
-		rt_group *hg = NULL;
 		int k0 = 0;
 		free(brk);
 		brk = calloc((size_t)b->npieces, sizeof(*brk));
@@ -382,13 +393,7 @@ static hexi_rc agree_inplace(rt_sync *s)
 		for (int k = 0; k + 1 < b->npieces; k++)
 			brk[k] = b->pieces[k].grad + b->pieces[k].count !=
 				 b->pieces[k + 1].grad;
-		/* host values: over the host communicator's group of the same
-		 * ranks (b->g may be an NCCL group, which needs device memory)
-		 */
-		rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
-		if (rc == HEXI_OK)
-			rc = hg->comm->ops->allreduce_sum(
-			    hg, brk, (size_t)b->npieces, RT_F64);
+		rc = host_sum(s, b, brk, (size_t)b->npieces);
 		if (rc != HEXI_OK) {
 			rc = hexi_error_prefix(rc, "sync setup");
 			goto out;
@@ -877,7 +882,6 @@ static hexi_rc bucket_segs(rt_sync *s, sync_bucket *b)
 static hexi_rc agree_flat(rt_sync *s, sync_bucket *b)
 {
 	const rt_comm_ops *ops = b->g->comm->ops;
-	rt_group *hg = NULL;
 	double bad = ops->reduce_scatterv_sum == NULL ||
 		     ops->allgatherv == NULL || s->mem != NULL;
 	hexi_rc rc;
@@ -887,9 +891,7 @@ static hexi_rc agree_flat(rt_sync *s, sync_bucket *b)
 			b->pieces[k + 1].grad ||
 		    b->pieces[k].w + b->pieces[k].count != b->pieces[k + 1].w)
 			bad = 1;
-	rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
-	if (rc == HEXI_OK)
-		rc = hg->comm->ops->allreduce_sum(hg, &bad, 1, RT_F64);
+	rc = host_sum(s, b, &bad, 1);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "sync setup (zero)");
 	b->flat = bad == 0;
@@ -1000,13 +1002,10 @@ static size_t unit_elems(const rt_sync *s, int key)
 static hexi_rc agree_accum(rt_sync *s, sync_bucket *b, size_t window,
 			   int units)
 {
-	rt_group *hg = NULL;
 	double big =
 	    b->total > SYNC_ACC || 32 * b->total > window || units < 2;
-	hexi_rc rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
+	hexi_rc rc = host_sum(s, b, &big, 1);
 
-	if (rc == HEXI_OK)
-		rc = hg->comm->ops->allreduce_sum(hg, &big, 1, RT_F64);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "sync setup (zero 2)");
 	b->accum = big == 0;
@@ -1925,7 +1924,6 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 	n = 0;
 	for (int i = 0; rc == HEXI_OK && i < s->nb; i++) {
 		sync_bucket *b = &s->b[i];
-		rt_group *hg = NULL;
 		int n0 = n;
 		n += cut_subs(b, cap, &s->sub[n]);
 		for (int k = n0; k < n; k++) {
@@ -1935,10 +1933,7 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 			u->key = c.key;
 			flag[k] = !c.contig;
 		}
-		rc = rt_comm_group_get(s->rt->comm, b->g->ranks, b->g->n, &hg);
-		if (rc == HEXI_OK)
-			rc = hg->comm->ops->allreduce_sum(
-			    hg, flag + n0, (size_t)(n - n0), RT_F64);
+		rc = host_sum(s, b, flag + n0, (size_t)(n - n0));
 		for (int k = n0; k < n; k++)
 			s->sub[k].inplace = flag[k] == 0;
 	}
