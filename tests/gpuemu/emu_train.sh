@@ -24,14 +24,7 @@
 # one "GPU" are refused by name; a rank killed mid-step ends the job.
 . "$top_srcdir/tests/runtime/rt_env.sh"
 need_mpi
-# In a sanitizer build, LeakSanitizer would report Open MPI's and PMIx's
-# own allocations; device memory leaks are checked by gpu_emu itself.
-ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0"
-export ASAN_OPTIONS
-EMU="$top_builddir/tests/gpuemu/hexitrain_emu"
-[ -x "$EMU" ] || hard "hexitrain_emu not built: $EMU"
-[ -x "$CMP" ] || hard "rt_cmp not built: $CMP"
-[ -x "$MKPLAN" ] || hard "mkplan not built: $MKPLAN"
+. "$top_srcdir/tests/gpuemu/emu_env.sh"
 STEPS=6
 MODEL="--model tiny-8l --batch 12"
 BF16_TOL=0.01
@@ -51,31 +44,7 @@ emu() {
 		hx_mpirun "$np" env $EMU_ENV "$EMU" --backend nccl "$@" \
 			--json >"$WORK/$name.json" 2>"$WORK/$name.err"
 	fi
-	st=$?
-	if [ $st -ne 0 ]; then
-		fail "$name: emulated GPU run ($np ranks) exit $st"
-		sed 's/^/# /' "$WORK/$name.err" | head -n 20
-		return 1
-	fi
-	if grep -q '^gpu_emu:' "$WORK/$name.err"; then
-		fail "$name: device memory misuse or stream race"
-		grep '^gpu_emu:' "$WORK/$name.err" |
-			sed 's/0x[0-9a-f]*/ADDR/g' | sort | uniq -c | sed 's/^/# /'
-		return 1
-	fi
-	return 0
-}
-
-# same NAME REF RUN: loss and parameters of $WORK/RUN equal $WORK/REF's
-same() {
-	out=$("$CMP" --loss "$WORK/$2.json" "$WORK/$3.json")
-	st=$?
-	echo "$out" | tail -n 1 | sed 's/^/# /'
-	expect_eq "$1: same loss each step" "$st" 0
-	out=$("$CMP" --params "$WORK/$2" "$WORK/$3")
-	st=$?
-	echo "$out" | tail -n 1 | sed 's/^/# /'
-	expect_eq "$1: same parameters" "$st" 0
+	emu_ok "$name" "$np" $?
 }
 
 "$MKPLAN" tiny-8l "8/2:1x8;4/1:1x8" "$WORK/dp2.json" >/dev/null ||

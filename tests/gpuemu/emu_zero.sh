@@ -26,12 +26,7 @@
 . "$top_srcdir/tests/runtime/rt_env.sh"
 need_mpi
 command -v jq >/dev/null 2>&1 || skip "jq not installed (plans are edited with it)"
-ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0"
-export ASAN_OPTIONS
-EMU="$top_builddir/tests/gpuemu/hexitrain_emu"
-[ -x "$EMU" ] || hard "hexitrain_emu not built: $EMU"
-[ -x "$CMP" ] || hard "rt_cmp not built: $CMP"
-[ -x "$MKPLAN" ] || hard "mkplan not built: $MKPLAN"
+. "$top_srcdir/tests/gpuemu/emu_env.sh"
 STEPS=4
 SGD="--optimizer sgd --lr 0.5"
 ADAMW="--optimizer adamw --lr 0.01 --eps 1e-4"
@@ -65,31 +60,7 @@ emu() {
 	shift 2
 	hx_mpirun "$np" "$EMU" --backend nccl "$@" --json --verbose \
 		>"$WORK/$name.json" 2>"$WORK/$name.err"
-	st=$?
-	if [ $st -ne 0 ]; then
-		fail "$name: emulated GPU run ($np ranks) exit $st"
-		sed 's/^/# /' "$WORK/$name.err" | head -n 20
-		return 1
-	fi
-	if grep -q '^gpu_emu:' "$WORK/$name.err"; then
-		fail "$name: device memory misuse or stream race"
-		grep '^gpu_emu:' "$WORK/$name.err" |
-			sed 's/0x[0-9a-f]*/ADDR/g' | sort | uniq -c | sed 's/^/# /'
-		return 1
-	fi
-	return 0
-}
-
-# same WHAT REF RUN [TOL]: loss each step and parameters of RUN equal REF's
-same() {
-	out=$("$CMP" --tol "${4:-1e-5}" --loss "$WORK/$2.json" "$WORK/$3.json")
-	st=$?
-	echo "$out" | tail -n 1 | sed 's/^/# /'
-	expect_eq "$1: same loss each step" "$st" 0
-	out=$("$CMP" --tol "${4:-1e-5}" --params "$WORK/$2" "$WORK/$3")
-	st=$?
-	echo "$out" | tail -n 1 | sed 's/^/# /'
-	expect_eq "$1: same parameters" "$st" 0
+	emu_ok "$name" "$np" $?
 }
 
 # zrun PLAN ZERO TAG: plan PLAN under ZERO on the emulated GPU

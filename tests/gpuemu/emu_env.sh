@@ -1,0 +1,44 @@
+# emu_env.sh - sourced by emu_train.sh and emu_zero.sh after rt_env.sh:
+# the emulated GPU trainer (hexitrain_emu) and the checks every emulated
+# run and every comparison with the CPU trainer share.
+
+# In a sanitizer build, LeakSanitizer would report Open MPI's and PMIx's
+# own allocations; device memory leaks are checked by gpu_emu itself.
+ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0"
+export ASAN_OPTIONS
+EMU="$top_builddir/tests/gpuemu/hexitrain_emu"
+[ -x "$EMU" ] || hard "hexitrain_emu not built: $EMU"
+[ -x "$CMP" ] || hard "rt_cmp not built: $CMP"
+[ -x "$MKPLAN" ] || hard "mkplan not built: $MKPLAN"
+
+# emu_ok NAME NP STATUS: the run $WORK/NAME.{json,err} on NP ranks ended
+# with STATUS 0 and gpu_emu reported no device memory misuse and no
+# stream race ("gpu_emu: ..." lines on stderr); a failure says which.
+emu_ok() {
+	if [ "$3" -ne 0 ]; then
+		fail "$1: emulated GPU run ($2 ranks) exit $3"
+		sed 's/^/# /' "$WORK/$1.err" | head -n 20
+		return 1
+	fi
+	if grep -q '^gpu_emu:' "$WORK/$1.err"; then
+		fail "$1: device memory misuse or stream race"
+		grep '^gpu_emu:' "$WORK/$1.err" |
+			sed 's/0x[0-9a-f]*/ADDR/g' | sort | uniq -c | sed 's/^/# /'
+		return 1
+	fi
+	return 0
+}
+
+# same WHAT REF RUN [TOL]: the loss each step and the parameters of RUN
+# equal REF's ($WORK/REF.json and the dumps $WORK/REF.*), within TOL
+# relative (rt_cmp; 1e-5 by default)
+same() {
+	out=$("$CMP" --tol "${4:-1e-5}" --loss "$WORK/$2.json" "$WORK/$3.json")
+	st=$?
+	echo "$out" | tail -n 1 | sed 's/^/# /'
+	expect_eq "$1: same loss each step" "$st" 0
+	out=$("$CMP" --tol "${4:-1e-5}" --params "$WORK/$2" "$WORK/$3")
+	st=$?
+	echo "$out" | tail -n 1 | sed 's/^/# /'
+	expect_eq "$1: same parameters" "$st" 0
+}
