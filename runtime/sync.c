@@ -85,9 +85,9 @@ typedef struct sync_bucket {
 	 * of them per step: the most micro-batches among the members'
 	 * pipelines (members with fewer add rounds of zeros) */
 	int key, rounds, nround;
-	int ring; /* sharded: reduce-scatter and all-gather as a ring */
-	int *mmb; /* zero 2: [n] micro-batches of each member's pipeline
-		     (the ring skips the sums known to be zeros) */
+	int ring;  /* sharded: reduce-scatter and all-gather as a ring */
+	int *mmb;  /* zero 2: [n] micro-batches of each member's pipeline
+		      (the ring skips the sums known to be zeros) */
 	int accum; /* zero 2, a bucket of at most SYNC_ACC elements: its
 		      pieces sum the backwards in their acc, one
 		      reduce-scatter after the last */
@@ -710,13 +710,33 @@ static hexi_rc bucket_run(rt_sync *s, sync_bucket *b, double *sumsq)
 	return HEXI_OK;
 }
 
+/* The squared global norm: this rank's partial sum acc plus the device
+ * accumulator's (after the queued work), summed over the world. */
+static hexi_rc norm_world(rt_sync *s, double acc, double *sumsq)
+{
+	double dev = 0;
+	hexi_rc rc;
+
+	if (s->mem != NULL &&
+	    ((rc = mem_fence(s)) != HEXI_OK ||
+	     (rc = s->mem->sumsq_take(s->mem->ctx, &dev)) != HEXI_OK))
+		return hexi_error_prefix(rc, "gradient norm");
+	acc += dev;
+	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
+					     RT_F64);
+	if (rc != HEXI_OK)
+		return hexi_error_prefix(rc, "gradient norm");
+	*sumsq = acc;
+	return HEXI_OK;
+}
+
 static hexi_rc shard_run(rt_sync *s, double *sumsq);
 static hexi_rc overlap_finish(rt_sync *s, double *sumsq);
 static void obuf_free(rt_sync *s);
 
 hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 {
-	double acc = 0, dev = 0;
+	double acc = 0;
 	hexi_rc rc;
 
 	if (s->zero > 0)
@@ -734,18 +754,7 @@ hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 	for (int i = 0; i < s->solo.npieces; i++)
 		if ((rc = piece_sumsq(s, &s->solo.pieces[i], &acc)) != HEXI_OK)
 			return rc;
-	if (s->mem != NULL) {
-		if ((rc = mem_fence(s)) != HEXI_OK ||
-		    (rc = s->mem->sumsq_take(s->mem->ctx, &dev)) != HEXI_OK)
-			return hexi_error_prefix(rc, "gradient norm");
-		acc += dev;
-	}
-	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
-					     RT_F64);
-	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc, "gradient norm");
-	*sumsq = acc;
-	return HEXI_OK;
+	return norm_world(s, acc, sumsq);
 }
 
 size_t rt_sync_bytes(const rt_sync *s)
@@ -999,11 +1008,9 @@ static size_t unit_elems(const rt_sync *s, int key)
  * SYNC_ACC elements and at most 1/32 of its largest unit (a layer's norm
  * weights beside the layer's matrices), so that the full sums it keeps
  * stay a small part of what the window saves. */
-static hexi_rc agree_accum(rt_sync *s, sync_bucket *b, size_t window,
-			   int units)
+static hexi_rc agree_accum(rt_sync *s, sync_bucket *b, size_t window, int units)
 {
-	double big =
-	    b->total > SYNC_ACC || 32 * b->total > window || units < 2;
+	double big = b->total > SYNC_ACC || 32 * b->total > window || units < 2;
 	hexi_rc rc = host_sum(s, b, &big, 1);
 
 	if (rc != HEXI_OK)
@@ -1154,7 +1161,6 @@ int rt_sync_zero(const rt_sync *s)
  * other rank holds (solo) are added, then one world all-reduce. */
 static hexi_rc norm_finish(rt_sync *s, double acc, double *sumsq)
 {
-	double dev = 0;
 	hexi_rc rc;
 
 	for (int i = 0; i < s->solo.npieces; i++) {
@@ -1163,17 +1169,7 @@ static hexi_rc norm_finish(rt_sync *s, double acc, double *sumsq)
 				    p->count, &acc)) != HEXI_OK)
 			return rc;
 	}
-	if (s->mem != NULL &&
-	    ((rc = mem_fence(s)) != HEXI_OK ||
-	     (rc = s->mem->sumsq_take(s->mem->ctx, &dev)) != HEXI_OK))
-		return hexi_error_prefix(rc, "gradient norm");
-	acc += dev;
-	rc = s->rt->comm->ops->allreduce_sum(s->rt->groups.world, &acc, 1,
-					     RT_F64);
-	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc, "gradient norm");
-	*sumsq = acc;
-	return HEXI_OK;
+	return norm_world(s, acc, sumsq);
 }
 
 /* ---- the ring: reduce-scatter and all-gather without staging ------------- */
@@ -1203,8 +1199,8 @@ static void bucket_io(const sync_bucket *b, size_t e, size_t n, float *buf,
 	for (size_t done = 0; done < n; k++) {
 		const sync_piece *p = &b->pieces[k];
 		size_t off = e + done - at;
-		size_t take = p->count - off < n - done ? p->count - off
-							: n - done;
+		size_t take =
+		    p->count - off < n - done ? p->count - off : n - done;
 		float *d = buf + done;
 		int mine = p->contribute && live;
 		if (op == IO_GET && mine)
@@ -1280,9 +1276,9 @@ static hexi_rc ring_scatter(rt_sync *s, sync_bucket *b, int live, int add_own,
 	hexi_rc rc = HEXI_OK;
 
 	if (n < 2) /* b->ring is set only for two members or more */
-		return hexi_error(HEXI_ERR_INVAL,
-				  "gradient reduce-scatter: a ring of %d member",
-				  n);
+		return hexi_error(
+		    HEXI_ERR_INVAL,
+		    "gradient reduce-scatter: a ring of %d member", n);
 	for (size_t o = 0; rc == HEXI_OK && o < b->blk; o += s->rseg) {
 		const float *src = s->buf;
 		int zs = !live, zr = 1; /* my partial, the incoming: zeros */
@@ -1298,11 +1294,11 @@ static hexi_rc ring_scatter(rt_sync *s, sync_bucket *b, int live, int add_own,
 			if (t == 0 && zs) {
 				src = s->buf;
 			} else if (t == 0) {
-				src = bucket_span(b, b->cut[is] + o, ks, 0,
-						  live);
+				src =
+				    bucket_span(b, b->cut[is] + o, ks, 0, live);
 				if (src == NULL) {
-					bucket_io(b, b->cut[is] + o, ks,
-						  s->buf, IO_GET, live);
+					bucket_io(b, b->cut[is] + o, ks, s->buf,
+						  IO_GET, live);
 					src = s->buf;
 				}
 			}
@@ -1350,8 +1346,8 @@ static hexi_rc ring_gather(rt_sync *s, sync_bucket *b)
 			if (t == 0) {
 				src = bucket_span(b, b->cut[is] + o, ks, 1, 1);
 				if (src == NULL) {
-					bucket_io(b, b->cut[is] + o, ks,
-						  s->buf, IO_WGET, 1);
+					bucket_io(b, b->cut[is] + o, ks, s->buf,
+						  IO_WGET, 1);
 					src = s->buf;
 				}
 			}
@@ -1598,7 +1594,8 @@ static hexi_rc shard2_run(rt_sync *s, double *sumsq)
 		}
 	/* the small buckets' sums, once, in bucket order (every member) */
 	for (int i = 0; i < s->nb; i++)
-		if (s->b[i].accum && (rc = accum_bucket(s, &s->b[i])) != HEXI_OK)
+		if (s->b[i].accum &&
+		    (rc = accum_bucket(s, &s->b[i])) != HEXI_OK)
 			return rc;
 	if (sumsq == NULL)
 		return HEXI_OK;
@@ -1858,7 +1855,7 @@ static int cut_subs(sync_bucket *b, size_t cap, sync_sub *out)
 #define EMIT()                                                                 \
 	do {                                                                   \
 		if (out != NULL)                                               \
-			out[n] = (sync_sub){.b = b, .e0 = e0, .e1 = e};         \
+			out[n] = (sync_sub){.b = b, .e0 = e0, .e1 = e};        \
 		n++;                                                           \
 		e0 = e;                                                        \
 	} while (0)

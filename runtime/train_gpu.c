@@ -39,7 +39,7 @@ struct rt_gtrain {
 	size_t act_bytes;
 	double *dsumsq; /* device accumulator of the norm */
 	rt_mem_ops mem;
-	rt_param view;	   /* checkpoint staging view */
+	rt_param view;	     /* checkpoint staging view */
 	float *hw, *hm, *hv; /* [maxn] host staging */
 	size_t maxn;
 };
@@ -170,22 +170,22 @@ hexi_rc rt_gtrain_create(hexi_trainer *t)
 			      .scale = dm_scale,
 			      .optim = dm_optim};
 	rt_train_stage_config(t, &mc);
-	cfg = (rt_cuda_shard_cfg){.model = &rt->plan->model,
-				  .layer_begin = mc.layer_begin,
-				  .layer_end = mc.layer_end,
-				  .tp_rank = mc.tp_rank,
-				  .tp_size = mc.tp_size,
-				  .has_embed = mc.has_embed,
-				  .has_head = mc.has_head,
-				  .max_slots = mc.max_slots,
-				  .B = mc.max_batch,
-				  .dt = g->dt,
-				  .seed = mc.seed,
-				  .recompute = mc.recompute,
-				  .no_moments = mc.no_moments,
-				  .grad_window = mc.grad_window,
-				  .init = {.tensor = rt_init_tensor,
-					   .std = rt_init_std}};
+	cfg = (rt_cuda_shard_cfg){
+	    .model = &rt->plan->model,
+	    .layer_begin = mc.layer_begin,
+	    .layer_end = mc.layer_end,
+	    .tp_rank = mc.tp_rank,
+	    .tp_size = mc.tp_size,
+	    .has_embed = mc.has_embed,
+	    .has_head = mc.has_head,
+	    .max_slots = mc.max_slots,
+	    .B = mc.max_batch,
+	    .dt = g->dt,
+	    .seed = mc.seed,
+	    .recompute = mc.recompute,
+	    .no_moments = mc.no_moments,
+	    .grad_window = mc.grad_window,
+	    .init = {.tensor = rt_init_tensor, .std = rt_init_std}};
 	rc = rt_cuda_shard_create(rt->cuda, &cfg, mc.tp_size > 1 ? &tp : NULL,
 				  &g->m);
 	if (rc != HEXI_OK)
@@ -364,8 +364,8 @@ static hexi_rc gpu_forward(void *arg, int mb, int slot, const void *in,
 
 	rt_train_stage_data(t, mb, &first, &last);
 	*loss_sum = 0;
-	return rt_cuda_model_forward(t->gpu->m, slot, first ? t->tok : NULL,
-				     in, out, last ? t->tgt : NULL,
+	return rt_cuda_model_forward(t->gpu->m, slot, first ? t->tok : NULL, in,
+				     out, last ? t->tgt : NULL,
 				     (float)(1.0 / t->global_batch), loss_sum);
 }
 
@@ -419,8 +419,8 @@ static hexi_rc gpu_sgd(hexi_trainer *t, float lr)
 
 static hexi_rc gpu_adamw(hexi_trainer *t, const rt_adamw_opts *o, int step)
 {
-	return rt_cuda_model_adamw(t->gpu->m, o->lr, o->beta1, o->beta2,
-				   o->eps, o->weight_decay, step);
+	return rt_cuda_model_adamw(t->gpu->m, o->lr, o->beta1, o->beta2, o->eps,
+				   o->weight_decay, step);
 }
 
 /* After rt_sync_step: the masters of every range are the updated ones
@@ -467,8 +467,7 @@ static hexi_rc staging(rt_gtrain *g)
 	return HEXI_OK;
 }
 
-hexi_rc rt_gtrain_param_host(hexi_trainer *t, int i, int fetch,
-			     rt_param **out)
+hexi_rc rt_gtrain_param_host(hexi_trainer *t, int i, int fetch, rt_param **out)
 {
 	rt_gtrain *g = t->gpu;
 	const rt_cuda_param *p = rt_cuda_model_param(g->m, i);

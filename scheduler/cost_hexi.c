@@ -237,9 +237,9 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 		double spb = sec_per_byte(g), eb = elem_bytes(x, g);
 		double tok = (double)d->mb * m->seq_len,
 		       vc = (double)m->vocab * m->hidden;
-		double s = f / (g->peak_tflops * TF * g->eff) +
-			   tok * layer_elems(x, g, fa, ff, d->recompute) * eb *
-			       spb;
+		double s =
+		    f / (g->peak_tflops * TF * g->eff) +
+		    tok * layer_elems(x, g, fa, ff, d->recompute) * eb * spb;
 		if (!g->cpu)
 			s += d->mb * fa * attn_core_s(x, g, d->recompute);
 		/* optimizer: every byte of weights, grads and state read and
@@ -369,8 +369,8 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 	if (d->first)
 		out->mem_fixed_b += V * C * pb;
 	if (d->last)
-		out->mem_fixed_b += (V * C + C) * pb +
-				    e * (i * tok * (C + 1.0 + V) + tok * V);
+		out->mem_fixed_b +=
+		    (V * C + C) * pb + e * (i * tok * (C + 1.0 + V) + tok * V);
 	/* zero 1's staging: two ring segments (runtime/sync.c SYNC_SEG; a
 	 * bucket too small for the ring stages its blocks in no more),
 	 * whatever the other pipelines' splits (DECISIONS 150); zero 2's
@@ -438,8 +438,8 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 	if (d->first)
 		out->mem_fixed_b += m->vocab * C * pb;
 	if (d->last)
-		out->mem_fixed_b += (m->vocab * C + C) * pb +
-				    tok * m->vocab * (ab + 4.0);
+		out->mem_fixed_b +=
+		    (m->vocab * C + C) * pb + tok * m->vocab * (ab + 4.0);
 	out->cap_b = group_min(x, d->dev, d->tp, 1);
 }
 

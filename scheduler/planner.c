@@ -183,7 +183,8 @@ static hexi_rc check_total_memory(const pl_state *st)
 
 	for (int i = 0; i < x->ndev; i++)
 		if (x->dev[i].mem_gib > x->t.reserve_gib)
-			have += (x->dev[i].mem_gib - x->t.reserve_gib) * SCHED_GIB;
+			have +=
+			    (x->dev[i].mem_gib - x->t.reserve_gib) * SCHED_GIB;
 	if (need <= have)
 		return HEXI_OK;
 	return hexi_error(HEXI_ERR_NOFIT,
@@ -228,8 +229,8 @@ static hexi_rc state_init(pl_state *st, const hexi_cluster *c,
 	st->mb_max = o->micro_batch_exact ? 0 : o->micro_batch_max;
 	st->kv = m->kv_heads;
 	st->rng = o->seed * 0x2545f4914f6cdd1dull + 1;
-	st->budget_s = o->time_budget_s > 0 ? o->time_budget_s
-					    : HEXI_PLAN_BUDGET_S;
+	st->budget_s =
+	    o->time_budget_s > 0 ? o->time_budget_s : HEXI_PLAN_BUDGET_S;
 	st->max_evals = o->max_evals > 0 ? o->max_evals : HEXI_PLAN_MAX_EVALS;
 	rc = sched_ctx_init(&st->x, c, m, t, o->cost_model);
 	if (rc != HEXI_OK)
@@ -583,8 +584,8 @@ static hexi_rc try_subsets(pl_state *st, pl_cand *best, const hexi_cluster *c,
 		for (int k = i; k > 0; k--) {
 			double a = node_speed(&st->x, ord[k - 1]) *
 				   c->nodes[ord[k - 1]].ngpus;
-			double b = node_speed(&st->x, ord[k]) *
-				   c->nodes[ord[k]].ngpus;
+			double b =
+			    node_speed(&st->x, ord[k]) * c->nodes[ord[k]].ngpus;
 			int tmp;
 			if (a >= b)
 				break;
@@ -614,8 +615,6 @@ static hexi_rc try_subsets(pl_state *st, pl_cand *best, const hexi_cluster *c,
 	return rc;
 }
 
-
-
 /* The memory settings to search, zero-major: fixed ones as given, else
  * zero 0..2 and recompute on, then off (train's own values only on big
  * clusters).  Returns the count; z[], r[] get them. */
@@ -625,8 +624,8 @@ static int memory_options(const hexi_cluster *c, const hexi_train *t,
 	int big = hexi_cluster_total_gpus(c) > HEXI_PLAN_MEMSEARCH_GPUS;
 	int z0 = o->zero >= 0 ? o->zero : big ? t->zero : 0;
 	/* Megatron-LM's distributed optimizer is zero 1; it has no zero 2 */
-	int z1 = o->zero >= 0 ? o->zero
-		 : big	      ? t->zero
+	int z1 = o->zero >= 0				 ? o->zero
+		 : big					 ? t->zero
 		 : o->strategy == HEXI_STRATEGY_MEGATRON ? 1
 							 : 2;
 	int r0 = o->recompute >= 0 ? o->recompute : big ? t->recompute : 1;

@@ -30,7 +30,7 @@
 
 enum { W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_MLP_NORM, W_GATE, W_UP, W_DOWN, W_N };
 
-#define GPU_MAX_SLOTS 1024
+#define GPU_MAX_SLOTS  1024
 #define GPU_MAX_TOKENS (1 << 20)
 
 typedef struct gact { /* one layer's saved activations of one slot */
@@ -63,11 +63,11 @@ struct rt_cuda_model {
 	size_t numel, padded;
 	size_t gpadded; /* elements of g: padded, or with grad_window the
 			   largest backward unit */
-	gslot *slots; /* [max_slots] */
+	gslot *slots;	/* [max_slots] */
 	void *dres, *dln, *tmp, *dy, *dq, *dk, *dv, *dh, *dgate, *dup;
 	void *dlogits;
 	float *losses, *delta, *tpbuf;
-	float *rope;	/* (T, hs/2, 2) cos/sin table */
+	float *rope; /* (T, hs/2, 2) cos/sin table */
 	rt_cuda_attn_kind attn;
 	rt_cuda_sdpa *sdpa; /* cuDNN plans when attn is RT_CUDA_ATTN_CUDNN */
 	char attn_why[256];
@@ -153,8 +153,7 @@ static hexi_rc check_cfg(const rt_cuda_shard_cfg *c, const rt_cuda_tp *tp)
 				  md->name, c->layer_begin, c->layer_end,
 				  md->layers);
 	if (c->tp_size < 1 || c->tp_size > md->kv_heads ||
-	    c->tp_size > md->ffn || c->tp_rank < 0 ||
-	    c->tp_rank >= c->tp_size)
+	    c->tp_size > md->ffn || c->tp_rank < 0 || c->tp_rank >= c->tp_size)
 		return hexi_error(HEXI_ERR_RANGE,
 				  "GPU model %s: TP rank %d of %d invalid "
 				  "(need 0 <= rank < TP <= kv_heads %d)",
@@ -199,8 +198,7 @@ static void local_split(rt_cuda_model *m, int *kb, int *ke, int *fb, int *fe)
 {
 	const hexi_model *md = &m->md;
 
-	hexi_layout_split(md->kv_heads, m->cfg.tp_size, m->cfg.tp_rank, kb,
-			  ke);
+	hexi_layout_split(md->kv_heads, m->cfg.tp_size, m->cfg.tp_rank, kb, ke);
 	hexi_layout_split(md->ffn, m->cfg.tp_size, m->cfg.tp_rank, fb, fe);
 	m->nkv = *ke - *kb;
 	m->nh = m->nkv * (md->heads / md->kv_heads);
@@ -320,8 +318,8 @@ static hexi_rc params_init(rt_cuda_model *m)
 			q->w = q->master;
 		else if ((rc = dalloc(m, &q->w, q->n * esz(m))) != HEXI_OK)
 			break;
-		c->init.tensor(host, q->name, q->row_begin, q->row_end,
-			       q->cols, c->init.std(&m->md, q->name), c->seed);
+		c->init.tensor(host, q->name, q->row_begin, q->row_end, q->cols,
+			       c->init.std(&m->md, q->name), c->seed);
 		rc = rt_cuda_upload(q->master, host, q->n * sizeof(float));
 		if (rc == HEXI_OK && m->dt != RT_CUDA_F32)
 			rc = rt_cuda_cast(m->s, q->w, m->dt, q->master,
@@ -450,15 +448,16 @@ static hexi_rc attn_init(rt_cuda_model *m)
 			     sizeof(m->attn_why)));
 	if (m->attn != RT_CUDA_ATTN_CUDNN || m->nl == 0)
 		return HEXI_OK;
-	rc = rt_cuda_sdpa_create(m->cu, m->dt, m->B, m->T, m->nh, m->nkv,
-				 m->hs, &m->sdpa);
+	rc = rt_cuda_sdpa_create(m->cu, m->dt, m->B, m->T, m->nh, m->nkv, m->hs,
+				 &m->sdpa);
 	if (rc == HEXI_OK)
 		return HEXI_OK;
 	if (mode != NULL && strcmp(mode, "cudnn") == 0)
 		return rc;
 	m->attn = RT_CUDA_ATTN_OWN;
 	snprintf(m->attn_why, sizeof(m->attn_why),
-		 "own (auto: cuDNN refused the plans: %.200s)", hexi_errmsg(rc));
+		 "own (auto: cuDNN refused the plans: %.200s)",
+		 hexi_errmsg(rc));
 	hexi_error_clear();
 	return HEXI_OK;
 }
@@ -480,10 +479,9 @@ static hexi_rc attn_backward_op(rt_cuda_model *m, gact *a)
 		return rt_cuda_sdpa_backward(m->sdpa, m->dq, m->dk, m->dv,
 					     m->dy, a->y, a->q, a->k, a->v,
 					     a->lse);
-	return rt_cuda_attention_backward(m->s, m->dt, m->dq, m->dk, m->dv,
-					  m->dy, a->y, a->q, a->k, a->v, a->lse,
-					  m->delta, m->B, m->T, m->nh, m->nkv,
-					  m->hs);
+	return rt_cuda_attention_backward(
+	    m->s, m->dt, m->dq, m->dk, m->dv, m->dy, a->y, a->q, a->k, a->v,
+	    a->lse, m->delta, m->B, m->T, m->nh, m->nkv, m->hs);
 }
 
 const char *rt_cuda_model_attention(const rt_cuda_model *m)
@@ -749,8 +747,8 @@ static hexi_rc head_forward(rt_cuda_model *m, gslot *s, double *loss_sum)
 	return HEXI_OK;
 }
 
-static hexi_rc check_ids(const rt_cuda_model *m, const int *t,
-			 const char *what, int slot)
+static hexi_rc check_ids(const rt_cuda_model *m, const int *t, const char *what,
+			 int slot)
 {
 	for (int i = 0; i < m->B * m->T; i++)
 		if (t[i] < 0 || t[i] >= m->V)
@@ -780,8 +778,7 @@ hexi_rc rt_cuda_model_forward(rt_cuda_model *m, int slot, const int *tokens,
 				  "micro-batch (no backward yet)",
 				  slot);
 	if ((c->has_embed ? tokens == NULL : x_in == NULL) ||
-	    (c->has_head ? targets == NULL || loss_sum == NULL
-			 : x_out == NULL))
+	    (c->has_head ? targets == NULL || loss_sum == NULL : x_out == NULL))
 		return hexi_error(
 		    HEXI_ERR_INVAL, "GPU model: forward needs %s and %s",
 		    c->has_embed ? "tokens" : "x_in",
@@ -863,8 +860,7 @@ static hexi_rc attn_backward(rt_cuda_model *m, int l, gslot *s)
 	CK(zero(m, m->dk, (size_t)BT * m->kvd * e));
 	CK(zero(m, m->dv, (size_t)BT * m->kvd * e));
 	CK(attn_backward_op(m, a));
-	CK(rt_cuda_rope_backward(m->s, dt, m->dq, m->rope, B, T, m->nh,
-				 m->hs));
+	CK(rt_cuda_rope_backward(m->s, dt, m->dq, m->rope, B, T, m->nh, m->hs));
 	CK(rt_cuda_rope_backward(m->s, dt, m->dk, m->rope, B, T, m->nkv,
 				 m->hs));
 	CK(zero(m, m->dln, nC * e));
@@ -891,8 +887,8 @@ static hexi_rc head_backward(rt_cuda_model *m, gslot *s)
 					 s->lsev, s->targets,
 					 s->grad_scale / (float)m->T, BT, V));
 	CK(zero(m, m->dln, (size_t)BT * C * e));
-	CK(rt_cuda_matmul_backward(m->cu, m->dt, m->dln, m->head->g,
-				   m->dlogits, s->lnf, m->head->w, BT, C, V));
+	CK(rt_cuda_matmul_backward(m->cu, m->dt, m->dln, m->head->g, m->dlogits,
+				   s->lnf, m->head->w, BT, C, V));
 	CK(zero(m, m->dres, (size_t)BT * C * e));
 	return rt_cuda_rmsnorm_backward(m->s, m->dt, m->dres, m->fnorm->g,
 					m->dln, s->xs[m->nl], m->fnorm->w,
@@ -1061,10 +1057,18 @@ static hexi_rc find(rt_cuda_model *m, const char *name, int what, size_t n,
 					  "here, not %zu",
 					  name, p->n, n);
 		switch (what) {
-		case 0: *buf = p->master; break;
-		case 1: *buf = p->g; break;
-		case 2: *buf = p->m; break;
-		case 3: *buf = p->v; break;
+		case 0:
+			*buf = p->master;
+			break;
+		case 1:
+			*buf = p->g;
+			break;
+		case 2:
+			*buf = p->m;
+			break;
+		case 3:
+			*buf = p->v;
+			break;
 		default:
 			return hexi_error(HEXI_ERR_INVAL,
 					  "GPU model: %s: state %d", name,
