@@ -111,6 +111,7 @@ typedef struct sync_bucket {
 #ifndef SYNC_SEG
 #define SYNC_SEG ((size_t)1 << 16)
 #endif
+#define SYNC_SEG_MAX (1L << 28) /* 1 GiB of fp32 per segment */
 /* Zero 2: a (holder set, unit) bucket of at most this many elements (a
  * layer's norm weights, held by every TP rank; and at most 1/32 of the
  * largest backward unit of every member) keeps its full sum over
@@ -1064,9 +1065,17 @@ static hexi_rc solo_accs(rt_sync *s)
 static hexi_rc shard_setup(rt_sync *s, int zero, size_t *cap)
 {
 	const char *e = getenv("HEXI_RT_SYNC_SEG");
-	const size_t segmax =
-	    e != NULL && atol(e) >= 0 ? (size_t)atol(e) : SYNC_SEG;
+	long seg = (long)SYNC_SEG;
 	hexi_rc rc = HEXI_OK;
+
+	if (e != NULL && *e != '\0' &&
+	    hexi_parse_long(e, 0, SYNC_SEG_MAX, &seg) != HEXI_OK)
+		return hexi_error(HEXI_ERR_USAGE,
+				  "HEXI_RT_SYNC_SEG='%.40s': elements per ring "
+				  "segment must be a whole number in 0..%ld "
+				  "(0: no ring)",
+				  e, SYNC_SEG_MAX);
+	const size_t segmax = (size_t)seg;
 
 	s->ring = s->mem == NULL && segmax > 0;
 	for (int i = 0; i < s->nb; i++) {

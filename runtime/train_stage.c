@@ -90,7 +90,8 @@ void rt_train_stage_data(hexi_trainer *t, int mb, int *first, int *last)
 		rt_train_micro_batch(t, mb);
 }
 
-/* ---- the shard of a role -------------------------------------------------- */
+/* ---- the shard of a role --------------------------------------------------
+ */
 
 void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg)
 {
@@ -148,13 +149,14 @@ hexi_rc rt_train_shard(hexi_trainer *t, rt_sync *sync, size_t held)
 	if (rc != HEXI_OK)
 		return rc;
 	if (t->o.verbose)
-		hexi_log(HEXI_LOG_INFO,
-		 "rank %d: zero %d: owns %zu of the %zu parameter elements "
-		 "it holds; sharded state %zu bytes; %d of %d buckets in "
-		 "place",
-		 rt->rank, zero, rt_sync_owned(sync), held,
-		 rt_sync_shard_bytes(sync), rt_sync_flat(sync),
-		 rt_sync_ngroups(sync));
+		hexi_log(
+		    HEXI_LOG_INFO,
+		    "rank %d: zero %d: owns %zu of the %zu parameter elements "
+		    "it holds; sharded state %zu bytes; %d of %d buckets in "
+		    "place",
+		    rt->rank, zero, rt_sync_owned(sync), held,
+		    rt_sync_shard_bytes(sync), rt_sync_flat(sync),
+		    rt_sync_ngroups(sync));
 	if (t->o.verbose)
 		hexi_log(HEXI_LOG_INFO, "rank %d: zero %d: %d buckets as rings",
 			 rt->rank, zero, rt_sync_rings(sync));
@@ -171,14 +173,18 @@ hexi_rc rt_train_grad_ready(hexi_trainer *t, rt_sync *sync, int layer)
 hexi_rc rt_train_overlap(hexi_trainer *t, rt_sync *sync, int *on)
 {
 	const char *e = getenv("HEXI_RT_SYNC_BUCKET");
-	long cap = e != NULL ? atol(e) : 0;
+	long cap = 1L << 20;
 	hexi_rc rc;
 
 	*on = 0;
+	if (e != NULL && *e != '\0' &&
+	    hexi_parse_long(e, 1, 1L << 30, &cap) != HEXI_OK)
+		return hexi_error(HEXI_ERR_USAGE,
+				  "HEXI_RT_SYNC_BUCKET='%.40s': elements per "
+				  "bucket must be a whole number in 1..%ld",
+				  e, 1L << 30);
 	if (t->o.no_overlap)
 		return HEXI_OK;
-	if (cap <= 0)
-		cap = 1L << 20;
 	rc = rt_sync_overlap(sync, (size_t)cap);
 	*on = rc == HEXI_OK && rt_sync_overlapped(sync) > 0;
 	if (*on && t->o.verbose)

@@ -79,4 +79,30 @@ equiv E 2 adamw packed
 equiv E 1 sgd
 equiv S 2 sgd packed
 equiv D 1 adamw
+
+# Bad values of the tuning variables: every rank refuses at setup with the
+# variable named, exit non-zero, no parameters dumped.
+# bad VAR VALUE PLAN: one run of PLAN with VAR=VALUE
+bad() {
+	local np st
+	np=$(plan_ranks "$WORK/$3.json")
+	rm -rf "$WORK/bad" && mkdir "$WORK/bad" || hard "mkdir"
+	# shellcheck disable=SC2086
+	(export "$1=$2" && hx_mpirun "$np" "$HT" --plan "$WORK/$3.json" \
+		--steps $STEPS $SGD --dump "$WORK/bad/p" \
+		>"$WORK/bad.out" 2>"$WORK/bad.err")
+	st=$?
+	[ $st -ne 0 ] && pass "$1='$2' plan $3: refused (exit $st)" ||
+		fail "$1='$2' plan $3: ran"
+	grep -q "$1='$2'" "$WORK/bad.err" &&
+		pass "$1='$2' plan $3: the error names the variable" || {
+		fail "$1='$2' plan $3: the error names the variable"
+		head -n 5 "$WORK/bad.err" | sed 's/^/# /'
+	}
+	expect_eq "$1='$2' plan $3: nothing dumped" \
+		"$(find "$WORK/bad" -type f | wc -l)" 0
+}
+for v in abc -1 268435457 12x; do bad HEXI_RT_SYNC_SEG "$v" S1; done
+with_zero "$WORK/S.json" 0 "$WORK/S0.json"
+for v in 0 -3 1073741825 1e6; do bad HEXI_RT_SYNC_BUCKET "$v" S0; done
 done_testing
