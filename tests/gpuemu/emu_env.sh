@@ -1,6 +1,6 @@
 # emu_env.sh - sourced by emu_train.sh and emu_zero.sh after rt_env.sh:
-# the emulated GPU trainer (hexitrain_emu) and the checks every emulated
-# run and every comparison with the CPU trainer share.
+# the emulated GPU trainer (hexitrain_emu) and the check every emulated
+# run shares (the comparisons with the CPU trainer are rt_env.sh's same).
 
 # In a sanitizer build, LeakSanitizer would report Open MPI's and PMIx's
 # own allocations; device memory leaks are checked by gpu_emu itself.
@@ -27,18 +27,4 @@ emu_ok() {
 		return 1
 	fi
 	return 0
-}
-
-# same WHAT REF RUN [TOL]: the loss each step and the parameters of RUN
-# equal REF's ($WORK/REF.json and the dumps $WORK/REF.*), within TOL
-# relative (rt_cmp; 1e-5 by default)
-same() {
-	out=$("$CMP" --tol "${4:-1e-5}" --loss "$WORK/$2.json" "$WORK/$3.json")
-	st=$?
-	echo "$out" | tail -n 1 | sed 's/^/# /'
-	expect_eq "$1: same loss each step" "$st" 0
-	out=$("$CMP" --tol "${4:-1e-5}" --params "$WORK/$2" "$WORK/$3")
-	st=$?
-	echo "$out" | tail -n 1 | sed 's/^/# /'
-	expect_eq "$1: same parameters" "$st" 0
 }

@@ -108,8 +108,6 @@ same "plan E, bf16: nccl zero 2 vs nccl zero 0 within 5e-3" E0-bf16 E2-bf16 \
 	5e-3
 
 # Ownership and the device memory report.
-owned() { sed -n 's/.*zero [12]: owns \([0-9]*\) of.*/\1/p' "$1" |
-	awk '{s += $1} END {print s + 0}'; }
 nE=$(owned "$WORK/E2-adamw.err")
 nB=$(owned "$WORK/B1-adamw.err")
 nD=$(owned "$WORK/D2-wd.err")

@@ -54,14 +54,7 @@ equiv() {
 	n=$(rings "$WORK/$1$2-$3-257.err")
 	[ "$n" -gt 0 ] && pass "zero $2 $3 plan $1: $n buckets as rings" ||
 		fail "zero $2 $3 plan $1: no bucket ran as a ring"
-	out=$("$CMP" --loss "$WORK/ref-$3.json" "$WORK/$1$2-$3-257.json")
-	st=$?
-	echo "$out" | tail -n 1 | sed 's/^/# /'
-	expect_eq "zero $2 $3 plan $1 ring: same loss each step" "$st" 0
-	out=$("$CMP" --params "$WORK/ref-$3" "$WORK/$1$2-$3-257")
-	st=$?
-	echo "$out" | tail -n 1 | sed 's/^/# /'
-	expect_eq "zero $2 $3 plan $1 ring: same parameters" "$st" 0
+	same "zero $2 $3 plan $1 ring" "ref-$3" "$1$2-$3-257"
 	[ "$4" = packed ] || return
 	if ! run "$1" "$2" "$3" 0; then
 		fail "zero $2 $3 plan $1 packed ran"

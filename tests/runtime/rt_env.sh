@@ -27,3 +27,20 @@ hx_mpirun() {
 	timeout -k 5 "${HX_TIMEOUT:-120}" mpirun --oversubscribe \
 		--allow-run-as-root -np "$np" "$@"
 }
+# same WHAT REF RUN [TOL]: the loss each step and the parameters of RUN
+# equal REF's ($WORK/REF.json and the dumps $WORK/REF.*), within TOL
+# relative (rt_cmp; 1e-5 by default)
+same() {
+	out=$("$CMP" --tol "${4:-1e-5}" --loss "$WORK/$2.json" "$WORK/$3.json")
+	st=$?
+	echo "$out" | tail -n 1 | sed 's/^/# /'
+	expect_eq "$1: same loss each step" "$st" 0
+	out=$("$CMP" --tol "${4:-1e-5}" --params "$WORK/$2" "$WORK/$3")
+	st=$?
+	echo "$out" | tail -n 1 | sed 's/^/# /'
+	expect_eq "$1: same parameters" "$st" 0
+}
+# owned ERR: the elements the sharded sync's ranks own, summed over the
+# "zero N: owns K of ..." lines of a --verbose run's stderr
+owned() { sed -n 's/.*zero [12]: owns \([0-9]*\) of.*/\1/p' "$1" |
+	awk '{s += $1} END {print s + 0}'; }
