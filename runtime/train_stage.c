@@ -90,8 +90,7 @@ void rt_train_stage_data(hexi_trainer *t, int mb, int *first, int *last)
 		rt_train_micro_batch(t, mb);
 }
 
-/* ---- the shard of a role --------------------------------------------------
- */
+/* ---- the shard of a role ------------------------------------------------ */
 
 void rt_train_stage_config(const hexi_trainer *t, rt_model_config *cfg)
 {

@@ -624,10 +624,8 @@ static int memory_options(const hexi_cluster *c, const hexi_train *t,
 	int big = hexi_cluster_total_gpus(c) > HEXI_PLAN_MEMSEARCH_GPUS;
 	int z0 = o->zero >= 0 ? o->zero : big ? t->zero : 0;
 	/* Megatron-LM's distributed optimizer is zero 1; it has no zero 2 */
-	int z1 = o->zero >= 0				 ? o->zero
-		 : big					 ? t->zero
-		 : o->strategy == HEXI_STRATEGY_MEGATRON ? 1
-							 : 2;
+	int zmax = o->strategy == HEXI_STRATEGY_MEGATRON ? 1 : 2;
+	int z1 = o->zero >= 0 ? o->zero : big ? t->zero : zmax;
 	int r0 = o->recompute >= 0 ? o->recompute : big ? t->recompute : 1;
 	int r1 = o->recompute >= 0 ? o->recompute : big ? t->recompute : 0;
 	int n = 0;

@@ -9,6 +9,8 @@
 # Plans (as mpi_zero.sh): E [TP1 x 1, TP2 x 2, TP3 x 1, TP1 x 4] 8 in 4 +
 # [TP2 x 8] 4 in 1 (9 ranks, rings of 2 members and more); S [TP1 x 4, TP1 x
 # 4] + [TP1 x 8] (3 ranks, in place: no packing at all); D (8 ranks).
+# Bad HEXI_RT_SYNC_SEG / HEXI_RT_SYNC_BUCKET values: refused at setup by
+# every rank, the variable named, nothing dumped (DECISIONS 158).
 . "$top_srcdir/tests/runtime/rt_env.sh"
 need_mpi
 STEPS=2
