@@ -1381,35 +1381,54 @@ static hexi_rc ring_gather(rt_sync *s, sync_bucket *b)
 	return HEXI_OK;
 }
 
+/* One run where a piece of a bucket meets one member's block: take
+ * elements of piece k from its element off, at element pos of member
+ * mem's block (e: where piece k starts in the bucket). */
+typedef struct {
+	int k, mem;
+	size_t off, pos, take, e;
+} block_run;
+
+/* The run of bucket b after r, in bucket order (start from {0}); 0 when
+ * none is left.  Pieces without elements are passed over. */
+static int block_next(const sync_bucket *b, block_run *r)
+{
+	r->off += r->take;
+	r->take = 0;
+	while (r->k < b->npieces && r->off >= b->pieces[r->k].count) {
+		r->e += b->pieces[r->k].count;
+		r->k++;
+		r->off = 0;
+	}
+	if (r->k >= b->npieces)
+		return 0;
+	const size_t at = r->e + r->off;
+	while (r->mem + 1 < b->g->n && b->cut[r->mem + 1] <= at)
+		r->mem++;
+	const size_t lim = b->cut[r->mem + 1] - at;
+	const size_t left = b->pieces[r->k].count - r->off;
+	r->take = left < lim ? left : lim;
+	r->pos = at - b->cut[r->mem];
+	return 1;
+}
+
 /* Bucket b into the staging buffer, member i's range at block i (the
  * tail of a shorter range zero): my values where I contribute and live,
  * zeros otherwise. */
 static hexi_rc pack_blocks(rt_sync *s, sync_bucket *b, int live)
 {
 	const int n = b->g->n;
-	size_t e = 0;
-	int mem = 0;
+	block_run r = {0};
 	hexi_rc rc = HEXI_OK;
 
-	for (int k = 0; k < b->npieces; k++) {
-		const sync_piece *p = &b->pieces[k];
-		size_t done = 0;
-		while (done < p->count) {
-			while (mem + 1 < n && b->cut[mem + 1] <= e + done)
-				mem++;
-			size_t lim = b->cut[mem + 1] - (e + done);
-			size_t take =
-			    p->count - done < lim ? p->count - done : lim;
-			float *dst = s->buf + (size_t)mem * b->blk +
-				     (e + done - b->cut[mem]);
-			rc = p->contribute && live
-				 ? mem_copy(s, dst, p->grad + done, take)
-				 : mem_zero(s, dst, take);
-			if (rc != HEXI_OK)
-				return rc;
-			done += take;
-		}
-		e += p->count;
+	while (block_next(b, &r)) {
+		const sync_piece *p = &b->pieces[r.k];
+		float *dst = s->buf + (size_t)r.mem * b->blk + r.pos;
+		rc = p->contribute && live
+			 ? mem_copy(s, dst, p->grad + r.off, r.take)
+			 : mem_zero(s, dst, r.take);
+		if (rc != HEXI_OK)
+			return rc;
 	}
 	for (int i = 0; rc == HEXI_OK && i < n; i++) {
 		size_t len = b->cut[i + 1] - b->cut[i];
@@ -1637,9 +1656,8 @@ static hexi_rc shard_run(rt_sync *s, double *sumsq)
 /* The updated weights of every member's range back to every holder. */
 static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 {
-	const int n = b->g->n, me = b->g->me;
+	const int me = b->g->me;
 	size_t e = 0;
-	int mem = 0;
 	hexi_rc rc = HEXI_OK;
 
 	if (b->ring)
@@ -1672,26 +1690,13 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 					 "weight all-gather (%zu elements "
 					 "per member)",
 					 b->blk);
-	e = 0;
-	for (int k = 0; k < b->npieces; k++) {
-		const sync_piece *p = &b->pieces[k];
-		size_t done = 0;
-		while (done < p->count) {
-			while (mem + 1 < n && b->cut[mem + 1] <= e + done)
-				mem++;
-			size_t lim = b->cut[mem + 1] - (e + done);
-			size_t take =
-			    p->count - done < lim ? p->count - done : lim;
-			if (mem != me &&
-			    (rc = mem_copy(s, p->w + done,
-					   s->buf + (size_t)mem * b->blk +
-					       (e + done - b->cut[mem]),
-					   take)) != HEXI_OK)
-				return rc;
-			done += take;
-		}
-		e += p->count;
-	}
+	block_run r = {0};
+	while (block_next(b, &r))
+		if (r.mem != me &&
+		    (rc = mem_copy(s, b->pieces[r.k].w + r.off,
+				   s->buf + (size_t)r.mem * b->blk + r.pos,
+				   r.take)) != HEXI_OK)
+			return rc;
 	return HEXI_OK;
 }
 
