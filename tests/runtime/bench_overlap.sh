@@ -16,6 +16,17 @@
 # overlap polled at layer ends only (HEXI_RT_SYNC_POLL=0), not between the
 # GEMMs of a layer.  ENV="VAR=VALUE ..." goes to every run (for instance
 # HEXI_RT_SYNC_BUCKET=262144).  --json: one JSON line.
+#
+# LINK=RATE (root; iproute2 with veth, htb and u32): the ranks' TCP runs
+# over an emulated inter-node link of RATE (tc's units: 10gbit, 2gbit,
+# 500mbit), both directions sharing it, as between two nodes of a
+# cluster whose NICs move the bytes while the cores compute.  A veth
+# (hexilnk0) carries 198.18.99.1, from RFC 2544's benchmarking range; the
+# ranks' traffic to it goes over lo, where an htb class selected by a u32
+# filter on that destination limits it to RATE (lo's other traffic takes
+# an unlimited default class).  The link is torn down on exit; the script
+# refuses a lo that already has a queueing discipline of its own, and
+# checks that the step's bytes did cross the limited class.
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 top_builddir=${top_builddir:-$(pwd)/../..}
 . "$top_srcdir/tests/runtime/rt_env.sh"
@@ -29,6 +40,51 @@ MODES=${MODES:-"on off"}
 	hard "mkplan"
 np=$(plan_ranks "$WORK/p.json")
 cores=$(nproc 2>/dev/null || echo 1)
+LINK=${LINK:-}
+LNK=hexilnk0 LNK_IP=198.18.99.1
+# link_down: remove the emulated link, if this script's is there
+link_down() {
+	ip link show "$LNK" >/dev/null 2>&1 || return 0
+	tc qdisc show dev lo | grep -q '^qdisc htb 1: root' &&
+		tc qdisc del dev lo root
+	ip link del "$LNK"
+}
+link_up() {
+	[ "$(id -u)" = 0 ] || skip "LINK=$LINK needs root (ip, tc)"
+	if ! command -v tc >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+		skip "LINK=$LINK: iproute2 (ip, tc) not installed"
+	fi
+	link_down
+	tc qdisc show dev lo | grep -q '^qdisc noqueue' ||
+		hard "LINK: lo has a queueing discipline of its own ($(tc qdisc show dev lo | head -n 1)); not replacing it"
+	{ ip link add "$LNK" type veth peer name hexilnk1 &&
+		ip addr add "$LNK_IP/32" dev "$LNK" && ip link set "$LNK" up &&
+		tc qdisc add dev lo root handle 1: htb default 10 &&
+		tc class add dev lo parent 1: classid 1:10 htb rate 100gbit \
+			burst 4m cburst 4m quantum 200000 &&
+		tc class add dev lo parent 1: classid 1:20 htb rate "$LINK" \
+			ceil "$LINK" burst 1m cburst 1m quantum 200000 &&
+		tc filter add dev lo parent 1: protocol ip u32 \
+			match ip dst "$LNK_IP/32" flowid 1:20; } >"$WORK/link.log" 2>&1 || {
+		link_down
+		hard "LINK=$LINK: could not build the link ($(head -n 1 "$WORK/link.log"))"
+	}
+	BTL=self,tcp
+	OMPI_MCA_btl_tcp_if_include=$LNK
+	export OMPI_MCA_btl_tcp_if_include
+}
+# bytes sent through the limited class so far
+link_bytes() {
+	tc -s class show dev lo classid 1:20 | sed -n 's/^ *Sent \([0-9]*\) bytes.*/\1/p'
+}
+if [ -n "$LINK" ]; then
+	trap 'link_down; rm -rf "$WORK"' EXIT
+	# a signal stops the run in flight (timeout passes it on to mpirun)
+	# before the link goes
+	trap 'pkill -TERM -f "$WORK/p.json" 2>/dev/null; sleep 1; exit 130' INT
+	trap 'pkill -TERM -f "$WORK/p.json" 2>/dev/null; sleep 1; exit 143' TERM
+	link_up
+fi
 if [ -z "${BTL:-}" ]; then
 	BTL=self,tcp
 	[ "$np" -le "$cores" ] && BTL=self,vader
@@ -55,6 +111,10 @@ for r in $(seq "$REPS"); do
 	done
 done
 load1=$(load)
+if [ -n "$LINK" ]; then
+	lb=$(link_bytes)
+	[ "${lb:-0}" -gt 0 ] || hard "LINK=$LINK: no byte crossed the limited link"
+fi
 # best run of a mode: its step time and sync wait
 best() { sort -g "$WORK/$1" | head -n 1; }
 t_on=$(best on | cut -d' ' -f1)
@@ -72,6 +132,11 @@ if [ "${1:-}" = --json ]; then
 		"$SPEC" "$np" "$cores"
 	printf '"btl":"%s","reps":%d,"load_before":%s,"load_after":%s,' \
 		"$BTL" "$REPS" "$load0" "$load1"
+	if [ -n "$LINK" ]; then
+		printf '"link":"%s","link_bytes":%s,' "$LINK" "$lb"
+	else
+		printf '"link":null,'
+	fi
 	printf '"overlap_s":%s,"no_overlap_s":%s,' "$t_on" "$t_off"
 	printf '"sync_wait_overlap_s":%s,"sync_no_overlap_s":%s,' \
 		"$s_on" "$s_off"
@@ -79,6 +144,7 @@ if [ "${1:-}" = --json ]; then
 		"$t_lay" "$lay"
 	printf '"ratio":%s}\n' "$ratio"
 else
+	[ -n "$LINK" ] && BTL="$BTL over a $LINK link"
 	echo "overlap $SPEC ($np ranks on $cores cores, btl $BTL, best of" \
 		"$REPS, load $load0 -> $load1): step $t_on s (sync wait" \
 		"$s_on s) vs --no-overlap $t_off s (sync $s_off s):" \
