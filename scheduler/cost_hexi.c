@@ -607,27 +607,40 @@ static double run_job(double *busy, int np, const int *const *holders,
 	return start + cost;
 }
 
-/* Finish time of stage s's last backward in pipeline p under 1F1B. */
+/* Finish time of stage s's last backward in pipeline p under 1F1B: where
+ * that stage's ranks start their sync without overlap (each rank syncs
+ * after its own schedule, not after the whole pipeline's).  With layer
+ * l >= 0 and overlap: when layer l's gradient is final, i.e. its
+ * backward in the last micro-batch is done, the stage's backward running
+ * from its last layer down, an even share each (the head's and the
+ * embedding's backward are spread over the layers: on the last stage a
+ * layer is priced ready up to the head's share early). */
 static double stage_finish(const sched_ctx *x, const hexi_pipeline *pp,
-			   const double *c, int s)
+			   const double *c, int s, int l)
 {
 	double bf = sched_pipe_recompute(x, pp) ? 3.0 / 4.0 : 2.0 / 3.0;
 	double t = pp->time_s;
+	const hexi_stage *st = &pp->stages[s];
 
 	for (int k = 0; k < s; k++)
 		t -= bf * c[k];
+	if (l >= st->layer_begin && st->layer_end > st->layer_begin)
+		t -= bf * c[s] * (l - st->layer_begin) /
+		     (st->layer_end - st->layer_begin);
 	return t;
 }
 
+/* The layers' sync segments: runs of layers with the same holding stage
+ * in every pipeline, or (per_layer) one layer each. */
 static int build_segs(const hexi_pipeline *pp, int np, int L, dp_seg *seg,
-		      int *stbuf)
+		      int *stbuf, int per_layer)
 {
 	int nseg = 0, *cur = stbuf;
 
 	for (int p = 0; p < np; p++)
 		cur[p] = 0;
 	for (int l = 0; l < L; l++) {
-		int change = l == 0;
+		int change = l == 0 || per_layer;
 		for (int p = 0; p < np; p++)
 			while (l >= pp[p].stages[cur[p]].layer_end) {
 				cur[p]++;
@@ -681,15 +694,17 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 	}
 	for (int p = 1; p < np; p++)
 		base[p] = base[p - 1] + pp[p - 1].nstages;
-	nseg = build_segs(pp, np, L, seg, stbuf);
+	/* Overlap (zero 0: the runtime overlaps only the unsharded sync) starts
+	 * each layer as its gradient is final; otherwise a stage's segments
+	 * start when its last backward is done (DECISIONS 160). */
+	const int per_layer = x->overlap_dp && x->t.zero == 0;
+	nseg = build_segs(pp, np, L, seg, stbuf, per_layer);
 	for (int k = 0; k < nseg; k++) {
 		seg[k].ready = 0;
 		for (int p = 0; p < np; p++) {
 			int s = seg[k].st[p];
-			double f =
-			    x->overlap_dp
-				? stage_finish(x, &pp[p], stage_s + base[p], s)
-				: maxT;
+			double f = stage_finish(x, &pp[p], stage_s + base[p], s,
+						per_layer ? seg[k].l0 : -1);
 			hold[p] = map->dev[base[p] + s];
 			tps[p] = pp[p].stages[s].tp;
 			seg[k].ready = f > seg[k].ready ? f : seg[k].ready;
@@ -716,9 +731,7 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 		for (int p = 0; p < np; p++) {
 			int s = which ? pp[p].nstages - 1 : 0;
 			double f =
-			    x->overlap_dp
-				? stage_finish(x, &pp[p], stage_s + base[p], s)
-				: maxT;
+			    stage_finish(x, &pp[p], stage_s + base[p], s, -1);
 			hold[p] = map->dev[base[p] + s];
 			tps[p] = pp[p].stages[s].tp;
 			ready = f > ready ? f : ready;

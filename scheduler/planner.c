@@ -643,18 +643,30 @@ static int memory_options(const hexi_cluster *c, const hexi_train *t,
 	return n;
 }
 
+/* Drop the runner-up *st2 and *best2, its evaluations counted in *st. */
+static void drop_state(pl_state *st, pl_state *st2, pl_cand *best2)
+{
+	st->evals += st2->evals;
+	st->stop = st2->stop > st->stop ? st2->stop : st->stop;
+	state_fini(st2);
+	pl_cand_free(best2);
+	best2->score = DBL_MAX;
+}
+
 hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 			 const hexi_train *t, const hexi_plan_opts *o,
 			 hexi_plan **out)
 {
-	pl_state st, s2;
-	pl_cand best = {0}, cand = {0};
-	hexi_train tb, t2;
-	int z[6], r[6], nopt;
+	pl_state st, s2, st2;
+	pl_cand best = {0}, cand = {0}, best2 = {0};
+	hexi_train tb, t2, tb2;
+	int z[6], r[6], nopt, have2 = 0;
 	hexi_rc rc, first = HEXI_OK;
 
 	memset(&st, 0, sizeof(st));
+	memset(&st2, 0, sizeof(st2));
 	best.score = DBL_MAX;
+	best2.score = DBL_MAX;
 	rc = check_inputs(c, m, t, o);
 	if (rc != HEXI_OK)
 		return rc;
@@ -666,15 +678,38 @@ hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 		t2.recompute = r[k];
 		memset(&s2, 0, sizeof(s2));
 		rc = search_on(c, m, &t2, o, &s2, &cand);
-		if (k == 0 || (rc == HEXI_OK && cand.pp &&
-			       cand.score < best.score * (1 - 1e-12))) {
-			s2.evals += st.evals;
-			state_fini(&st);
+		int fits =
+		    rc == HEXI_OK && cand.pp && cand.score < PL_INFEASIBLE;
+		if (k == 0 || (fits && cand.score < best.score * (1 - 1e-12))) {
+			/* the winner so far, if it fits, is the runner-up */
+			if (k > 0 && best.pp && best.score < PL_INFEASIBLE) {
+				if (have2)
+					drop_state(&st, &st2, &best2);
+				st2 = st;
+				best2 = best;
+				tb2 = tb;
+				have2 = 1;
+				s2.evals += st2.evals;
+				st2.evals = 0;
+			} else {
+				s2.evals += st.evals;
+				state_fini(&st);
+				pl_cand_free(&best);
+			}
 			st = s2;
-			pl_cand_free(&best);
 			best = cand;
 			tb = t2;
 			first = k == 0 ? rc : first;
+		} else if (fits && cand.score < best2.score * (1 - 1e-12)) {
+			if (have2)
+				drop_state(&st, &st2, &best2);
+			st2 = s2;
+			best2 = cand;
+			tb2 = t2;
+			have2 = 1;
+			st.evals += st2.evals;
+			st2.evals = 0;
+			st.stop = st2.stop > st.stop ? st2.stop : st.stop;
 		} else {
 			st.evals += s2.evals;
 			st.stop = s2.stop > st.stop ? s2.stop : st.stop;
@@ -687,10 +722,34 @@ hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 	}
 	rc = best.pp && best.score < PL_INFEASIBLE ? HEXI_OK : first;
 	/* subsets with the memory setting that won on the whole cluster (or
-	 * the first when none fits there) */
+	 * the first when none fits there), and with the runner-up: the
+	 * winner on the whole cluster need not win on a subset (DECISIONS
+	 * 160) */
 	if (rc == HEXI_OK && st.x.dev != NULL && !o->use_all_gpus &&
-	    o->strategy == HEXI_STRATEGY_HEXISCALE)
+	    o->strategy == HEXI_STRATEGY_HEXISCALE) {
 		rc = try_subsets(&st, &best, c, m, &tb, o);
+		if (rc == HEXI_OK && have2) {
+			rc = try_subsets(&st2, &best2, c, m, &tb2, o);
+			st.evals += st2.evals;
+			st2.evals = 0;
+			st.stop = st2.stop > st.stop ? st2.stop : st.stop;
+			if (rc == HEXI_OK &&
+			    best2.score < best.score * (1 - 1e-12)) {
+				pl_state ts = st;
+				pl_cand tc = best;
+				hexi_train tt = tb;
+				st = st2;
+				best = best2;
+				tb = tb2;
+				st2 = ts;
+				best2 = tc;
+				tb2 = tt;
+				st.evals = st2.evals; /* the count of all */
+				st.stop = st2.stop;
+				st2.evals = 0;
+			}
+		}
+	}
 	if (rc != HEXI_OK)
 		goto out;
 	if (!best.pp || best.score >= PL_INFEASIBLE) {
@@ -709,5 +768,9 @@ hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 out:
 	pl_cand_free(&best);
 	state_fini(&st);
+	if (have2) {
+		pl_cand_free(&best2);
+		state_fini(&st2);
+	}
 	return rc;
 }
