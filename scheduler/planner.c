@@ -643,134 +643,118 @@ static int memory_options(const hexi_cluster *c, const hexi_train *t,
 	return n;
 }
 
-/* Drop the runner-up *st2 and *best2, its evaluations counted in *st. */
-static void drop_state(pl_state *st, pl_state *st2, pl_cand *best2)
+/* One memory setting's search: its state, best candidate and settings. */
+typedef struct {
+	pl_state st;
+	pl_cand best;
+	hexi_train t;
+	int live;
+} pl_setting;
+
+static int setting_fits(const pl_setting *e)
 {
-	st->evals += st2->evals;
-	st->stop = st2->stop > st->stop ? st2->stop : st->stop;
-	state_fini(st2);
-	pl_cand_free(best2);
-	best2->score = DBL_MAX;
+	return e->live && e->best.pp && e->best.score < PL_INFEASIBLE;
+}
+
+/* Finish *e, its evaluations and stop reason added to *evals, *stop. */
+static void setting_drop(pl_setting *e, long *evals, int *stop)
+{
+	if (e->live) {
+		*evals += e->st.evals;
+		*stop = e->st.stop > *stop ? e->st.stop : *stop;
+		state_fini(&e->st);
+		pl_cand_free(&e->best);
+	}
+	memset(e, 0, sizeof(*e));
+	e->best.score = DBL_MAX;
 }
 
 hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 			 const hexi_train *t, const hexi_plan_opts *o,
 			 hexi_plan **out)
 {
-	pl_state st, s2, st2;
-	pl_cand best = {0}, cand = {0}, best2 = {0};
-	hexi_train tb, t2, tb2;
-	int z[6], r[6], nopt, have2 = 0;
+	/* the best setting on the whole cluster and the runner-up */
+	pl_setting win, run, cur;
+	int z[6], r[6], nopt, stop = 0;
+	long evals = 0; /* of the settings dropped */
 	hexi_rc rc, first = HEXI_OK;
 
-	memset(&st, 0, sizeof(st));
-	memset(&st2, 0, sizeof(st2));
-	best.score = DBL_MAX;
-	best2.score = DBL_MAX;
+	memset(&win, 0, sizeof(win));
+	memset(&run, 0, sizeof(run));
+	win.best.score = run.best.score = DBL_MAX;
 	rc = check_inputs(c, m, t, o);
 	if (rc != HEXI_OK)
 		return rc;
 	nopt = memory_options(c, t, o, z, r);
-	tb = *t;
 	for (int k = 0; k < nopt; k++) {
-		t2 = *t;
-		t2.zero = z[k];
-		t2.recompute = r[k];
-		memset(&s2, 0, sizeof(s2));
-		rc = search_on(c, m, &t2, o, &s2, &cand);
-		int fits =
-		    rc == HEXI_OK && cand.pp && cand.score < PL_INFEASIBLE;
-		if (k == 0 || (fits && cand.score < best.score * (1 - 1e-12))) {
-			/* the winner so far, if it fits, is the runner-up */
-			if (k > 0 && best.pp && best.score < PL_INFEASIBLE) {
-				if (have2)
-					drop_state(&st, &st2, &best2);
-				st2 = st;
-				best2 = best;
-				tb2 = tb;
-				have2 = 1;
-				s2.evals += st2.evals;
-				st2.evals = 0;
+		memset(&cur, 0, sizeof(cur));
+		cur.t = *t;
+		cur.t.zero = z[k];
+		cur.t.recompute = r[k];
+		cur.live = 1;
+		rc = search_on(c, m, &cur.t, o, &cur.st, &cur.best);
+		int fits = rc == HEXI_OK && setting_fits(&cur);
+		if (k == 0 ||
+		    (fits && cur.best.score < win.best.score * (1 - 1e-12))) {
+			if (k > 0 && setting_fits(&win)) {
+				setting_drop(&run, &evals, &stop);
+				run = win;
 			} else {
-				s2.evals += st.evals;
-				state_fini(&st);
-				pl_cand_free(&best);
+				setting_drop(&win, &evals, &stop);
 			}
-			st = s2;
-			best = cand;
-			tb = t2;
+			win = cur;
 			first = k == 0 ? rc : first;
-		} else if (fits && cand.score < best2.score * (1 - 1e-12)) {
-			if (have2)
-				drop_state(&st, &st2, &best2);
-			st2 = s2;
-			best2 = cand;
-			tb2 = t2;
-			have2 = 1;
-			st.evals += st2.evals;
-			st2.evals = 0;
-			st.stop = st2.stop > st.stop ? st2.stop : st.stop;
+		} else if (fits &&
+			   cur.best.score < run.best.score * (1 - 1e-12)) {
+			setting_drop(&run, &evals, &stop);
+			run = cur;
 		} else {
-			st.evals += s2.evals;
-			st.stop = s2.stop > st.stop ? s2.stop : st.stop;
-			state_fini(&s2);
-			pl_cand_free(&cand);
+			setting_drop(&cur, &evals, &stop);
 		}
-		memset(&cand, 0, sizeof(cand));
 		if (rc != HEXI_OK && rc != HEXI_ERR_NOFIT)
 			goto out;
 	}
-	rc = best.pp && best.score < PL_INFEASIBLE ? HEXI_OK : first;
+	rc = setting_fits(&win) ? HEXI_OK : first;
 	/* subsets with the memory setting that won on the whole cluster (or
 	 * the first when none fits there), and with the runner-up: the
 	 * winner on the whole cluster need not win on a subset (DECISIONS
 	 * 160) */
-	if (rc == HEXI_OK && st.x.dev != NULL && !o->use_all_gpus &&
+	if (rc == HEXI_OK && win.st.x.dev != NULL && !o->use_all_gpus &&
 	    o->strategy == HEXI_STRATEGY_HEXISCALE) {
-		rc = try_subsets(&st, &best, c, m, &tb, o);
-		if (rc == HEXI_OK && have2) {
-			rc = try_subsets(&st2, &best2, c, m, &tb2, o);
-			st.evals += st2.evals;
-			st2.evals = 0;
-			st.stop = st2.stop > st.stop ? st2.stop : st.stop;
+		rc = try_subsets(&win.st, &win.best, c, m, &win.t, o);
+		if (rc == HEXI_OK && run.live) {
+			rc = try_subsets(&run.st, &run.best, c, m, &run.t, o);
 			if (rc == HEXI_OK &&
-			    best2.score < best.score * (1 - 1e-12)) {
-				pl_state ts = st;
-				pl_cand tc = best;
-				hexi_train tt = tb;
-				st = st2;
-				best = best2;
-				tb = tb2;
-				st2 = ts;
-				best2 = tc;
-				tb2 = tt;
-				st.evals = st2.evals; /* the count of all */
-				st.stop = st2.stop;
-				st2.evals = 0;
+			    run.best.score < win.best.score * (1 - 1e-12)) {
+				pl_setting tmp = win;
+				win = run;
+				run = tmp;
 			}
 		}
 	}
+	/* every setting's evaluations count, and any search's stop reason */
+	setting_drop(&run, &evals, &stop);
+	win.st.evals += evals;
+	win.st.stop = stop > win.st.stop ? stop : win.st.stop;
 	if (rc != HEXI_OK)
 		goto out;
-	if (!best.pp || best.score >= PL_INFEASIBLE) {
-		rc = no_plan(&st, &best, m);
+	if (!win.best.pp || win.best.score >= PL_INFEASIBLE) {
+		rc = no_plan(&win.st, &win.best, m);
 		goto out;
 	}
 	hexi_log(HEXI_LOG_VERBOSE,
 		 "planner: %s: %ld candidates in %.3f s, best %.4f s/iter "
 		 "(zero %d, recompute %d)",
-		 sched_strategy_name(o->strategy), st.evals,
-		 hexi_now_s() - st.t0, best.score, tb.zero, tb.recompute);
+		 sched_strategy_name(o->strategy), win.st.evals,
+		 hexi_now_s() - win.st.t0, win.best.score, win.t.zero,
+		 win.t.recompute);
 	/* the prediction over the job's cluster (MFU counts idle GPUs) */
-	rc = sched_evaluate(&st.x, best.pp, best.np, &best.ev, NULL);
+	rc = sched_evaluate(&win.st.x, win.best.pp, win.best.np, &win.best.ev,
+			    NULL);
 	if (rc == HEXI_OK)
-		rc = cand_to_plan(&st, c, m, &tb, &best, out);
+		rc = cand_to_plan(&win.st, c, m, &win.t, &win.best, out);
 out:
-	pl_cand_free(&best);
-	state_fini(&st);
-	if (have2) {
-		pl_cand_free(&best2);
-		state_fini(&st2);
-	}
+	setting_drop(&win, &evals, &stop);
+	setting_drop(&run, &evals, &stop);
 	return rc;
 }
