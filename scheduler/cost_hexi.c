@@ -709,8 +709,16 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 			tps[p] = pp[p].stages[s].tp;
 			seg[k].ready = f > seg[k].ready ? f : seg[k].ready;
 		}
-		seg[k].cost = (seg[k].l1 - seg[k].l0) *
-			      sched_hexi_layer_sync_s(x, np, hold, tps, load);
+		/* per layer, a layer held by the same stages as the one
+		 * before costs what it cost */
+		if (k > 0 && per_layer &&
+		    memcmp(seg[k].st, seg[k - 1].st,
+			   sizeof(int) * (size_t)np) == 0)
+			seg[k].cost = seg[k - 1].cost;
+		else
+			seg[k].cost =
+			    (seg[k].l1 - seg[k].l0) *
+			    sched_hexi_layer_sync_s(x, np, hold, tps, load);
 		*total_s += seg[k].cost * (1 + (rounds - 1) * rs);
 	}
 	qsort(seg, (size_t)nseg, sizeof(*seg), cmp_seg);
