@@ -232,6 +232,39 @@ hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,
 			      const void *dout, const void *out, const void *q,
 			      const void *k, const void *v, const float *lse);
 
+/*
+ * The plans rt_cuda_sdpa_create would build, built without a GPU for the
+ * GPU that devprop_json describes: cuDNN's serialised device properties
+ * (CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, cuDNN >= 9.8), as
+ * rt_cuda_cudnn_devprop_json writes them on that GPU.  Both graphs go
+ * through cuDNN's operation graph, heuristics and plan finalize, i.e. its
+ * pattern matcher, support checks and NVRTC compilation of the fused
+ * kernel; where no CUDA driver is loaded (a machine without a GPU, with
+ * the driver's stub libcuda) the last step, loading the compiled kernel,
+ * fails, and the plan reports RT_CUDA_PLAN_COMPILED.  HEXI_OK when the
+ * report is filled; an error for bad sizes, unreadable device properties
+ * or a cuDNN older than 9.8.  Nothing runs or is allocated on a device.
+ */
+typedef enum rt_cuda_plan_stage {
+	RT_CUDA_PLAN_NONE = 0,	   /* refused: no engine, or not supported */
+	RT_CUDA_PLAN_COMPILED = 1, /* kernel compiled; no driver to load it */
+	RT_CUDA_PLAN_READY = 2,	   /* execution plan finalized */
+} rt_cuda_plan_stage;
+typedef struct rt_cuda_sdpa_plans {
+	rt_cuda_plan_stage fwd, bwd;
+	int fwd_engines, bwd_engines; /* configurations heuristics offered */
+	size_t ws_bytes;	      /* the larger workspace (READY plans) */
+	char fwd_why[256], bwd_why[256]; /* cuDNN's reason short of READY */
+} rt_cuda_sdpa_plans;
+hexi_rc rt_cuda_sdpa_plan_offline(const char *devprop_json, rt_cuda_dtype dt,
+				  int B, int T, int NH, int NKV, int hs,
+				  rt_cuda_sdpa_plans *r);
+
+/* cuDNN's device properties of CUDA device `device` as JSON (*json from
+ * malloc, NUL-terminated; the caller frees it): the input of
+ * rt_cuda_sdpa_plan_offline.  Needs that GPU and cuDNN >= 9.8. */
+hexi_rc rt_cuda_cudnn_devprop_json(int device, char **json);
+
 /* SwiGLU: out (N) = silu(gate) * up; backward accumulates dgate, dup. */
 hexi_rc rt_cuda_swiglu_forward(rt_cuda_stream s, rt_cuda_dtype dt, void *out,
 			       const void *gate, const void *up, size_t N);
@@ -335,11 +368,11 @@ typedef struct rt_cuda_param {
 	size_t n;		/* local elements */
 	int decay;		/* 2-D: AdamW weight decay applies */
 	float *master;		/* fp32 weights */
-	void *w;		/* dt copy the kernels read (== master in fp32) */
-	float *g, *m, *v;	/* fp32 gradient (accumulates; with
-				   cfg.grad_window this backward unit's
-				   only), moments (NULL with
-				   cfg.no_moments) */
+	void *w;	  /* dt copy the kernels read (== master in fp32) */
+	float *g, *m, *v; /* fp32 gradient (accumulates; with
+			     cfg.grad_window this backward unit's
+			     only), moments (NULL with
+			     cfg.no_moments) */
 } rt_cuda_param;
 
 /* Validate cfg (as rt_model_create does, plus head size <= 128 for the

@@ -13,8 +13,13 @@
  * own backward kernel runs on cuDNN's stats, which are the own kernel's lse
  * (log-sum-exp of the scaled scores).
  *
- * UNVERIFIED ON HARDWARE: written and compiled without a GPU.  Whatever
- * cuDNN refuses (a descriptor, a finalize, no engine) is an error value
+ * Checked without a GPU, not yet run on one: rt_cuda_sdpa_plan_offline
+ * builds both graphs for a GPU described by cuDNN's device properties
+ * (deviceless compilation, cuDNN >= 9.8), and tests/gpu/test_cudnn_plan.t
+ * asserts that cuDNN 9.19 recognises them as its fused SDPA forward and
+ * backward (including GQA) for H100, H200 and A100 in bf16 and compiles
+ * their kernels; only loading a kernel needs the driver.  Whatever cuDNN
+ * refuses on a GPU (a descriptor, a finalize, no engine) is an error value
  * with cuDNN's own message, and the model falls back to the own kernel
  * (rt_cuda_model.c attn_init); tests/gpu/test_kernels compares this path
  * with the CPU reference when it is chosen.
@@ -49,6 +54,25 @@ void rt_cuda_sdpa_destroy(rt_cuda_sdpa *a)
 	(void)a;
 }
 
+hexi_rc rt_cuda_sdpa_plan_offline(const char *devprop_json, rt_cuda_dtype dt,
+				  int B, int T, int NH, int NKV, int hs,
+				  rt_cuda_sdpa_plans *r)
+{
+	(void)devprop_json, (void)dt, (void)B, (void)T, (void)NH, (void)NKV,
+	    (void)hs;
+	memset(r, 0, sizeof(*r));
+	return hexi_error(HEXI_ERR_UNSUPPORTED,
+			  "cuDNN attention: built without --with-cudnn");
+}
+
+hexi_rc rt_cuda_cudnn_devprop_json(int device, char **json)
+{
+	(void)device;
+	*json = NULL;
+	return hexi_error(HEXI_ERR_UNSUPPORTED,
+			  "cuDNN: built without --with-cudnn");
+}
+
 hexi_rc rt_cuda_sdpa_forward(rt_cuda_sdpa *a, void *out, float *lse,
 			     const void *q, const void *k, const void *v)
 {
@@ -75,7 +99,8 @@ hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,
 
 #include "hexi_cuda_err.h"
 
-/* ---- the library, opened once --------------------------------------------- */
+/* ---- the library, opened once ---------------------------------------------
+ */
 
 typedef cudnnBackendDescriptor_t bdesc;
 
@@ -102,13 +127,17 @@ static struct cudnn_api {
 /* Called from model creation (one thread), like the rest of the setup. */
 static int api_load(void)
 {
-	static const char *const names[] = {
-	    "cudnnGetVersion",		      "cudnnCreate",
-	    "cudnnDestroy",		      "cudnnSetStream",
-	    "cudnnGetLastErrorString",	      "cudnnBackendCreateDescriptor",
-	    "cudnnBackendDestroyDescriptor",  "cudnnBackendSetAttribute",
-	    "cudnnBackendGetAttribute",	      "cudnnBackendFinalize",
-	    "cudnnBackendExecute"};
+	static const char *const names[] = {"cudnnGetVersion",
+					    "cudnnCreate",
+					    "cudnnDestroy",
+					    "cudnnSetStream",
+					    "cudnnGetLastErrorString",
+					    "cudnnBackendCreateDescriptor",
+					    "cudnnBackendDestroyDescriptor",
+					    "cudnnBackendSetAttribute",
+					    "cudnnBackendGetAttribute",
+					    "cudnnBackendFinalize",
+					    "cudnnBackendExecute"};
 	void **slots[] = {(void **)&api.version,    (void **)&api.create,
 			  (void **)&api.destroy,    (void **)&api.set_stream,
 			  (void **)&api.last_error, (void **)&api.b_create,
@@ -152,7 +181,8 @@ static hexi_rc ck(cudnnStatus_t st, const char *what)
 			return rc_;                                            \
 	} while (0)
 
-/* ---- descriptors: every one made is kept in a list freed at the end -------- */
+/* ---- descriptors: every one made is kept in a list freed at the end --------
+ */
 
 #define MAX_DESCS 96
 
@@ -213,7 +243,8 @@ static hexi_rc tensor(graph *g, int64_t uid, cudnnDataType_t dt,
 	SET(*out, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
 	SET(*out, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
 	SET(*out, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-	SET(*out, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+	SET(*out, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1,
+	    &align);
 	SET(*out, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
 	if (byv)
 		SET(*out, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1,
@@ -277,8 +308,8 @@ static hexi_rc matmul(graph *g, bdesc a, bdesc b, bdesc c, bdesc *op)
 	return HEXI_OK;
 }
 
-static hexi_rc reduction(graph *g, cudnnReduceTensorOp_t mode, bdesc x,
-			 bdesc y, bdesc *op)
+static hexi_rc reduction(graph *g, cudnnReduceTensorOp_t mode, bdesc x, bdesc y,
+			 bdesc *op)
 {
 	cudnnDataType_t prec = CUDNN_DATA_FLOAT;
 	bdesc rd;
@@ -301,10 +332,35 @@ static hexi_rc reduction(graph *g, cudnnReduceTensorOp_t mode, bdesc x,
 	return HEXI_OK;
 }
 
+/* y = x seen through y's dimensions and strides (a transpose here). */
+static hexi_rc reshape(graph *g, bdesc x, bdesc y, bdesc *op)
+{
+	hexi_rc rc = mk(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, op);
+
+	if (rc != HEXI_OK)
+		return rc;
+	SET(*op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC,
+	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+	SET(*op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC,
+	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+	CK(api.b_finalize(*op), "reshape op finalize");
+	return HEXI_OK;
+}
+
+/* How far make_plan got: the engine configurations heuristics offered,
+ * and whether one of them compiled its kernel but the CUDA driver could
+ * not load it (the driver's stub library on a machine without a GPU). */
+typedef struct plan_note {
+	int64_t engines;
+	int driver;
+} plan_note;
+
 /* The operation graph of ops[n], then the first engine configuration of
- * heuristics mode A that finalizes into a plan; its workspace size. */
-static hexi_rc make_plan(graph *g, cudnnHandle_t h, bdesc *ops, int n,
-			 bdesc *plan, int64_t *ws)
+ * heuristics mode A that finalizes into a plan; its workspace size.  For
+ * the GPU of handle h, or, when h is NULL, for the GPU that the device
+ * properties dev describe (cuDNN >= 9.8, no GPU needed). */
+static hexi_rc make_plan(graph *g, cudnnHandle_t h, bdesc dev, bdesc *ops,
+			 int n, bdesc *plan, int64_t *ws, plan_note *note)
 {
 	/* CUDNN_ATTR_OPERATIONGRAPH_HANDLE / EXECUTION_PLAN_HANDLE are marked
 	 * deprecated in 9.x (device properties replace them) yet still the
@@ -323,11 +379,15 @@ static hexi_rc make_plan(graph *g, cudnnHandle_t h, bdesc *ops, int n,
 		return rc;
 	SET(og, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n,
 	    ops);
-	SET(og, graph_handle, CUDNN_TYPE_HANDLE, 1, &h);
+	if (h != NULL)
+		SET(og, graph_handle, CUDNN_TYPE_HANDLE, 1, &h);
 	CK(api.b_finalize(og), "operation graph finalize");
 	SET(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
 	    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og);
 	SET(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+	if (h == NULL)
+		SET(heur, CUDNN_ATTR_ENGINEHEUR_DEVICEPROP,
+		    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dev);
 	CK(api.b_finalize(heur), "heuristics finalize");
 	for (int i = 0; i < 8; i++)
 		if (mk(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]) !=
@@ -336,41 +396,73 @@ static hexi_rc make_plan(graph *g, cudnnHandle_t h, bdesc *ops, int n,
 	CK(api.b_get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
 		     CUDNN_TYPE_BACKEND_DESCRIPTOR, 8, &ncfg, cfgs),
 	   "heuristics results");
-	if (ncfg == 0)
+	if (ncfg > 8)
+		ncfg = 8;
+	if ((note->engines = ncfg) == 0)
 		return hexi_error(HEXI_ERR_UNSUPPORTED,
 				  "cuDNN: no engine for the attention graph");
 	for (int64_t i = 0; i < ncfg; i++) {
+		cudnnStatus_t st;
+
 		if (mk(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan) !=
 		    HEXI_OK)
 			return rc;
-		SET(*plan, plan_handle, CUDNN_TYPE_HANDLE, 1, &h);
+		if (h != NULL)
+			SET(*plan, plan_handle, CUDNN_TYPE_HANDLE, 1, &h);
+		else
+			SET(*plan, CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP,
+			    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &dev);
 		SET(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
 		    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
-		rc = ck(api.b_finalize(*plan), "execution plan finalize");
+		st = api.b_finalize(*plan);
+		note->driver |= st == CUDNN_STATUS_EXECUTION_FAILED_CUDA_DRIVER;
+		rc = ck(st, "execution plan finalize");
 		if (rc == HEXI_OK) {
 			int64_t cnt = 0;
-			return ck(api.b_get(*plan,
-					    CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-					    CUDNN_TYPE_INT64, 1, &cnt, ws),
-				  "workspace size");
+			return ck(
+			    api.b_get(*plan,
+				      CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+				      CUDNN_TYPE_INT64, 1, &cnt, ws),
+			    "workspace size");
 		}
 	}
 	return rc;
 }
 
-/* ---- the attention object ---------------------------------------------------- */
+/* ---- the attention object
+ * ---------------------------------------------------- */
 
-enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEGINF, U_DO, U_DQ, U_DK,
-       U_DV, U_VIRTUAL = 100 };
+/* Unique ids of the graphs' real tensors; virtual ones count from
+ * U_VIRTUAL.  U_KB, U_VT and U_SCALE_B are the backward's second views of
+ * K, V and the scale (K as dQ = dS K's operand, V^T, dS's scale). */
+enum {
+	U_Q = 1,
+	U_K,
+	U_V,
+	U_O,
+	U_STATS,
+	U_SCALE,
+	U_NEGINF,
+	U_DO,
+	U_DQ,
+	U_DK,
+	U_DV,
+	U_KB,
+	U_VT,
+	U_SCALE_B,
+	U_VIRTUAL = 100
+};
 
 struct rt_cuda_sdpa {
 	rt_cuda *c;
 	rt_cuda_dtype dt;
 	int B, T, NH, NKV, hs;
 	float scale, neg_inf;
-	cudnnHandle_t h;
+	cudnnHandle_t h; /* NULL: plans for dev, never executed */
+	bdesc dev;	 /* device properties (rt_cuda_sdpa_plan_offline) */
 	graph fwd_g, bwd_g;
-	bdesc fwd, bwd; /* plans; bwd NULL: the own backward kernel runs */
+	bdesc fwd, bwd;	   /* plans; bwd NULL: the own backward kernel runs */
+	plan_note note[2]; /* forward, backward */
 	void *ws;
 	size_t ws_bytes;
 	float *delta; /* own backward's scratch (B,NH,T) */
@@ -395,8 +487,8 @@ static void rows(const rt_cuda_sdpa *a, int cols, int64_t dims[4],
 
 /* Scores of the causal softmax, shared by both graphs: out *s = the
  * masked, scaled Q K^T; ops appended to ops[*n]. */
-static hexi_rc scores(rt_cuda_sdpa *a, graph *g, bdesc q, bdesc kt,
-		      bdesc *ops, int *n, bdesc *s)
+static hexi_rc scores(rt_cuda_sdpa *a, graph *g, bdesc q, bdesc kt, bdesc *ops,
+		      int *n, bdesc *s)
 {
 	int64_t d[4], st[4], one[4] = {1, 1, 1, 1};
 	bdesc s0, s1, row, col, mask, scale, ninf;
@@ -479,22 +571,46 @@ static hexi_rc build_forward(rt_cuda_sdpa *a)
 	    (rc = tensor(g, U_STATS, CUDNN_DATA_FLOAT, rd, rst, 0, &stats)) ||
 	    (rc = pointwise(g, CUDNN_POINTWISE_ADD, mx, lg, NULL, stats, -1,
 			    &ops[n++])) ||
-	    (rc = tensor(g, -1, CUDNN_DATA_FLOAT, d, st, 0, &p)) ||
+	    (rc = tensor(g, -1, io_type(a), d, st, 0, &p)) ||
 	    (rc = pointwise(g, CUDNN_POINTWISE_DIV, ex, sum, NULL, p, -1,
 			    &ops[n++])) ||
 	    (rc = matmul(g, p, v, o, &ops[n++])))
 		return rc;
-	if ((rc = make_plan(g, a->h, ops, n, &a->fwd, &ws)) != HEXI_OK)
+	if ((rc = make_plan(g, a->h, a->dev, ops, n, &a->fwd, &ws,
+			    &a->note[0])) != HEXI_OK)
 		return hexi_error_prefix(rc, "attention forward");
 	if ((size_t)ws > a->ws_bytes)
 		a->ws_bytes = (size_t)ws;
 	return HEXI_OK;
 }
 
+/* dK or dV (b, nkv, t, d) = a @ b, whose product has NH heads: with
+ * grouped KV heads (NKV < NH) the product goes to a virtual full-head
+ * tensor that an ADD reduction sums over each group, as cuDNN's GQA
+ * backward expects. */
+static hexi_rc kv_grad(rt_cuda_sdpa *a, graph *g, bdesc x, bdesc y, bdesc out,
+		       bdesc *ops, int *n)
+{
+	int64_t d[4], st[4];
+	bdesc full;
+	hexi_rc rc;
+
+	if (a->NKV == a->NH)
+		return matmul(g, x, y, out, &ops[(*n)++]);
+	d[0] = a->B, d[1] = a->NH, d[2] = a->T, d[3] = a->hs;
+	st[0] = (int64_t)a->NH * a->T * a->hs, st[1] = (int64_t)a->T * a->hs;
+	st[2] = a->hs, st[3] = 1;
+	if ((rc = tensor(g, -1, CUDNN_DATA_FLOAT, d, st, 0, &full)) ||
+	    (rc = matmul(g, x, y, full, &ops[(*n)++])))
+		return rc;
+	return reduction(g, CUDNN_REDUCE_TENSOR_ADD, full, out, &ops[(*n)++]);
+}
+
 /*
- * Backward as in the flash-attention recipe: P = exp(S - stats);
- * dV = P^T dO; dP = dO V^T; dS = P * (dP - rowsum(dO * O)) * scale;
- * dQ = dS K; dK = dS^T Q.  Transposes are strides of the same data.
+ * Backward as in the flash-attention recipe, in the shape cuDNN's fused
+ * backward engines match: P = exp(S - stats); dV = P^T dO; dP = dO V^T;
+ * dS = (dP - rowsum(dO * O)) * P * scale; dQ = dS K; dK = dS^T Q.  P^T
+ * and dS^T are reshape operations (transposed strides) of P and dS.
  */
 static hexi_rc build_backward(rt_cuda_sdpa *a)
 {
@@ -515,7 +631,7 @@ static hexi_rc build_backward(rt_cuda_sdpa *a)
 	    (rc = k_transposed(a, g, U_K, &kt)))
 		return rc;
 	bnsd(a, a->NKV, d, st);
-	if ((rc = tensor(g, U_K + 100, io_type(a), d, st, 0, &k)) ||
+	if ((rc = tensor(g, U_KB, io_type(a), d, st, 0, &k)) ||
 	    (rc = tensor(g, U_V, io_type(a), d, st, 0, &v)) ||
 	    (rc = tensor(g, U_DK, io_type(a), d, st, 0, &dk)) ||
 	    (rc = tensor(g, U_DV, io_type(a), d, st, 0, &dv)))
@@ -523,7 +639,7 @@ static hexi_rc build_backward(rt_cuda_sdpa *a)
 	/* V^T (b, nkv, d, t) */
 	memcpy(t, d, sizeof(t)), memcpy(tst, st, sizeof(tst));
 	t[2] = a->hs, t[3] = a->T, tst[2] = 1, tst[3] = st[2];
-	if ((rc = tensor(g, U_V + 100, io_type(a), t, tst, 0, &vt)) ||
+	if ((rc = tensor(g, U_VT, io_type(a), t, tst, 0, &vt)) ||
 	    (rc = scores(a, g, q, kt, ops, &n, &s)))
 		return rc;
 	rows(a, 1, rd, rst);
@@ -535,9 +651,12 @@ static hexi_rc build_backward(rt_cuda_sdpa *a)
 	    (rc = tensor(g, -1, CUDNN_DATA_FLOAT, d, st, 0, &sub)) ||
 	    (rc = pointwise(g, CUDNN_POINTWISE_SUB, s, stats, NULL, sub, -1,
 			    &ops[n++])) ||
-	    (rc = tensor(g, -1, io_type(a), d, st, 0, &p)) ||
+	    (rc = tensor(g, -1, CUDNN_DATA_FLOAT, d, st, 0, &p)) ||
 	    (rc = pointwise(g, CUDNN_POINTWISE_EXP, sub, NULL, NULL, p, -1,
-			    &ops[n++])))
+			    &ops[n++])) ||
+	    (rc = tensor(g, -1, io_type(a), t, tst, 0, &pt)) ||
+	    (rc = reshape(g, p, pt, &ops[n++])) ||
+	    (rc = kv_grad(a, g, pt, dO, dv, ops, &n)))
 		return rc;
 	/* dO * O, packed (b, h, t, d) */
 	t[0] = a->B, t[1] = a->NH, t[2] = a->T, t[3] = a->hs;
@@ -547,35 +666,32 @@ static hexi_rc build_backward(rt_cuda_sdpa *a)
 	    (rc = pointwise(g, CUDNN_POINTWISE_MUL, dO, o, NULL, dov, -1,
 			    &ops[n++])) ||
 	    (rc = tensor(g, -1, CUDNN_DATA_FLOAT, rd, rst, 0, &dsum)) ||
-	    (rc = reduction(g, CUDNN_REDUCE_TENSOR_ADD, dov, dsum, &ops[n++])) ||
+	    (rc =
+		 reduction(g, CUDNN_REDUCE_TENSOR_ADD, dov, dsum, &ops[n++])) ||
 	    (rc = tensor(g, -1, CUDNN_DATA_FLOAT, d, st, 0, &dp)) ||
 	    (rc = matmul(g, dO, vt, dp, &ops[n++])) ||
 	    (rc = tensor(g, -1, CUDNN_DATA_FLOAT, d, st, 0, &dps)) ||
 	    (rc = pointwise(g, CUDNN_POINTWISE_SUB, dp, dsum, NULL, dps, -1,
 			    &ops[n++])) ||
 	    (rc = tensor(g, -1, CUDNN_DATA_FLOAT, d, st, 0, &ds0)) ||
-	    (rc = pointwise(g, CUDNN_POINTWISE_MUL, p, dps, NULL, ds0, -1,
+	    (rc = pointwise(g, CUDNN_POINTWISE_MUL, dps, p, NULL, ds0, -1,
 			    &ops[n++])) ||
-	    (rc = tensor(g, U_SCALE + 100, CUDNN_DATA_FLOAT, one, one, 1,
-			 &scale)) ||
+	    (rc =
+		 tensor(g, U_SCALE_B, CUDNN_DATA_FLOAT, one, one, 1, &scale)) ||
 	    (rc = tensor(g, -1, io_type(a), d, st, 0, &ds)) ||
 	    (rc = pointwise(g, CUDNN_POINTWISE_MUL, ds0, scale, NULL, ds, -1,
 			    &ops[n++])) ||
 	    (rc = matmul(g, ds, k, dq, &ops[n++])))
 		return rc;
-	/* transposed views for dV = P^T dO and dK = dS^T Q */
+	/* dS^T (b, h, t_k, t_q) for dK = dS^T Q */
 	rows(a, a->T, t, tst);
 	tst[2] = 1, tst[3] = a->T;
-	if ((rc = tensor(g, -1, io_type(a), t, tst, 0, &pt)) ||
-	    (rc = pointwise(g, CUDNN_POINTWISE_EXP, sub, NULL, NULL, pt, -1,
-			    &ops[n++])) ||
-	    (rc = matmul(g, pt, dO, dv, &ops[n++])) ||
-	    (rc = tensor(g, -1, io_type(a), t, tst, 0, &dst)) ||
-	    (rc = pointwise(g, CUDNN_POINTWISE_MUL, ds0, scale, NULL, dst, -1,
-			    &ops[n++])) ||
-	    (rc = matmul(g, dst, q, dk, &ops[n++])))
+	if ((rc = tensor(g, -1, io_type(a), t, tst, 0, &dst)) ||
+	    (rc = reshape(g, ds, dst, &ops[n++])) ||
+	    (rc = kv_grad(a, g, dst, q, dk, ops, &n)))
 		return rc;
-	if ((rc = make_plan(g, a->h, ops, n, &a->bwd, &ws)) != HEXI_OK)
+	if ((rc = make_plan(g, a->h, a->dev, ops, n, &a->bwd, &ws,
+			    &a->note[1])) != HEXI_OK)
 		return hexi_error_prefix(rc, "attention backward");
 	if ((size_t)ws > a->ws_bytes)
 		a->ws_bytes = (size_t)ws;
@@ -590,9 +706,60 @@ void rt_cuda_sdpa_destroy(rt_cuda_sdpa *a)
 	graph_free(&a->fwd_g);
 	if (a->h != NULL)
 		api.destroy(a->h);
+	if (a->dev != NULL)
+		api.b_destroy(a->dev);
 	rt_cuda_free(a->ws);
 	rt_cuda_free(a->delta);
 	free(a);
+}
+
+/* cuDNN loaded and the sizes checked: a new object without plans. */
+static hexi_rc sdpa_new(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
+			int NKV, int hs, rt_cuda_sdpa **out)
+{
+	rt_cuda_sdpa *a;
+
+	*out = NULL;
+	if (!api_load())
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "cuDNN: libcudnn.so.9 not loadable (%s)",
+				  api.so == NULL ? "dlopen failed" : "symbols");
+	if (B < 1 || T < 1 || NH < 1 || NKV < 1 || NH % NKV || hs < 8 ||
+	    hs > 128 || hs % 8)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "cuDNN SDPA: B %d T %d NH %d NKV %d hs %d", B,
+				  T, NH, NKV, hs);
+	if ((a = calloc(1, sizeof(*a))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "cuDNN SDPA");
+	*a = (rt_cuda_sdpa){.c = c,
+			    .dt = dt,
+			    .B = B,
+			    .T = T,
+			    .NH = NH,
+			    .NKV = NKV,
+			    .hs = hs,
+			    .scale = 1.0f / sqrtf((float)hs),
+			    .neg_inf = -INFINITY};
+	*out = a;
+	return HEXI_OK;
+}
+
+/* Both plans; the forward is required, a backward cuDNN refuses leaves
+ * a->bwd NULL (the own backward runs) and its reason in why[cap]. */
+static hexi_rc build_plans(rt_cuda_sdpa *a, char *why, size_t cap)
+{
+	hexi_rc rc = build_forward(a);
+
+	if (rc != HEXI_OK)
+		return rc;
+	if ((rc = build_backward(a)) != HEXI_OK) {
+		if (cap > 0)
+			snprintf(why, cap, "%s", hexi_errmsg(rc));
+		graph_free(&a->bwd_g);
+		a->bwd = NULL;
+		hexi_error_clear();
+	}
+	return HEXI_OK;
 }
 
 hexi_rc rt_cuda_sdpa_create(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
@@ -602,33 +769,17 @@ hexi_rc rt_cuda_sdpa_create(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
 	hexi_rc rc;
 
 	*out = NULL;
-	if (!api_load())
-		return hexi_error(HEXI_ERR_UNSUPPORTED,
-				  "cuDNN: libcudnn.so.9 not loadable (%s)",
-				  dlerror() ? "dlopen failed" : "symbols");
-	if (B < 1 || T < 1 || NH < 1 || NKV < 1 || NH % NKV || hs < 8 ||
-	    hs > 128 || hs % 8)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "cuDNN SDPA: B %d T %d NH %d NKV %d hs %d", B,
-				  T, NH, NKV, hs);
-	if ((a = calloc(1, sizeof(*a))) == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "cuDNN SDPA");
-	*a = (rt_cuda_sdpa){.c = c, .dt = dt, .B = B, .T = T, .NH = NH,
-			    .NKV = NKV, .hs = hs,
-			    .scale = 1.0f / sqrtf((float)hs),
-			    .neg_inf = -INFINITY};
+	if ((rc = sdpa_new(c, dt, B, T, NH, NKV, hs, &a)) != HEXI_OK)
+		return rc;
 	if ((rc = ck(api.create(&a->h), "create handle")) != HEXI_OK ||
-	    (rc = ck(api.set_stream(a->h, (cudaStream_t)rt_cuda_compute_stream(c)),
-		     "set stream")) != HEXI_OK ||
-	    (rc = build_forward(a)) != HEXI_OK)
+	    (rc = ck(
+		 api.set_stream(a->h, (cudaStream_t)rt_cuda_compute_stream(c)),
+		 "set stream")) != HEXI_OK ||
+	    (rc = build_plans(a, NULL, 0)) != HEXI_OK)
 		goto fail;
-	if (build_backward(a) != HEXI_OK) {
-		graph_free(&a->bwd_g); /* the own backward on cuDNN's stats */
-		a->bwd = NULL;
-		hexi_error_clear();
-	}
 	if ((rc = rt_cuda_alloc((void **)&a->delta,
-				(size_t)B * NH * T * sizeof(float))) != HEXI_OK ||
+				(size_t)B * NH * T * sizeof(float))) !=
+		HEXI_OK ||
 	    (a->ws_bytes > 0 &&
 	     (rc = rt_cuda_alloc(&a->ws, a->ws_bytes)) != HEXI_OK))
 		goto fail;
@@ -636,6 +787,109 @@ hexi_rc rt_cuda_sdpa_create(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
 	return HEXI_OK;
 fail:
 	rt_cuda_sdpa_destroy(a);
+	return rc;
+}
+
+/* Device properties need cuDNN 9.8 (CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR). */
+static hexi_rc devprop_supported(void)
+{
+	if (!api_load())
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "cuDNN: libcudnn.so.9 not loadable");
+	if (api.version() < 90800)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "cuDNN %ld: device properties need cuDNN "
+				  ">= 9.8",
+				  (long)api.version());
+	return HEXI_OK;
+}
+
+/* How far one plan got (rt_cuda_sdpa_plans) from its build's rc and
+ * note; cuDNN's reason in why when it is not ready. */
+static rt_cuda_plan_stage plan_stage(hexi_rc rc, const plan_note *note,
+				     char *why, size_t cap)
+{
+	if (rc == HEXI_OK)
+		return RT_CUDA_PLAN_READY;
+	snprintf(why, cap, "%s", hexi_errmsg(rc));
+	hexi_error_clear();
+	/* engines offered, and the one tried compiled its kernel: only
+	 * loading it needs the driver (CUDA_ERROR_STUB_LIBRARY, no GPU) */
+	return note->engines > 0 && note->driver ? RT_CUDA_PLAN_COMPILED
+						 : RT_CUDA_PLAN_NONE;
+}
+
+hexi_rc rt_cuda_sdpa_plan_offline(const char *devprop_json, rt_cuda_dtype dt,
+				  int B, int T, int NH, int NKV, int hs,
+				  rt_cuda_sdpa_plans *r)
+{
+	rt_cuda_sdpa *a = NULL;
+	hexi_rc rc;
+
+	memset(r, 0, sizeof(*r));
+	if ((rc = devprop_supported()) != HEXI_OK ||
+	    (rc = sdpa_new(NULL, dt, B, T, NH, NKV, hs, &a)) != HEXI_OK)
+		return rc;
+	if ((rc = ck(api.b_create(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, &a->dev),
+		     "create device properties")) != HEXI_OK)
+		a->dev = NULL;
+	else if ((rc = ck(api.b_set(
+			      a->dev, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
+			      CUDNN_TYPE_CHAR, (int64_t)strlen(devprop_json),
+			      devprop_json),
+			  "device properties")) == HEXI_OK &&
+		 (rc = ck(api.b_finalize(a->dev),
+			  "device properties finalize")) == HEXI_OK) {
+		/* both graphs, whatever the forward's fate: a report */
+		hexi_rc f = build_forward(a);
+
+		r->fwd =
+		    plan_stage(f, &a->note[0], r->fwd_why, sizeof(r->fwd_why));
+		f = build_backward(a);
+		r->bwd =
+		    plan_stage(f, &a->note[1], r->bwd_why, sizeof(r->bwd_why));
+		r->fwd_engines = (int)a->note[0].engines;
+		r->bwd_engines = (int)a->note[1].engines;
+		r->ws_bytes = a->ws_bytes;
+	}
+	rt_cuda_sdpa_destroy(a);
+	return rc;
+}
+
+hexi_rc rt_cuda_cudnn_devprop_json(int device, char **json)
+{
+	bdesc d = NULL;
+	int32_t id = device;
+	int64_t n = 0;
+	hexi_rc rc;
+
+	*json = NULL;
+	if ((rc = devprop_supported()) != HEXI_OK ||
+	    (rc = ck(api.b_create(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, &d),
+		     "create device properties")) != HEXI_OK)
+		return rc;
+	if ((rc = ck(api.b_set(d, CUDNN_ATTR_DEVICEPROP_DEVICE_ID,
+			       CUDNN_TYPE_INT32, 1, &id),
+		     "device properties: device id")) == HEXI_OK &&
+	    (rc = ck(api.b_finalize(d), "device properties finalize")) ==
+		HEXI_OK &&
+	    (rc = ck(api.b_get(d, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
+			       CUDNN_TYPE_CHAR, 0, &n, NULL),
+		     "device properties: size")) == HEXI_OK) {
+		if (n < 1 || (*json = calloc((size_t)n + 1, 1)) == NULL)
+			rc = hexi_error(HEXI_ERR_NOMEM,
+					"cuDNN device properties: %lld bytes",
+					(long long)n);
+		else if ((rc = ck(api.b_get(
+				      d,
+				      CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
+				      CUDNN_TYPE_CHAR, n, &n, *json),
+				  "device properties: json")) != HEXI_OK) {
+			free(*json);
+			*json = NULL;
+		}
+	}
+	api.b_destroy(d);
 	return rc;
 }
 
@@ -652,8 +906,8 @@ static hexi_rc execute(rt_cuda_sdpa *a, bdesc plan, const int64_t *uids,
 		      n, uids)) == HEXI_OK &&
 	    (rc = set(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
 		      CUDNN_TYPE_VOID_PTR, n, ptrs)) == HEXI_OK &&
-	    (rc = set(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
-		      1, &a->ws)) == HEXI_OK &&
+	    (rc = set(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+		      CUDNN_TYPE_VOID_PTR, 1, &a->ws)) == HEXI_OK &&
 	    (rc = ck(api.b_finalize(vp), "variant pack")) == HEXI_OK)
 		rc = ck(api.b_execute(a->h, plan, vp), what);
 	graph_free(&vp_g);
@@ -664,7 +918,7 @@ hexi_rc rt_cuda_sdpa_forward(rt_cuda_sdpa *a, void *out, float *lse,
 			     const void *q, const void *k, const void *v)
 {
 	int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEGINF};
-	void *ptrs[] = {(void *)q, (void *)k,  (void *)v,    out,
+	void *ptrs[] = {(void *)q, (void *)k, (void *)v,  out,
 			lse,	   &a->scale, &a->neg_inf};
 
 	return execute(a, a->fwd, uids, ptrs, 7, "attention forward");
@@ -674,13 +928,13 @@ hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,
 			      const void *dout, const void *out, const void *q,
 			      const void *k, const void *v, const float *lse)
 {
-	int64_t uids[] = {U_Q,	   U_K,	     U_K + 100, U_V,	   U_V + 100,
-			  U_O,	   U_DO,     U_STATS,	U_SCALE,   U_SCALE + 100,
-			  U_NEGINF, U_DQ,    U_DK,	U_DV};
-	void *ptrs[] = {(void *)q,     (void *)k,    (void *)k,	 (void *)v,
-			(void *)v,     (void *)out,  (void *)dout, (void *)lse,
-			&a->scale,     &a->scale,    &a->neg_inf,  dq,
-			dk,	       dv};
+	int64_t uids[] = {U_Q,	    U_K,  U_KB,	   U_V,	    U_VT,
+			  U_O,	    U_DO, U_STATS, U_SCALE, U_SCALE_B,
+			  U_NEGINF, U_DQ, U_DK,	   U_DV};
+	void *ptrs[] = {(void *)q, (void *)k,	(void *)k,    (void *)v,
+			(void *)v, (void *)out, (void *)dout, (void *)lse,
+			&a->scale, &a->scale,	&a->neg_inf,  dq,
+			dk,	   dv};
 
 	if (a->bwd == NULL) {
 		/* own kernel adds: the caller zeroed dq, dk, dv */

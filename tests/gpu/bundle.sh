@@ -16,7 +16,8 @@ trap 'rm -rf "$tmp"' EXIT
 mib=$(du -sm "$B" | cut -f1)
 expect_eq "bundle size <= 40 MiB ($mib MiB)" "$([ "$mib" -le 40 ] && echo ok)" ok
 bins="profiler/hexiprof scheduler/hexiplan runtime/hexitrain tests/gpu/test_kernels
- tests/gpu/test_nccl.t tests/gpu/test_gpu_model tests/gpu/bench_gpu_train"
+ tests/gpu/test_nccl.t tests/gpu/test_gpu_model tests/gpu/bench_gpu_train
+ tests/gpu/test_cudnn_plan.t"
 for b in $bins; do
 	[ -x "$B/$b" ] || { fail "$b is in the bundle"; continue; }
 	LD_LIBRARY_PATH=$cuda_lib ldd "$B/$b" >"$tmp/ldd" 2>&1

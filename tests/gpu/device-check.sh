@@ -3,8 +3,10 @@
 # most 8 minutes on a machine with one GPU, ending with one SUMMARY block:
 #
 #   1. build the GPU path (configure --with-cuda, only this GPU's arch)
-#   2. the CUDA kernels against their CPU references (test_kernels) and the
-#      NCCL backend on one rank (test_nccl.t)
+#   2. the CUDA kernels against their CPU references (test_kernels), the
+#      NCCL backend on one rank (test_nccl.t), and cuDNN's attention plans
+#      on this GPU's own properties (test_cudnn_plan.t; the properties are
+#      kept as cudnn-devprop.json, the real input of the offline check)
 #   3. hexiprof in GPU mode: GEMM TFLOPS (bf16/fp16/fp32), memory and
 #      host<->device bandwidth, written as a profile
 #   4. one training step of the whole model on the GPU against the CPU model,
@@ -231,6 +233,23 @@ if [ -x "$BUILD/tests/gpu/test_nccl.t" ]; then
 		note "nccl" "ok: $(grep -c '^ok ' "$work/nccl.txt") checks (one rank)"
 	else
 		note "nccl" "FAILED: $n_fail checks (exit $st)"
+		step_failed "$st"
+	fi
+fi
+
+if [ -x "$BUILD/tests/gpu/test_cudnn_plan.t" ]; then
+	run cudnn-plan 60 env top_srcdir="$HEXI_SRC" \
+		"$BUILD/tests/gpu/test_cudnn_plan.t" --device "$work/cudnn-devprop.json"
+	st=$?
+	c_pass=$(grep -c '^ok ' "$work/cudnn-plan.txt")
+	c_fail=$(grep -c '^not ok ' "$work/cudnn-plan.txt")
+	if [ $st -eq 77 ]; then
+		note "cudnn plans" "SKIP: $(grep -m1 'SKIP' "$work/cudnn-plan.txt" | sed 's/^1..0 # SKIP //')"
+	elif [ $st -eq 0 ]; then
+		note "cudnn plans" "ok: $c_pass checks$([ -s "$work/cudnn-devprop.json" ] && echo "; this GPU's properties in cudnn-devprop.json")"
+	else
+		grep '^not ok' "$work/cudnn-plan.txt" | head -5
+		note "cudnn plans" "FAILED: $c_fail of $((c_pass + c_fail)) checks (exit $st)"
 		step_failed "$st"
 	fi
 fi

@@ -6,7 +6,8 @@
 # and tests/bench/fidelity.sh use it as HEXI_BUILD unchanged:
 #
 #   bundle-gpu/profiler/hexiprof  scheduler/hexiplan  runtime/hexitrain
-#   bundle-gpu/tests/gpu/{test_kernels,test_nccl.t,test_gpu_model,bench_gpu_train}
+#   bundle-gpu/tests/gpu/{test_kernels,test_nccl.t,test_gpu_model,bench_gpu_train,
+#                         test_cudnn_plan.t}
 #   bundle-gpu/lib/libmetis.so.5   (the one non-system library left shared)
 #   bundle-gpu/MANIFEST            (commit, CUDA built against, archs, needs)
 #
@@ -68,7 +69,7 @@ if [ ! -f "$BUILD/Makefile" ] || [ "$(cat "$BUILD/.hexi-bundle-args" 2>/dev/null
 fi
 echo "== make (bundle, -j$JOBS, CUDA_ARCHS=$ARCHS)"
 progs="profiler/hexiprof scheduler/hexiplan runtime/hexitrain"
-tests="test_kernels test_nccl.t test_gpu_model bench_gpu_train"
+tests="test_kernels test_nccl.t test_gpu_model bench_gpu_train test_cudnn_plan.t"
 # only the libraries and programs the bundle carries (not the other tests)
 (cd "$BUILD" && : >make.out && for d in common scheduler runtime/cuda runtime profiler; do
 	make -C "$d" -j"$JOBS" >>make.out 2>&1 || exit 1
