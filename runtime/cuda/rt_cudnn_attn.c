@@ -92,6 +92,7 @@ hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,
 #else /* HAVE_CUDNN */
 
 #include <dlfcn.h>
+#include <float.h>
 #include <math.h>
 
 #include <cuda_runtime_api.h>
@@ -457,9 +458,10 @@ struct rt_cuda_sdpa {
 	rt_cuda *c;
 	rt_cuda_dtype dt;
 	int B, T, NH, NKV, hs;
-	float scale, neg_inf;
-	cudnnHandle_t h; /* NULL: plans for dev, never executed */
-	bdesc dev;	 /* device properties (rt_cuda_sdpa_plan_offline) */
+	float scale, neg_inf; /* the mask's fill: the lowest float, as
+				 cuDNN's frontend (no inf - inf) */
+	cudnnHandle_t h;      /* NULL: plans for dev, never executed */
+	bdesc dev; /* device properties (rt_cuda_sdpa_plan_offline) */
 	graph fwd_g, bwd_g;
 	bdesc fwd, bwd;	   /* plans; bwd NULL: the own backward kernel runs */
 	plan_note note[2]; /* forward, backward */
@@ -739,7 +741,7 @@ static hexi_rc sdpa_new(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
 			    .NKV = NKV,
 			    .hs = hs,
 			    .scale = 1.0f / sqrtf((float)hs),
-			    .neg_inf = -INFINITY};
+			    .neg_inf = -FLT_MAX};
 	*out = a;
 	return HEXI_OK;
 }
