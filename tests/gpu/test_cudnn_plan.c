@@ -17,6 +17,8 @@
  * --device FILE they are written to FILE (device-check.sh keeps them).
  *
  * usage: test_cudnn_plan.t [--device FILE] [DEVPROP.json...]
+ *   no arguments: the JSON files of tests/gpu/devprop (make check);
+ *   --device FILE alone: only this machine's GPU (device-check.sh).
  */
 #include "config.h"
 
@@ -159,17 +161,57 @@ static void check_errors(const char *json)
 	hexi_error_clear();
 }
 
+/* This machine's GPU: its properties must give ready plans; written to
+ * out when asked. */
+static void check_device(const char *out, int with_errors)
+{
+	char *dev = NULL;
+	hexi_rc rc = rt_cuda_cudnn_devprop_json(0, &dev);
+
+	if (rc != HEXI_OK) {
+		if (out != NULL)
+			ok(0, "device 0's properties: %s", hexi_errmsg(rc));
+		else
+			tap_diag("device 0: no properties (%s)",
+				 hexi_errmsg(rc));
+		hexi_error_clear();
+		return;
+	}
+	if (with_errors)
+		check_errors(dev);
+	check_gpu("device 0", dev, RT_CUDA_PLAN_READY,
+		  sizeof(shapes) / sizeof(*shapes));
+	if (out != NULL) {
+		FILE *f = fopen(out, "w");
+		int w = f != NULL && fputs(dev, f) >= 0;
+
+		if (f != NULL && fclose(f) != 0)
+			w = 0;
+		ok(w, "device 0's properties written to %s", out);
+	}
+	free(dev);
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const builtin[] = {"h100-sxm", "h200",
 					      "a100-sxm4-80gb"};
-	const char *top = getenv("top_srcdir"), *out = NULL;
-	char path[4096], *json, *dev = NULL;
+	const char *top = getenv("top_srcdir"), *out = NULL, *files[16];
+	char paths[3][4096];
 	int real, first = 1, nfiles = 0;
 	long ver;
 
 	if (argc > 2 && strcmp(argv[1], "--device") == 0)
 		out = argv[2], first = 3;
+	for (int i = first; i < argc && nfiles < 16; i++)
+		files[nfiles++] = argv[i];
+	if (argc == first && out == NULL) /* the files in the tree */
+		for (int i = 0; i < 3; i++) {
+			snprintf(paths[i], sizeof(paths[i]),
+				 "%s/tests/gpu/devprop/%s.json",
+				 top ? top : "..", builtin[i]);
+			files[nfiles++] = paths[i];
+		}
 	ver = rt_cuda_cudnn_version();
 	if (ver == 0)
 		tap_skip_all("cuDNN: libcudnn.so.9 not loadable, or built "
@@ -177,53 +219,25 @@ int main(int argc, char **argv)
 	if (ver < 90800)
 		tap_skip_all("cuDNN older than 9.8: no planning without a GPU");
 	real = load_driver();
+	if (out != NULL && !real)
+		tap_skip_all("--device: no CUDA driver on this machine");
 	tap_diag("cuDNN %ld, %s", ver,
 		 real ? "a CUDA driver" : "no driver (stub)");
 
-	for (int i = first; i < argc || (argc == first && nfiles < 3); i++) {
-		const char *file = argv[i];
+	for (int i = 0; i < nfiles; i++) {
+		char *json = slurp(files[i]);
 
-		if (argc == first) { /* the files in the tree */
-			snprintf(path, sizeof(path),
-				 "%s/tests/gpu/devprop/%s.json",
-				 top ? top : "..", builtin[nfiles]);
-			file = path;
-		}
-		nfiles++;
-		if ((json = slurp(file)) == NULL) {
-			ok(0, "%s: readable (%s)", file, strerror(errno));
+		if (json == NULL) {
+			ok(0, "%s: readable (%s)", files[i], strerror(errno));
 			continue;
 		}
-		if (nfiles == 1)
+		if (i == 0)
 			check_errors(json);
-		check_gpu(file, json, RT_CUDA_PLAN_COMPILED,
-			  nfiles == 1 ? sizeof(shapes) / sizeof(*shapes)
-				      : NMAIN);
+		check_gpu(files[i], json, RT_CUDA_PLAN_COMPILED,
+			  i == 0 ? sizeof(shapes) / sizeof(*shapes) : NMAIN);
 		free(json);
 	}
-
-	/* The GPU of this machine, where there is one: ready plans. */
-	if (real) {
-		hexi_rc rc = rt_cuda_cudnn_devprop_json(0, &dev);
-
-		if (rc != HEXI_OK) {
-			tap_diag("device 0: no properties (%s)",
-				 hexi_errmsg(rc));
-			hexi_error_clear();
-		} else {
-			check_gpu("device 0", dev, RT_CUDA_PLAN_READY,
-				  sizeof(shapes) / sizeof(*shapes));
-			if (out != NULL) {
-				FILE *f = fopen(out, "w");
-				int w = f != NULL && fputs(dev, f) >= 0;
-
-				if (f != NULL && fclose(f) != 0)
-					w = 0;
-				ok(w, "device 0's properties written to %s",
-				   out);
-			}
-			free(dev);
-		}
-	}
+	if (real)
+		check_device(out, nfiles == 0);
 	return tap_done();
 }
