@@ -8,7 +8,7 @@ plan="$PLANS/equiv-A.json"
 np=$(plan_ranks "$plan")
 t0=$(date +%s)
 HEXI_RT_TEST_KILL=3:3 HX_TIMEOUT=60 hx_mpirun "$np" -x HEXI_RT_TEST_KILL \
-	"$HT" --plan "$plan" --steps 1000000 --timeout 30 \
+	"$HT" --plan "$plan" --steps 1000000 --timeout 20 \
 	>"$WORK/kill.out" 2>&1
 st=$?
 t1=$(date +%s)
@@ -19,7 +19,10 @@ grep -E 'HEXI_RT_TEST_KILL|exited on signal|no progress' "$WORK/kill.out" |
 	fail "killed rank: job exited 0"
 [ "$st" -ne 124 ] && [ "$st" -ne 137 -o $((t1 - t0)) -lt 60 ] &&
 	pass "killed rank: no hang" || fail "killed rank: hung until timeout"
-[ $((t1 - t0)) -le 30 ] && pass "killed rank: down within 30 s" ||
+# mpirun's teardown takes it down in seconds; where it does not (seen once,
+# in mpi_idle.sh on a loaded machine), the 20 s stall watchdog does; the
+# time here counts from before mpirun's start-up
+[ $((t1 - t0)) -le 45 ] && pass "killed rank: down within 45 s (teardown, else the 20 s watchdog)" ||
 	fail "killed rank: took $((t1 - t0)) s"
 grep -q 'killing myself in step 3' "$WORK/kill.out" &&
 	pass "the kill happened in step 3" || fail "kill hook did not fire"

@@ -51,11 +51,13 @@ check "WORLD_SIZE mismatch named" grep -q \
 # tasks waiting in MPI_Finalize go down with it).
 t0=$(date +%s)
 HEXI_RT_TEST_KILL=3:2 HX_TIMEOUT=90 hx_mpirun 8 -x HEXI_RT_TEST_KILL "$HT" \
-	--plan "$WORK/idle.json" --steps 1000000 --timeout 30 >"$WORK/kill.out" 2>&1
+	--plan "$WORK/idle.json" --steps 1000000 --timeout 20 >"$WORK/kill.out" 2>&1
 st=$?
 t1=$(date +%s)
 echo "# killed rank 3: exit status $st after $((t1 - t0)) s"
-[ "$st" -ne 0 ] && [ "$st" -ne 124 ] && [ $((t1 - t0)) -le 30 ] &&
-	pass "killed training rank beside idle tasks: job down within 30 s ($st)" ||
+# mpirun's teardown, else the 20 s stall watchdog (counted from before
+# mpirun's start-up; the watchdog path took 31 s against a 30 s watchdog once)
+[ "$st" -ne 0 ] && [ "$st" -ne 124 ] && [ $((t1 - t0)) -le 45 ] &&
+	pass "killed training rank beside idle tasks: job down within 45 s ($st)" ||
 	fail "killed training rank beside idle tasks: exit $st after $((t1 - t0)) s"
 done_testing
