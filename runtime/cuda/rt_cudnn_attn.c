@@ -27,6 +27,7 @@
 #include "config.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,7 +191,8 @@ static hexi_rc ck(cudnnStatus_t st, const char *what)
 typedef struct graph {
 	bdesc d[MAX_DESCS];
 	int n;
-	int64_t uid; /* next virtual tensor uid */
+	int64_t uid;   /* next virtual tensor uid */
+	uint64_t real; /* bit u: a real (non-virtual) tensor of uid u */
 } graph;
 
 static void graph_free(graph *g)
@@ -238,6 +240,8 @@ static hexi_rc tensor(graph *g, int64_t uid, cudnnDataType_t dt,
 
 	if (virt)
 		uid = g->uid++;
+	else if (uid < 64)
+		g->real |= UINT64_C(1) << uid;
 	if ((rc = mk(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, out)) != HEXI_OK)
 		return rc;
 	SET(*out, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
@@ -454,6 +458,33 @@ enum {
 	U_VIRTUAL = 100
 };
 
+/* The variant packs: the uids of rt_cuda_sdpa_forward's and _backward's
+ * pointers, in their order; exactly each graph's real tensors (checked
+ * when the graph is built, so a GPU-free plan check catches a mismatch
+ * that would otherwise surface only in cudnnBackendExecute). */
+static const int64_t fwd_uids[] = {U_Q,	    U_K,     U_V,     U_O,
+				   U_STATS, U_SCALE, U_NEGINF};
+static const int64_t bwd_uids[] = {U_Q,	 U_K,	  U_KB,	   U_VT,      U_O,
+				   U_DO, U_STATS, U_SCALE, U_SCALE_B, U_NEGINF,
+				   U_DQ, U_DK,	  U_DV};
+#define NUIDS(a) ((int)(sizeof(a) / sizeof(*(a))))
+
+static hexi_rc pack_check(const graph *g, const int64_t *uids, int n,
+			  const char *what)
+{
+	uint64_t m = 0;
+
+	for (int i = 0; i < n; i++)
+		m |= UINT64_C(1) << uids[i];
+	if (m != g->real)
+		return hexi_error(
+		    HEXI_ERR_INTERNAL,
+		    "cuDNN %s: the variant pack's tensors "
+		    "(uid mask %#llx) are not the graph's (%#llx)",
+		    what, (unsigned long long)m, (unsigned long long)g->real);
+	return HEXI_OK;
+}
+
 struct rt_cuda_sdpa {
 	rt_cuda *c;
 	rt_cuda_dtype dt;
@@ -545,7 +576,7 @@ static hexi_rc build_forward(rt_cuda_sdpa *a)
 	int64_t ws = 0;
 	hexi_rc rc;
 
-	g->uid = U_VIRTUAL;
+	g->uid = U_VIRTUAL, g->real = 0;
 	bnsd(a, a->NH, d, st);
 	if ((rc = tensor(g, U_Q, io_type(a), d, st, 0, &q)) != HEXI_OK ||
 	    (rc = tensor(g, U_O, io_type(a), d, st, 0, &o)) != HEXI_OK ||
@@ -576,7 +607,9 @@ static hexi_rc build_forward(rt_cuda_sdpa *a)
 	    (rc = tensor(g, -1, io_type(a), d, st, 0, &p)) ||
 	    (rc = pointwise(g, CUDNN_POINTWISE_DIV, ex, sum, NULL, p, -1,
 			    &ops[n++])) ||
-	    (rc = matmul(g, p, v, o, &ops[n++])))
+	    (rc = matmul(g, p, v, o, &ops[n++])) ||
+	    (rc =
+		 pack_check(g, fwd_uids, NUIDS(fwd_uids), "attention forward")))
 		return rc;
 	if ((rc = make_plan(g, a->h, a->dev, ops, n, &a->fwd, &ws,
 			    &a->note[0])) != HEXI_OK)
@@ -618,13 +651,13 @@ static hexi_rc build_backward(rt_cuda_sdpa *a)
 {
 	graph *g = &a->bwd_g;
 	int64_t d[4], st[4], rd[4], rst[4], t[4], tst[4];
-	bdesc ops[24], q, kt, k, v, vt, o, dO, dq, dk, dv, s, stats, sub, p, pt;
+	bdesc ops[24], q, kt, k, vt, o, dO, dq, dk, dv, s, stats, sub, p, pt;
 	bdesc dov, dsum, dp, dps, ds0, ds, dst, scale;
 	int64_t one[4] = {1, 1, 1, 1}, ws = 0;
 	int n = 0;
 	hexi_rc rc;
 
-	g->uid = U_VIRTUAL;
+	g->uid = U_VIRTUAL, g->real = 0;
 	bnsd(a, a->NH, d, st);
 	if ((rc = tensor(g, U_Q, io_type(a), d, st, 0, &q)) ||
 	    (rc = tensor(g, U_O, io_type(a), d, st, 0, &o)) ||
@@ -634,7 +667,6 @@ static hexi_rc build_backward(rt_cuda_sdpa *a)
 		return rc;
 	bnsd(a, a->NKV, d, st);
 	if ((rc = tensor(g, U_KB, io_type(a), d, st, 0, &k)) ||
-	    (rc = tensor(g, U_V, io_type(a), d, st, 0, &v)) ||
 	    (rc = tensor(g, U_DK, io_type(a), d, st, 0, &dk)) ||
 	    (rc = tensor(g, U_DV, io_type(a), d, st, 0, &dv)))
 		return rc;
@@ -690,7 +722,9 @@ static hexi_rc build_backward(rt_cuda_sdpa *a)
 	tst[2] = 1, tst[3] = a->T;
 	if ((rc = tensor(g, -1, io_type(a), t, tst, 0, &dst)) ||
 	    (rc = reshape(g, ds, dst, &ops[n++])) ||
-	    (rc = kv_grad(a, g, dst, q, dk, ops, &n)))
+	    (rc = kv_grad(a, g, dst, q, dk, ops, &n)) ||
+	    (rc = pack_check(g, bwd_uids, NUIDS(bwd_uids),
+			     "attention backward")))
 		return rc;
 	if ((rc = make_plan(g, a->h, a->dev, ops, n, &a->bwd, &ws,
 			    &a->note[1])) != HEXI_OK)
@@ -919,24 +953,26 @@ static hexi_rc execute(rt_cuda_sdpa *a, bdesc plan, const int64_t *uids,
 hexi_rc rt_cuda_sdpa_forward(rt_cuda_sdpa *a, void *out, float *lse,
 			     const void *q, const void *k, const void *v)
 {
-	int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEGINF};
-	void *ptrs[] = {(void *)q, (void *)k, (void *)v,  out,
-			lse,	   &a->scale, &a->neg_inf};
+	void *ptrs[] = {
+	    (void *)q, (void *)k, (void *)v,  out,
+	    lse,       &a->scale, &a->neg_inf}; /* fwd_uids' order */
+	_Static_assert(sizeof(ptrs) / sizeof(*ptrs) == NUIDS(fwd_uids),
+		       "one pointer per forward uid");
 
-	return execute(a, a->fwd, uids, ptrs, 7, "attention forward");
+	return execute(a, a->fwd, fwd_uids, ptrs, NUIDS(fwd_uids),
+		       "attention forward");
 }
 
 hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,
 			      const void *dout, const void *out, const void *q,
 			      const void *k, const void *v, const float *lse)
 {
-	int64_t uids[] = {U_Q,	    U_K,  U_KB,	   U_V,	    U_VT,
-			  U_O,	    U_DO, U_STATS, U_SCALE, U_SCALE_B,
-			  U_NEGINF, U_DQ, U_DK,	   U_DV};
-	void *ptrs[] = {(void *)q, (void *)k,	(void *)k,    (void *)v,
-			(void *)v, (void *)out, (void *)dout, (void *)lse,
-			&a->scale, &a->scale,	&a->neg_inf,  dq,
-			dk,	   dv};
+	void *ptrs[] = {(void *)q,   (void *)k,	   (void *)k,	(void *)v,
+			(void *)out, (void *)dout, (void *)lse, &a->scale,
+			&a->scale,   &a->neg_inf,  dq,		dk,
+			dv}; /* bwd_uids' order: V only as V^T */
+	_Static_assert(sizeof(ptrs) / sizeof(*ptrs) == NUIDS(bwd_uids),
+		       "one pointer per backward uid");
 
 	if (a->bwd == NULL) {
 		/* own kernel adds: the caller zeroed dq, dk, dv */
@@ -944,7 +980,8 @@ hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,
 		    rt_cuda_compute_stream(a->c), a->dt, dq, dk, dv, dout, out,
 		    q, k, v, lse, a->delta, a->B, a->T, a->NH, a->NKV, a->hs);
 	}
-	return execute(a, a->bwd, uids, ptrs, 14, "attention backward");
+	return execute(a, a->bwd, bwd_uids, ptrs, NUIDS(bwd_uids),
+		       "attention backward");
 }
 
 #endif /* HAVE_CUDNN */
