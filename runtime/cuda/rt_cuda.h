@@ -226,6 +226,9 @@ typedef struct rt_cuda_sdpa rt_cuda_sdpa;
 hexi_rc rt_cuda_sdpa_create(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
 			    int NKV, int hs, rt_cuda_sdpa **out);
 void rt_cuda_sdpa_destroy(rt_cuda_sdpa *a);
+/* NULL when cuDNN's fused backward runs; else why the own backward kernel
+ * runs instead (on cuDNN's stats): cuDNN refused the backward plan. */
+const char *rt_cuda_sdpa_backward_why(const rt_cuda_sdpa *a);
 hexi_rc rt_cuda_sdpa_forward(rt_cuda_sdpa *a, void *out, float *lse,
 			     const void *q, const void *k, const void *v);
 hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,

@@ -450,8 +450,17 @@ static hexi_rc attn_init(rt_cuda_model *m)
 		return HEXI_OK;
 	rc = rt_cuda_sdpa_create(m->cu, m->dt, m->B, m->T, m->nh, m->nkv, m->hs,
 				 &m->sdpa);
-	if (rc == HEXI_OK)
+	if (rc == HEXI_OK) {
+		const char *bw = rt_cuda_sdpa_backward_why(m->sdpa);
+		size_t n = strlen(m->attn_why);
+
+		if (bw != NULL) /* the forward is cuDNN's, the backward not */
+			snprintf(m->attn_why + n, sizeof(m->attn_why) - n,
+				 "; backward: own kernel (cuDNN refused: "
+				 "%.120s)",
+				 bw);
 		return HEXI_OK;
+	}
 	if (mode != NULL && strcmp(mode, "cudnn") == 0)
 		return rc;
 	m->attn = RT_CUDA_ATTN_OWN;

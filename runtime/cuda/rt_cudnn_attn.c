@@ -55,6 +55,12 @@ void rt_cuda_sdpa_destroy(rt_cuda_sdpa *a)
 	(void)a;
 }
 
+const char *rt_cuda_sdpa_backward_why(const rt_cuda_sdpa *a)
+{
+	(void)a;
+	return "cuDNN attention: not built";
+}
+
 hexi_rc rt_cuda_sdpa_plan_offline(const char *devprop_json, rt_cuda_dtype dt,
 				  int B, int T, int NH, int NKV, int hs,
 				  rt_cuda_sdpa_plans *r)
@@ -498,7 +504,8 @@ struct rt_cuda_sdpa {
 	plan_note note[2]; /* forward, backward */
 	void *ws;
 	size_t ws_bytes;
-	float *delta; /* own backward's scratch (B,NH,T) */
+	float *delta;	   /* own backward's scratch (B,NH,T) */
+	char bwd_why[256]; /* why bwd is NULL */
 };
 
 /* Strides of (B,T,N,hs) seen as (b, n, t, d). */
@@ -811,7 +818,7 @@ hexi_rc rt_cuda_sdpa_create(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
 	    (rc = ck(
 		 api.set_stream(a->h, (cudaStream_t)rt_cuda_compute_stream(c)),
 		 "set stream")) != HEXI_OK ||
-	    (rc = build_plans(a, NULL, 0)) != HEXI_OK)
+	    (rc = build_plans(a, a->bwd_why, sizeof(a->bwd_why))) != HEXI_OK)
 		goto fail;
 	if ((rc = rt_cuda_alloc((void **)&a->delta,
 				(size_t)B * NH * T * sizeof(float))) !=
@@ -824,6 +831,11 @@ hexi_rc rt_cuda_sdpa_create(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
 fail:
 	rt_cuda_sdpa_destroy(a);
 	return rc;
+}
+
+const char *rt_cuda_sdpa_backward_why(const rt_cuda_sdpa *a)
+{
+	return a->bwd == NULL ? a->bwd_why : NULL;
 }
 
 /* Device properties need cuDNN 9.8 (CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR). */

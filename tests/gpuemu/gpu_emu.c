@@ -618,7 +618,8 @@ hexi_rc rt_cuda_gemm(rt_cuda *c, rt_cuda_dtype dt, rt_cuda_dtype ct, int ta,
 	/* cuBLAS refuses leading dimensions below the row length */
 	if (lda < ac || ldb < bc || ldc < N)
 		return hexi_error(HEXI_ERR_CUDA,
-				  "gemm %dx%dx%d (%s -> %s): cuBLAS CUBLAS_STATUS_INVALID_VALUE (7) "
+				  "gemm %dx%dx%d (%s -> %s): cuBLAS "
+				  "CUBLAS_STATUS_INVALID_VALUE (7) "
 				  "(lda %d ldb %d ldc %d too small)",
 				  M, N, K, rt_cuda_dtype_name(dt),
 				  rt_cuda_dtype_name(ct), lda, ldb, ldc);
@@ -850,8 +851,8 @@ hexi_rc rt_cuda_rmsnorm_backward(rt_cuda_stream s, rt_cuda_dtype dt, void *dinp,
  * table's (cos, sign * sin) of its position; the table itself is
  * rt_cuda_host.c's, shared with the GPU build, so comparing this with
  * rt_rope_forward checks the table. */
-static void rope_apply(float *x, const float *tab, int B, int T, int NH,
-		       int hs, float sign)
+static void rope_apply(float *x, const float *tab, int B, int T, int NH, int hs,
+		       float sign)
 {
 	size_t half = (size_t)hs / 2, rows = (size_t)B * T * NH;
 
@@ -878,9 +879,10 @@ static hexi_rc rope(rt_cuda_stream s, rt_cuda_dtype dt, void *x,
 
 	launch(s);
 	if (B < 0 || T < 0 || NH < 1 || hs < 2 || hs % 2 || tab == NULL)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "rope: B %d T %d NH %d hs %d (even), table %s",
-				  B, T, NH, hs, tab ? "given" : "missing");
+		return hexi_error(
+		    HEXI_ERR_INVAL,
+		    "rope: B %d T %d NH %d hs %d (even), table %s", B, T, NH,
+		    hs, tab ? "given" : "missing");
 	n = (size_t)B * T * NH * hs;
 	if (n == 0)
 		return HEXI_OK;
@@ -1358,7 +1360,7 @@ hexi_rc rt_cuda_sumsq_f32(rt_cuda_stream s, const float *x, size_t n,
 typedef struct emu_comm {
 	rt_comm base;
 	rt_comm *inner;
-	char dp_tag;		  /* its address: the stream dp */
+	char dp_tag;	      /* its address: the stream dp */
 	rt_cuda_stream after; /* rt_comm_nccl_order_after, or NULL */
 } emu_comm;
 
@@ -1454,8 +1456,8 @@ typedef struct emu_req {
 	const char *lo, *hi;
 } emu_req;
 
-static hexi_rc emu_iallreduce(rt_group *g, void *buf, size_t count,
-			      rt_dtype dt, rt_req **req)
+static hexi_rc emu_iallreduce(rt_group *g, void *buf, size_t count, rt_dtype dt,
+			      rt_req **req)
 {
 	rt_group *ig = ((emu_group *)g)->inner;
 	emu_comm *ec = (emu_comm *)g->comm;
@@ -1670,12 +1672,15 @@ hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out)
 	return HEXI_OK;
 }
 
-/* ---- cuDNN's fused attention, emulated ---------------------------------------
- * rt_cuda_cudnn_version() is $HEXI_GPU_EMU_CUDNN (0 when unset: "absent");
+/* ---- cuDNN's fused attention, emulated ----------------------------------- */
+
+/* rt_cuda_cudnn_version() is $HEXI_GPU_EMU_CUDNN (0 when unset: "absent");
  * the plans are the emulated own kernel behind the cuDNN contract (backward
  * SETS dq, dk, dv), counted by gpu_emu_sdpa_calls(), so the selection and
  * the model's dispatch are tested here; $HEXI_GPU_EMU_CUDNN_REFUSE=1 makes
- * create fail as a cuDNN without an engine would. */
+ * create fail as a cuDNN without an engine would, and
+ * $HEXI_GPU_EMU_CUDNN_REFUSE_BWD=1 refuses only the backward plan (the own
+ * backward then ADDS, as on a GPU). */
 
 static unsigned long sdpa_calls;
 
@@ -1695,6 +1700,7 @@ struct rt_cuda_sdpa {
 	rt_cuda *c;
 	rt_cuda_dtype dt;
 	int B, T, NH, NKV, hs;
+	int own_bwd;  /* the backward plan was refused */
 	float *delta; /* (B,NH,T) scratch of the own backward */
 };
 
@@ -1714,8 +1720,15 @@ hexi_rc rt_cuda_sdpa_create(rt_cuda *c, rt_cuda_dtype dt, int B, int T, int NH,
 		return rv;
 	if ((a = calloc(1, sizeof(*a))) == NULL)
 		return nomem("cuDNN SDPA");
-	*a = (rt_cuda_sdpa){.c = c, .dt = dt, .B = B, .T = T, .NH = NH,
-			    .NKV = NKV, .hs = hs};
+	*a = (rt_cuda_sdpa){
+	    .c = c,
+	    .dt = dt,
+	    .B = B,
+	    .T = T,
+	    .NH = NH,
+	    .NKV = NKV,
+	    .hs = hs,
+	    .own_bwd = getenv("HEXI_GPU_EMU_CUDNN_REFUSE_BWD") != NULL};
 	rv = rt_cuda_alloc((void **)&a->delta,
 			   (size_t)B * NH * (T ? T : 1) * sizeof(float));
 	if (rv != HEXI_OK) {
@@ -1732,6 +1745,12 @@ void rt_cuda_sdpa_destroy(rt_cuda_sdpa *a)
 		return;
 	rt_cuda_free(a->delta);
 	free(a);
+}
+
+const char *rt_cuda_sdpa_backward_why(const rt_cuda_sdpa *a)
+{
+	return a->own_bwd ? "cuDNN SDPA backward: no engine (emulated refusal)"
+			  : NULL;
 }
 
 hexi_rc rt_cuda_sdpa_forward(rt_cuda_sdpa *a, void *out, float *lse,
@@ -1752,6 +1771,10 @@ hexi_rc rt_cuda_sdpa_backward(rt_cuda_sdpa *a, void *dq, void *dk, void *dv,
 	hexi_rc rv;
 
 	sdpa_calls++;
+	if (a->own_bwd) /* the own kernel adds: the model zeroed dq, dk, dv */
+		return rt_cuda_attention_backward(
+		    s, a->dt, dq, dk, dv, dout, out, q, k, v, lse, a->delta,
+		    a->B, a->T, a->NH, a->NKV, a->hs);
 	if ((rv = rt_cuda_memset0(s, dq, BT * a->NH * a->hs * e)) != HEXI_OK ||
 	    (rv = rt_cuda_memset0(s, dk, BT * a->NKV * a->hs * e)) != HEXI_OK ||
 	    (rv = rt_cuda_memset0(s, dv, BT * a->NKV * a->hs * e)) != HEXI_OK)

@@ -39,6 +39,14 @@ HEXI_GPU_EMU_CC=80 HEXI_GPU_EMU_CUDNN=91900 HEXI_GPU_EMU_CUDNN_REFUSE=1 \
 expect_eq "cuDNN refusing the plans: the own kernel, still equal" "$?" 0
 grep -q 'attention own (auto: cuDNN refused the plans: cuDNN SDPA: no engine' "$WORK/refuse" &&
 	pass "the fallback says why" || fail "the fallback says why"
+# cuDNN's forward with the own backward (cuDNN refused only the backward
+# plan): still equal, and the attention line says so
+HEXI_GPU_EMU_CC=90 HEXI_GPU_EMU_CUDNN=91900 HEXI_GPU_EMU_CUDNN_REFUSE_BWD=1 \
+	HEXI_TEST_EXPECT_ATTN=cudnn ./test_gpu_model_emu >"$WORK/refuse-bwd" 2>&1
+expect_eq "cuDNN refusing the backward plan only: still equal" "$?" 0
+grep -q '^# bf16: attention cudnn (auto: .*); backward: own kernel (cuDNN refused: cuDNN SDPA backward: no engine (emulated refusal))' \
+	"$WORK/refuse-bwd" && pass "the attention line names the own backward and why" ||
+	fail "the attention line names the own backward and why: $(grep -m1 'attention cudnn' "$WORK/refuse-bwd")"
 HEXI_GPU_EMU_CC=75 HEXI_GPU_EMU_CUDNN=91900 HEXI_TEST_EXPECT_ATTN=own \
 	./test_gpu_model_emu >"$WORK/old" 2>&1
 expect_eq "compute capability 7.5: the own kernel" "$?" 0
