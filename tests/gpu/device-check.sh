@@ -121,7 +121,7 @@ fi
 
 # ---- 0. probe: what this machine has (at most 20 s) ------------------------
 # Libraries the GPU binaries load: from /usr/local/cuda, the system, or the
-# pip wheels of a PyTorch environment (nvidia/{nccl,cublas,cudnn}/lib).
+# pip wheels of a PyTorch environment (nvidia/{nccl,cublas,cudnn,cuda_nvrtc}/lib).
 find_lib() { # find_lib SONAME-GLOB: first directory holding it
 	local d f
 	for d in ${CUDA_HOME:-/usr/local/cuda}/lib64 /usr/local/cuda/lib64 \
@@ -146,7 +146,7 @@ probe() {
 	echo "== CUDA: $(command -v nvcc || echo 'no nvcc on PATH') $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*')"
 	ls -d /usr/local/cuda* 2>/dev/null
 	echo "== libraries (directory found)"
-	for l in nccl cublas cublasLt cudnn; do
+	for l in nccl cublas cublasLt cudnn nvrtc; do
 		printf '%-9s %s\n' "$l" "$(cat "$work/lib-$l" 2>/dev/null || echo 'not found')"
 	done
 	echo "== python: $PY"
@@ -156,7 +156,10 @@ probe() {
 	done
 }
 ldirs=""
-for l in nccl:libnccl.so.2 cublas:'libcublas.so.*' cublasLt:'libcublasLt.so.*' cudnn:libcudnn.so.9; do
+# nvrtc: cuDNN's runtime-compiled attention engines dlopen libnvrtc.so.<CUDA
+# major> (and its builtins); without it only cuDNN's precompiled engines
+for l in nccl:libnccl.so.2 cublas:'libcublas.so.*' cublasLt:'libcublasLt.so.*' \
+	cudnn:libcudnn.so.9 nvrtc:'libnvrtc.so.*'; do
 	d=$(find_lib "${l#*:}")
 	[ -n "$d" ] || continue
 	echo "$d" >"$work/lib-${l%%:*}"
@@ -174,7 +177,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 	drv=$(timeout 5 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
 fi
 note "gpu" "${gpu_name:-none found (nvidia-smi absent or failed)}${cc:+, compute capability $cc}${drv:+, driver $drv}"
-note "libraries" "nccl: $(cat "$work/lib-nccl" 2>/dev/null || echo missing); cublas: $(cat "$work/lib-cublas" 2>/dev/null || echo missing); cudnn: $(cat "$work/lib-cudnn" 2>/dev/null || echo 'missing (own attention kernel)')"
+note "libraries" "nccl: $(cat "$work/lib-nccl" 2>/dev/null || echo missing); cublas: $(cat "$work/lib-cublas" 2>/dev/null || echo missing); cudnn: $(cat "$work/lib-cudnn" 2>/dev/null || echo 'missing (own attention kernel)'); nvrtc: $(cat "$work/lib-nvrtc" 2>/dev/null || echo "missing (cuDNN's precompiled engines only)")"
 [ "$bundle" = 1 ] && note "bundle" "$(sed -n 's/^commit *//p' "$BUILD/MANIFEST"), CUDA $(sed -n 's/^cuda *\([0-9.]*\).*/\1/p' "$BUILD/MANIFEST"), $(sed -n 's/^size_mib *//p' "$BUILD/MANIFEST") MiB"
 
 # ---- 1. build ---------------------------------------------------------------
