@@ -1,0 +1,199 @@
+/*
+ * simt.h - CUDA's device side on the CPU, for tests only: the .cu sources
+ * of runtime/cuda, rewritten by cu2cc.pl (k<<<g, b, sm, s>>>(args) becomes
+ * SIMT_LAUNCH(k, g, b, sm, s)(args)), compile as C++ against this header
+ * and run each launch at once, one block after another, every CUDA thread
+ * a fiber (ucontext) on one OS thread.  A fiber runs until it reaches a
+ * barrier: __syncthreads waits for the whole block, a warp shuffle for its
+ * 32 lanes, so warp-synchronous code (shuffle reductions, one warp per row)
+ * runs as written, and shared memory is the kernel's own static arrays
+ * (one block at a time).  What a GPU would not forgive is reported and
+ * fails the launch (cudaGetLastError): a barrier some threads never reach
+ * (deadlock), a shuffle with an exited lane, a block over 1024 threads or
+ * grid over CUDA's limits, a kernel argument that is not device memory,
+ * and (after the launch) a write into the guard bytes around a cudaMalloc
+ * block.  Not emulated: the GPU's timing, memory model and races, fast-math
+ * intrinsics' error (rsqrtf is exact here).  See tests/simt/Makefile.am.
+ */
+#ifndef HEXI_SIMT_H
+#define HEXI_SIMT_H
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "cuda_runtime_api.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(...)
+
+struct uint3 {
+	unsigned x, y, z;
+};
+
+struct dim3 {
+	unsigned x, y, z;
+	constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1)
+	    : x(x_), y(y_), z(z_)
+	{
+	}
+};
+
+/* The running fiber's coordinates, set by the scheduler on every switch. */
+extern uint3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
+
+namespace simt {
+
+/* Block until the whole block (0) or the calling thread's warp (1) is at a
+ * barrier of the same kind. */
+void barrier(int warp);
+
+/* The calling thread's index in its block, and its exchange slot for the
+ * current shuffle (double-buffered: one barrier per shuffle). */
+unsigned tid();
+void *shfl_slot(unsigned thread);
+void shfl_flip();
+/* Reports (the first of a launch is printed) and fails the launch. */
+void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+typedef void (*body_fn)(void *);
+/* Runs body(arg) as every thread of grid x block; false after a report. */
+bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
+	 void *arg);
+
+/* Kernel pointer arguments must be device memory (tests/simt/runtime.c). */
+extern "C" int simt_is_device(const void *p);
+extern "C" void simt_launch_failed(void);
+extern "C" void simt_check_guards(const char *kernel);
+
+template <typename A> bool arg_ok(const char *kernel, int i, const A &a)
+{
+	if constexpr (std::is_pointer<std::decay_t<A>>::value) {
+		const void *p = (const void *)(+a); /* + decays an array */
+
+		if (p != nullptr && !simt_is_device(p)) {
+			fail("kernel %s: argument %d (%p) is not device memory",
+			     kernel, i, p);
+			return false;
+		}
+	}
+	return true;
+}
+
+template <typename K> struct launcher {
+	const char *name;
+	K k;
+	dim3 g, b;
+	size_t smem;
+
+	template <typename... A> void operator()(A &&...a)
+	{
+		int i = 0;
+		bool ok = (arg_ok(name, i++, a) && ...);
+		auto body = [&] { k(a...); };
+
+		if (!ok) {
+			simt_launch_failed();
+			return;
+		}
+		if (!run(
+			name, g, b, smem,
+			[](void *p) { (*static_cast<decltype(body) *>(p))(); },
+			&body))
+			simt_launch_failed();
+		simt_check_guards(name);
+	}
+};
+
+template <typename K>
+launcher<K> make_launcher(const char *name, K k, dim3 g, dim3 b,
+			  size_t smem = 0, const void *stream = nullptr)
+{
+	(void)stream; /* every launch runs at once, in issue order */
+	return launcher<K>{name, k, g, b, smem};
+}
+
+template <typename V> V shfl_xor(unsigned mask, V v, int lanemask)
+{
+	static_assert(sizeof(V) <= 8, "shuffle of at most 8 bytes");
+	unsigned t = tid(), p = (t & ~31u) | ((t & 31u) ^ (unsigned)lanemask);
+	V r;
+
+	if (mask != 0xffffffffu)
+		fail("__shfl_xor_sync: mask %#x (only full warps here)", mask);
+	std::memcpy(shfl_slot(t), &v, sizeof(V));
+	barrier(1); /* released only with all 32 lanes there */
+	std::memcpy(&r, shfl_slot(p), sizeof(V));
+	shfl_flip();
+	return r;
+}
+
+} /* namespace simt */
+
+#define SIMT_LAUNCH(k, ...)                                                    \
+	::simt::make_launcher(                                                 \
+	    #k, [&](auto &&...a_) { k(a_...); }, __VA_ARGS__)
+
+static inline void __syncthreads(void)
+{
+	simt::barrier(0);
+}
+
+template <typename V> static inline V __shfl_xor_sync(unsigned m, V v, int l)
+{
+	return simt::shfl_xor(m, v, l);
+}
+
+/* One OS thread runs every fiber: a read-modify-write is atomic. */
+static inline float atomicAdd(float *p, float v)
+{
+	float o = *p;
+	*p = o + v;
+	return o;
+}
+
+static inline double atomicAdd(double *p, double v)
+{
+	double o = *p;
+	*p = o + v;
+	return o;
+}
+
+/* Built with -ffp-contract=off: no FMA contraction, as _rn promises. */
+static inline float __fmul_rn(float a, float b)
+{
+	return a * b;
+}
+
+static inline float __fsub_rn(float a, float b)
+{
+	return a - b;
+}
+
+static inline float rsqrtf(float x)
+{
+	return 1.0f / std::sqrt(x);
+}
+
+static inline int min(int a, int b)
+{
+	return a < b ? a : b;
+}
+
+static inline int max(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+struct float2 {
+	float x, y;
+};
+
+#endif /* HEXI_SIMT_H */
