@@ -37,4 +37,23 @@ expect_eq "test_gpu_model on the SIMT emulation: exit status" "$st" 0
 grep -q 'two stages: every gradient within tolerance' "$WORK/out" &&
 	pass "the two-stage check ran" || fail "the two-stage check did not run"
 check_diag test_gpu_model
+
+# device-check.sh's benchmark, as the GPU machine runs it (tiny-4l): step
+# lines and the summary object its report reads.
+./bench_gpu_train_simt --steps 3 --json >"$WORK/out" 2>"$WORK/err"
+expect_eq "bench_gpu_train on the SIMT emulation: exit status" "$?" 0
+expect_eq "bench_gpu_train: one JSON line per step" \
+	"$(grep -c '^{"step":[123],"loss":[0-9.]*,"time_s":[0-9.]*,"tokens_per_s":[0-9.]*}$' "$WORK/out")" 3
+sum=$(grep '"summary":true' "$WORK/out")
+echo "# $sum"
+case $sum in
+*'"model":"tiny-4l"'*'"dtype":"bf16","batch":4,"seq":16,"device":"SIMT emulation on the CPU","gpu_type":"unknown"'*'"peak_tflops":0.00,"mfu":0.0000'*'"attention":"own (auto: cuDNN not loaded'*)
+	pass "bench_gpu_train: the summary names model, device, unknown peak, own attention" ;;
+*) fail "bench_gpu_train: the summary names model, device, unknown peak, own attention" ;;
+esac
+loss=$(echo "$sum" | sed -n 's/.*"final_loss":\([0-9.]*\).*/\1/p')
+awk -v l="$loss" 'BEGIN { exit !(l > 3.5 && l < 4.8) }' &&
+	pass "bench_gpu_train: final loss $loss near ln 64 = 4.16 (3 steps from random init)" ||
+	fail "bench_gpu_train: final loss '$loss' not near ln 64 = 4.16"
+check_diag bench_gpu_train
 done_testing
