@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "hexi_bf16.h"
 #include "hexi_cuda_err.h"
 
 #define SAMPLES 64
@@ -56,20 +57,6 @@ static float bits_f32(uint32_t u)
 
 	memcpy(&f, &u, sizeof(f));
 	return f;
-}
-
-/* Round to nearest even (inputs here are finite). */
-static uint16_t f32_to_bf16(float f)
-{
-	uint32_t u = f32_bits(f);
-
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-	return bits_f32((uint32_t)h << 16);
 }
 
 /* IEEE half, round to nearest even, for |f| in the normal half range or
@@ -167,8 +154,8 @@ static hexi_rc upload(dtype dt, size_t n, uint64_t seed, float *host, void *dev)
 		if (dt == DT_FP32) {
 			memcpy(buf + i * 4, &f, 4);
 		} else {
-			h = dt == DT_BF16 ? f32_to_bf16(f) : f32_to_f16(f);
-			f = dt == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+			h = dt == DT_BF16 ? hexi_bf16_from_float(f) : f32_to_f16(f);
+			f = dt == DT_BF16 ? hexi_bf16_to_float(h) : f16_to_f32(h);
 			memcpy(buf + i * 2, &h, 2);
 		}
 		host[i] = f;
@@ -189,7 +176,7 @@ static double out_value(dtype dt, const unsigned char *c, size_t i)
 		return f;
 	}
 	memcpy(&h, c + i * 2, 2);
-	return dt == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+	return dt == DT_BF16 ? hexi_bf16_to_float(h) : f16_to_f32(h);
 }
 
 static hexi_rc gemm_check(const gemm_arg *g, double *err)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hexi_bf16.h"
 #include "rt_cuda.h"
 #include "rt_model.h"
 #include "rt_ops.h"
@@ -87,13 +88,7 @@ static float urand(void)
 
 static float bf16_round(float f)
 {
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	u += 0x7fffu + ((u >> 16) & 1u);
-	u &= 0xffff0000u;
-	memcpy(&f, &u, 4);
-	return f;
+	return hexi_bf16_to_float(hexi_bf16_from_float(f));
 }
 
 /* Random values in [-scale, scale], representable in dt. */

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hexi_bf16.h"
 #include "rt_comm.h"
 #include "gpu_emu.h"
 #include "rt_cuda.h"
@@ -45,26 +46,9 @@ struct rt_cuda {
 
 /* ---- bf16 ---------------------------------------------------------------- */
 
-static float bf2f(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-/* Round to nearest even (__float2bfloat16); NaN stays a quiet NaN. */
-static uint16_t f2bf(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40u);
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
-}
+/* As __bfloat162float / __float2bfloat16 (hexi_bf16.h). */
+#define bf2f hexi_bf16_to_float
+#define f2bf hexi_bf16_from_float
 
 size_t rt_cuda_dtype_size(rt_cuda_dtype dt)
 {

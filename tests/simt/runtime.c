@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cublas_v2.h"
+#include "hexi_bf16.h"
 #include "cuda_runtime_api.h"
 
 #define GUARD 64
@@ -369,28 +370,9 @@ cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 					      : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
-static float bf16_to_f(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-static uint16_t f_to_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40u);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 static float elem(const void *p, cudaDataType_t t, size_t i)
 {
-	return t == CUDA_R_16BF ? bf16_to_f(((const uint16_t *)p)[i])
+	return t == CUDA_R_16BF ? hexi_bf16_to_float(((const uint16_t *)p)[i])
 				: ((const float *)p)[i];
 }
 
@@ -457,7 +439,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
 			/* beta 0: C is not read (it may hold NaN) */
 			r = al * acc + (be != 0.0f ? be * elem(C, Ctype, c) : 0.0f);
 			if (Ctype == CUDA_R_16BF)
-				((uint16_t *)C)[c] = f_to_bf16(r);
+				((uint16_t *)C)[c] = hexi_bf16_from_float(r);
 			else
 				((float *)C)[c] = r;
 		}

@@ -3,8 +3,7 @@
 #ifndef HEXI_SIMT_CUDA_BF16_H
 #define HEXI_SIMT_CUDA_BF16_H
 
-#include <cstdint>
-#include <cstring>
+#include "hexi_bf16.h"
 
 struct __nv_bfloat16 {
 	uint16_t x;
@@ -12,24 +11,12 @@ struct __nv_bfloat16 {
 
 static inline float __bfloat162float(__nv_bfloat16 h)
 {
-	uint32_t u = (uint32_t)h.x << 16;
-	float f;
-
-	std::memcpy(&f, &u, sizeof(f));
-	return f;
+	return hexi_bf16_to_float(h.x);
 }
 
 static inline __nv_bfloat16 __float2bfloat16(float f)
 {
-	uint32_t u;
-	__nv_bfloat16 h;
-
-	std::memcpy(&u, &f, sizeof(u));
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		h.x = (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-	else
-		h.x = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-	return h;
+	return __nv_bfloat16{hexi_bf16_from_float(f)};
 }
 
 #endif
