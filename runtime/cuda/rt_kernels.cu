@@ -61,10 +61,65 @@ __global__ void rmsnorm_fwd(T *out, float *rstd, const T *inp, const T *w,
 		rstd[row] = r;
 }
 
-/* dx = s*w*dy - x * s^3/C * sum(dy*w*x); dw += dy*x*s (atomics over rows). */
+/* dx = s*w*dy - x * s^3/C * sum(dy*w*x); dw += dy*x*s.
+ *
+ * dw is a sum over all BT rows.  One atomicAdd per row and column (as a
+ * first version did) is BT-way contention on each of C addresses: 16 M
+ * atomics for 8192 rows of 2048.  Here a grid of at most RMS_BLOCKS blocks
+ * walks the rows; thread t owns columns t, t + blockDim.x, ... (RMS_K at
+ * most, C <= RMS_K * blockDim.x) and keeps their partial sums in
+ * registers, so each block adds its C sums once.  Two blocks of 512 per
+ * SM (46-48 registers on sm_90, no spill): 256 blocks are one wave on an
+ * H100/H200's 132 SMs. */
+#define RMS_K	   16
+#define RMS_BLOCKS 256
+
 template <typename T>
-__global__ void rmsnorm_bwd(T *dinp, float *dw, const T *dout, const T *inp,
-			    const T *w, const float *rstd, int C)
+__global__ void __launch_bounds__(512, 2)
+    rmsnorm_bwd(T *dinp, float *dw, const T *dout, const T *inp, const T *w,
+		const float *rstd, int BT, int C)
+{
+	__shared__ float sh[32];
+	float acc[RMS_K];
+
+#pragma unroll
+	for (int j = 0; j < RMS_K; j++)
+		acc[j] = 0.0f;
+	for (size_t row = blockIdx.x; row < (size_t)BT; row += gridDim.x) {
+		const T *x = inp + row * C, *dy = dout + row * C;
+		T *dx = dinp + row * C;
+		float s = rstd[row], dot = 0.0f, k;
+
+		for (int c = threadIdx.x; c < C; c += blockDim.x)
+			dot += ld(dy, c) * ld(w, c) * ld(x, c);
+		dot = block_sum(dot, sh);
+		k = dot * s * s * s / C;
+#pragma unroll
+		for (int j = 0; j < RMS_K; j++) {
+			int c = threadIdx.x + j * blockDim.x;
+
+			if (c < C) {
+				float xv = ld(x, c), g = ld(dy, c);
+
+				st(dx, c, ld(dx, c) + s * ld(w, c) * g - xv * k);
+				acc[j] += g * xv * s;
+			}
+		}
+	}
+#pragma unroll
+	for (int j = 0; j < RMS_K; j++) {
+		int c = threadIdx.x + j * blockDim.x;
+
+		if (c < C)
+			atomicAdd(&dw[c], acc[j]);
+	}
+}
+
+/* Rows wider than RMS_K * 512: one block per row, dw by atomics. */
+template <typename T>
+__global__ void rmsnorm_bwd_wide(T *dinp, float *dw, const T *dout,
+				 const T *inp, const T *w, const float *rstd,
+				 int C)
 {
 	__shared__ float sh[32];
 	size_t row = blockIdx.x;
@@ -114,9 +169,15 @@ extern "C" hexi_rc rt_cuda_rmsnorm_backward(rt_cuda_stream s, rt_cuda_dtype dt,
 		return hexi_error(HEXI_ERR_INVAL, "rmsnorm: BT %d C %d", BT, C);
 	if (BT == 0)
 		return HEXI_OK;
-	DT_DISPATCH(dt, rmsnorm_bwd<<<BT, row_block(C), 0, s>>>(
-		    (E *)dinp, dw, (const E *)dout, (const E *)inp,
-		    (const E *)w, rstd, C));
+	if ((size_t)C > (size_t)RMS_K * row_block(C))
+		DT_DISPATCH(dt, rmsnorm_bwd_wide<<<BT, row_block(C), 0, s>>>(
+			    (E *)dinp, dw, (const E *)dout, (const E *)inp,
+			    (const E *)w, rstd, C));
+	else
+		DT_DISPATCH(dt, rmsnorm_bwd<<<BT < RMS_BLOCKS ? BT : RMS_BLOCKS,
+					      row_block(C), 0, s>>>(
+			    (E *)dinp, dw, (const E *)dout, (const E *)inp,
+			    (const E *)w, rstd, BT, C));
 	return launch_check("rmsnorm_backward");
 }
 

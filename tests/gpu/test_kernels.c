@@ -159,9 +159,16 @@ static void *dev_f32(const float *h, size_t n)
 /* ---- tests
  * --------------------------------------------------------------------- */
 
-static void test_rmsnorm(rt_cuda_dtype dt)
+/* Shapes: several columns per thread; more rows than the backward's
+ * blocks (rows per block > 1); wider than its register tiles (the
+ * one-block-per-row kernel). */
+static const struct {
+	int BT, C;
+} norm_shapes[] = {{37, 300}, {300, 2048}, {3, 9000}};
+
+static void test_rmsnorm_shape(rt_cuda_dtype dt, int BT, int C)
 {
-	const int BT = 37, C = 300;
+	char what[96];
 	size_t n = (size_t)BT * C;
 	float *x = hrand(n, 2, dt), *w = hrand(C, 1, dt), *dy = hrand(n, 1, dt);
 	float *dx0 = hrand(n, 1, dt), *dw0 = hrand(C, 1, RT_CUDA_F32);
@@ -174,8 +181,8 @@ static void test_rmsnorm(rt_cuda_dtype dt)
 	rt_rmsnorm_forward(out, rstd, x, w, BT, C, RT_NORM_EPS);
 	CHECK(
 	    rt_cuda_rmsnorm_forward(S, dt, dO, dR, dX, dW, BT, C, RT_NORM_EPS));
-	compare("rmsnorm_forward out", dt, g = host(dO, n, dt), out, n,
-		tol_of(dt, 0));
+	snprintf(what, sizeof(what), "rmsnorm_forward out BT%d C%d", BT, C);
+	compare(what, dt, g = host(dO, n, dt), out, n, tol_of(dt, 0));
 	free(g);
 	compare("rmsnorm_forward rstd", dt, g = host(dR, BT, RT_CUDA_F32), rstd,
 		BT, tol_of(RT_CUDA_F32, 0));
@@ -183,16 +190,24 @@ static void test_rmsnorm(rt_cuda_dtype dt)
 	rt_rmsnorm_backward(dx, dw, dy, x, w, rstd, BT, C);
 	CHECK(
 	    rt_cuda_rmsnorm_backward(S, dt, dDX, dDW, dDY, dX, dW, dR, BT, C));
-	compare("rmsnorm_backward dinp (+=)", dt, g = host(dDX, n, dt), dx, n,
-		tol_of(dt, 0));
+	snprintf(what, sizeof(what), "rmsnorm_backward dinp (+=) BT%d C%d", BT,
+		 C);
+	compare(what, dt, g = host(dDX, n, dt), dx, n, tol_of(dt, 0));
 	free(g);
-	compare("rmsnorm_backward dw (+=, fp32)", dt,
-		g = host(dDW, C, RT_CUDA_F32), dw, C, tol_of(dt, 1));
+	snprintf(what, sizeof(what), "rmsnorm_backward dw (+=, fp32) BT%d C%d",
+		 BT, C);
+	compare(what, dt, g = host(dDW, C, RT_CUDA_F32), dw, C, tol_of(dt, 1));
 	free(g);
 	free(x), free(w), free(dy), free(dx0), free(dw0), free(out), free(rstd),
 	    free(dx), free(dw);
 	rt_cuda_free(dX), rt_cuda_free(dW), rt_cuda_free(dO), rt_cuda_free(dDY),
 	    rt_cuda_free(dDX), rt_cuda_free(dR), rt_cuda_free(dDW);
+}
+
+static void test_rmsnorm(rt_cuda_dtype dt)
+{
+	for (size_t i = 0; i < sizeof(norm_shapes) / sizeof(*norm_shapes); i++)
+		test_rmsnorm_shape(dt, norm_shapes[i].BT, norm_shapes[i].C);
 }
 
 static void test_rope(rt_cuda_dtype dt)
