@@ -18,7 +18,7 @@ grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' "$HEXI_SRC/build/check.out" |
 	grep -vE '^PASS:' || true
 
 if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
-	hexi_build "$HEXI_SRC/build-san" --enable-werror --enable-sanitizers CC=clang || exit 1
+	hexi_build "$HEXI_SRC/build-san" --enable-werror --enable-sanitizers CC=clang CXX=clang++ || exit 1
 	rm -f $(find "$HEXI_SRC/build-san/tests" -name test-suite.log 2>/dev/null)
 	echo "== make check (build-san: clang 14, ASan+UBSan, unit tests)"
 	# the shared fuzz driver is built by tests/, which this loop skips
@@ -39,6 +39,12 @@ if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
 	ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
 		make -C "$HEXI_SRC/build-san/tests/gpuemu" -k check \
 		TESTS="test_emu_ops.t gpu_model_emu.sh" \
+		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
+	# runtime/cuda's kernels on the SIMT emulation (tests/simt): under ASan
+	# the guards around device memory are poisoned, so a kernel's read
+	# past an allocation fails too, not only a write.
+	ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
+		make -C "$HEXI_SRC/build-san/tests/simt" -k check \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	grep -E '^(FAIL|ERROR|XPASS):' "$HEXI_SRC/build-san/check.out" || true
 fi

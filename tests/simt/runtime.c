@@ -22,6 +22,25 @@
 
 #define GUARD 64
 
+/* Under AddressSanitizer the guards are poisoned instead of checked after
+ * each kernel: a read or write into them is then reported at once, with
+ * the kernel's stack. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SIMT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIMT_ASAN 1
+#endif
+#endif
+#ifdef SIMT_ASAN
+#include <sanitizer/asan_interface.h>
+#define guard_poison(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define guard_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define guard_poison(p, n) ((void)(p), (void)(n))
+#define guard_unpoison(p, n) ((void)(p), (void)(n))
+#endif
+
 typedef struct block {
 	unsigned char *base; /* GUARD, then size bytes, then GUARD */
 	size_t size;
@@ -95,6 +114,9 @@ void simt_launch_failed(void)
 
 void simt_check_guards(const char *kernel)
 {
+#ifdef SIMT_ASAN
+	(void)kernel; /* the guards are poisoned: ASan has reported already */
+#else
 	for (block *b = blocks; b != NULL; b = b->next)
 		for (size_t i = 0; i < GUARD; i++)
 			if (b->base[i] != 0xff ||
@@ -110,6 +132,7 @@ void simt_check_guards(const char *kernel)
 				memset(b->base + GUARD + b->size, 0xff, GUARD);
 				break;
 			}
+#endif
 }
 
 const char *cudaGetErrorName(cudaError_t e)
@@ -257,6 +280,8 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 		return cudaErrorMemoryAllocation;
 	}
 	memset(b->base, 0xff, bytes + 2 * GUARD);
+	guard_poison(b->base, GUARD);
+	guard_poison(b->base + GUARD + bytes, GUARD);
 	b->size = bytes;
 	b->next = blocks;
 	blocks = b;
@@ -273,6 +298,7 @@ cudaError_t cudaFree(void *p)
 			block *b = *bp;
 
 			*bp = b->next;
+			guard_unpoison(b->base, b->size + 2 * GUARD);
 			free(b->base);
 			free(b);
 			return cudaSuccess;

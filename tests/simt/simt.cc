@@ -10,7 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ucontext.h>
-#include <vector>
+#if defined(__has_include)
+#if __has_include(<sanitizer/common_interface_defs.h>)
+#include <sanitizer/common_interface_defs.h>
+#endif
+#endif
 
 uint3 threadIdx, blockIdx;
 dim3 blockDim, gridDim;
@@ -34,8 +38,11 @@ struct fiber {
 	unsigned parity; /* which half of the shuffle slots */
 };
 
-std::vector<fiber> fibers(MAX_THREADS);
-std::vector<char *> stacks;
+/* Plain arrays: no destructor may free the stacks before LeakSanitizer's
+ * exit-time scan (they are kept for the next launch, not leaked). */
+fiber fibers[MAX_THREADS];
+char *stacks[MAX_THREADS];
+unsigned nstacks;
 fiber *cur;
 unsigned cur_tid, nthreads;
 double slots[2][MAX_THREADS];
@@ -74,12 +81,44 @@ namespace {
 #if defined(__x86_64__)
 void *sched_sp;
 
+/* Under AddressSanitizer every switch is announced, so that it tracks
+ * which stack is current (its fiber annotations). */
+#if defined(__SANITIZE_ADDRESS__)
+#define SIMT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIMT_ASAN 1
+#endif
+#endif
+#ifdef SIMT_ASAN
+const void *sched_bottom;
+size_t sched_size;
+
+void before_switch(void **fake, const void *bottom, size_t size)
+{
+	__sanitizer_start_switch_fiber(fake, bottom, size);
+}
+
+void after_switch(void *fake, const void **from, size_t *from_size)
+{
+	__sanitizer_finish_switch_fiber(fake, from, from_size);
+}
+#else
+const void *sched_bottom;
+size_t sched_size;
+
+void before_switch(void **, const void *, size_t) {}
+void after_switch(void *, const void **, size_t *) {}
+#endif
+
 [[noreturn]] void fiber_main()
 {
 	void *dead;
 
+	after_switch(nullptr, &sched_bottom, &sched_size);
 	g_body(g_arg);
 	cur->st = DONE;
+	before_switch(nullptr, sched_bottom, sched_size); /* this one ends */
 	simt_switch(&dead, sched_sp);
 	__builtin_unreachable();
 }
@@ -102,12 +141,20 @@ bool init_fiber(unsigned t)
 
 void to_fiber(fiber *f)
 {
+	void *fake = nullptr;
+
+	before_switch(&fake, stacks[f - fibers], STACK);
 	simt_switch(&sched_sp, f->sp);
+	after_switch(fake, nullptr, nullptr);
 }
 
 void to_scheduler(fiber *f)
 {
+	void *fake = nullptr;
+
+	before_switch(&fake, sched_bottom, sched_size);
 	simt_switch(&f->sp, sched_sp);
+	after_switch(fake, nullptr, nullptr);
 }
 #else
 ucontext_t sched_uc;
@@ -296,14 +343,14 @@ bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
 		return false;
 	}
 	nthreads = (unsigned)n;
-	while (stacks.size() < nthreads) {
+	while (nstacks < nthreads) {
 		char *s = static_cast<char *>(std::malloc(STACK));
 
 		if (s == nullptr) {
 			fail("no memory for fiber stacks");
 			return false;
 		}
-		stacks.push_back(s);
+		stacks[nstacks++] = s;
 	}
 	g_body = body;
 	g_arg = arg;

@@ -11,10 +11,20 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cublas_v2.h"
 #include "rt_cuda_int.cuh"
 #include "tap.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SIMT_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIMT_TEST_ASAN 1
+#endif
+#endif
 
 /* out[block] = sum over the block of (t + 1) and max over t, via the
  * reductions the kernels use. */
@@ -66,6 +76,12 @@ __global__ void write_one_past(float *p, int n)
 {
 	if (threadIdx.x == 0)
 		p[n] = 1.0f;
+}
+
+__global__ void read_one_past(float *out, const float *p, int n)
+{
+	if (threadIdx.x == 0)
+		out[0] = p[n];
 }
 
 __global__ void fill(float *p, float v)
@@ -125,11 +141,32 @@ static void test_refusals(void)
 	SIMT_LAUNCH(split_barrier, 1, 64, 0, nullptr)(p);
 	is_int(cudaGetLastError(), cudaErrorLaunchFailure,
 	       "__syncthreads and a shuffle in one warp: deadlock reported");
+#ifdef SIMT_TEST_ASAN
+	/* the guards are poisoned: ASan ends the process at the access */
+	for (int write = 0; write <= 1; write++) {
+		pid_t pid = fork();
+		int st = 0;
+
+		if (pid == 0) {
+			if (write)
+				SIMT_LAUNCH(write_one_past, 1, 32, 0, nullptr)(p, 64);
+			else
+				SIMT_LAUNCH(read_one_past, 1, 32, 0, nullptr)(p, p, 64);
+			_exit(0);
+		}
+		ok(pid > 0 && waitpid(pid, &st, 0) == pid &&
+			   !(WIFEXITED(st) && WEXITSTATUS(st) == 0),
+		   "ASan: a %s one past a cudaMalloc block ends the kernel's "
+		   "process (status %#x)",
+		   write ? "write" : "read", st);
+	}
+#else
 	SIMT_LAUNCH(write_one_past, 1, 32, 0, nullptr)(p, 64);
 	is_int(cudaGetLastError(), cudaErrorLaunchFailure,
 	       "a write one past a cudaMalloc block is caught");
 	SIMT_LAUNCH(fill, 1, 32, 0, nullptr)(p, 2.0f);
 	is_int(cudaGetLastError(), cudaSuccess, "the guard is restored after a report");
+#endif
 	SIMT_LAUNCH(fill, 1, 32, 0, nullptr)(host, 2.0f);
 	is_int(cudaGetLastError(), cudaErrorLaunchFailure,
 	       "a host pointer as kernel argument is refused");
