@@ -265,8 +265,17 @@ bool release(void)
 	return false;
 }
 
+/* The linker's bounds of the section of __shared__ arrays (simt.h). */
+extern "C" char __start_simt_shared[] __attribute__((weak));
+extern "C" char __stop_simt_shared[] __attribute__((weak));
+
 bool run_block(void)
 {
+	uintptr_t lo = (uintptr_t)__start_simt_shared,
+		  hi = (uintptr_t)__stop_simt_shared;
+
+	if (lo != 0 && hi > lo)
+		std::memset(__start_simt_shared, 0xff, hi - lo);
 	for (unsigned t = 0; t < nthreads; t++)
 		if (!init_fiber(t))
 			return false;

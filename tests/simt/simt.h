@@ -7,7 +7,8 @@
  * barrier: __syncthreads waits for the whole block, a warp shuffle for its
  * 32 lanes, so warp-synchronous code (shuffle reductions, one warp per row)
  * runs as written, and shared memory is the kernel's own static arrays
- * (one block at a time).  What a GPU would not forgive is reported and
+ * (one block at a time, the section of them refilled with 0xff bytes, a
+ * NaN, before each block: a read before any write shows in the result).  What a GPU would not forgive is reported and
  * fails the launch (cudaGetLastError): a barrier some threads never reach
  * (deadlock), a shuffle with an exited lane, a block over 1024 threads or
  * grid over CUDA's limits, a kernel argument that is not device memory,
@@ -30,7 +31,9 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static
+/* Shared memory: function statics, all in one section, which every block
+ * starts with filled with 0xff (NaN), as uninitialised as on a GPU. */
+#define __shared__ static __attribute__((section("simt_shared"), aligned(16)))
 #define __launch_bounds__(...)
 
 struct uint3 {

@@ -52,6 +52,14 @@ __global__ void rotate_kernel(int *out)
 	out[blockIdx.x * n + t] = sh[(t + 1) % n];
 }
 
+/* Reads shared memory no thread of this block wrote. */
+__global__ void read_unwritten_shared(float *out)
+{
+	__shared__ float sh[64];
+
+	out[threadIdx.x] = sh[threadIdx.x];
+}
+
 __global__ void half_warp_shuffle(float *out)
 {
 	float v = 1.0f;
@@ -127,6 +135,14 @@ static void test_shared(void)
 		for (unsigned t = 0; t < n; t++)
 			bad += out[b * n + t] != (int)(b * 10000 + (t + 1) % n);
 	is_int(bad, 0, "every thread sees its neighbour's write after __syncthreads");
+	{
+		float *o = dev_alloc(64);
+
+		SIMT_LAUNCH(read_unwritten_shared, 2, 64, 0, nullptr)(o);
+		ok(std::isnan(o[0]) && std::isnan(o[63]),
+		   "shared memory starts every block as NaN (0xff bytes)");
+		cudaFree(o);
+	}
 	cudaFree(out);
 }
 
