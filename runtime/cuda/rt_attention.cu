@@ -8,9 +8,15 @@
  * Forward: a block of QROWS warps takes QROWS consecutive query rows of one
  * (b, h); each warp owns one row (its q in registers, lane i holding
  * elements i, i+32, ...).  K and V rows are staged through shared memory in
- * tiles of KTILE rows; every warp walks the keys t2 <= t with an online
- * softmax (running max m, normaliser l, accumulator acc), so a row needs
- * O(hs) state.  lse = m + log l is kept for the backward pass.
+ * tiles of KTILE = 32 rows, and a warp takes a tile at once: every lane
+ * forms its partial dot products with all 32 keys, and one reduce-scatter
+ * over the warp (31 shuffles, dots32) leaves lane r with the whole score of
+ * key r; the tile's max and sum are one warp reduction each, and the
+ * probabilities reach the lanes' accumulators by broadcast.  A first
+ * version reduced each key's dot product on its own (5 shuffles, two exps
+ * per lane per key): about 2.5x the shuffles.  Online softmax (running max
+ * m, normaliser l, accumulator acc) keeps O(hs) state per row; lse = m +
+ * log l is kept for the backward pass.
  *
  * Backward (recompute, as FlashAttention-2): delta = rowsum(dO * O); then
  *  - dq kernel: per query row, over key tiles: p = exp(s - lse),
@@ -18,7 +24,8 @@
  *  - dk/dv kernel: per key row of one KV head, over the query heads of its
  *    group and query tiles t >= t2 (Q, dO, lse, delta staged in shared
  *    memory): dv += p dO, dk += ds q.
- * No atomics: each output row is written by exactly one warp.
+ * Both take a tile of 32 rows at once the same way.  No atomics: each
+ * output row is written by exactly one warp.
  */
 #include "rt_cuda_int.cuh"
 
@@ -58,17 +65,60 @@ __device__ __forceinline__ void stage(float *sh, const T *x, int b, int t0,
 	}
 }
 
-__device__ __forceinline__ float dot_sh(const float r[PER_LANE],
-					const float *row, int hs, int lane)
+/*
+ * Dot products of a row r (in registers, lane i holding elements i, i+32,
+ * ...) with the KTILE = 32 rows of a staged tile sh (KTILE, hs): lane l
+ * gets r . sh[l].  Each lane forms its 32 partial sums, then a
+ * reduce-scatter halves them five times: at offset o a lane keeps the half
+ * of its sums its lane bit o selects and adds its partner's copy of that
+ * half (o shuffles), so after 16+8+4+2+1 = 31 shuffles lane l holds the
+ * sum over the warp of partial l.
+ */
+__device__ __forceinline__ float dots32(const float r[PER_LANE],
+					const float *sh, int hs, int lane)
 {
-	float d = 0.0f;
+	float d[KTILE];
+
 #pragma unroll
-	for (int j = 0; j < PER_LANE; j++) {
-		int i = lane + 32 * j;
-		if (i < hs)
-			d += r[j] * row[i];
+	for (int k = 0; k < KTILE; k++) {
+		float a = 0.0f;
+#pragma unroll
+		for (int j = 0; j < PER_LANE; j++) {
+			int i = lane + 32 * j;
+			if (i < hs)
+				a += r[j] * sh[k * hs + i];
+		}
+		d[k] = a;
 	}
-	return warp_sum(d);
+#pragma unroll
+	for (int o = KTILE / 2; o >= 1; o >>= 1) {
+		bool upper = (lane & o) != 0;
+#pragma unroll
+		for (int k = 0; k < o; k++) {
+			float send = upper ? d[k] : d[k + o];
+			float keep = upper ? d[k + o] : d[k];
+
+			d[k] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+		}
+	}
+	return d[0];
+}
+
+/* acc[j] += sum over the tile's rows k of w_k * sh[k][lane + 32 j], where
+ * lane k holds w_k (broadcast one row at a time). */
+__device__ __forceinline__ void axpy32(float acc[PER_LANE], float w,
+				       const float *sh, int hs, int lane)
+{
+#pragma unroll 4
+	for (int k = 0; k < KTILE; k++) {
+		float wk = __shfl_sync(0xffffffffu, w, k);
+#pragma unroll
+		for (int j = 0; j < PER_LANE; j++) {
+			int i = lane + 32 * j;
+			if (i < hs)
+				acc[j] += wk * sh[k * hs + i];
+		}
+	}
 }
 
 template <typename T>
@@ -92,20 +142,21 @@ __global__ void attn_fwd(T *out, float *lse, const T *q, const T *k, const T *v,
 		stage(ks, k, b, t0, kh, T_, NKV, hs);
 		stage(vs, v, b, t0, kh, T_, NKV, hs);
 		__syncthreads();
-		for (int r = 0; r < KTILE && t0 + r <= t && t < T_; r++) {
-			float sc = dot_sh(qr, ks + r * hs, hs, lane) * scale;
-			float mn = fmaxf(m, sc), corr = expf(m - mn);
-			float p = expf(sc - mn);
+		if (t >= T_ || t0 > t)
+			continue; /* warp-uniform: the whole warp skips */
+		/* lane r: the score of key t0 + r, -inf past the diagonal */
+		float sc = dots32(qr, ks, hs, lane) * scale;
+		bool keep = t0 + lane <= t;
+		float mn = fmaxf(m, warp_max(keep ? sc : -INFINITY));
+		float corr = expf(m - mn); /* 0 on the first tile (m = -inf) */
+		float p = keep ? expf(sc - mn) : 0.0f;
 
-			l = l * corr + p;
+		l = l * corr + warp_sum(p);
 #pragma unroll
-			for (int j = 0; j < PER_LANE; j++) {
-				int i = lane + 32 * j;
-				acc[j] = acc[j] * corr +
-					 (i < hs ? p * vs[r * hs + i] : 0.0f);
-			}
-			m = mn;
-		}
+		for (int j = 0; j < PER_LANE; j++)
+			acc[j] *= corr;
+		axpy32(acc, p, vs, hs, lane);
+		m = mn;
 	}
 	if (t >= T_)
 		return;
@@ -172,18 +223,15 @@ __global__ void attn_bwd_dq(T *dq, const T *dout, const T *q, const T *k,
 		stage(ks, k, b, t0, kh, T_, NKV, hs);
 		stage(vs, v, b, t0, kh, T_, NKV, hs);
 		__syncthreads();
-		for (int r = 0; r < KTILE && t0 + r <= t && t < T_; r++) {
-			float p =
-			    expf(dot_sh(qr, ks + r * hs, hs, lane) * scale - L);
-			float dp = dot_sh(dor, vs + r * hs, hs, lane);
-			float ds = p * (dp - D) * scale;
-#pragma unroll
-			for (int j = 0; j < PER_LANE; j++) {
-				int i = lane + 32 * j;
-				if (i < hs)
-					dqa[j] += ds * ks[r * hs + i];
-			}
-		}
+		if (t >= T_ || t0 > t)
+			continue; /* warp-uniform */
+		/* lane r: key t0 + r */
+		float sc = dots32(qr, ks, hs, lane) * scale;
+		float dp = dots32(dor, vs, hs, lane);
+		float ds = t0 + lane <= t ? expf(sc - L) * (dp - D) * scale
+					  : 0.0f;
+
+		axpy32(dqa, ds, ks, hs, lane);
 	}
 	if (t >= T_)
 		return;
@@ -232,25 +280,18 @@ __global__ void attn_bwd_dkdv(T *dk, T *dv, const T *dout, const T *q,
 				dl[threadIdx.x] = t < T_ ? drow[t] : 0.0f;
 			}
 			__syncthreads();
-			if (t2 >= T_)
-				continue;
-			for (int r = 0; r < KTILE && t0 + r < T_; r++) {
-				if (t0 + r < t2)
-					continue;
-				float p = expf(
-				    dot_sh(kr, qs + r * hs, hs, lane) * scale -
-				    ls[r]);
-				float dp = dot_sh(vr, ds_ + r * hs, hs, lane);
-				float dsc = p * (dp - dl[r]) * scale;
-#pragma unroll
-				for (int j = 0; j < PER_LANE; j++) {
-					int i = lane + 32 * j;
-					if (i < hs) {
-						dva[j] += p * ds_[r * hs + i];
-						dka[j] += dsc * qs[r * hs + i];
-					}
-				}
-			}
+			if (t2 >= T_ || t0 + KTILE <= t2)
+				continue; /* warp-uniform */
+			/* lane r: query row t0 + r, kept if t2 <= it < T */
+			int tq = t0 + lane;
+			float sc = dots32(kr, qs, hs, lane) * scale;
+			float dp = dots32(vr, ds_, hs, lane);
+			bool keep = tq >= t2 && tq < T_;
+			float p = keep ? expf(sc - ls[lane]) : 0.0f;
+			float dsc = keep ? p * (dp - dl[lane]) * scale : 0.0f;
+
+			axpy32(dva, p, ds_, hs, lane);
+			axpy32(dka, dsc, qs, hs, lane);
 		}
 	}
 	if (t2 >= T_)

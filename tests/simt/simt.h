@@ -123,14 +123,17 @@ launcher<K> make_launcher(const char *name, K k, dim3 g, dim3 b,
 	return launcher<K>{name, k, g, b, smem};
 }
 
-template <typename V> V shfl_xor(unsigned mask, V v, int lanemask)
+/* The value of lane `lane` of the caller's warp (__shfl_xor_sync and
+ * __shfl_sync compute that lane). */
+template <typename V> V shfl(const char *what, unsigned mask, V v,
+			     unsigned lane)
 {
 	static_assert(sizeof(V) <= 8, "shuffle of at most 8 bytes");
-	unsigned t = tid(), p = (t & ~31u) | ((t & 31u) ^ (unsigned)lanemask);
+	unsigned t = tid(), p = (t & ~31u) | (lane & 31u);
 	V r;
 
 	if (mask != 0xffffffffu)
-		fail("__shfl_xor_sync: mask %#x (only full warps here)", mask);
+		fail("%s: mask %#x (only full warps here)", what, mask);
 	std::memcpy(shfl_slot(t), &v, sizeof(V));
 	barrier(1); /* released only with all 32 lanes there */
 	std::memcpy(&r, shfl_slot(p), sizeof(V));
@@ -151,7 +154,13 @@ static inline void __syncthreads(void)
 
 template <typename V> static inline V __shfl_xor_sync(unsigned m, V v, int l)
 {
-	return simt::shfl_xor(m, v, l);
+	return simt::shfl("__shfl_xor_sync", m, v,
+			  (simt::tid() & 31u) ^ (unsigned)l);
+}
+
+template <typename V> static inline V __shfl_sync(unsigned m, V v, int src)
+{
+	return simt::shfl("__shfl_sync", m, v, (unsigned)src);
 }
 
 /* One OS thread runs every fiber: a read-modify-write is atomic. */
