@@ -459,6 +459,73 @@ static void test_adamw(rt_cuda_dtype dt)
 	    rt_cuda_free(dW);
 }
 
+/* Embedding lookup and its scatter-add (every id, repeated),
+ * against rt_embed_forward/backward. */
+static void test_embed(rt_cuda_dtype dt)
+{
+	const int BT = 300, C = 72, V = 40;
+	size_t n = (size_t)BT * C;
+	int tok[300], *dTok = NULL;
+	float *wte = hrand((size_t)V * C, 1, dt), *dout = hrand(n, 1, dt);
+	float *out = hrand(n, 0, dt), *dw = hrand((size_t)V * C, 1, RT_CUDA_F32);
+	void *dWte = dev(wte, (size_t)V * C, dt), *dDO = dev(dout, n, dt);
+	void *dO = dev(out, n, dt);
+	float *dDW = dev_f32(dw, (size_t)V * C), *g;
+
+	for (int i = 0; i < BT; i++)
+		tok[i] = (i * 7 + i / 13) % V; /* every id, many repeats */
+	CHECK(rt_cuda_alloc((void **)&dTok, sizeof(tok)));
+	CHECK(rt_cuda_upload(dTok, tok, sizeof(tok)));
+	rt_embed_forward(out, tok, wte, BT, C);
+	CHECK(rt_cuda_embed_forward(S, dt, dO, dTok, dWte, BT, C, V));
+	compare("embed_forward", dt, g = host(dO, n, dt), out, n,
+		(tol){1e-30, 0});
+	free(g);
+	rt_embed_backward(dw, dout, tok, BT, C);
+	CHECK(rt_cuda_embed_backward(S, dt, dDW, dDO, dTok, BT, C, V));
+	compare("embed_backward (+=, fp32, repeated ids)", dt,
+		g = host(dDW, (size_t)V * C, RT_CUDA_F32), dw, (size_t)V * C,
+		tol_of(RT_CUDA_F32, 1));
+	free(g);
+	free(wte), free(dout), free(out), free(dw);
+	rt_cuda_free(dWte), rt_cuda_free(dDO), rt_cuda_free(dO),
+	    rt_cuda_free(dDW), rt_cuda_free(dTok);
+}
+
+/* The trainer's gradient helpers: x *= f (exact) and the fp64 sum of
+ * squares over more blocks than the kernel's grid (its grid-stride loop
+ * and one atomicAdd per block), added to what *acc held. */
+static void test_train_ops(void)
+{
+	const size_t n = 300007;
+	float *x = hrand(n, 1, RT_CUDA_F32), *dX = dev_f32(x, n), *got;
+	double *dAcc = NULL, acc = 0, want = 2.5;
+
+	for (size_t i = 0; i < n; i++)
+		want += (double)x[i] * x[i];
+	CHECK(rt_cuda_alloc((void **)&dAcc, sizeof(double)));
+	acc = 2.5;
+	CHECK(rt_cuda_upload(dAcc, &acc, sizeof(acc)));
+	CHECK(rt_cuda_sumsq_f32(S, dX, n, dAcc));
+	CHECK(rt_cuda_download(&acc, dAcc, sizeof(acc)));
+	ntest++;
+	if (fabs(acc - want) <= 1e-12 * want)
+		printf("ok %d - sumsq_f32 of %zu values in fp64: %.12g\n", ntest,
+		       n, acc);
+	else {
+		nfail++;
+		printf("not ok %d - sumsq_f32: got %.15g want %.15g\n", ntest,
+		       acc, want);
+	}
+	CHECK(rt_cuda_scale_f32(S, dX, 0.375f, n));
+	for (size_t i = 0; i < n; i++)
+		x[i] *= 0.375f;
+	compare("scale_f32 (bit-exact)", RT_CUDA_F32,
+		got = host(dX, n, RT_CUDA_F32), x, n, (tol){1e-30, 0});
+	free(got), free(x);
+	rt_cuda_free(dX), rt_cuda_free(dAcc);
+}
+
 /* The sharded optimizer's owned range [off, off + len) of a tensor
  * (DECISIONS 140): SGD exactly the CPU's w -= lr * g (no FMA), AdamW
  * rt_adamw_span's, elements outside the range untouched. */
@@ -579,8 +646,10 @@ int main(void)
 		test_xent(dts[i]);
 		test_adamw(dts[i]);
 		test_gemm(dts[i]);
+		test_embed(dts[i]);
 	}
 	test_range_optim();
+	test_train_ops();
 	CHECK(rt_cuda_sync(NULL));
 	rt_cuda_destroy(ctx);
 	printf("1..%d\n", ntest);
