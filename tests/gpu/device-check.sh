@@ -315,6 +315,12 @@ print(f"{s['model']} ({s['params'] / 1e9:.2f}B params) {s['dtype']}, batch {s['b
       f"{s['tokens_per_s']:.0f} tokens/s, {s['tflops']:.1f} TFLOP/s, "
       f"MFU {100 * s['mfu']:.1f} % of {s['peak_tflops']:.1f} ({s['gpu_type']} catalog peak); "
       f"attention {s.get('attention', '?')}")
+if "fwd_s" in s:
+    att = (f"attention alone {s['attn_fwd_ms']:.2f} + {s['attn_bwd_ms']:.2f} ms a layer, "
+           f"{100 * s['attn_share']:.0f} % of the step") if s.get("attn_fwd_ms", -1) >= 0 \
+        else "attention timing failed (see train.txt)"
+    print(f"  step {1e3 * (s['fwd_s'] + s['bwd_s'] + s['opt_s']):.1f} ms: forward {1e3 * s['fwd_s']:.1f}, "
+          f"backward {1e3 * s['bwd_s']:.1f}, AdamW {1e3 * s['opt_s']:.1f}; {att}")
 PY
 )"
 	else

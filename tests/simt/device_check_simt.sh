@@ -38,6 +38,9 @@ grep -q '^gpu model *ok: a training step on the GPU equals the CPU model' "$S" &
 grep -q '^train *tiny-4l (0.00B params) bf16, batch [24]x16: [0-9]* tokens/s, [0-9.]* TFLOP/s, MFU 0.0 % of 0.0 (unknown catalog peak); attention own' "$S" &&
 	pass "step 4: bench_gpu_train's JSON summary parsed into the train line" ||
 	fail "step 4: train line"
+grep -q '^  step [0-9.]* ms: forward [0-9.]*, backward [0-9.]*, AdamW [0-9.]*; attention alone [0-9.]* + [0-9.]* ms a layer, [0-9]* % of the step$' "$S" &&
+	pass "step 4: the step's breakdown (forward, backward, AdamW, attention)" ||
+	fail "step 4: no breakdown line"
 grep -q '^train (hexitrain) *not run: no hexitrain' "$S" &&
 	pass "step 4: no hexitrain in the bundle: said so" || fail "step 4: hexitrain line"
 grep -q '^result *FAIL' "$S" && pass "the summary ends with the result" ||

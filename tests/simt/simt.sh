@@ -43,7 +43,7 @@ check_diag test_gpu_model
 ./bench_gpu_train_simt --steps 3 --json >"$WORK/out" 2>"$WORK/err"
 expect_eq "bench_gpu_train on the SIMT emulation: exit status" "$?" 0
 expect_eq "bench_gpu_train: one JSON line per step" \
-	"$(grep -c '^{"step":[123],"loss":[0-9.]*,"time_s":[0-9.]*,"tokens_per_s":[0-9.]*}$' "$WORK/out")" 3
+	"$(grep -c '^{"step":[123],"loss":[0-9.]*,"time_s":[0-9.]*,"tokens_per_s":[0-9.]*,"fwd_s":[0-9.]*,"bwd_s":[0-9.]*,"opt_s":[0-9.]*}$' "$WORK/out")" 3
 sum=$(grep '"summary":true' "$WORK/out")
 echo "# $sum"
 case $sum in
@@ -51,6 +51,18 @@ case $sum in
 	pass "bench_gpu_train: the summary names model, device, unknown peak, own attention" ;;
 *) fail "bench_gpu_train: the summary names model, device, unknown peak, own attention" ;;
 esac
+# the step's parts add up to it, and the attention timing is there
+if echo "$sum" | python3 -c '
+import json, sys
+s = json.loads(sys.stdin.read())
+parts = s["fwd_s"] + s["bwd_s"] + s["opt_s"]
+step = 4 * 16 / s["tokens_per_s"]
+ok = abs(parts - step) <= 0.02 * step and s["attn_fwd_ms"] > 0 and s["attn_bwd_ms"] > 0 and 0 < s["attn_share"]
+sys.exit(0 if ok else 1)' 2>/dev/null; then
+	pass "bench_gpu_train: forward + backward + AdamW = the step; attention timed alone"
+else
+	fail "bench_gpu_train: step parts or attention timing missing or inconsistent"
+fi
 loss=$(echo "$sum" | sed -n 's/.*"final_loss":\([0-9.]*\).*/\1/p')
 awk -v l="$loss" 'BEGIN { exit !(l > 3.5 && l < 4.8) }' &&
 	pass "bench_gpu_train: final loss $loss near ln 64 = 4.16 (3 steps from random init)" ||
