@@ -3,18 +3,20 @@
  * of runtime/cuda, rewritten by cu2cc.pl (k<<<g, b, sm, s>>>(args) becomes
  * SIMT_LAUNCH(k, g, b, sm, s)(args)), compile as C++ against this header
  * and run each launch at once, one block after another, every CUDA thread
- * a fiber (ucontext) on one OS thread.  A fiber runs until it reaches a
+ * a fiber on one OS thread (simt.cc).  A fiber runs until it reaches a
  * barrier: __syncthreads waits for the whole block, a warp shuffle for its
- * 32 lanes, so warp-synchronous code (shuffle reductions, one warp per row)
- * runs as written, and shared memory is the kernel's own static arrays
- * (one block at a time, the section of them refilled with 0xff bytes, a
- * NaN, before each block: a read before any write shows in the result).  What a GPU would not forgive is reported and
- * fails the launch (cudaGetLastError): a barrier some threads never reach
- * (deadlock), a shuffle with an exited lane, a block over 1024 threads or
- * grid over CUDA's limits, a kernel argument that is not device memory,
- * and (after the launch) a write into the guard bytes around a cudaMalloc
- * block.  Not emulated: the GPU's timing, memory model and races, fast-math
- * intrinsics' error (rsqrtf is exact here).  See tests/simt/Makefile.am.
+ * 32 lanes, so warp-synchronous code (shuffle reductions, one warp per
+ * row) runs as written.  Shared memory is the kernels' own static arrays,
+ * in one section that is refilled with 0xff bytes (a NaN) before each
+ * block, so a read before any write shows in the result.  What a GPU
+ * would not forgive is reported and fails the launch (cudaGetLastError):
+ * a barrier some threads never reach (deadlock), a shuffle some lanes of
+ * the warp skip, a block over 1024 threads or a grid over CUDA's limits,
+ * a kernel argument that is not device memory, and (after the launch) a
+ * write into the guard bytes around a cudaMalloc block (under ASan any
+ * access to them, at once: tests/simt/runtime.c).  Not emulated: the
+ * GPU's timing, memory model and races, fast-math intrinsics' error
+ * (rsqrtf is exact here).  See tests/simt/Makefile.am, DECISIONS 162.
  */
 #ifndef HEXI_SIMT_H
 #define HEXI_SIMT_H
