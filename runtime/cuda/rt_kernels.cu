@@ -74,6 +74,19 @@ __global__ void rmsnorm_fwd(T *out, float *rstd, const T *inp, const T *w,
 #define RMS_K	   16
 #define RMS_BLOCKS 256
 
+/* k = s^3/C * sum(dy*w*x) of one row (a block reduction: every thread of
+ * the block calls it). */
+template <typename T>
+__device__ __forceinline__ float rms_k(const T *x, const T *dy, const T *w,
+				       float s, int C, float *sh)
+{
+	float dot = 0.0f;
+
+	for (int c = threadIdx.x; c < C; c += blockDim.x)
+		dot += ld(dy, c) * ld(w, c) * ld(x, c);
+	return block_sum(dot, sh) * s * s * s / C;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(512, 2)
     rmsnorm_bwd(T *dinp, float *dw, const T *dout, const T *inp, const T *w,
@@ -88,12 +101,8 @@ __global__ void __launch_bounds__(512, 2)
 	for (size_t row = blockIdx.x; row < (size_t)BT; row += gridDim.x) {
 		const T *x = inp + row * C, *dy = dout + row * C;
 		T *dx = dinp + row * C;
-		float s = rstd[row], dot = 0.0f, k;
+		float s = rstd[row], k = rms_k(x, dy, w, s, C, sh);
 
-		for (int c = threadIdx.x; c < C; c += blockDim.x)
-			dot += ld(dy, c) * ld(w, c) * ld(x, c);
-		dot = block_sum(dot, sh);
-		k = dot * s * s * s / C;
 #pragma unroll
 		for (int j = 0; j < RMS_K; j++) {
 			int c = threadIdx.x + j * blockDim.x;
@@ -125,12 +134,8 @@ __global__ void rmsnorm_bwd_wide(T *dinp, float *dw, const T *dout,
 	size_t row = blockIdx.x;
 	const T *x = inp + row * C, *dy = dout + row * C;
 	T *dx = dinp + row * C;
-	float s = rstd[row], dot = 0.0f, k;
+	float s = rstd[row], k = rms_k(x, dy, w, s, C, sh);
 
-	for (int c = threadIdx.x; c < C; c += blockDim.x)
-		dot += ld(dy, c) * ld(w, c) * ld(x, c);
-	dot = block_sum(dot, sh);
-	k = dot * s * s * s / C;
 	for (int c = threadIdx.x; c < C; c += blockDim.x) {
 		float xv = ld(x, c), g = ld(dy, c);
 

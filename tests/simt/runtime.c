@@ -18,6 +18,7 @@
 
 #include "cublas_v2.h"
 #include "hexi_bf16.h"
+#include "simt_asan.h"
 #include "cuda_runtime_api.h"
 
 #define GUARD 64
@@ -25,13 +26,6 @@
 /* Under AddressSanitizer the guards are poisoned instead of checked after
  * each kernel: a read or write into them is then reported at once, with
  * the kernel's stack. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SIMT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SIMT_ASAN 1
-#endif
-#endif
 #ifdef SIMT_ASAN
 #include <sanitizer/asan_interface.h>
 #define guard_poison(p, n) ASAN_POISON_MEMORY_REGION(p, n)

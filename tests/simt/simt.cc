@@ -5,6 +5,7 @@
  * (tests/simt).
  */
 #include "simt.h"
+#include "simt_asan.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -83,13 +84,6 @@ void *sched_sp;
 
 /* Under AddressSanitizer every switch is announced, so that it tracks
  * which stack is current (its fiber annotations). */
-#if defined(__SANITIZE_ADDRESS__)
-#define SIMT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SIMT_ASAN 1
-#endif
-#endif
 #ifdef SIMT_ASAN
 const void *sched_bottom;
 size_t sched_size;

@@ -18,13 +18,7 @@
 #include "rt_cuda_int.cuh"
 #include "tap.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SIMT_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SIMT_TEST_ASAN 1
-#endif
-#endif
+#include "simt_asan.h"
 
 /* out[block] = sum over the block of (t + 1) and max over t, via the
  * reductions the kernels use. */
@@ -157,7 +151,7 @@ static void test_refusals(void)
 	SIMT_LAUNCH(split_barrier, 1, 64, 0, nullptr)(p);
 	is_int(cudaGetLastError(), cudaErrorLaunchFailure,
 	       "__syncthreads and a shuffle in one warp: deadlock reported");
-#ifdef SIMT_TEST_ASAN
+#ifdef SIMT_ASAN
 	/* the guards are poisoned: ASan ends the process at the access */
 	for (int write = 0; write <= 1; write++) {
 		pid_t pid = fork();
