@@ -304,6 +304,12 @@ void fail(const char *fmt, ...)
 	std::fputc('\n', stderr);
 }
 
+void begin(const char *kernel)
+{
+	g_kernel = kernel;
+	g_failed = false;
+}
+
 void barrier(int warp)
 {
 	fiber *f = cur;
@@ -332,8 +338,7 @@ bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
 {
 	unsigned long long n = (unsigned long long)block.x * block.y * block.z;
 
-	g_kernel = kernel;
-	g_failed = false;
+	begin(kernel);
 	if (n == 0 || n > MAX_THREADS || block.x > 1024 || block.y > 1024 ||
 	    block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
 	    grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535 ||

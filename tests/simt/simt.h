@@ -68,6 +68,9 @@ void shfl_flip();
 /* Reports (the first of a launch is printed) and fails the launch. */
 void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A new launch of kernel: its first report will be printed. */
+void begin(const char *kernel);
+
 typedef void (*body_fn)(void *);
 /* Runs body(arg) as every thread of grid x block; false after a report. */
 bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
@@ -101,7 +104,10 @@ template <typename K> struct launcher {
 	template <typename... A> void operator()(A &&...a)
 	{
 		int i = 0;
-		bool ok = (arg_ok(name, i++, a) && ...);
+		bool ok;
+
+		begin(name);
+		ok = (arg_ok(name, i++, a) && ...);
 		auto body = [&] { k(a...); };
 
 		if (!ok) {
