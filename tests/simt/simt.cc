@@ -7,7 +7,9 @@
 #include "simt.h"
 #include "simt_asan.h"
 
+#include <cerrno>
 #include <cstdarg>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <ucontext.h>
@@ -51,6 +53,48 @@ body_fn g_body;
 void *g_arg;
 const char *g_kernel;
 bool g_failed;
+
+/* The scheduling order (set_order): threads between barriers, blocks. */
+enum order_kind { FORWARD, REVERSE, RANDOM };
+order_kind g_order = FORWARD;
+bool g_order_read; /* SIMT_ORDER looked at */
+const char *g_bad_order; /* SIMT_ORDER, when it is not an order */
+uint64_t g_rng;
+unsigned g_perm[MAX_THREADS];
+
+/* splitmix64: a fixed seed gives the same schedule on every machine. */
+uint64_t next_random(void)
+{
+	uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+uint64_t gcd(uint64_t a, uint64_t b)
+{
+	while (b != 0) {
+		uint64_t r = a % b;
+
+		a = b;
+		b = r;
+	}
+	return a;
+}
+
+/* The order of this round's threads in g_perm. */
+void thread_order(unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		g_perm[i] = g_order == REVERSE ? n - 1 - i : i;
+	if (g_order == RANDOM)
+		for (unsigned i = n; i > 1; i--) {
+			unsigned j = (unsigned)(next_random() % i), t;
+
+			t = g_perm[i - 1], g_perm[i - 1] = g_perm[j], g_perm[j] = t;
+		}
+}
 
 } /* namespace */
 
@@ -205,13 +249,10 @@ void resume(unsigned t)
 	to_fiber(cur);
 }
 
-/* Release the threads waiting at a complete barrier; false if none is
- * complete (a deadlock: reported). */
-bool release(void)
+/* Warps whose every lane is at a shuffle go on; false after a report (a
+ * shuffle that some lanes exited before, or in a partial warp). */
+bool promote(void)
 {
-	bool any = false;
-	unsigned waiting_block = 0, live = 0;
-
 	for (unsigned w = 0; w * 32 < nthreads; w++) {
 		unsigned lo = w * 32, hi = lo + 32 < nthreads ? lo + 32 : nthreads;
 		unsigned at = 0, done = 0;
@@ -229,22 +270,31 @@ bool release(void)
 			}
 			for (unsigned t = lo; t < hi; t++)
 				fibers[t].st = RUN;
-			any = true;
 		}
 	}
-	if (any)
-		return true;
+	return true;
+}
+
+/* Nothing can run: release a complete __syncthreads (true), or report
+ * that the block is done (true, done set) or deadlocked (false). */
+bool release_block(bool *done)
+{
+	unsigned waiting_block = 0, live = 0;
+	unsigned first_w = nthreads, first_b = nthreads;
+
 	for (unsigned t = 0; t < nthreads; t++) {
 		live += fibers[t].st != DONE;
 		waiting_block += fibers[t].st == AT_BLOCK;
 	}
-	if (live > 0 && waiting_block == live) {
+	*done = live == 0;
+	if (live == 0)
+		return true;
+	if (waiting_block == live) {
 		for (unsigned t = 0; t < nthreads; t++)
 			if (fibers[t].st == AT_BLOCK)
 				fibers[t].st = RUN;
 		return true;
 	}
-	unsigned first_w = nthreads, first_b = nthreads;
 	for (unsigned t = 0; t < nthreads; t++) {
 		if (fibers[t].st == AT_WARP && first_w == nthreads)
 			first_w = t;
@@ -263,6 +313,15 @@ bool release(void)
 extern "C" char __start_simt_shared[] __attribute__((weak));
 extern "C" char __stop_simt_shared[] __attribute__((weak));
 
+/*
+ * One block.  In forward order each round runs every runnable thread up
+ * to its next barrier, thread 0 first: the warps move in lockstep.  In
+ * the other orders a round runs one warp only (the last runnable one, or
+ * a random one), its lanes in reverse or random order, so that warp runs
+ * ahead of the others up to its next __syncthreads, as a GPU may run it:
+ * what one warp reads of another's shared memory without a barrier
+ * between them then changes.
+ */
 bool run_block(void)
 {
 	uintptr_t lo = (uintptr_t)__start_simt_shared,
@@ -274,16 +333,38 @@ bool run_block(void)
 		if (!init_fiber(t))
 			return false;
 	for (;;) {
-		unsigned done = 0;
+		unsigned cand[MAX_THREADS / 32], nc = 0, first = 0, n = nthreads;
 
-		for (unsigned t = 0; t < nthreads; t++)
-			if (fibers[t].st == RUN)
-				resume(t);
-		for (unsigned t = 0; t < nthreads; t++)
-			done += fibers[t].st == DONE;
-		if (done == nthreads)
-			return !g_failed;
-		if (g_failed || !release())
+		if (!promote())
+			return false;
+		for (unsigned w = 0; w * 32 < nthreads; w++)
+			for (unsigned t = w * 32; t < nthreads && t < w * 32 + 32; t++)
+				if (fibers[t].st == RUN) {
+					cand[nc++] = w;
+					break;
+				}
+		if (nc == 0) {
+			bool done;
+
+			if (!release_block(&done))
+				return false;
+			if (done)
+				return !g_failed;
+			continue;
+		}
+		if (g_order != FORWARD) {
+			unsigned w = g_order == REVERSE
+					 ? cand[nc - 1]
+					 : cand[next_random() % nc];
+
+			first = w * 32;
+			n = nthreads - first < 32 ? nthreads - first : 32;
+		}
+		thread_order(n);
+		for (unsigned i = 0; i < n; i++)
+			if (fibers[first + g_perm[i]].st == RUN)
+				resume(first + g_perm[i]);
+		if (g_failed)
 			return false;
 	}
 }
@@ -333,12 +414,66 @@ void shfl_flip()
 	cur->parity ^= 1u;
 }
 
+bool set_order(const char *spec)
+{
+	const char *seed = nullptr;
+
+	if (std::strcmp(spec, "forward") == 0) {
+		g_order = FORWARD;
+	} else if (std::strcmp(spec, "reverse") == 0) {
+		g_order = REVERSE;
+	} else if (std::strncmp(spec, "random", 6) == 0 &&
+		   (spec[6] == '\0' || spec[6] == ':')) {
+		char *end;
+		unsigned long long v = 1;
+
+		if (spec[6] == ':') {
+			seed = spec + 7;
+			errno = 0;
+			v = std::strtoull(seed, &end, 10);
+			if (*seed < '0' || *seed > '9' || *end != '\0' ||
+			    errno != 0) {
+				std::fprintf(stderr, "simt: order '%s': the seed "
+					     "is not a decimal number\n", spec);
+				return false;
+			}
+		}
+		g_order = RANDOM;
+		g_rng = v;
+	} else {
+		std::fprintf(stderr, "simt: order '%s': not forward, reverse "
+			     "or random[:SEED]\n", spec);
+		return false;
+	}
+	g_order_read = true; /* an explicit order outranks SIMT_ORDER */
+	g_bad_order = nullptr;
+	return true;
+}
+
 bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
 	 void *arg)
 {
 	unsigned long long n = (unsigned long long)block.x * block.y * block.z;
+	uint64_t nb, step = 1, start = 0;
 
+	if (!g_order_read) {
+		const char *e = std::getenv("SIMT_ORDER");
+
+		g_order_read = true;
+		if (e != nullptr && *e != '\0') {
+			if (!set_order(e))
+				g_bad_order = e; /* every launch fails */
+			else
+				std::fprintf(stderr, "# simt: threads and blocks "
+					     "in %s order\n", e);
+		}
+	}
 	begin(kernel);
+	if (g_bad_order != nullptr) {
+		fail("kernel %s: SIMT_ORDER='%s' is not an order", kernel,
+		     g_bad_order);
+		return false;
+	}
 	if (n == 0 || n > MAX_THREADS || block.x > 1024 || block.y > 1024 ||
 	    block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
 	    grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535 ||
@@ -364,13 +499,25 @@ bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
 	g_arg = arg;
 	blockDim = block;
 	gridDim = grid;
-	for (unsigned z = 0; z < grid.z; z++)
-		for (unsigned y = 0; y < grid.y; y++)
-			for (unsigned x = 0; x < grid.x; x++) {
-				blockIdx = {x, y, z};
-				if (!run_block())
-					return false;
-			}
+	/* Block i of the run is linear block (start + i * step) mod nb: the
+	 * identity, its reverse, or a random bijection (step prime to nb). */
+	nb = (uint64_t)grid.x * grid.y * grid.z;
+	if (g_order == REVERSE) {
+		start = nb - 1, step = nb - 1; /* i -> nb - 1 - i */
+	} else if (g_order == RANDOM && nb > 1) {
+		start = next_random() % nb;
+		do
+			step = 1 + next_random() % (nb - 1);
+		while (gcd(step, nb) != 1);
+	}
+	for (uint64_t i = 0, b = start; i < nb; i++) {
+		blockIdx = {(unsigned)(b % grid.x),
+			    (unsigned)(b / grid.x % grid.y),
+			    (unsigned)(b / ((uint64_t)grid.x * grid.y))};
+		if (!run_block())
+			return false;
+		b = b >= nb - step ? b - (nb - step) : b + step;
+	}
 	return true;
 }
 

@@ -14,9 +14,10 @@
  * the warp skip, a block over 1024 threads or a grid over CUDA's limits,
  * a kernel argument that is not device memory, and (after the launch) a
  * write into the guard bytes around a cudaMalloc block (under ASan any
- * access to them, at once: tests/simt/runtime.c).  Not emulated: the
- * GPU's timing, memory model and races, fast-math intrinsics' error
- * (rsqrtf is exact here).  See tests/simt/Makefile.am, DECISIONS 162.
+ * access to them, at once: tests/simt/runtime.c).  Races between
+ * barriers show by running the threads in another order (set_order,
+ * SIMT_ORDER).  Not emulated: the GPU's timing, its memory model's
+ * reorderings, fast-math intrinsics' error (rsqrtf is exact here).  See tests/simt/Makefile.am, DECISIONS 162.
  */
 #ifndef HEXI_SIMT_H
 #define HEXI_SIMT_H
@@ -70,6 +71,18 @@ void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A new launch of kernel: its first report will be printed. */
 void begin(const char *kernel);
+
+/*
+ * The order in which a block's ready threads run between barriers, and
+ * the blocks of a grid: "forward" (the default: thread 0 first),
+ * "reverse", or "random[:SEED]" (a new permutation of the threads every
+ * round, the blocks in a random bijective order).  Only one fiber runs at
+ * a time, so a data race shows as a result that depends on this order: a
+ * thread that reads what another writes with no barrier between them.
+ * The environment's SIMT_ORDER is read at the first launch.  False (and a
+ * message) for anything else.
+ */
+bool set_order(const char *spec);
 
 typedef void (*body_fn)(void *);
 /* Runs body(arg) as every thread of grid x block; false after a report. */
@@ -182,6 +195,13 @@ static inline float atomicAdd(float *p, float v)
 static inline double atomicAdd(double *p, double v)
 {
 	double o = *p;
+	*p = o + v;
+	return o;
+}
+
+static inline unsigned atomicAdd(unsigned *p, unsigned v)
+{
+	unsigned o = *p;
 	*p = o + v;
 	return o;
 }

@@ -2,8 +2,9 @@
 # simt.sh: tests/gpu/test_kernels (every kernel against the CPU reference,
 # fp32 and bf16) and test_gpu_model (a whole model step and two pipeline
 # stages against the CPU model) with runtime/cuda's kernels executed by the
-# SIMT emulation; no "simt:" diagnostic (bad launch, barrier deadlock,
-# write outside an allocation, host pointer) may appear on stderr.
+# SIMT emulation, in the default thread order and in two others (races);
+# no "simt:" diagnostic (bad launch, barrier deadlock, write outside an
+# allocation, host pointer) may appear on stderr.
 . "$top_srcdir/tests/tap.sh"
 WORK=$(mktemp -d) || exit 99
 trap 'rm -rf "$WORK"' EXIT
@@ -37,6 +38,31 @@ expect_eq "test_gpu_model on the SIMT emulation: exit status" "$st" 0
 grep -q 'two stages: every gradient within tolerance' "$WORK/out" &&
 	pass "the two-stage check ran" || fail "the two-stage check did not run"
 check_diag test_gpu_model
+
+# Races between barriers: the same checks with the threads of each round
+# and the blocks of each grid run in reverse and in a random order
+# (simt.h's set_order).  A kernel that reads what another thread writes
+# with no barrier between gets another result, and fails the reference.
+for order in reverse random:1; do
+	SIMT_ORDER=$order ./test_kernels_simt >"$WORK/out" 2>"$WORK/err"
+	st=$?
+	grep -E '^not ok' "$WORK/out" | head -n 10
+	expect_eq "test_kernels, $order order: exit status" "$st" 0
+	grep -q "^# simt: threads and blocks in $order order" "$WORK/err" &&
+		pass "test_kernels ran in $order order" ||
+		fail "test_kernels ran in $order order"
+	check_diag "test_kernels, $order order"
+	SIMT_ORDER=$order HEXI_TEST_EXPECT_ATTN=own ./test_gpu_model_simt \
+		>"$WORK/out" 2>"$WORK/err"
+	st=$?
+	grep -E '^not ok' "$WORK/out" | head -n 10
+	expect_eq "test_gpu_model, $order order: exit status" "$st" 0
+	check_diag "test_gpu_model, $order order"
+done
+SIMT_ORDER=sideways ./test_kernels_simt >"$WORK/out" 2>"$WORK/err"
+[ $? -ne 0 ] && grep -q "SIMT_ORDER='sideways' is not an order" "$WORK/err" &&
+	pass "SIMT_ORDER=sideways: refused, with the reason" ||
+	fail "SIMT_ORDER=sideways: refused, with the reason"
 
 # device-check.sh's benchmark, as the GPU machine runs it (tiny-4l): step
 # lines and the summary object its report reads.

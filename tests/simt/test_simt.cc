@@ -5,7 +5,9 @@
  * would not forgive is refused: a shuffle in a divergent branch, a
  * barrier half a warp never reaches, a write past a cudaMalloc block, a
  * host pointer as kernel argument, a launch over CUDA's limits.  Also
- * cuBLAS's argument checks and bf16 rounding.  The "simt:" lines these
+ * cuBLAS's argument checks, bf16 rounding, and the scheduling orders
+ * (set_order): a race within a block, between warps and between blocks
+ * shows in reverse and random order, a race-free kernel is exact in all.  The "simt:" lines these
  * refusals print on stderr are expected here.
  */
 #include <cmath>
@@ -89,6 +91,53 @@ __global__ void read_one_past(float *out, const float *p, int n)
 __global__ void fill(float *p, float v)
 {
 	p[threadIdx.x] = v;
+}
+
+/* A race: each thread reads its left neighbour's shared slot with no
+ * barrier between the write and the read. */
+__global__ void race_left(int *out)
+{
+	__shared__ int sh[256];
+	unsigned t = threadIdx.x;
+
+	sh[t] = (int)t + 1;
+	out[t] = t > 0 ? sh[t - 1] : 0;
+}
+
+/* A race between warps: the per-warp sums are read, then overwritten by
+ * the next reduction with no __syncthreads between (block_sum without
+ * its first barrier).  In lockstep every warp reads before any writes. */
+__global__ void race_warp_ahead(float *out)
+{
+	__shared__ float sh[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	int nw = blockDim.x >> 5;
+	float v = warp_sum(1.0f), a;
+
+	if (lane == 0)
+		sh[warp] = v;
+	__syncthreads();
+	a = warp_sum(lane < nw ? sh[lane] : 0.0f);
+	if (lane == 0)
+		sh[warp] = 2.0f * v;
+	__syncthreads();
+	out[threadIdx.x] = a;
+}
+
+/* A race between blocks: block b reads what block b - 1 wrote. */
+__global__ void race_chain(int *p)
+{
+	if (threadIdx.x == 0)
+		p[blockIdx.x] = blockIdx.x > 0 ? p[blockIdx.x - 1] + 1 : 1;
+}
+
+/* seq[linear block index] = the rank in which the block ran. */
+__global__ void block_rank(unsigned *seq, unsigned *counter)
+{
+	unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+
+	if (threadIdx.x == 0)
+		seq[b] = atomicAdd(counter, 1u);
 }
 
 static float *dev_alloc(size_t n)
@@ -230,6 +279,72 @@ static void test_bf16(void)
 	ok(std::isnan(__bfloat162float(__float2bfloat16(NAN))), "bf16: NaN stays NaN");
 }
 
+/* set_order: a race shows in a result that depends on the order, and a
+ * race-free kernel does not depend on it. */
+static void test_order(void)
+{
+	static const char *const orders[] = {"forward", "reverse", "random:7"};
+	int *out = nullptr, *chain = nullptr;
+	float *warp_out = dev_alloc(256);
+	unsigned *seq = nullptr, *counter = nullptr;
+
+	cudaMalloc((void **)&out, 256 * sizeof(int));
+	cudaMalloc((void **)&chain, 64 * sizeof(int));
+	cudaMalloc((void **)&seq, 42 * sizeof(unsigned));
+	cudaMalloc((void **)&counter, sizeof(unsigned));
+	for (const char *o : orders) {
+		int bad = 0, bad_chain = 0, bad_warp = 0, fwd = o[0] == 'f';
+		unsigned seen[42] = {0}, in_order = 0, reversed = 0, perm = 1;
+
+		ok(simt::set_order(o), "set_order(\"%s\")", o);
+		SIMT_LAUNCH(race_left, 1, 256, 0, nullptr)(out);
+		for (int t = 1; t < 256; t++)
+			bad += out[t] != t;
+		SIMT_LAUNCH(race_warp_ahead, 1, 256, 0, nullptr)(warp_out);
+		for (int t = 0; t < 256; t++)
+			bad_warp += warp_out[t] != 256.0f;
+		cudaMemset(chain, 0xff, 64 * sizeof(int)); /* not yet written */
+		SIMT_LAUNCH(race_chain, 64, 32, 0, nullptr)(chain);
+		for (int b = 0; b < 64; b++)
+			bad_chain += chain[b] != b + 1;
+		if (fwd) {
+			is_int(bad, 0, "forward: a left-neighbour race goes unseen");
+			is_int(bad_chain, 0, "forward: a race between blocks goes unseen");
+			is_int(bad_warp, 0, "forward: warps in lockstep, a race between warps goes unseen");
+		} else {
+			ok(bad > 0, "%s: the left-neighbour race shows (%d of 255 "
+			   "threads read an unwritten slot)", o, bad);
+			ok(bad_chain > 0, "%s: the race between blocks shows (%d of "
+			   "64 blocks)", o, bad_chain);
+			ok(bad_warp > 0, "%s: one warp runs ahead, the race between "
+			   "warps shows (%d of 256 threads)", o, bad_warp);
+		}
+		*counter = 0;
+		SIMT_LAUNCH(block_rank, dim3(7, 3, 2), 64, 0, nullptr)(seq, counter);
+		for (unsigned b = 0; b < 42; b++) {
+			perm &= seq[b] < 42 && !seen[seq[b]]++;
+			in_order += seq[b] == b;
+			reversed += seq[b] == 41 - b;
+		}
+		ok(perm && *counter == 42, "%s: each of the 7x3x2 blocks ran once", o);
+		if (o[0] == 'r' && o[1] == 'e')
+			is_int(reversed, 42, "reverse: blocks ran last to first");
+		else if (fwd)
+			is_int(in_order, 42, "forward: blocks ran first to last");
+		else
+			ok(in_order < 42 && reversed < 42, "random: blocks ran in "
+			   "another order (%u in place)", in_order);
+		test_reductions(); /* race-free: exact in every order */
+		test_shared();
+	}
+	ok(!simt::set_order("sideways"), "set_order refuses an unknown order");
+	ok(!simt::set_order("random:"), "set_order refuses an empty seed");
+	ok(!simt::set_order("random:-3"), "set_order refuses a seed that is not a number");
+	simt::set_order("forward");
+	cudaFree(out), cudaFree(chain), cudaFree(seq), cudaFree(counter);
+	cudaFree(warp_out);
+}
+
 int main(void)
 {
 	test_reductions();
@@ -237,5 +352,6 @@ int main(void)
 	test_refusals();
 	test_blas();
 	test_bf16();
+	test_order();
 	return tap_done();
 }
