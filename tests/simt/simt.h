@@ -16,8 +16,8 @@
  * write into the guard bytes around a cudaMalloc block (under ASan any
  * access to them, at once: tests/simt/runtime.c).  Races between
  * barriers show by running the threads in another order (set_order,
- * SIMT_ORDER).  Not emulated: the GPU's timing, its memory model's
- * reorderings, fast-math intrinsics' error (rsqrtf is exact here).  See tests/simt/Makefile.am, DECISIONS 162.
+ * SIMT_ORDER).  expf, logf and rsqrtf err by up to CUDA's documented
+ * ulp.  Not emulated: the GPU's timing, its memory model's reorderings.  See tests/simt/Makefile.am, DECISIONS 162.
  */
 #ifndef HEXI_SIMT_H
 #define HEXI_SIMT_H
@@ -217,10 +217,53 @@ static inline float __fsub_rn(float a, float b)
 	return a - b;
 }
 
+/*
+ * The GPU's math functions are not correctly rounded.  CUDA's documented
+ * maximum error in single precision without fast-math (the build's nvcc
+ * flags): expf 2 ulp, logf 1 ulp, rsqrtf 2 ulp (sqrtf and division are
+ * IEEE).  Here each result is the correctly rounded value moved by up to
+ * that many ulp, the amount and sign a hash of the argument (the same
+ * input, the same result), so the tests' tolerances must hold for results
+ * as a GPU may return them, not only for exact ones.  A result a float
+ * holds exactly (expf(0) = 1, logf(1) = 0) is returned as is.
+ */
+namespace simt {
+inline float ulp_error(double exact, float arg, unsigned max_ulp)
+{
+	float r = (float)exact;
+	uint32_t h;
+	int k;
+
+	if (!std::isfinite(r) || r == 0.0f || (double)r == exact)
+		return r;
+	std::memcpy(&h, &arg, sizeof(h));
+	h ^= h >> 16, h *= 0x7feb352du, h ^= h >> 15, h *= 0x846ca68bu;
+	h ^= h >> 16;
+	k = (int)(h % (2 * max_ulp + 1)) - (int)max_ulp;
+	for (; k > 0; k--)
+		r = std::nextafter(r, INFINITY);
+	for (; k < 0; k++)
+		r = std::nextafter(r, -INFINITY);
+	return r;
+}
+} /* namespace simt */
+
 static inline float rsqrtf(float x)
 {
-	return 1.0f / std::sqrt(x);
+	return simt::ulp_error(1.0 / std::sqrt((double)x), x, 2);
 }
+
+static inline float simt_expf(float x)
+{
+	return simt::ulp_error(std::exp((double)x), x, 2);
+}
+
+static inline float simt_logf(float x)
+{
+	return simt::ulp_error(std::log((double)x), x, 1);
+}
+#define expf simt_expf
+#define logf simt_logf
 
 static inline int min(int a, int b)
 {

@@ -5,7 +5,8 @@
  * would not forgive is refused: a shuffle in a divergent branch, a
  * barrier half a warp never reaches, a write past a cudaMalloc block, a
  * host pointer as kernel argument, a launch over CUDA's limits.  Also
- * cuBLAS's argument checks, bf16 rounding, and the scheduling orders
+ * cuBLAS's argument checks, bf16 rounding, the math functions' error,
+ * and the scheduling orders
  * (set_order): a race within a block, between warps and between blocks
  * shows in reverse and random order, a race-free kernel is exact in all.  The "simt:" lines these
  * refusals print on stderr are expected here.
@@ -279,6 +280,45 @@ static void test_bf16(void)
 	ok(std::isnan(__bfloat162float(__float2bfloat16(NAN))), "bf16: NaN stays NaN");
 }
 
+/* How many float ulps r is from the correctly rounded exact value. */
+static int ulps(float r, double exact)
+{
+	float c = (float)exact;
+	int n = 0;
+
+	while (r != c && n < 100) {
+		c = std::nextafter(c, r);
+		n++;
+	}
+	return n;
+}
+
+/* expf, logf and rsqrtf err as CUDA documents, no more, and do err. */
+static void test_math_error(void)
+{
+	int worst_e = 0, worst_l = 0, worst_r = 0, off_e = 0;
+
+	for (int i = 0; i < 4000; i++) {
+		float x = -20.0f + i * 0.01f, y = 0.001f + i * 0.37f;
+		int e = ulps(expf(x), std::exp((double)x));
+		int l = ulps(logf(y), std::log((double)y));
+		int r = ulps(rsqrtf(y), 1.0 / std::sqrt((double)y));
+
+		worst_e = e > worst_e ? e : worst_e;
+		worst_l = l > worst_l ? l : worst_l;
+		worst_r = r > worst_r ? r : worst_r;
+		off_e += e == 2;
+	}
+	is_int(worst_e, 2, "expf: at most 2 ulp from the exact value, as on a GPU");
+	is_int(worst_l, 1, "logf: at most 1 ulp");
+	is_int(worst_r, 2, "rsqrtf: at most 2 ulp");
+	ok(off_e > 400, "expf: %d of 4000 results 2 ulp off", off_e);
+	ok(expf(0.0f) == 1.0f && logf(1.0f) == 0.0f && rsqrtf(4.0f) == 0.5f &&
+	   expf(-INFINITY) == 0.0f,
+	   "exactly representable results are exact (expf(0), logf(1), rsqrtf(4), expf(-inf))");
+	ok(expf(2.5f) == expf(2.5f), "the same argument, the same result");
+}
+
 /* set_order: a race shows in a result that depends on the order, and a
  * race-free kernel does not depend on it. */
 static void test_order(void)
@@ -353,5 +393,6 @@ int main(void)
 	test_blas();
 	test_bf16();
 	test_order();
+	test_math_error();
 	return tap_done();
 }
