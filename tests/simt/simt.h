@@ -17,7 +17,8 @@
  * access to them, at once: tests/simt/runtime.c).  Races between
  * barriers show by running the threads in another order (set_order,
  * SIMT_ORDER).  expf, logf and rsqrtf err by up to CUDA's documented
- * ulp.  Not emulated: the GPU's timing, its memory model's reorderings.  See tests/simt/Makefile.am, DECISIONS 162.
+ * ulp.  Built with -ffp-contract=fast -mfma too (simt_fma.sh), the kernels
+ * round as nvcc's FMA contraction does; the _rn intrinsics never fuse.  Not emulated: the GPU's timing, its memory model's reorderings.  See tests/simt/Makefile.am, DECISIONS 162.
  */
 #ifndef HEXI_SIMT_H
 #define HEXI_SIMT_H
@@ -206,15 +207,26 @@ static inline unsigned atomicAdd(unsigned *p, unsigned v)
 	return o;
 }
 
-/* Built with -ffp-contract=off: no FMA contraction, as _rn promises. */
+/*
+ * The _rn intrinsics round each operation on its own: nvcc never fuses them
+ * into an FMA.  The empty asm makes the result opaque to the compiler, so
+ * the contracted build (-ffp-contract=fast -mfma, simt_fma.sh) cannot fuse
+ * them either, while plain a * b - c beside them is fused as nvcc would.
+ */
+static inline float simt_rounded(float x)
+{
+	__asm__("" : "+m"(x));
+	return x;
+}
+
 static inline float __fmul_rn(float a, float b)
 {
-	return a * b;
+	return simt_rounded(a * b);
 }
 
 static inline float __fsub_rn(float a, float b)
 {
-	return a - b;
+	return simt_rounded(a - b);
 }
 
 /*
