@@ -5,18 +5,7 @@
 # SIMT emulation, in the default thread order and in two others (races);
 # no "simt:" diagnostic (bad launch, barrier deadlock, write outside an
 # allocation, host pointer) may appear on stderr.
-. "$top_srcdir/tests/tap.sh"
-WORK=$(mktemp -d) || exit 99
-trap 'rm -rf "$WORK"' EXIT
-
-check_diag() {
-	if grep -q '^simt:' "$WORK/err"; then
-		fail "$1: no simt: diagnostic"
-		grep '^simt:' "$WORK/err" | head -n 5 | sed 's/^/# /'
-	else
-		pass "$1: no simt: diagnostic"
-	fi
-}
+. "$top_srcdir/tests/simt/simt_tap.sh"
 
 ./test_kernels_simt >"$WORK/out" 2>"$WORK/err"
 st=$?
@@ -31,13 +20,7 @@ grep -q '^ok .* attention_backward dk hs128' "$WORK/out" &&
 	fail "the own attention ran (hs 128, several tiles)"
 check_diag test_kernels
 
-HEXI_TEST_EXPECT_ATTN=own ./test_gpu_model_simt >"$WORK/out" 2>"$WORK/err"
-st=$?
-grep -E '^not ok|^# ' "$WORK/out" | head -n 20
-expect_eq "test_gpu_model on the SIMT emulation: exit status" "$st" 0
-grep -q 'two stages: every gradient within tolerance' "$WORK/out" &&
-	pass "the two-stage check ran" || fail "the two-stage check did not run"
-check_diag test_gpu_model
+check_model test_gpu_model ./test_gpu_model_simt
 
 # Races between barriers: the same checks with the threads of each round
 # and the blocks of each grid run in reverse and in a random order
@@ -52,12 +35,8 @@ for order in reverse random:1; do
 		pass "test_kernels ran in $order order" ||
 		fail "test_kernels ran in $order order"
 	check_diag "test_kernels, $order order"
-	SIMT_ORDER=$order HEXI_TEST_EXPECT_ATTN=own ./test_gpu_model_simt \
-		>"$WORK/out" 2>"$WORK/err"
-	st=$?
-	grep -E '^not ok' "$WORK/out" | head -n 10
-	expect_eq "test_gpu_model, $order order: exit status" "$st" 0
-	check_diag "test_gpu_model, $order order"
+	check_model "test_gpu_model, $order order" \
+		env SIMT_ORDER=$order ./test_gpu_model_simt
 done
 SIMT_ORDER=sideways ./test_kernels_simt >"$WORK/out" 2>"$WORK/err"
 [ $? -ne 0 ] && grep -q "SIMT_ORDER='sideways' is not an order" "$WORK/err" &&

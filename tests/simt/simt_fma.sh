@@ -9,15 +9,13 @@
 # checks that claim bit-exactness (SGD's __fmul_rn/__fsub_rn) are not
 # fused.  The compiler's choice of which products to fuse is not nvcc's;
 # what is checked is that contraction anywhere does not fail the tests.
-. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/simt/simt_tap.sh"
 [ -x ./test_kernels_fma_simt ] && [ -x ./test_gpu_model_fma_simt ] ||
 	skip "no contracted build: configure found no FMA code generation for the C++ compiler (x86-64 -mfma; 'checking whether ... builds FMA code' in config.log)"
 grep -qw fma /proc/cpuinfo 2>/dev/null ||
 	skip "this CPU has no FMA instructions (no 'fma' flag in /proc/cpuinfo): the contracted build cannot run here"
 command -v objdump >/dev/null 2>&1 ||
 	skip "objdump (binutils) not found: cannot show that the build is contracted"
-WORK=$(mktemp -d) || exit 99
-trap 'rm -rf "$WORK"' EXIT
 
 # The build really contracts: fused multiply-adds in each kernel file.
 for f in rt_kernels rt_attention rt_train_ops; do
@@ -27,15 +25,6 @@ for f in rt_kernels rt_attention rt_train_ops; do
 		pass "$f's kernels contracted: $n FMA instructions in $o" ||
 		fail "$f's kernels contracted: no FMA instruction in $o"
 done
-
-check_diag() {
-	if grep -q '^simt:' "$WORK/err"; then
-		fail "$1: no simt: diagnostic"
-		grep '^simt:' "$WORK/err" | head -n 5 | sed 's/^/# /'
-	else
-		pass "$1: no simt: diagnostic"
-	fi
-}
 
 # largest "worst X of tolerance" of a test_kernels output
 worst() {
@@ -61,14 +50,7 @@ d=$(grep '^ok .*(worst' "$WORK/out" | grep -cvxF -f "$WORK/plain")
 	fail "contraction changed no result: the contracted kernels did not run"
 check_diag "test_kernels, contracted"
 
-HEXI_TEST_EXPECT_ATTN=own ./test_gpu_model_fma_simt >"$WORK/out" 2>"$WORK/err"
-st=$?
-grep -E '^not ok' "$WORK/out" | head -n 20
-expect_eq "test_gpu_model, contracted: exit status" "$st" 0
-grep -q 'two stages: every gradient within tolerance' "$WORK/out" &&
-	pass "test_gpu_model, contracted: the two-stage check ran" ||
-	fail "test_gpu_model, contracted: the two-stage check did not run"
-check_diag "test_gpu_model, contracted"
+check_model "test_gpu_model, contracted" ./test_gpu_model_fma_simt
 
 # and in a thread order where a warp runs ahead (races, DECISIONS 166)
 SIMT_ORDER=random:1 ./test_kernels_fma_simt >"$WORK/out" 2>"$WORK/err"
