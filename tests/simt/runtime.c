@@ -10,6 +10,7 @@
  * every call completes before it returns.  Diagnostics go to stderr,
  * prefixed "simt:"; tests/simt/simt.sh fails on any.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -454,7 +455,13 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
 				size_t bi = tb == CUBLAS_OP_N
 						? (size_t)j * ldb + p
 						: (size_t)p * ldb + j;
+#ifdef SIMT_FMA
+				/* cuBLAS accumulates with FMA (simt_fma.sh) */
+				acc = fmaf(elem(A, Atype, ai),
+					   elem(B, Btype, bi), acc);
+#else
 				acc += elem(A, Atype, ai) * elem(B, Btype, bi);
+#endif
 			}
 			/* beta 0: C is not read (it may hold NaN) */
 			r = al * acc + (be != 0.0f ? be * elem(C, Ctype, c) : 0.0f);
