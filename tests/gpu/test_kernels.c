@@ -507,6 +507,8 @@ static void test_train_ops(void)
 	acc = 2.5;
 	CHECK(rt_cuda_upload(dAcc, &acc, sizeof(acc)));
 	CHECK(rt_cuda_sumsq_f32(S, dX, n, dAcc));
+	/* S is non-blocking: the download (legacy stream) does not wait */
+	CHECK(rt_cuda_sync(S));
 	CHECK(rt_cuda_download(&acc, dAcc, sizeof(acc)));
 	ntest++;
 	if (fabs(acc - want) <= 1e-12 * want)

@@ -6,9 +6,15 @@
  * result); every allocation is registered, so copies, memsets and kernel
  * arguments are checked to be device memory of the right extent, and the
  * guards are checked after every kernel (a write past either end is
- * reported with the kernel's name).  Streams and events are handles only:
- * every call completes before it returns.  Diagnostics go to stderr,
- * prefixed "simt:"; tests/simt/simt.sh fails on any.
+ * reported with the kernel's name).  Streams: by default every call
+ * completes before it returns (SIMT_STREAMS=immediate).  With
+ * SIMT_STREAMS=deferred (or simt_set_streams) kernels, GEMMs, memsets and
+ * device copies wait in their stream's queue, as on a GPU, until the host
+ * synchronises (cudaStreamSynchronize, cudaDeviceSynchronize, cudaFree, a
+ * device-to-host copy on that stream), so a host read that skips the
+ * synchronisation reads stale memory, and a stream that uses another's
+ * results without an event wait runs before them.  Diagnostics go to
+ * stderr, prefixed "simt:"; tests/simt/simt.sh fails on any.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -205,44 +211,260 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
 	return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void)
+/* ---- streams and events ------------------------------------------------- */
+
+/*
+ * A stream is a queue of operations.  In immediate mode each runs as it is
+ * enqueued.  In deferred mode it runs when the host waits for it: the
+ * stream is drained up to that point, and an event wait at the head of a
+ * queue first drains the stream the event was recorded on, up to the
+ * record; nothing else orders two streams.  The legacy stream (NULL,
+ * cudaStreamLegacy) is ordered with the blocking streams, as in CUDA, not
+ * with those created cudaStreamNonBlocking, which runtime/cuda uses.
+ */
+typedef struct sstream sstream;
+typedef struct op {
+	void (*run)(void *); /* NULL: wait until on->done >= seq */
+	void (*drop)(void *);
+	void *arg;
+	sstream *on;
+	unsigned long seq;
+	struct op *next;
+} op;
+
+struct sstream {
+	op *head, **tail;
+	unsigned long issued, done; /* operations enqueued, run */
+	int live, blocking;
+};
+
+typedef struct sevent {
+	sstream *on; /* NULL until recorded */
+	unsigned long seq;
+	int live;
+} sevent;
+
+#define NSTREAMS 16
+#define NEVENTS 64
+static sstream streams[NSTREAMS]; /* [0]: the legacy stream */
+static sevent events[NEVENTS];
+static int stream_mode = -1; /* -1 unread, 0 immediate, 1 deferred, 2 bad */
+
+int simt_set_streams(const char *mode)
 {
-	return cudaSuccess;
+	if (mode == NULL || strcmp(mode, "immediate") == 0)
+		stream_mode = 0;
+	else if (strcmp(mode, "deferred") == 0)
+		stream_mode = 1;
+	else {
+		report("SIMT_STREAMS='%s' is not a mode (immediate, deferred)",
+		       mode);
+		stream_mode = 2;
+		return 0;
+	}
+	return 1;
 }
 
-static int stream_obj, event_obj; /* the handles' targets */
+static int deferred(void)
+{
+	if (stream_mode < 0) {
+		const char *m = getenv("SIMT_STREAMS");
+
+		simt_set_streams(m);
+		if (stream_mode == 1)
+			fprintf(stderr, "# simt: streams deferred until the "
+					"host waits\n");
+	}
+	return stream_mode == 1;
+}
+
+static sstream *get_stream(cudaStream_t s)
+{
+	sstream *st = (sstream *)s;
+
+	if (s == NULL || s == cudaStreamLegacy)
+		st = &streams[0];
+	else if (st < streams + 1 || st >= streams + NSTREAMS ||
+		 ((char *)st - (char *)streams) % sizeof(*st) != 0 || !st->live)
+		return NULL;
+	if (st->tail == NULL)
+		st->tail = &st->head, st->live = 1, st->blocking = 1;
+	return st;
+}
+
+static void run_head(sstream *st);
+
+/* Run st's operations until done >= seq. */
+static void advance(sstream *st, unsigned long seq)
+{
+	while (st->done < seq)
+		run_head(st);
+}
+
+static void run_head(sstream *st)
+{
+	op *o = st->head;
+
+	if (o->run == NULL)
+		advance(o->on, o->seq);
+	else
+		o->run(o->arg);
+	if (o->drop != NULL)
+		o->drop(o->arg);
+	st->head = o->next;
+	if (st->head == NULL)
+		st->tail = &st->head;
+	st->done++;
+	free(o);
+}
+
+static void push(sstream *st, void (*run)(void *), void (*drop)(void *),
+		 void *arg, sstream *on, unsigned long seq)
+{
+	op *o = calloc(1, sizeof(*o));
+
+	if (o == NULL) { /* out of memory: run it now */
+		if (run == NULL)
+			advance(on, seq);
+		else
+			run(arg);
+		if (drop != NULL)
+			drop(arg);
+		return;
+	}
+	o->run = run, o->drop = drop, o->arg = arg, o->on = on, o->seq = seq;
+	*st->tail = o;
+	st->tail = &o->next;
+	st->issued++;
+}
+
+/* Queue run(arg) on stream s (drop(arg) after it, or if it cannot run).
+ * -1 for a stream that does not exist. */
+int simt_enqueue(const void *s, void (*run)(void *), void (*drop)(void *),
+		 void *arg)
+{
+	sstream *st = get_stream((cudaStream_t)s);
+	int later = deferred();
+
+	if (st == NULL || stream_mode == 2) {
+		if (st == NULL)
+			report("stream %p: not a stream", s);
+		if (drop != NULL)
+			drop(arg);
+		return -1;
+	}
+	if (!later) {
+		run(arg);
+		if (drop != NULL)
+			drop(arg);
+		return 0;
+	}
+	/* the legacy stream waits for the blocking streams, and they for it */
+	if (st == &streams[0]) {
+		for (int i = 1; i < NSTREAMS; i++)
+			if (streams[i].live && streams[i].blocking &&
+			    streams[i].issued > streams[i].done)
+				push(st, NULL, NULL, NULL, &streams[i],
+				     streams[i].issued);
+	} else if (st->blocking && streams[0].issued > streams[0].done)
+		push(st, NULL, NULL, NULL, &streams[0], streams[0].issued);
+	push(st, run, drop, arg, NULL, 0);
+	return 0;
+}
+
+/* The error of what ran, if any (execution errors surface at a wait). */
+static cudaError_t wait_result(void)
+{
+	cudaError_t e = last_error;
+
+	last_error = cudaSuccess;
+	return e;
+}
+
+static void drain_all(void)
+{
+	for (int i = 0; i < NSTREAMS; i++)
+		if (streams[i].tail != NULL)
+			advance(&streams[i], streams[i].issued);
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+	drain_all();
+	return wait_result();
+}
 
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags,
 					 int priority)
 {
-	(void)flags, (void)priority;
-	*s = (cudaStream_t)&stream_obj;
-	return cudaSuccess;
+	(void)priority;
+	get_stream(NULL); /* the legacy stream exists first */
+	for (int i = 1; i < NSTREAMS; i++)
+		if (!streams[i].live) {
+			memset(&streams[i], 0, sizeof(streams[i]));
+			streams[i].tail = &streams[i].head;
+			streams[i].live = 1;
+			streams[i].blocking = !(flags & cudaStreamNonBlocking);
+			*s = (cudaStream_t)&streams[i];
+			return cudaSuccess;
+		}
+	return cudaErrorMemoryAllocation;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
-	return s == (cudaStream_t)&stream_obj ? cudaSuccess
-					      : cudaErrorInvalidValue;
+	sstream *st = get_stream(s);
+
+	if (st == NULL || st == &streams[0])
+		return cudaErrorInvalidValue;
+	advance(st, st->issued); /* its work still completes */
+	st->live = 0;
+	return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-	(void)s;
-	return cudaSuccess;
+	sstream *st = get_stream(s);
+
+	if (st == NULL)
+		return cudaErrorInvalidValue;
+	advance(st, st->issued);
+	return wait_result();
+}
+
+static sevent *get_event(cudaEvent_t e)
+{
+	sevent *ev = (sevent *)e;
+
+	if (ev < events || ev >= events + NEVENTS ||
+	    ((char *)ev - (char *)events) % sizeof(*ev) != 0 || !ev->live)
+		return NULL;
+	return ev;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
 {
-	(void)s, (void)f;
-	return e == (cudaEvent_t)&event_obj ? cudaSuccess
-					    : cudaErrorInvalidValue;
+	sstream *st = get_stream(s);
+	sevent *ev = get_event(e);
+
+	(void)f;
+	if (st == NULL || ev == NULL)
+		return cudaErrorInvalidValue;
+	if (ev->on != NULL && ev->on != st && deferred())
+		push(st, NULL, NULL, NULL, ev->on, ev->seq);
+	return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *e)
 {
-	*e = (cudaEvent_t)&event_obj;
-	return cudaSuccess;
+	for (int i = 0; i < NEVENTS; i++)
+		if (!events[i].live) {
+			memset(&events[i], 0, sizeof(events[i]));
+			events[i].live = 1;
+			*e = (cudaEvent_t)&events[i];
+			return cudaSuccess;
+		}
+	return cudaErrorMemoryAllocation;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
@@ -251,17 +473,28 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 	return cudaEventCreate(e);
 }
 
+/* The event completes when st has run what was enqueued before it. */
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-	(void)s;
-	return e == (cudaEvent_t)&event_obj ? cudaSuccess
-					    : cudaErrorInvalidValue;
+	sstream *st = get_stream(s);
+	sevent *ev = get_event(e);
+
+	if (st == NULL || ev == NULL)
+		return cudaErrorInvalidValue;
+	ev->on = st;
+	ev->seq = st->issued;
+	return cudaSuccess;
 }
 
+/* A wait already enqueued keeps its stream and position. */
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
-	return e == (cudaEvent_t)&event_obj ? cudaSuccess
-					    : cudaErrorInvalidValue;
+	sevent *ev = get_event(e);
+
+	if (ev == NULL)
+		return cudaErrorInvalidValue;
+	ev->live = 0;
+	return cudaSuccess;
 }
 
 cudaError_t cudaMalloc(void **p, size_t bytes)
@@ -288,6 +521,7 @@ cudaError_t cudaFree(void *p)
 {
 	if (p == NULL)
 		return cudaSuccess;
+	drain_all(); /* cudaFree waits for the device, as in CUDA */
 	for (block **bp = &blocks; *bp != NULL; bp = &(*bp)->next)
 		if ((*bp)->base + GUARD == p) {
 			block *b = *bp;
@@ -302,15 +536,48 @@ cudaError_t cudaFree(void *p)
 	return cudaErrorInvalidValue;
 }
 
+typedef struct copy_op {
+	void *dst;
+	const void *src;
+	size_t bytes;
+	int v;                /* memset: the byte */
+	unsigned char data[]; /* host-to-device: the bytes, taken at the call */
+} copy_op;
+
+static void run_memset(void *a)
+{
+	copy_op *c = a;
+
+	memset(c->dst, c->v, c->bytes);
+}
+
+static void run_copy(void *a)
+{
+	copy_op *c = a;
+
+	memmove(c->dst, c->src != NULL ? c->src : c->data, c->bytes);
+}
+
+static cudaError_t enqueue_copy(cudaStream_t s, void (*run)(void *),
+				copy_op *c)
+{
+	if (c == NULL)
+		return cudaErrorMemoryAllocation;
+	return simt_enqueue(s, run, free, c) == 0 ? cudaSuccess
+						  : cudaErrorInvalidValue;
+}
+
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
 {
-	(void)s;
+	copy_op *c;
+
 	if (bytes == 0)
 		return cudaSuccess;
 	if (!dev_range(p, bytes, "cudaMemset"))
 		return cudaErrorInvalidValue;
-	memset(p, v, bytes);
-	return cudaSuccess;
+	if ((c = calloc(1, sizeof(*c))) != NULL)
+		c->dst = p, c->v = v, c->bytes = bytes;
+	return enqueue_copy(s, run_memset, c);
 }
 
 cudaError_t cudaMemset(void *p, int v, size_t bytes)
@@ -318,26 +585,41 @@ cudaError_t cudaMemset(void *p, int v, size_t bytes)
 	return cudaMemsetAsync(p, v, bytes, NULL);
 }
 
+/*
+ * Host memory here is pageable (malloc), so CUDA's rules for it apply: a
+ * host-to-device copy takes the bytes at the call (the host may reuse its
+ * buffer at once) and lands in stream order; a device-to-host copy returns
+ * once it is done, after what its stream enqueued before it (and nothing
+ * of any other non-blocking stream).  Device-to-device copies are queued.
+ */
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 			    enum cudaMemcpyKind kind, cudaStream_t s)
 {
+	copy_op *c = NULL;
+	cudaError_t e;
 	int ok;
 
-	(void)s;
 	if (bytes == 0)
 		return cudaSuccess;
 	switch (kind) {
 	case cudaMemcpyHostToDevice:
 		ok = dev_range(dst, bytes, "cudaMemcpy to device") &&
 		     host_range(src, bytes, "cudaMemcpy from host");
+		if (ok && (c = malloc(sizeof(*c) + bytes)) != NULL) {
+			c->dst = dst, c->src = NULL, c->bytes = bytes;
+			memcpy(c->data, src, bytes);
+		}
 		break;
 	case cudaMemcpyDeviceToHost:
 		ok = dev_range(src, bytes, "cudaMemcpy from device") &&
 		     host_range(dst, bytes, "cudaMemcpy to host");
-		break;
+		goto by_pointer;
 	case cudaMemcpyDeviceToDevice:
 		ok = dev_range(src, bytes, "cudaMemcpy from device") &&
 		     dev_range(dst, bytes, "cudaMemcpy to device");
+	by_pointer:
+		if (ok && (c = malloc(sizeof(*c))) != NULL)
+			c->dst = dst, c->src = src, c->bytes = bytes;
 		break;
 	default:
 		ok = 0;
@@ -345,19 +627,31 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 	}
 	if (!ok)
 		return cudaErrorInvalidValue;
-	memmove(dst, src, bytes);
+	if ((e = enqueue_copy(s, run_copy, c)) != cudaSuccess)
+		return e;
+	if (kind == cudaMemcpyDeviceToHost) {
+		sstream *st = get_stream(s);
+
+		advance(st, st->issued);
+	}
 	return cudaSuccess;
 }
 
+/* On the legacy stream, and returns when it is done. */
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes,
 		       enum cudaMemcpyKind kind)
 {
-	return cudaMemcpyAsync(dst, src, bytes, kind, NULL);
+	cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, NULL);
+
+	if (e == cudaSuccess)
+		advance(&streams[0], streams[0].issued);
+	return e;
 }
 
 /* ---- cuBLAS ---------------------------------------------------------------- */
 
 static int blas_obj;
+static cudaStream_t blas_stream; /* NULL: the legacy stream */
 
 const char *cublasGetStatusName(cublasStatus_t s)
 {
@@ -374,6 +668,7 @@ const char *cublasGetStatusName(cublasStatus_t s)
 
 cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
+	blas_stream = NULL;
 	*h = (cublasHandle_t)&blas_obj;
 	return CUBLAS_STATUS_SUCCESS;
 }
@@ -386,9 +681,12 @@ cublasStatus_t cublasDestroy(cublasHandle_t h)
 
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 {
-	(void)s;
-	return h == (cublasHandle_t)&blas_obj ? CUBLAS_STATUS_SUCCESS
-					      : CUBLAS_STATUS_NOT_INITIALIZED;
+	if (h != (cublasHandle_t)&blas_obj)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (get_stream(s) == NULL)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	blas_stream = s;
+	return CUBLAS_STATUS_SUCCESS;
 }
 
 static float elem(const void *p, cudaDataType_t t, size_t i)
@@ -408,6 +706,59 @@ static size_t span(int rows, int cols, int ld)
 	return cols == 0 ? 0 : (size_t)ld * (cols - 1) + rows;
 }
 
+typedef struct gemm_op {
+	cublasOperation_t ta, tb;
+	int m, n, k;
+	float al, be;
+	const void *A;
+	cudaDataType_t Atype;
+	int lda;
+	const void *B;
+	int ldb;
+	void *C;
+	cudaDataType_t Ctype;
+	int ldc;
+} gemm_op;
+
+/* C = al op(A) op(B) + be C, column-major, fp32 accumulation. */
+static void run_gemm(void *arg)
+{
+	const gemm_op *g = arg;
+	const void *A = g->A, *B = g->B;
+	void *C = g->C;
+	cudaDataType_t Atype = g->Atype, Btype = g->Atype, Ctype = g->Ctype;
+	int lda = g->lda, ldb = g->ldb, ldc = g->ldc;
+	float al = g->al, be = g->be;
+
+	for (int j = 0; j < g->n; j++)
+		for (int i = 0; i < g->m; i++) {
+			float acc = 0.0f, r;
+			size_t c = (size_t)j * ldc + i;
+
+			for (int p = 0; p < g->k; p++) {
+				size_t ai = g->ta == CUBLAS_OP_N
+						? (size_t)p * lda + i
+						: (size_t)i * lda + p;
+				size_t bi = g->tb == CUBLAS_OP_N
+						? (size_t)j * ldb + p
+						: (size_t)p * ldb + j;
+#ifdef SIMT_FMA
+				/* cuBLAS accumulates with FMA (simt_fma.sh) */
+				acc = fmaf(elem(A, Atype, ai),
+					   elem(B, Btype, bi), acc);
+#else
+				acc += elem(A, Atype, ai) * elem(B, Btype, bi);
+#endif
+			}
+			/* beta 0: C is not read (it may hold NaN) */
+			r = al * acc + (be != 0.0f ? be * elem(C, Ctype, c) : 0.0f);
+			if (Ctype == CUDA_R_16BF)
+				((uint16_t *)C)[c] = hexi_bf16_from_float(r);
+			else
+				((float *)C)[c] = r;
+		}
+}
+
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
 			    cublasOperation_t tb, int m, int n, int k,
 			    const void *alpha, const void *A,
@@ -418,7 +769,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
 {
 	int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
 	int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
-	float al, be;
+	gemm_op *g;
 
 	(void)algo;
 	if (h != (cublasHandle_t)&blas_obj)
@@ -441,34 +792,14 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
 				  "cublasGemmEx B"))) ||
 	    !dev_range(C, span(m, n, ldc) * esize(Ctype), "cublasGemmEx C"))
 		return CUBLAS_STATUS_INVALID_VALUE;
-	memcpy(&al, alpha, sizeof(al));
-	memcpy(&be, beta, sizeof(be));
-	for (int j = 0; j < n; j++)
-		for (int i = 0; i < m; i++) {
-			float acc = 0.0f, r;
-			size_t c = (size_t)j * ldc + i;
-
-			for (int p = 0; p < k; p++) {
-				size_t ai = ta == CUBLAS_OP_N
-						? (size_t)p * lda + i
-						: (size_t)i * lda + p;
-				size_t bi = tb == CUBLAS_OP_N
-						? (size_t)j * ldb + p
-						: (size_t)p * ldb + j;
-#ifdef SIMT_FMA
-				/* cuBLAS accumulates with FMA (simt_fma.sh) */
-				acc = fmaf(elem(A, Atype, ai),
-					   elem(B, Btype, bi), acc);
-#else
-				acc += elem(A, Atype, ai) * elem(B, Btype, bi);
-#endif
-			}
-			/* beta 0: C is not read (it may hold NaN) */
-			r = al * acc + (be != 0.0f ? be * elem(C, Ctype, c) : 0.0f);
-			if (Ctype == CUDA_R_16BF)
-				((uint16_t *)C)[c] = hexi_bf16_from_float(r);
-			else
-				((float *)C)[c] = r;
-		}
+	if ((g = malloc(sizeof(*g))) == NULL)
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	*g = (gemm_op){ta, tb, m, n, k, 0, 0, A, Atype, lda, B, ldb, C, Ctype,
+		       ldc};
+	/* host scalars are read at the call, as cuBLAS's host pointer mode */
+	memcpy(&g->al, alpha, sizeof(g->al));
+	memcpy(&g->be, beta, sizeof(g->be));
+	if (simt_enqueue(blas_stream, run_gemm, free, g) != 0)
+		return CUBLAS_STATUS_INVALID_VALUE;
 	return CUBLAS_STATUS_SUCCESS;
 }

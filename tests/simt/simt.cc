@@ -450,11 +450,9 @@ bool set_order(const char *spec)
 	return true;
 }
 
-bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
-	 void *arg)
+bool launch_ok(const char *kernel, dim3 grid, dim3 block, size_t smem)
 {
 	unsigned long long n = (unsigned long long)block.x * block.y * block.z;
-	uint64_t nb, step = 1, start = 0;
 
 	if (!g_order_read) {
 		const char *e = std::getenv("SIMT_ORDER");
@@ -485,7 +483,17 @@ bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
 		     smem);
 		return false;
 	}
-	nthreads = (unsigned)n;
+	return true;
+}
+
+bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
+	 void *arg)
+{
+	uint64_t nb, step = 1, start = 0;
+
+	if (!launch_ok(kernel, grid, block, smem))
+		return false;
+	nthreads = block.x * block.y * block.z;
 	while (nstacks < nthreads) {
 		char *s = static_cast<char *>(std::malloc(STACK));
 

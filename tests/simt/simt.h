@@ -2,14 +2,16 @@
  * simt.h - CUDA's device side on the CPU, for tests only: the .cu sources
  * of runtime/cuda, rewritten by cu2cc.pl (k<<<g, b, sm, s>>>(args) becomes
  * SIMT_LAUNCH(k, g, b, sm, s)(args)), compile as C++ against this header
- * and run each launch at once, one block after another, every CUDA thread
- * a fiber on one OS thread (simt.cc).  A fiber runs until it reaches a
+ * and run each launch in its stream's order (at once, or when the host
+ * waits with SIMT_STREAMS=deferred: runtime.c), one block after another,
+ * every CUDA thread a fiber on one OS thread (simt.cc).  A fiber runs until it reaches a
  * barrier: __syncthreads waits for the whole block, a warp shuffle for its
  * 32 lanes, so warp-synchronous code (shuffle reductions, one warp per
  * row) runs as written.  Shared memory is the kernels' own static arrays,
  * in one section that is refilled with 0xff bytes (a NaN) before each
  * block, so a read before any write shows in the result.  What a GPU
- * would not forgive is reported and fails the launch (cudaGetLastError):
+ * would not forgive is reported and fails the launch (cudaGetLastError;
+ * with deferred streams, the wait that runs it):
  * a barrier some threads never reach (deadlock), a shuffle some lanes of
  * the warp skip, a block over 1024 threads or a grid over CUDA's limits,
  * a kernel argument that is not device memory, and (after the launch) a
@@ -18,7 +20,9 @@
  * barriers show by running the threads in another order (set_order,
  * SIMT_ORDER).  expf, logf and rsqrtf err by up to CUDA's documented
  * ulp.  Built with -ffp-contract=fast -mfma too (simt_fma.sh), the kernels
- * round as nvcc's FMA contraction does; the _rn intrinsics never fuse.  Not emulated: the GPU's timing, its memory model's reorderings.  See tests/simt/Makefile.am, DECISIONS 162.
+ * round as nvcc's FMA contraction does; the _rn intrinsics never fuse.
+ * Not emulated: the GPU's timing, its memory model's reorderings.  See
+ * tests/simt/Makefile.am, DECISIONS 162, 166-168.
  */
 #ifndef HEXI_SIMT_H
 #define HEXI_SIMT_H
@@ -27,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 
 #include "cuda_runtime_api.h"
@@ -85,6 +90,10 @@ void begin(const char *kernel);
  */
 bool set_order(const char *spec);
 
+/* The launch's configuration is one CUDA accepts (and SIMT_ORDER is an
+ * order); false after a report.  Checked at the launch, as CUDA does. */
+bool launch_ok(const char *kernel, dim3 grid, dim3 block, size_t smem);
+
 typedef void (*body_fn)(void *);
 /* Runs body(arg) as every thread of grid x block; false after a report. */
 bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
@@ -94,6 +103,12 @@ bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
 extern "C" int simt_is_device(const void *p);
 extern "C" void simt_launch_failed(void);
 extern "C" void simt_check_guards(const char *kernel);
+/* runtime.c's streams: queue run(arg) on a stream (at once unless
+ * SIMT_STREAMS=deferred), then drop(arg); -1 for no such stream.
+ * simt_set_streams("immediate" or "deferred"): 0 and a report otherwise. */
+extern "C" int simt_enqueue(const void *stream, void (*run)(void *),
+			    void (*drop)(void *), void *arg);
+extern "C" int simt_set_streams(const char *mode);
 
 template <typename A> bool arg_ok(const char *kernel, int i, const A &a)
 {
@@ -109,31 +124,55 @@ template <typename A> bool arg_ok(const char *kernel, int i, const A &a)
 	return true;
 }
 
+/* A launch as it waits in its stream: the kernel and copies of its
+ * arguments (a GPU takes them at the launch). */
+template <typename K, typename T> struct launch_job {
+	const char *name;
+	K k;
+	dim3 g, b;
+	size_t smem;
+	T args;
+
+	static void exec(void *p)
+	{
+		launch_job *j = static_cast<launch_job *>(p);
+		auto body = [j] { std::apply(j->k, j->args); };
+
+		begin(j->name);
+		if (!run(
+			j->name, j->g, j->b, j->smem,
+			[](void *q) { (*static_cast<decltype(body) *>(q))(); },
+			&body))
+			simt_launch_failed();
+		simt_check_guards(j->name);
+	}
+	static void drop(void *p) { delete static_cast<launch_job *>(p); }
+};
+
 template <typename K> struct launcher {
 	const char *name;
 	K k;
 	dim3 g, b;
 	size_t smem;
+	const void *stream;
 
+	/* The arguments are checked now (a host pointer fails the launch);
+	 * the kernel runs in stream order (runtime.c's simt_enqueue). */
 	template <typename... A> void operator()(A &&...a)
 	{
+		typedef std::tuple<std::decay_t<A>...> T;
+		typedef launch_job<K, T> J;
 		int i = 0;
-		bool ok;
 
 		begin(name);
-		ok = (arg_ok(name, i++, a) && ...);
-		auto body = [&] { k(a...); };
-
-		if (!ok) {
+		if (!launch_ok(name, g, b, smem) ||
+		    !(arg_ok(name, i++, a) && ...)) {
 			simt_launch_failed();
 			return;
 		}
-		if (!run(
-			name, g, b, smem,
-			[](void *p) { (*static_cast<decltype(body) *>(p))(); },
-			&body))
+		if (simt_enqueue(stream, J::exec, J::drop,
+				 new J{name, k, g, b, smem, T(a...)}) != 0)
 			simt_launch_failed();
-		simt_check_guards(name);
 	}
 };
 
@@ -141,8 +180,7 @@ template <typename K>
 launcher<K> make_launcher(const char *name, K k, dim3 g, dim3 b,
 			  size_t smem = 0, const void *stream = nullptr)
 {
-	(void)stream; /* every launch runs at once, in issue order */
-	return launcher<K>{name, k, g, b, smem};
+	return launcher<K>{name, k, g, b, smem, stream};
 }
 
 /* The value of lane `lane` of the caller's warp (__shfl_xor_sync and

@@ -4,8 +4,13 @@
 # stages against the CPU model) with runtime/cuda's kernels executed by the
 # SIMT emulation, in the default thread order and in two others (races);
 # no "simt:" diagnostic (bad launch, barrier deadlock, write outside an
-# allocation, host pointer) may appear on stderr.
+# allocation, host pointer) may appear on stderr.  Every run here defers
+# stream work until the host waits (SIMT_STREAMS=deferred), as a GPU does,
+# so a result read without the right synchronisation is stale and fails;
+# simt_fma.sh and device_check_simt.sh run with immediate streams.
 . "$top_srcdir/tests/simt/simt_tap.sh"
+SIMT_STREAMS=deferred
+export SIMT_STREAMS
 
 ./test_kernels_simt >"$WORK/out" 2>"$WORK/err"
 st=$?
@@ -19,6 +24,9 @@ grep -q '^ok .* attention_backward dk hs128' "$WORK/out" &&
 	pass "the own attention ran (hs 128, several tiles)" ||
 	fail "the own attention ran (hs 128, several tiles)"
 check_diag test_kernels
+grep -q '^# simt: streams deferred until the host waits' "$WORK/err" &&
+	pass "test_kernels ran with deferred streams" ||
+	fail "test_kernels ran with deferred streams"
 
 check_model test_gpu_model ./test_gpu_model_simt
 
@@ -38,6 +46,10 @@ for order in reverse random:1; do
 	check_model "test_gpu_model, $order order" \
 		env SIMT_ORDER=$order ./test_gpu_model_simt
 done
+SIMT_STREAMS=sideways ./test_kernels_simt >"$WORK/out" 2>"$WORK/err"
+[ $? -ne 0 ] && grep -q "SIMT_STREAMS='sideways' is not a mode" "$WORK/err" &&
+	pass "SIMT_STREAMS=sideways: refused, with the reason" ||
+	fail "SIMT_STREAMS=sideways: refused, with the reason"
 SIMT_ORDER=sideways ./test_kernels_simt >"$WORK/out" 2>"$WORK/err"
 [ $? -ne 0 ] && grep -q "SIMT_ORDER='sideways' is not an order" "$WORK/err" &&
 	pass "SIMT_ORDER=sideways: refused, with the reason" ||

@@ -6,7 +6,8 @@
  * barrier half a warp never reaches, a write past a cudaMalloc block, a
  * host pointer as kernel argument, a launch over CUDA's limits.  Also
  * cuBLAS's argument checks, bf16 rounding, the math functions' error,
- * and the scheduling orders
+ * the deferred streams (SIMT_STREAMS=deferred: a missing wait reads stale
+ * memory), and the scheduling orders
  * (set_order): a race within a block, between warps and between blocks
  * shows in reverse and random order, a race-free kernel is exact in all.  The "simt:" lines these
  * refusals print on stderr are expected here.
@@ -36,6 +37,19 @@ __global__ void sum_kernel(float *sum, float *mx)
 		sum[blockIdx.x] = s;
 		mx[blockIdx.x] = m;
 	}
+}
+
+/* *p = v (one thread), and *dst = *src: for the stream tests. */
+__global__ void set_kernel(int *p, int v)
+{
+	if (threadIdx.x == 0)
+		*p = v;
+}
+
+__global__ void copy_kernel(int *dst, const int *src)
+{
+	if (threadIdx.x == 0)
+		*dst = *src;
 }
 
 /* Each thread reads its neighbour's value through shared memory. */
@@ -385,6 +399,93 @@ static void test_order(void)
 	cudaFree(warp_out);
 }
 
+/*
+ * SIMT_STREAMS=deferred: work waits in its stream until the host waits, so
+ * a missing synchronisation shows as a stale read.  Device memory is host
+ * memory here, so the tests also look at it directly ("peek").
+ */
+static void test_streams(void)
+{
+	cudaStream_t a = nullptr, b = nullptr, blk = nullptr;
+	cudaEvent_t e = nullptr;
+	int *d = nullptr, *d2 = nullptr, *tmp = nullptr, h = 0;
+	float *p = dev_alloc(64);
+
+	ok(!simt::simt_set_streams("sideways"), "simt_set_streams refuses an unknown mode");
+	ok(simt::simt_set_streams("deferred"), "simt_set_streams(\"deferred\")");
+	cudaStreamCreateWithPriority(&a, cudaStreamNonBlocking, 0);
+	cudaStreamCreateWithPriority(&b, cudaStreamNonBlocking, 0);
+	cudaStreamCreateWithPriority(&blk, 0, 0);
+	ok(a != nullptr && b != nullptr && blk != nullptr && a != b,
+	   "three distinct streams");
+	cudaMalloc((void **)&d, sizeof(int));
+	cudaMalloc((void **)&d2, sizeof(int));
+
+	/* a kernel on a non-blocking stream, read without and with a wait */
+	SIMT_LAUNCH(set_kernel, 1, 32, 0, a)(d, 42);
+	ok(*d != 42, "deferred: the kernel has not run at its launch (peek %d)", *d);
+	cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost);
+	ok(h != 42, "a cudaMemcpy on the legacy stream does not wait for a "
+		    "non-blocking stream: stale %d", h);
+	is_int(cudaStreamSynchronize(a), cudaSuccess, "cudaStreamSynchronize");
+	cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost);
+	is_int(h, 42, "after cudaStreamSynchronize the copy sees the result");
+
+	/* a device-to-host copy on the kernel's own stream waits for it */
+	SIMT_LAUNCH(set_kernel, 1, 32, 0, a)(d, 43);
+	cudaMemcpyAsync(&h, d, sizeof(h), cudaMemcpyDeviceToHost, a);
+	is_int(h, 43, "a device-to-host copy on the same stream sees the result");
+
+	/* two streams: ordered only by an event */
+	SIMT_LAUNCH(set_kernel, 1, 32, 0, a)(d, 7);
+	SIMT_LAUNCH(copy_kernel, 1, 32, 0, b)(d2, d);
+	cudaStreamSynchronize(b);
+	ok(*d2 == 43, "without an event wait, stream b ran before a's write "
+		      "(b read %d)", *d2);
+	cudaStreamSynchronize(a);
+	SIMT_LAUNCH(set_kernel, 1, 32, 0, a)(d, 8);
+	cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+	cudaEventRecord(e, a);
+	cudaStreamWaitEvent(b, e, 0);
+	cudaEventDestroy(e); /* the wait keeps its place */
+	SIMT_LAUNCH(copy_kernel, 1, 32, 0, b)(d2, d);
+	cudaStreamSynchronize(b);
+	is_int(*d2, 8, "with cudaEventRecord + cudaStreamWaitEvent, b reads a's write");
+
+	/* a blocking stream is ordered with the legacy stream */
+	SIMT_LAUNCH(set_kernel, 1, 32, 0, blk)(d, 9);
+	cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost);
+	is_int(h, 9, "a blocking stream's kernel runs before a later legacy copy");
+
+	/* host-to-device copies take the bytes at the call */
+	h = 5;
+	cudaMemcpyAsync(d, &h, sizeof(h), cudaMemcpyHostToDevice, a);
+	h = 6;
+	cudaStreamSynchronize(a);
+	is_int(*d, 5, "a host-to-device copy took the host bytes at the call");
+
+	/* cudaFree waits for the device */
+	SIMT_LAUNCH(set_kernel, 1, 32, 0, a)(d, 11);
+	cudaMalloc((void **)&tmp, 4);
+	cudaFree(tmp);
+	is_int(*d, 11, "cudaFree waits for every stream");
+
+	/* an execution error surfaces at the wait, a bad launch at once */
+	SIMT_LAUNCH(half_warp_shuffle, 1, 64, 0, a)(p);
+	is_int(cudaGetLastError(), cudaSuccess, "a faulting kernel: its launch succeeds");
+	is_int(cudaStreamSynchronize(a), cudaErrorLaunchFailure,
+	       "its fault is returned by cudaStreamSynchronize");
+	SIMT_LAUNCH(set_kernel, 1, 1025, 0, a)(d, 1);
+	is_int(cudaGetLastError(), cudaErrorLaunchFailure,
+	       "an invalid configuration fails at the launch");
+	is_int(cudaStreamDestroy(b), cudaSuccess, "cudaStreamDestroy");
+	is_int(cudaStreamSynchronize(b), cudaErrorInvalidValue,
+	       "a destroyed stream is refused");
+	cudaStreamDestroy(a), cudaStreamDestroy(blk);
+	cudaFree(d), cudaFree(d2), cudaFree(p);
+	simt::simt_set_streams("immediate");
+}
+
 int main(void)
 {
 	test_reductions();
@@ -394,5 +495,6 @@ int main(void)
 	test_bf16();
 	test_order();
 	test_math_error();
+	test_streams();
 	return tap_done();
 }
