@@ -44,7 +44,9 @@ static void usage(FILE *f)
 	    "  export SRC --format hf -o DIR [--dtype fp32|bf16|fp16]\n"
 	    "                            Hugging Face Llama directory\n"
 	    "  import HF_DIR -o CKPT [--name NAME]\n"
-	    "                            HF Llama directory to a checkpoint\n"
+	    "                            HF Llama directory to a new (or "
+	    "empty)\n"
+	    "                            checkpoint directory\n"
 	    "  diff A B                  per-tensor max abs/rel difference\n"
 	    "  ls DIR                    checkpoints with step and state\n"
 	    "CKPT is a checkpoint directory (its latest commit) or a step "
@@ -388,6 +390,16 @@ static int cmd_import(int argc, char **argv, const opts *o)
 	rc = hexi_hf_import(argv[0], o->out, o->name, &m);
 	if (rc != HEXI_OK)
 		return fail(rc);
+	if (o->json) {
+		char mj[4200];
+		snprintf(mj, sizeof(mj), "%s/model.json", o->out);
+		return print_json(json_pack(
+		    "{s:s,s:s,s:s,s:s,s:I,s:s,s:i,s:i,s:i,s:i,s:i}", "command",
+		    "import", "source", argv[0], "output", o->out, "model",
+		    m.name, "step", (json_int_t)0, "model_json", mj, "layers",
+		    m.layers, "hidden", m.hidden, "heads", m.heads, "ffn",
+		    m.ffn, "vocab", m.vocab));
+	}
 	if (!o->quiet)
 		fprintf(stderr,
 			PROG ": wrote %s (step 0, model %s: %s/model.json)\n",
@@ -441,15 +453,21 @@ static hexi_rc diff_tensor(hexi_ckpt_reader *a, hexi_ckpt_reader *b,
 			goto out;
 		n = (y - x) * t->shape[1];
 		for (i = 0; i < n; i++) {
+			/* equal values (equal infinities too) and two NaNs
+			 * are the same; a NaN against a number, or inf
+			 * against anything else, differs without bound */
+			if (pa[i] == pb[i] || (isnan(pa[i]) && isnan(pb[i])))
+				continue;
 			double da = fabs((double)pa[i] - (double)pb[i]);
 			double den = fabs((double)pa[i]);
-			if (pa[i] != pb[i] && !(isnan(pa[i]) && isnan(pb[i])))
-				d->ndiff++;
-			if (da > d->max_abs || isnan(da))
+			if (isnan(da))
+				da = INFINITY;
+			d->ndiff++;
+			if (da > d->max_abs)
 				d->max_abs = da;
-			if (den > 0 && da / den > d->max_rel)
+			if (den > 0 && isfinite(den) && da / den > d->max_rel)
 				d->max_rel = da / den;
-			else if (den == 0 && da > 0)
+			else if (den == 0 || !isfinite(den))
 				d->max_rel = INFINITY;
 		}
 	}
@@ -465,7 +483,7 @@ static int cmd_diff(int argc, char **argv, const opts *o)
 	hexi_ckpt_tensor_info ta, tb;
 	json_t *arr = json_array();
 	hexi_rc rc;
-	int i, differ = 0;
+	int i, differ = 0, finished = 0;
 	tdiff d;
 
 	if (argc != 2)
@@ -485,17 +503,19 @@ static int cmd_diff(int argc, char **argv, const opts *o)
 		} else if ((rc = diff_tensor(a, b, &ta, &d)) != HEXI_OK) {
 			goto out;
 		}
-		if (strcmp(state, "compared") != 0 ||
-		    d.max_abs > o->tolerance || isnan(d.max_abs))
+		if (strcmp(state, "compared") != 0 || d.max_abs > o->tolerance)
 			differ = 1;
+		/* JSON has no infinity: an unbounded difference is null */
 		if (o->json)
 			json_array_append_new(
 			    arr,
-			    json_pack("{s:s,s:s,s:f,s:f,s:I}", "name", ta.name,
+			    json_pack("{s:s,s:s,s:o,s:o,s:I}", "name", ta.name,
 				      "state", state, "max_abs",
-				      isfinite(d.max_abs) ? d.max_abs : -1.0,
+				      isfinite(d.max_abs) ? json_real(d.max_abs)
+							  : json_null(),
 				      "max_rel",
-				      isfinite(d.max_rel) ? d.max_rel : -1.0,
+				      isfinite(d.max_rel) ? json_real(d.max_rel)
+							  : json_null(),
 				      "elements_differing",
 				      (json_int_t)d.ndiff));
 		else
@@ -527,11 +547,13 @@ static int cmd_diff(int argc, char **argv, const opts *o)
 					"identical");
 	}
 	rc = differ ? HEXI_ERR_MISMATCH : HEXI_OK;
+	finished = 1;
 out:
 	json_decref(arr);
 	hexi_ckpt_close(b);
 	hexi_ckpt_close(a);
-	if (rc != HEXI_OK && !differ)
+	/* a read or checksum error is reported whatever was found before it */
+	if (rc != HEXI_OK && !finished)
 		return fail(rc);
 	return (int)rc;
 }

@@ -53,16 +53,17 @@ int hf_st_find(const hf_st *st, const char *name);
 hexi_rc hf_st_read_f32(const hf_st *st, int i, float *dst);
 uint64_t hf_st_numel(const hf_st_tensor *t);
 
-/* Writing: a file of NT tensors stored as DTYPE, streamed one tensor at a
- * time: get(ctx, i, buf) fills tensor i as float32 (numel floats).
- * Written to PATH.tmp (O_EXCL, no symlink followed), fsynced, renamed. */
+/* Writing: NT tensors stored as DTYPE into FD, an open, empty file (WHAT
+ * names it in errors), streamed one tensor at a time: get(ctx, i, buf)
+ * fills tensor i as float32 (numel floats).  The caller creates FD (a
+ * temporary name, O_EXCL|O_NOFOLLOW), fsyncs and renames it. */
 typedef struct hf_st_out {
 	char name[128];
 	int ndim;
 	int64_t shape[2];
 } hf_st_out;
 typedef hexi_rc (*hf_st_get_fn)(void *ctx, int i, float *buf);
-hexi_rc hf_st_write(const char *path, const hf_st_out *t, int nt,
+hexi_rc hf_st_write(int fd, const char *what, const hf_st_out *t, int nt,
 		    hf_dtype dtype, hf_st_get_fn get, void *ctx);
 hexi_rc hf_dtype_parse(const char *s, hf_dtype *out);
 

@@ -37,6 +37,7 @@
 
 #include "hexi_ckpt.h"
 #include "hexi_sched.h"
+#include "ckpt_internal.h"
 #include "hf_internal.h"
 #include "hf_llama.h"
 
@@ -123,6 +124,21 @@ static hexi_rc make_map(const hexi_model *m, map_row **out, int *n)
 	return HEXI_OK;
 }
 
+/* The most floats one tensor of the map holds (the scratch buffers' size):
+ * attn.wq/wo are hidden x hidden, which exceeds hidden x max(vocab, ffn)
+ * for a model whose vocabulary and FFN are narrower than it. */
+static size_t map_max_elems(const map_row *map, int n)
+{
+	size_t big = 1;
+
+	for (int i = 0; i < n; i++) {
+		size_t e = (size_t)map[i].shape[0] * (size_t)map[i].shape[1];
+		if (e > big)
+			big = e;
+	}
+	return big;
+}
+
 /* Our row index for HF row i of a q/k tensor (heads of d rows). */
 static int64_t rope_row(int64_t i, int d)
 {
@@ -202,6 +218,43 @@ static char *config_text(const hexi_model *m, const char *dtype)
 	return s;
 }
 
+/* NAME below DFD written atomically: a random temporary name created
+ * with O_EXCL|O_NOFOLLOW, fsynced and renamed over NAME (a planted
+ * symlink or FIFO named NAME is replaced, never followed). */
+static hexi_rc write_st_at(int dfd, const char *name, const char *what,
+			   const hf_st_out *outs, int n, hf_dtype dt,
+			   export_ctx *x)
+{
+	char tmp[200], sfx[12];
+	hexi_rc rc;
+	int fd;
+
+	ck_random_name(sfx, 10);
+	snprintf(tmp, sizeof(tmp), ".%.64s.tmp.%s", name, sfx);
+	fd = openat(dfd, tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return hexi_error(errno == ENOSPC	    ? HEXI_ERR_NOSPACE
+				  : errno == EACCES ? HEXI_ERR_PERM
+						    : HEXI_ERR_IO,
+				  "%s: cannot create: %s", what,
+				  strerror(errno));
+	rc = hf_st_write(fd, what, outs, n, dt, export_get, x);
+	if (rc == HEXI_OK)
+		rc = ck_fsync_fd(fd, what);
+	if (close(fd) != 0 && rc == HEXI_OK)
+		rc = hexi_error(HEXI_ERR_IO, "%s: close: %s", what,
+				strerror(errno));
+	if (rc == HEXI_OK && renameat(dfd, tmp, dfd, name) != 0)
+		rc = hexi_error(HEXI_ERR_IO, "%s: rename: %s", what,
+				strerror(errno));
+	if (rc != HEXI_OK) {
+		(void)unlinkat(dfd, tmp, 0);
+		return rc;
+	}
+	return ck_fsync_fd(dfd, what);
+}
+
 /* DIR is created, or must be a real directory (not a symlink). */
 static hexi_rc make_dir(const char *dir)
 {
@@ -225,7 +278,7 @@ hexi_rc hexi_hf_export(hexi_ckpt_reader *r, const hexi_model *m,
 	hf_st_out *outs = NULL;
 	export_ctx x = {.r = r, .d = m->hidden / m->heads};
 	hf_dtype dt;
-	int n = 0;
+	int n = 0, dfd = -1;
 	hexi_rc rc = hf_dtype_parse(dtype_name, &dt);
 	const char *tdt = dt == HF_F32	 ? "float32"
 			  : dt == HF_F16 ? "float16"
@@ -235,11 +288,12 @@ hexi_rc hexi_hf_export(hexi_ckpt_reader *r, const hexi_model *m,
 		rc = make_map(m, &map, &n);
 	if (rc == HEXI_OK)
 		rc = make_dir(dir);
+	/* everything below DIR through its descriptor: no path re-resolved */
+	if (rc == HEXI_OK)
+		rc = ck_dir_open(dir, 0, &dfd);
 	if (rc == HEXI_OK) {
-		size_t big = (size_t)m->hidden *
-			     (size_t)(m->vocab > m->ffn ? m->vocab : m->ffn);
 		outs = calloc((size_t)n, sizeof(*outs));
-		x.tmp = malloc(sizeof(float) * big);
+		x.tmp = malloc(sizeof(float) * map_max_elems(map, n));
 		if (outs == NULL || x.tmp == NULL)
 			rc = hexi_error(HEXI_ERR_NOMEM, "export buffers");
 	}
@@ -265,14 +319,18 @@ hexi_rc hexi_hf_export(hexi_ckpt_reader *r, const hexi_model *m,
 	x.map = map;
 	if (rc == HEXI_OK) {
 		snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-		rc = hf_st_write(path, outs, n, dt, export_get, &x);
+		rc = write_st_at(dfd, "model.safetensors", path, outs, n, dt,
+				 &x);
 	}
 	if (rc == HEXI_OK && (cfg = config_text(m, tdt)) == NULL)
 		rc = hexi_error(HEXI_ERR_NOMEM, "config.json");
 	if (rc == HEXI_OK) {
 		snprintf(path, sizeof(path), "%s/config.json", dir);
-		rc = hexi_write_file_atomic(path, cfg, strlen(cfg), 0644);
+		rc = ck_write_at_atomic(dfd, "config.json", cfg, strlen(cfg),
+					path);
 	}
+	if (dfd >= 0)
+		close(dfd);
 	free(cfg);
 	free(x.tmp);
 	free(outs);
@@ -520,16 +578,52 @@ static hexi_rc import_one(const hf_files *fs, const map_row *r, int tied, int d,
 			  r->hf);
 }
 
+/* CKPT must be new: absent, or a directory with no visible entry.  An
+ * import writes step 0 and model.json; into a checkpoint directory that
+ * already holds steps it would replace that model.json and hide step 0
+ * behind the newer steps that "latest" names. */
+static hexi_rc check_new_ckpt(const char *ckpt)
+{
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	int dfd;
+	hexi_rc rc;
+
+	if (lstat(ckpt, &st) != 0 && errno == ENOENT)
+		return HEXI_OK;
+	if ((rc = ck_dir_open(ckpt, 0, &dfd)) != HEXI_OK)
+		return hexi_error_prefix(rc, "import -o %s", ckpt);
+	if ((d = fdopendir(dfd)) == NULL) {
+		close(dfd);
+		return hexi_error(HEXI_ERR_IO, "import -o %s: %s", ckpt,
+				  strerror(errno));
+	}
+	while (rc == HEXI_OK && (de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			rc = hexi_error(HEXI_ERR_INVAL,
+					"import -o %s: the directory is not "
+					"empty (it holds '%.100s'); import "
+					"writes a new checkpoint: give a new "
+					"or empty directory",
+					ckpt, de->d_name);
+	closedir(d);
+	return rc;
+}
+
+/* Step 0 of CKPT from the HF tensors, and CKPT/model.json (text JS)
+ * written before the commit, so a committed import always has it. */
 static hexi_rc write_ckpt(const char *ckpt, const hexi_model *m,
 			  const hf_files *fs, const map_row *map, int n,
-			  int tied)
+			  int tied, const char *js)
 {
+	char path[4200];
 	hexi_ckpt_meta meta;
 	hexi_ckpt_writer *w = NULL;
-	size_t big =
-	    (size_t)m->hidden * (size_t)(m->vocab > m->ffn ? m->vocab : m->ffn);
+	size_t big = map_max_elems(map, n);
 	float *tmp = malloc(sizeof(float) * big),
 	      *buf = malloc(sizeof(float) * big);
+	int dfd = -1, wrote_model = 0;
 	hexi_rc rc = HEXI_OK;
 
 	memset(&meta, 0, sizeof(meta));
@@ -553,8 +647,21 @@ static hexi_rc write_ckpt(const char *ckpt, const hexi_model *m,
 		else
 			hexi_ckpt_save_abort(w);
 	}
+	/* below the checkpoint's descriptor: a planted model.json symlink or
+	 * FIFO is replaced, never written through */
+	snprintf(path, sizeof(path), "%s/model.json", ckpt);
+	if (rc == HEXI_OK)
+		rc = ck_dir_open(ckpt, 0, &dfd);
+	if (rc == HEXI_OK)
+		rc = ck_write_at_atomic(dfd, "model.json", js, strlen(js),
+					path);
+	wrote_model = rc == HEXI_OK;
 	if (rc == HEXI_OK)
 		rc = hexi_ckpt_commit(ckpt, &meta, NULL);
+	if (rc != HEXI_OK && wrote_model)
+		(void)unlinkat(dfd, "model.json", 0);
+	if (dfd >= 0)
+		close(dfd);
 	free(tmp);
 	free(buf);
 	return rc;
@@ -584,7 +691,7 @@ static void default_name(const char *dir, char *out, size_t cap)
 hexi_rc hexi_hf_import(const char *hf_dir, const char *ckpt, const char *name,
 		       hexi_model *m)
 {
-	char nm[HEXI_NAME_MAX], path[4200], *js = NULL;
+	char nm[HEXI_NAME_MAX], *js = NULL;
 	hf_files *fs = calloc(1, sizeof(*fs));
 	map_row *map = NULL;
 	int n = 0, tied = 0;
@@ -603,13 +710,11 @@ hexi_rc hexi_hf_import(const char *hf_dir, const char *ckpt, const char *name,
 	if (rc == HEXI_OK)
 		rc = check_names(fs, map, n);
 	if (rc == HEXI_OK)
-		rc = write_ckpt(ckpt, m, fs, map, n, tied);
-	if (rc == HEXI_OK)
 		rc = hexi_model_to_json(m, &js);
-	if (rc == HEXI_OK) {
-		snprintf(path, sizeof(path), "%s/model.json", ckpt);
-		rc = hexi_write_file_atomic(path, js, strlen(js), 0644);
-	}
+	if (rc == HEXI_OK)
+		rc = check_new_ckpt(ckpt);
+	if (rc == HEXI_OK)
+		rc = write_ckpt(ckpt, m, fs, map, n, tied, js);
 	free(js);
 	for (int i = 0; fs != NULL && i < fs->n; i++)
 		hf_st_destroy(fs->f[i]);

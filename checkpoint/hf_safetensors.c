@@ -480,51 +480,27 @@ static hexi_rc write_tensor(int fd, const char *path, const hf_st_out *t, int i,
 	return rc;
 }
 
-hexi_rc hf_st_write(const char *path, const hf_st_out *t, int nt,
+hexi_rc hf_st_write(int fd, const char *what, const hf_st_out *t, int nt,
 		    hf_dtype dtype, hf_st_get_fn get, void *ctx)
 {
-	char tmp[4200];
 	unsigned char lenb[8];
 	size_t hl = 0;
 	char *hdr = header_json(t, nt, dtype, &hl);
 	hexi_rc rc = HEXI_OK;
-	int fd = -1;
 
 	if (hdr == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "%s: header", path);
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-		rc = hexi_error(HEXI_ERR_RANGE, "%s: path too long", path);
-	if (rc == HEXI_OK) {
-		(void)unlink(tmp);
-		fd = open(tmp,
-			  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			  0644);
-		if (fd < 0)
-			rc = hexi_error(HEXI_ERR_IO, "%s: %s", tmp,
-					strerror(errno));
-	}
+		return hexi_error(HEXI_ERR_NOMEM, "%s: header", what);
 	/* pad the header with spaces to a multiple of 8 (data alignment) */
 	size_t padded = (hl + 7) / 8 * 8;
 	for (int b = 0; b < 8; b++)
 		lenb[b] = (unsigned char)((uint64_t)padded >> (8 * b));
+	rc = write_all(fd, what, lenb, 8);
 	if (rc == HEXI_OK)
-		rc = write_all(fd, tmp, lenb, 8);
+		rc = write_all(fd, what, hdr, hl);
 	if (rc == HEXI_OK)
-		rc = write_all(fd, tmp, hdr, hl);
-	if (rc == HEXI_OK)
-		rc = write_all(fd, tmp, "        ", padded - hl);
+		rc = write_all(fd, what, "        ", padded - hl);
 	for (int i = 0; rc == HEXI_OK && i < nt; i++)
-		rc = write_tensor(fd, tmp, &t[i], i, dtype, get, ctx);
-	if (rc == HEXI_OK && fsync(fd) != 0)
-		rc = hexi_error(HEXI_ERR_IO, "%s: fsync: %s", tmp,
-				strerror(errno));
-	if (fd >= 0 && close(fd) != 0 && rc == HEXI_OK)
-		rc = hexi_error(HEXI_ERR_IO, "%s: close", tmp);
-	if (rc == HEXI_OK && rename(tmp, path) != 0)
-		rc = hexi_error(HEXI_ERR_IO, "%s: rename: %s", path,
-				strerror(errno));
-	if (rc != HEXI_OK && fd >= 0)
-		(void)unlink(tmp);
+		rc = write_tensor(fd, what, &t[i], i, dtype, get, ctx);
 	free(hdr);
 	return rc;
 }

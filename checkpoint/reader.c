@@ -160,6 +160,14 @@ static hexi_rc check_opts(const hexi_ckpt_reader *r,
 {
 	const hexi_ckpt_meta *m = &r->man.meta;
 
+	/* a step directory given as PATH is that step: a --step naming
+	 * another is an error, not ignored */
+	if (o->step >= 0 && m->step != o->step)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "%s: a step directory of step %lld; the "
+				  "step asked for is %lld",
+				  r->stepdir, (long long)m->step,
+				  (long long)o->step);
 	if (o->model != NULL && strcmp(o->model, m->model) != 0)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "%s: checkpoint of model "

@@ -26,7 +26,7 @@ chmod 755 "$T"
 SH=$T/shared
 mkdir -m 1777 "$SH"
 cleanup() {
-	rm -rf "$T" "$HA/src" "$HA/dst" "$HA/dst2" "$HA/dst3" "$HA/out.h5" "$HA/precious" "$HA/r1" "$HA/m2.json"
+	rm -rf "$T" "$HA/src" "$HA/dst" "$HA/dst2" "$HA/dst3" "$HA/out.h5" "$HA/precious" "$HA/r1" "$HA/m2.json" "$HA/hfx" "$HA/imp"
 	[ -c /dev/null ] || { rm -f /dev/null; mknod -m 666 /dev/null c 1 3; }
 }
 trap cleanup EXIT
@@ -85,6 +85,26 @@ check "out.h5 is now a regular file" test -f "$HA/out.h5" -a ! -L "$HA/out.h5"
 "$CK" export "$HA/src" -o /dev/null >"$T/out" 2>&1; st=$?
 expect_eq "export -o /dev/null: refused (exit 4)" $st 4
 check "/dev/null is still a character device" test -c /dev/null
+
+# 3a. root exports --format hf into a user's directory where the user
+#     planted config.json and model.safetensors: a symlink to a character
+#     device (written through before: the in-place write meant for
+#     -o /dev/stdout), a FIFO with no reader; both are replaced, nothing
+#     written through them, nothing waits.  Root's import into a user's directory
+#     holding a planted model.json is refused (not a new directory).
+as $A mkdir "$HA/hfx"
+as $A ln -s /dev/null "$HA/hfx/config.json"
+as $A mkfifo "$HA/hfx/model.safetensors"
+timeout 60 "$CK" export "$HA/src" --format hf -o "$HA/hfx" -q >"$T/out" 2>&1; st=$?
+expect_eq "root export --format hf into planted names: exit 0" $st 0
+check "/dev/null is still a character device" test -c /dev/null
+check "config.json is now a regular file" test -f "$HA/hfx/config.json" -a ! -L "$HA/hfx/config.json"
+check "model.safetensors is now a regular file" test -f "$HA/hfx/model.safetensors" -a ! -p "$HA/hfx/model.safetensors"
+as $A mkdir "$HA/imp"
+as $A ln -s "$SECRET" "$HA/imp/model.json"
+"$CK" import "$HA/hfx" -o "$HA/imp" -q >"$T/out" 2>&1; st=$?
+expect_eq "root import into a user's directory holding model.json: refused (exit 4)" $st 4
+expect_eq "the root-only file is untouched" "$(cat "$SECRET")" "root secret"
 
 # 3b. a format-1 manifest (no whole-file checksums) of a user: root does
 #     not let libhdf5 parse it unless asked; verify says what it could check
