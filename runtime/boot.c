@@ -337,7 +337,10 @@ static hexi_rc check_env_role(const hexi_rt *rt)
 
 /* The plan text: read by every rank that can; in a job of several ranks
  * the lowest rank that could read it broadcasts it (the plan file may be
- * visible on the submit node only, hexiscale-env(7)). */
+ * visible on the submit node only, hexiscale-env(7)) and every other rank
+ * takes that text, even one that read a copy of its own: node-local
+ * copies may differ (or the file be rewritten between two ranks' reads),
+ * and all ranks must run one plan. */
 static hexi_rc plan_text(hexi_rt *rt, const char *path, char **text,
 			 size_t *len)
 {
@@ -348,21 +351,34 @@ static hexi_rc plan_text(hexi_rt *rt, const char *path, char **text,
 #ifdef HAVE_MPI
 	{
 		int mine = rc == HEXI_OK ? rt->launch_rank : rt->ntasks;
-		int root = rt->ntasks;
-		long n = (long)*len;
+		int root = rt->ntasks, ok, all_ok = 0;
+		long n = rc == HEXI_OK ? (long)*len : 0;
 		MPI_Allreduce(&mine, &root, 1, MPI_INT, MPI_MIN,
 			      MPI_COMM_WORLD);
 		if (root == rt->ntasks)
 			return rc; /* nobody can read it */
 		MPI_Bcast(&n, 1, MPI_LONG, root, MPI_COMM_WORLD);
-		if (rc != HEXI_OK) {
+		if (rt->launch_rank != root) {
+			if (rc == HEXI_OK)
+				free(*text);
 			*text = malloc((size_t)n + 1);
-			if (*text == NULL)
-				return hexi_error(HEXI_ERR_NOMEM,
-						  "plan of %ld bytes", n);
-			(*text)[n] = '\0';
+			if (*text != NULL)
+				(*text)[n] = '\0';
 			*len = (size_t)n;
 			hexi_error_clear();
+		}
+		/* every rank has its buffer, or none goes on (no rank is
+		 * left waiting in the broadcast) */
+		ok = *text != NULL;
+		MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN,
+			      MPI_COMM_WORLD);
+		if (!all_ok) {
+			free(*text);
+			*text = NULL;
+			return hexi_error(HEXI_ERR_NOMEM,
+					  "plan of %ld bytes: a rank could "
+					  "not allocate it",
+					  n);
 		}
 		MPI_Bcast(*text, (int)n, MPI_CHAR, root, MPI_COMM_WORLD);
 	}

@@ -36,6 +36,21 @@ expect_eq "plan for $np ranks on 4: exit status 11 (mismatch)" "$st" 11
 grep -q "is for $np ranks but the job has 4" "$WORK/size.out" &&
 	pass "mismatch message names both sizes" ||
 	{ fail "mismatch message"; cat "$WORK/size.out"; }
+# Ranks reading different copies of the plan (node-local copies, a file
+# rewritten between reads): every rank runs rank 0's text.  Rank 0 reads
+# the pretty-printed plan, the others a compact copy 2.4x shorter, into
+# which the broadcast of rank 0's length once wrote past the end (and
+# they parsed a truncated prefix: abort, then a hang).
+plan_c="$PLANS/equiv-C.json"
+np_c=$(plan_ranks "$plan_c")
+python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1])), open(sys.argv[2], "w"), separators=(",", ":"))' \
+	"$plan_c" "$WORK/C-compact.json" || hard "compact plan copy"
+HX_TIMEOUT=60 hx_mpirun 1 "$HT" --plan "$plan_c" --steps 2 : \
+	-np $((np_c - 1)) "$HT" --plan "$WORK/C-compact.json" --steps 2 \
+	>"$WORK/copies.out" 2>&1
+st=$?
+expect_eq "ranks reading different copies of the plan: exit 0" "$st" 0
+check "and they ran rank 0's plan for 2 steps" grep -q '^step *2 ' "$WORK/copies.out"
 # No plan at all with 2 ranks.
 HX_TIMEOUT=60 hx_mpirun 2 "$HT" --steps 1 >"$WORK/noplan.out" 2>&1
 expect_eq "2 ranks without a plan: usage error 2" "$?" 2
