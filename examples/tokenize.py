@@ -17,8 +17,10 @@ Needs only the Python standard library, plus python3-sentencepiece for
 --spm / --train-spm.
 """
 import argparse
+import os
 import struct
 import sys
+import tempfile
 
 MAGIC = 20240520
 VERSION = 2
@@ -34,10 +36,26 @@ def write_tokens(path, ids):
     hdr[0], hdr[1] = MAGIC, VERSION
     hdr[2], hdr[3] = n & 0xFFFFFFFF, n >> 32
     hdr[4] = width
-    with open(path, "wb") as f:
-        f.write(struct.pack("<256I", *hdr))
-        f.write(struct.pack("<%d%s" % (n, "H" if width == 2 else "I"), *ids))
+    # written beside and renamed: a hexitrain reading the old file keeps
+    # it whole (rewriting it in place would truncate it under the reader)
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tokenize.", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(struct.pack("<256I", *hdr))
+            f.write(struct.pack("<%d%s" % (n, "H" if width == 2 else "I"), *ids))
+        os.chmod(tmp, 0o644 & ~current_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     return width
+
+
+def current_umask():
+    u = os.umask(0)
+    os.umask(u)
+    return u
 
 
 def read_text(paths):

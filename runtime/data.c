@@ -1,12 +1,11 @@
 /* data.c - the deterministic synthetic corpus, and token files and raw
- * bytes mapped from disk (rt_data.h). */
+ * bytes read from disk (rt_data.h). */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -108,8 +107,12 @@ hexi_rc rt_data_parse_header(const char *path, const unsigned char *buf,
 }
 
 /* Open without following a FIFO into a hang: O_NONBLOCK, then the
- * descriptor itself must be a regular file. */
-static hexi_rc map_file(rt_data *d, const char *path)
+ * descriptor itself must be a regular file.  The file is read with pread,
+ * window by window, not mapped: a file truncated while training (say,
+ * tokenized again in place) would make a mapped read fault with SIGBUS,
+ * killing the job with no message; a short pread is an error that names
+ * the file. */
+static hexi_rc open_file(rt_data *d, const char *path)
 {
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -127,50 +130,89 @@ static hexi_rc map_file(rt_data *d, const char *path)
 				path);
 	else if (st.st_size == 0)
 		rc = hexi_error(HEXI_ERR_INVAL, "--data %s: empty file", path);
-	if (rc == HEXI_OK) {
-		d->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE,
-			      fd, 0);
-		if (d->map == MAP_FAILED) {
-			d->map = NULL;
-			rc = hexi_error(HEXI_ERR_IO, "--data %s: mmap: %s",
-					path, strerror(errno));
-		} else {
-			d->map_len = (size_t)st.st_size;
-			(void)madvise(d->map, d->map_len, MADV_RANDOM);
-		}
+	if (rc != HEXI_OK) {
+		close(fd);
+		return rc;
 	}
-	close(fd);
-	return rc;
+	/* regular files never block: plain reads from here on */
+	(void)fcntl(fd, F_SETFL, 0);
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+	d->fd = fd;
+	d->file_bytes = (uint64_t)st.st_size;
+	return HEXI_OK;
+}
+
+/* N bytes at OFF of the file into BUF; a short read is an error. */
+static hexi_rc read_at(const rt_data *d, uint64_t off, size_t n, void *buf)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = pread(d->fd, (char *)buf + got, n - got,
+				  (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return hexi_error(HEXI_ERR_IO,
+					  "--data %s: read of %zu bytes at "
+					  "offset %llu: %s",
+					  d->path, n, (unsigned long long)off,
+					  strerror(errno));
+		if (r == 0)
+			return hexi_error(HEXI_ERR_IO,
+					  "--data %s: %zu of %zu bytes at "
+					  "offset %llu: the file is shorter "
+					  "than when it was opened (%llu "
+					  "bytes): truncated or rewritten in "
+					  "place while training",
+					  d->path, got, n,
+					  (unsigned long long)off,
+					  (unsigned long long)d->file_bytes);
+		got += (size_t)r;
+	}
+	return HEXI_OK;
 }
 
 hexi_rc rt_data_open(rt_data *d, const char *path, rt_data_format fmt, int T,
 		     int V, uint64_t seed)
 {
+	unsigned char hdr[RT_DATA_HEADER_BYTES];
 	hexi_rc rc;
 
 	memset(d, 0, sizeof(*d));
+	d->fd = -1;
 	d->T = T;
 	d->V = V;
 	d->seed = seed;
 	d->path = strdup(path);
 	if (d->path == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "--data %s", path);
-	rc = map_file(d, path);
+	rc = open_file(d, path);
 	if (rc == HEXI_OK && fmt == RT_DATA_BYTES) {
 		d->width = 1;
-		d->ntokens = d->map_len;
-		d->tokens = d->map;
+		d->ntokens = d->file_bytes;
+		d->data_off = 0;
 	} else if (rc == HEXI_OK) {
-		rc = rt_data_parse_header(path, d->map, d->map_len, &d->width,
-					  &d->ntokens);
-		d->tokens =
-		    (const unsigned char *)d->map + RT_DATA_HEADER_BYTES;
+		size_t n = d->file_bytes < sizeof(hdr) ? (size_t)d->file_bytes
+						       : sizeof(hdr);
+		rc = read_at(d, 0, n, hdr);
+		if (rc == HEXI_OK)
+			rc = rt_data_parse_header(path, hdr,
+						  (size_t)d->file_bytes,
+						  &d->width, &d->ntokens);
+		d->data_off = RT_DATA_HEADER_BYTES;
 	}
 	if (rc == HEXI_OK && d->ntokens < (uint64_t)T + 1)
 		rc = hexi_error(HEXI_ERR_INVAL,
 				"--data %s: %llu tokens, need at least %d "
 				"(sequence length + 1)",
 				path, (unsigned long long)d->ntokens, T + 1);
+	if (rc == HEXI_OK) {
+		d->buf = malloc((size_t)(T + 1) * (size_t)d->width);
+		if (d->buf == NULL)
+			rc = hexi_error(HEXI_ERR_NOMEM, "--data %s: window",
+					path);
+	}
 	if (rc != HEXI_OK) {
 		rt_data_fini(d);
 		return rc;
@@ -181,10 +223,12 @@ hexi_rc rt_data_open(rt_data *d, const char *path, rt_data_format fmt, int T,
 
 void rt_data_fini(rt_data *d)
 {
-	if (d->map != NULL)
-		munmap(d->map, d->map_len);
+	if (d->path != NULL && d->fd >= 0)
+		close(d->fd);
+	free(d->buf);
 	free(d->path);
 	memset(d, 0, sizeof(*d));
+	d->fd = -1;
 }
 
 /* Bijective on k-bit words: odd multiply-add and xor-shift are each
@@ -219,12 +263,17 @@ uint64_t rt_data_window(const rt_data *d, int64_t s)
 			       mix64(d->seed ^ mix64(epoch + 0x5851f42dULL)));
 }
 
-hexi_rc rt_data_read(const rt_data *d, uint64_t w, int *seq)
+hexi_rc rt_data_read(rt_data *d, uint64_t w, int *seq)
 {
 	uint64_t pos = w * (uint64_t)d->T;
+	const size_t n = (size_t)(d->T + 1) * (size_t)d->width;
+	hexi_rc rc = read_at(d, d->data_off + pos * (uint64_t)d->width, n,
+			     d->buf);
 
+	if (rc != HEXI_OK)
+		return rc;
 	for (int i = 0; i <= d->T; i++) {
-		const unsigned char *p = d->tokens + (pos + i) * d->width;
+		const unsigned char *p = d->buf + (size_t)i * d->width;
 		uint32_t v = d->width == 1   ? p[0]
 			     : d->width == 2 ? (uint32_t)p[0] | p[1] << 8
 					     : le32(p);

@@ -101,9 +101,9 @@ hexi_rc rt_plan_single(const hexi_model *m, int global_batch, int micro_batches,
 	*out = NULL;
 	if (global_batch < 1 || micro_batches < 1 ||
 	    global_batch % micro_batches != 0)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "single-process plan: batch %d is not a "
-				  "multiple of %d micro-batches",
+		return hexi_error(HEXI_ERR_USAGE,
+				  "--batch %d is not a multiple of "
+				  "--micro-batches %d",
 				  global_batch, micro_batches);
 	hexi_train_defaults(&tr);
 	tr.global_batch = global_batch;

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -503,7 +504,9 @@ static hexi_rc maybe_eval(const cli *c, hexi_rt *rt, hexi_trainer *t,
 	rc = hexi_trainer_eval(t, &loss);
 	if (rc != HEXI_OK || hexi_rt_rank(rt) != 0)
 		return rc;
-	if (c->json)
+	if (c->json && !isfinite(loss)) /* JSON has no NaN */
+		printf("{\"step\":%d,\"val_loss\":null}\n", k);
+	else if (c->json)
 		printf("{\"step\":%d,\"val_loss\":%.9g}\n", k, loss);
 	else
 		printf("step %4d  val loss %.6f\n", k, loss);
@@ -535,8 +538,14 @@ static int stop_now(const cli *c, hexi_rt *rt, hexi_trainer *t, hexi_rc *rc)
 	}
 	if (hexi_trainer_saved_step(t) != k)
 		*rc = hexi_trainer_save(t, c->tr.ckpt_dir);
-	if (*rc != HEXI_OK)
+	if (*rc != HEXI_OK) {
+		/* the save's outcome is agreed by every rank: each says why
+		 * and all exit 76 (not the error's code: the job was stopped,
+		 * and hexitrain(1) promises 76 for a failed save) */
+		hexi_cli_fail("hexitrain", *rc);
+		*rc = HEXI_OK;
 		return HEXITRAIN_EXIT_STOPPED_UNSAVED;
+	}
 	print_event(rt, t);
 	return HEXITRAIN_EXIT_PREEMPTED;
 }
@@ -589,8 +598,8 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 		if (all == NULL || mem == NULL)
 			rc = hexi_error(HEXI_ERR_NOMEM, "stats");
 	}
-	if (rc == HEXI_OK) /* step 0, or the step resumed from */
-		rc = maybe_eval(c, rt, t, 0);
+	if (rc == HEXI_OK) /* step 0, or the step resumed from (any step) */
+		rc = maybe_eval(c, rt, t, 1);
 	while (rc == HEXI_OK && hexi_trainer_steps_done(t) < c->tr.steps) {
 		if (stop_agreed(rt)) {
 			*status = stop_now(c, rt, t, &rc);

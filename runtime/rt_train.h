@@ -43,8 +43,8 @@ struct hexi_trainer {
 	int sample_offset;   /* first sample of this pipeline in a batch */
 	int *tok, *tgt;	     /* (mbs,T) inputs and targets */
 	int *seq;	     /* (T+1) one sample */
-	rt_data train_data, val_data; /* mapped files; map NULL: none */
-	const rt_data *cur; /* source of the batch being built, NULL:
+	rt_data train_data, val_data; /* token files; path NULL: none */
+	rt_data *cur; /* source of the batch being built, NULL:
 			       the synthetic corpus */
 	int eval;	    /* 1 while validating: windows in order */
 	int64_t batch_base; /* first sample of the current global batch */

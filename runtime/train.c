@@ -46,6 +46,21 @@ static hexi_rc open_data(hexi_trainer *t, const hexi_train_opts *o)
 		if (rc != HEXI_OK)
 			rc = hexi_error_prefix(rc, "--val-data");
 	}
+	/* validation reads windows 0, 1, 2, ... once each: a file with fewer
+	 * would count some twice (the loss of another text, silently) */
+	if (rc == HEXI_OK && o->val_path != NULL && o->eval_every > 0 &&
+	    (uint64_t)t->o.eval_batches * (uint64_t)t->global_batch >
+		t->val_data.nwindows)
+		rc = hexi_error(HEXI_ERR_USAGE,
+				"--val-data %s: %llu windows of %d tokens, "
+				"but --eval-batches %d x global batch %d "
+				"reads %llu (each once): lower "
+				"--eval-batches or give a longer file",
+				o->val_path,
+				(unsigned long long)t->val_data.nwindows,
+				t->T + 1, t->o.eval_batches, t->global_batch,
+				(unsigned long long)t->o.eval_batches *
+				    (unsigned long long)t->global_batch);
 	return rc;
 }
 
@@ -234,9 +249,13 @@ static hexi_rc check_opts(const hexi_rt *rt, const hexi_train_opts *o)
 		return hexi_error(HEXI_ERR_USAGE, "--keep needs --ckpt-dir");
 	if (o->eval_every > 0 && o->val_path == NULL)
 		return hexi_error(HEXI_ERR_USAGE, "--eval-every needs --val-data");
-	if (o->warmup < 0 || o->min_lr < 0 || o->min_lr > o->lr ||
-	    o->decay_steps < 0 || o->eval_every < 0 || o->eval_batches < 0 ||
-	    o->keep < 0)
+	if (o->min_lr > o->lr)
+		return hexi_error(HEXI_ERR_USAGE,
+				  "--min-lr %g is above --lr %g (the cosine "
+				  "schedule decays from lr down to min-lr)",
+				  o->min_lr, o->lr);
+	if (o->warmup < 0 || o->min_lr < 0 || o->decay_steps < 0 ||
+	    o->eval_every < 0 || o->eval_batches < 0 || o->keep < 0)
 		return hexi_error(HEXI_ERR_INVAL,
 				  "schedule: warmup >= 0 and 0 <= min-lr <= lr "
 				  "required");
@@ -523,7 +542,7 @@ static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 	t0 = hexi_now_s();
 	if ((rc = t->ops->zero_grad(t)) != HEXI_OK)
 		return rc;
-	t->cur = t->train_data.map != NULL ? &t->train_data : NULL;
+	t->cur = t->train_data.path != NULL ? &t->train_data : NULL;
 	t->batch_base = t->data_pos;
 	t->data_rc = HEXI_OK;
 	rc = rt_pipe_run(t->rt, &io, &cb, &loss_sum, &pt);
@@ -539,6 +558,17 @@ static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 		return rc;
 	t2 = hexi_now_s();
 	st->grad_norm = sqrt(sumsq);
+	/* A diverged step (NaN or inf loss or gradients) is not applied: the
+	 * parameters stay those of the last finite step, and no checkpoint
+	 * of NaNs is saved (nor, with --keep, are good ones rotated out).
+	 * Agreed by all ranks: each then fails with the same cause. */
+	if (!hexi_rt_all_ok(t->rt,
+			    isfinite(st->loss) && isfinite(st->grad_norm)))
+		return hexi_error(HEXI_ERR_RANGE,
+				  "loss %g, gradient norm %g: not finite, the "
+				  "run diverged (lower --lr, or --clip); the "
+				  "step was neither applied nor saved",
+				  st->loss, st->grad_norm);
 	st->lr = rt_train_lr(t, t->step);
 	if (rt_sync_zero(sync) > 0)
 		rc = sharded_step(t, sync, st->grad_norm, st->lr);
@@ -588,7 +618,7 @@ hexi_rc hexi_trainer_eval(hexi_trainer *t, double *loss)
 	hexi_rc rc = HEXI_OK;
 
 	*loss = 0;
-	if (t->val_data.map == NULL)
+	if (t->val_data.path == NULL)
 		return hexi_error(HEXI_ERR_USAGE, "validation needs --val-data");
 	t->ops->bind(t, &io, &cb, &sync);
 	t->cur = &t->val_data;

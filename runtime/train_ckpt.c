@@ -15,10 +15,12 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "rt_train.h"
@@ -56,6 +58,15 @@ static hexi_rc write_param(hexi_trainer *t, hexi_ckpt_writer *w,
 				  p->name);
 	if (!hexi_ckpt_shard_is_writer(tl, k))
 		return HEXI_OK;
+	/* a diverged model (an update overflowed) is not saved: resuming it
+	 * would fail at once, and --keep would rotate good steps out */
+	for (size_t i = 0; i < p->n; i++)
+		if (!isfinite(p->w[i]))
+			return hexi_error(HEXI_ERR_RANGE,
+					  "%s[%zu] = %g: the parameters are "
+					  "not finite (the run diverged: "
+					  "lower --lr, or --clip); not saved",
+					  p->name, i, (double)p->w[i]);
 	rc = hexi_ckpt_write_slice(w, p->name, p->ndim, p->shape, p->row_begin,
 				   p->row_end, p->w);
 	if (rc != HEXI_OK || !moments)
@@ -362,6 +373,22 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 	return HEXI_OK;
 }
 
+/* 1 if STEPDIR (a step directory just read) lies in --ckpt-dir: its
+ * parent is that directory (device and inode, so any spelling of it). */
+static int ckpt_dir_holds(const hexi_trainer *t, const char *stepdir)
+{
+	char parent[4200];
+	struct stat a, b;
+
+	if (t->ckpt_dir == NULL || *t->ckpt_dir == '\0')
+		return 0;
+	if (snprintf(parent, sizeof(parent), "%s/..", stepdir) >=
+	    (int)sizeof(parent))
+		return 0;
+	return stat(parent, &a) == 0 && stat(t->ckpt_dir, &b) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static hexi_rc read_param(hexi_ckpt_reader *r, rt_param *p, int moments)
 {
 	hexi_ckpt_tensor_info ti;
@@ -420,7 +447,12 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 	if (rc == HEXI_OK) {
 		t->step = (int)m->step;
 		t->data_pos = m->data_position;
-		t->saved_step = t->resumed_step = t->step;
+		t->resumed_step = t->step;
+		/* counts as saved only in --ckpt-dir itself: resumed from
+		 * elsewhere, a stop signal must still save there */
+		t->saved_step = ckpt_dir_holds(t, hexi_ckpt_reader_path(r))
+				    ? t->step
+				    : -1;
 		hexi_strlcpy(t->ev.path, hexi_ckpt_reader_path(r),
 			     sizeof(t->ev.path));
 		t->opt_step =
@@ -445,6 +477,9 @@ hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 		return hexi_error(HEXI_ERR_PEER,
 				  "rank %d: resume failed on another rank",
 				  t->rt->rank);
+	/* every rank the same answer: a stop-signal save is collective */
+	if (!hexi_rt_all_ok(t->rt, t->saved_step == t->step))
+		t->saved_step = -1;
 	if (t->rt->rank == 0) {
 		t->ev.loaded = 1;
 		t->ev.step = t->step;

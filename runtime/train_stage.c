@@ -28,7 +28,7 @@
  * A token outside the vocabulary stops the step (t->data_rc). */
 static void data_sample(hexi_trainer *t, int64_t sample, int *seq)
 {
-	const rt_data *d = t->cur;
+	rt_data *d = t->cur;
 	uint64_t w;
 	hexi_rc rc;
 

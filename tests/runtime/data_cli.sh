@@ -144,6 +144,32 @@ stop_test() { # NAME SIGNAL self|child LAUNCH... (child: signal the
 }
 stop_test "one process" USR1 self "$HT" $M
 stop_test "one process" TERM self "$HT" $M
+
+# 7. resumed from one directory into another (--ckpt-dir new), stopped
+# before its first step (during the validation at the resumed step, made
+# long here): the resumed step is committed in the new directory, exit 75
+# (it once counted as saved already: exit 75 with nothing in --ckpt-dir).
+for i in 1 2 3 4 5 6; do cat $TEXT/GPL-3 $TEXT/Apache-2.0; done >"$WORK/big.txt"
+$PY "$TOK" --bytes -o "$WORK/big.tok" "$WORK/big.txt" >/dev/null 2>&1 || hard "tokenize big.txt"
+"$HT" $M $D --steps 2 --save-every 2 --ckpt-dir "$WORK/r0" >/dev/null 2>&1 || fail "save step 2"
+rm -rf "$WORK/r1"
+"$HT" $M $D --steps 100000 --resume "$WORK/r0" --ckpt-dir "$WORK/r1" \
+	--val-data "$WORK/big.tok" --eval-every 100000 --eval-batches 1000 \
+	>"$WORK/r1.out" 2>"$WORK/r1.err" &
+pid=$!
+n=0
+while ! grep -q "loaded checkpoint" "$WORK/r1.err" && [ $n -lt 600 ]; do
+	sleep 0.05
+	n=$((n + 1))
+done
+kill -s USR1 $pid
+wait $pid
+st=$?
+k=$(sed -n 's/.*stopping after step \([0-9]*\).*/\1/p' "$WORK/r1.err")
+echo "# stopped after step $k (2: during the validation at the resumed step)"
+expect_eq "resumed into a new --ckpt-dir, stopped: exit 75" "$st" 75
+check "the step it stopped at is committed in the new --ckpt-dir" \
+	"$CK" verify -q "$WORK/r1/step-$(printf %08d "${k:-0}")"
 if command -v mpirun >/dev/null 2>&1; then
 	"$MKPLAN" "$WORK/m.json" "4/2:1x1,1x1;4/1:1x2" "$WORK/p3.json" ||
 		hard "mkplan"

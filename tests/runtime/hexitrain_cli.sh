@@ -37,6 +37,8 @@ extra-arg|unexpected argument
 --keep 0|--keep
 --keep 2 --steps 1|--ckpt-dir
 --eval-every 2 --steps 1|--val-data
+--batch 8 --micro-batches 3 --steps 1|--batch 8 is not a multiple of --micro-batches 3
+--lr-schedule cosine --lr 1e-3 --min-lr 0.01 --steps 1|--min-lr 0.01 is above --lr 0.001
 EOT
 
 # Plan and environment must agree.
@@ -116,4 +118,64 @@ st=$?
 	pass "4 micro-batches train like 1" || fail "micro-batching changes results"
 "$HT" --steps 2 --verbose --json | grep -q '"pipeline":0,"stage":0' &&
 	pass "--verbose prints per-stage times" || fail "--verbose"
+
+# A diverging run (SGD at lr 100, no clipping): the first step whose loss
+# or gradient norm is not finite fails (exit 6, HEXI_ERR_RANGE) before its
+# update and before any save; --json stays valid JSON (no bare nan), and
+# --keep has not rotated finite checkpoints out for NaN ones.
+"$HT" --model tiny-4l --steps 20 --optimizer sgd --lr 100 --clip 0 \
+	--save-every 1 --keep 2 --ckpt-dir "$WORK/div" --json \
+	>"$WORK/div.json" 2>"$WORK/div.err"
+st=$?
+expect_eq "diverging run: exit 6" "$st" 6
+bad=$(sed -n 's/.*step \([0-9]*\): loss .* not finite.*/\1/p' "$WORK/div.err")
+echo "# diverged at step $bad: $(grep 'not finite' "$WORK/div.err")"
+check "the message names the step and says the run diverged" test -n "$bad"
+check "--json output is valid JSON, line by line" python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    json.loads(l)' "$WORK/div.json"
+expect_eq "one JSON record per step before it" \
+	"$(grep -c '"step"' "$WORK/div.json")" "$((${bad:-1} - 1))"
+expect_eq "latest checkpoint: the step before" "$(cat "$WORK/div/latest" 2>/dev/null)" \
+	"step-$(printf %08d $((${bad:-1} - 1)))"
+
+# Validation windows: each read once, so a --val-data shorter than
+# --eval-batches x global batch windows is refused (it counted windows
+# twice); validation runs at the step resumed from whatever --eval-every.
+printf '012345678901234567890123456789012345' >"$WORK/v36"
+"$HT" --model tiny-4l --data-format bytes --data "$WORK/v36" \
+	--val-data "$WORK/v36" --eval-every 1 --batch 8 --steps 0 \
+	>/dev/null 2>"$WORK/err"
+st=$?
+[ "$st" -eq 2 ] && grep -q -- '--val-data .*v36: 2 windows of 17 tokens, but --eval-batches 1 x global batch 8 reads 8' "$WORK/err" &&
+	pass "val file of 2 windows, 8 asked: exit 2, says so" ||
+	fail "short --val-data (exit $st: $(cat "$WORK/err"))"
+"$HT" --model tiny-4l --data-format bytes --data "$WORK/v36" \
+	--val-data "$WORK/v36" --eval-every 1 --batch 2 --steps 0 --json \
+	>"$WORK/v.json" 2>"$WORK/err"
+expect_eq "2 windows, batch 2: validates (exit 0)" "$?" 0
+"$HT" --model tiny-4l --steps 3 --save-every 3 --ckpt-dir "$WORK/ev" \
+	>/dev/null 2>&1 || fail "save step 3"
+"$HT" --model tiny-4l --data-format bytes --data "$WORK/v36" \
+	--val-data "$WORK/v36" --batch 2 --eval-every 2 --steps 4 \
+	--resume "$WORK/ev" --json >"$WORK/ev.json" 2>"$WORK/err"
+expect_eq "resumed at step 3, --eval-every 2: validation at steps 3 and 4" \
+	"$(sed -n 's/^{"step":\([0-9]*\),"val_loss".*/\1/p' "$WORK/ev.json" | tr '\n' ' ')" "3 4 "
+
+# A stop signal whose save fails: 76 (hexitrain(1)), not the error's code.
+: >"$WORK/notadir"
+"$HT" --model tiny-4l --steps 100000 --ckpt-dir "$WORK/notadir/ck" \
+	>"$WORK/sf.out" 2>"$WORK/sf.err" &
+pid=$!
+n=0
+while ! grep -q '^step *2 ' "$WORK/sf.out" && [ $n -lt 300 ]; do
+	sleep 0.05
+	n=$((n + 1))
+done
+kill -s USR1 $pid
+wait $pid
+st=$?
+expect_eq "stop signal, save into a path below a file: exit 76" "$st" 76
+check "the save's error is printed" grep -q "notadir.*not a directory" "$WORK/sf.err"
 done_testing

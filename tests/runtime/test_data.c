@@ -210,6 +210,20 @@ static void test_bad_files(void)
 	       rt_data_read(&d, 5, seq) == HEXI_OK && seq[16] == 96,
 	   "uint32 tokens read");
 	rt_data_fini(&d);
+	/* truncated while open (tokenized again in place): a clear error,
+	 * not SIGBUS as from a mapped file */
+	ok(rt_data_open(&d, w4, RT_DATA_TOKENS, 16, 100000, 1) == HEXI_OK &&
+	       truncate(w4, RT_DATA_HEADER_BYTES + 40 * 4) == 0,
+	   "open, then the file is truncated to its first 40 tokens");
+	ok(rt_data_read(&d, 0, seq) == HEXI_OK && seq[16] == 16,
+	   "window 0 (tokens 0..16) still reads");
+	rc = rt_data_read(&d, 5, seq);
+	ok(rc == HEXI_ERR_IO &&
+	       strstr(hexi_errmsg(rc), "shorter than when it was opened") !=
+		   NULL,
+	   "window 5 past the new end: IO error, '%s'", hexi_errmsg(rc));
+	hexi_error_clear();
+	rt_data_fini(&d);
 	ok(rt_data_open(&d, path[0] ? dir : dir, RT_DATA_BYTES, 16, 64, 1) !=
 	       HEXI_OK,
 	   "bytes format also refuses a directory");
