@@ -1,10 +1,14 @@
-/* config.c - plugstack.conf arguments: key=value, defaults in one place. */
+/* config.c - plugstack.conf arguments: key=value, defaults in one place;
+ * the default plan directory. */
 #include "config.h"
 
 #include "hexiscale_int.h"
 
+#include <libgen.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #ifndef HEXI_LIBSCHED_PATH
 #define HEXI_LIBSCHED_PATH "libhexisched.so.0"
@@ -60,7 +64,7 @@ static const key_desc keys[] = {
     {"nvml", K_STR, S(nvml)},
     {"global_batch", K_INT, F(global_batch), 1, 1 << 24, 0},
     {"micro_batch", K_INT, F(micro_batch), 1, 1 << 16, 0},
-    {"seq_len", K_INT, F(seq_len), 0, 1 << 22, 0},
+    {"seq_len", K_INT, F(seq_len), 0, HX_SEQ_LEN_MAX, 0},
     {"port_base", K_INT, F(port_base), 1024, 60000, 0},
     {"inter_bw_gbps", K_DOUBLE, F(inter_bw_gbps), 1e-3, 1e4, 0},
     {"inter_lat_s", K_DOUBLE, F(inter_lat_s), 0, 1, 0},
@@ -150,7 +154,7 @@ static hexi_rc set_key(hx_conf *c, const key_desc *k, const char *val)
 	if (rc != HEXI_OK)
 		return hexi_error(rc,
 				  "plugstack key '%s': bad value '%.64s' "
-				  "(want a number in [%g, %g])",
+				  "(want a number in [%.10g, %.10g])",
 				  k->key, val, k->min, k->max);
 	return HEXI_OK;
 }
@@ -190,4 +194,48 @@ hexi_rc hx_conf_parse(hx_conf *c, int ac, char **av)
 			return rc;
 	}
 	return HEXI_OK;
+}
+
+/* The directory of StdOut (made absolute under work_dir), if plan files
+ * may go there (see hx_default_plan_dir); HEXI_ERR_NOTFOUND if not. */
+static hexi_rc stdout_dir(const char *std_out, const char *work_dir, char *dir,
+			  size_t cap)
+{
+	char path[HX_PATH_MAX];
+	const char *d;
+	struct stat st;
+	int n;
+
+	if (std_out == NULL || std_out[0] == '\0')
+		return HEXI_ERR_NOTFOUND;
+	if (std_out[0] == '/')
+		n = snprintf(path, sizeof(path), "%s", std_out);
+	else if (work_dir != NULL && work_dir[0] == '/')
+		n = snprintf(path, sizeof(path), "%s/%s", work_dir, std_out);
+	else
+		return HEXI_ERR_NOTFOUND;
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return HEXI_ERR_NOTFOUND;
+	/* a name Slurm has not opened yet ("%j" unexpanded) is not there */
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return HEXI_ERR_NOTFOUND; /* /dev/null, a tty, a FIFO */
+	d = dirname(path);
+	if (strcmp(d, "/dev") == 0 || strncmp(d, "/dev/", 5) == 0 ||
+	    strchr(d, '%') != NULL)
+		return HEXI_ERR_NOTFOUND;
+	return hexi_strlcpy(dir, d, cap);
+}
+
+hexi_rc hx_default_plan_dir(const char *std_out, const char *work_dir,
+			    char *dir, size_t cap)
+{
+	if (cap == 0)
+		return HEXI_ERR_RANGE;
+	dir[0] = '\0';
+	if (stdout_dir(std_out, work_dir, dir, cap) == HEXI_OK)
+		return HEXI_OK;
+	dir[0] = '\0';
+	if (work_dir == NULL || work_dir[0] != '/')
+		return HEXI_ERR_NOTFOUND;
+	return hexi_strlcpy(dir, work_dir, cap);
 }

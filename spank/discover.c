@@ -11,7 +11,6 @@
 #include "hx_spank.h"
 
 #include <errno.h>
-#include <libgen.h>
 #include <slurm/slurm.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,20 +45,17 @@ static int host_index(const char *list, const char *name)
 	return found;
 }
 
+/* The default plan directory (hx_default_plan_dir), else srun's working
+ * directory. */
 static void job_out_dir(const slurm_job_info_t *job, hx_alloc *a)
 {
 	char tmp[HX_PATH_MAX];
 
-	a->out_dir[0] = '\0';
-	if (job->std_out != NULL && job->std_out[0] == '/' &&
-	    hexi_strlcpy(tmp, job->std_out, sizeof(tmp)) == HEXI_OK &&
-	    strchr(dirname(tmp), '%') == NULL) {
-		hexi_strlcpy(a->out_dir, tmp, sizeof(a->out_dir));
+	if (hx_default_plan_dir(job->std_out, job->work_dir, a->out_dir,
+				sizeof(a->out_dir)) == HEXI_OK)
 		return;
-	}
-	if (job->work_dir != NULL && job->work_dir[0] == '/')
-		hexi_strlcpy(a->out_dir, job->work_dir, sizeof(a->out_dir));
-	else if (getcwd(tmp, sizeof(tmp)) != NULL)
+	a->out_dir[0] = '\0';
+	if (getcwd(tmp, sizeof(tmp)) != NULL)
 		hexi_strlcpy(a->out_dir, tmp, sizeof(a->out_dir));
 }
 

@@ -210,49 +210,197 @@ void hx_fnv1a_hex(const char *s, size_t len, char *buf)
 	snprintf(buf, 17, "%016llx", (unsigned long long)h);
 }
 
-/* Lower-case alphanumerics only: "NVIDIA GeForce RTX 4090" ->
- * "nvidiageforcertx4090".  Returns the length of out. */
-static size_t squash(const char *in, char *out, size_t cap)
-{
-	size_t n = 0;
+/*
+ * GPU names.  A GRES type (the gres.conf Type=, usually a catalog name or
+ * alias: "a100-80g", "h100-sxm", "v100-32gb") and an NVML device name
+ * ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "Tesla V100-SXM2-32GB")
+ * are each cut into lower-cased alphanumeric words, and every word is one
+ * of: a vendor word (nvidia, geforce, tesla: dropped), a memory size
+ * ("80g", "80gb", "141gb"), a form factor ("sxm", "sxm4", "pcie", "nvl";
+ * "hbm3" too, which NVIDIA puts only in the SXM parts' names, "H100 80GB
+ * HBM3"), or a model word ("a100", "rtx", "4090", "ti").  A form factor
+ * glued to a model ("h100sxm", "h200nvl") is cut off it.
+ */
+#define GPU_WORDS_MAX 12
+#define GPU_WORD_MAX  24
 
-	for (; *in != '\0' && n + 1 < cap; in++)
-		if (isalnum((unsigned char)*in))
-			out[n++] = (char)tolower((unsigned char)*in);
-	out[n] = '\0';
-	return n;
+enum gpu_form { FORM_NONE, FORM_SXM, FORM_PCIE, FORM_NVL };
+
+typedef struct gpu_name {
+	char model[GPU_WORDS_MAX][GPU_WORD_MAX]; /* [nmodel] in name order */
+	int nmodel;
+	int mem_gb;   /* 0: the name states no memory size */
+	int form;     /* enum gpu_form */
+	int overflow; /* too many or too long words: matches nothing */
+} gpu_name;
+
+/* "80g", "80gb", "141gb" -> GB; else 0. */
+static int word_mem_gb(const char *w)
+{
+	size_t d = strspn(w, "0123456789");
+
+	if (d == 0 || d > 4 ||
+	    (strcmp(w + d, "g") != 0 && strcmp(w + d, "gb") != 0))
+		return 0;
+	return atoi(w);
 }
 
-/* Does the NVML name have the GRES type as a run of whole words?  Words are
- * the name's alphanumeric runs, lower-cased; the type (squashed the same
- * way) must equal one word or several consecutive words joined:
- * "NVIDIA GeForce RTX 4090" has "rtx4090" and "4090"; "NVIDIA
- * A100-SXM4-80GB" has "a100" but not "a10" (a substring match took an A100
- * for an A10). */
-int hx_gpu_name_matches(const char *nvml_name, const char *gres_type)
+/* The form factor a whole word names, or FORM_NONE. */
+static int word_form(const char *w)
 {
-	char want[96];
-	size_t wlen;
+	if (strncmp(w, "sxm", 3) == 0 &&
+	    strspn(w + 3, "0123456789") == strlen(w + 3))
+		return FORM_SXM;
+	if (strcmp(w, "hbm3") == 0)
+		return FORM_SXM;
+	if (strcmp(w, "pcie") == 0)
+		return FORM_PCIE;
+	if (strcmp(w, "nvl") == 0)
+		return FORM_NVL;
+	return FORM_NONE;
+}
 
-	wlen = squash(gres_type, want, sizeof(want));
-	if (wlen == 0)
-		return 0;
-	for (const char *p = nvml_name; *p != '\0'; p++) {
+/* A model with a form factor glued on ("h100sxm", "a100sxm4", "h200nvl"):
+ * cut the form off (w keeps the model) and return it; FORM_NONE and w
+ * unchanged if there is none.  The model must have a digit ("h100"). */
+static int split_form(char *w)
+{
+	static const char *const suf[] = {"sxm", "pcie", "nvl"};
+
+	for (size_t i = 0; i < sizeof(suf) / sizeof(suf[0]); i++) {
+		char *at = NULL;
+		int form;
+
+		for (char *p = strstr(w, suf[i]); p != NULL;
+		     p = strstr(p + 1, suf[i]))
+			at = p; /* the last one */
+		if (at == NULL || (form = word_form(at)) == FORM_NONE ||
+		    strcspn(w, "0123456789") >= (size_t)(at - w))
+			continue;
+		*at = '\0';
+		return form;
+	}
+	return FORM_NONE;
+}
+
+static void add_word(gpu_name *g, char *w)
+{
+	static const char *const vendor[] = {"nvidia", "geforce", "tesla"};
+	int form, mem;
+
+	for (size_t i = 0; i < sizeof(vendor) / sizeof(vendor[0]); i++)
+		if (strcmp(w, vendor[i]) == 0)
+			return;
+	if ((mem = word_mem_gb(w)) > 0) {
+		if (g->mem_gb == 0) /* the first: "40GB MIG 1g.5gb" is 40 */
+			g->mem_gb = mem;
+		return;
+	}
+	if ((form = word_form(w)) == FORM_NONE)
+		form = split_form(w);
+	if (form != FORM_NONE && g->form == FORM_NONE)
+		g->form = form;
+	if (w[0] == '\0' || word_form(w) != FORM_NONE)
+		return;
+	if (g->nmodel >= GPU_WORDS_MAX) {
+		g->overflow = 1;
+		return;
+	}
+	memcpy(g->model[g->nmodel++], w, strlen(w) + 1);
+}
+
+static void gpu_name_parse(const char *s, gpu_name *g)
+{
+	memset(g, 0, sizeof(*g));
+	while (*s != '\0') {
+		char w[GPU_WORD_MAX];
 		size_t n = 0;
 
-		if (!isalnum((unsigned char)*p) ||
-		    (p > nvml_name && isalnum((unsigned char)p[-1])))
-			continue; /* words start only after a separator */
-		for (const char *q = p; *q != '\0' && n <= wlen; q++) {
-			if (!isalnum((unsigned char)*q))
+		if (!isalnum((unsigned char)*s)) {
+			s++;
+			continue;
+		}
+		for (; isalnum((unsigned char)*s); s++)
+			if (n + 1 < sizeof(w))
+				w[n++] = (char)tolower((unsigned char)*s);
+			else
+				g->overflow = 1;
+		w[n] = '\0';
+		add_word(g, w);
+	}
+}
+
+/* A word after a model that makes it another GPU: "RTX 3080 Ti" is no
+ * RTX 3080, "RTX 4090 D" no RTX 4090. */
+static int is_variant(const char *w)
+{
+	return strcmp(w, "ti") == 0 || strcmp(w, "super") == 0 ||
+	       strcmp(w, "d") == 0;
+}
+
+/* Is m (model words joined) one model word of nv, or several consecutive
+ * ones joined, not followed by a variant word? */
+static int model_run_matches(const gpu_name *nv, const char *m)
+{
+	for (int i = 0; i < nv->nmodel; i++) {
+		size_t off = 0;
+
+		for (int j = i; j < nv->nmodel; j++) {
+			size_t k = strlen(nv->model[j]);
+
+			if (strncmp(m + off, nv->model[j], k) != 0)
+				break;
+			off += k;
+			if (m[off] != '\0')
 				continue;
-			if ((char)tolower((unsigned char)*q) != want[n++])
-				break;
-			if (n == wlen && !isalnum((unsigned char)q[1]))
-				return 1; /* the type ends where a word ends */
-			if (n == wlen)
-				break;
+			if (j + 1 == nv->nmodel ||
+			    !is_variant(nv->model[j + 1]))
+				return 1;
+			break;
 		}
 	}
 	return 0;
+}
+
+/* A type that states a form factor refuses a GPU whose name states
+ * another; NVL is always in the name of an NVL part, so a type saying
+ * NVL wants it there. */
+static int forms_agree(int type_form, int nvml_form)
+{
+	switch (type_form) {
+	case FORM_SXM:
+		return nvml_form != FORM_PCIE && nvml_form != FORM_NVL;
+	case FORM_PCIE:
+		return nvml_form != FORM_SXM && nvml_form != FORM_NVL;
+	case FORM_NVL:
+		return nvml_form == FORM_NVL;
+	default:
+		return 1;
+	}
+}
+
+/* The GRES type's model must be whole words of the NVML name (a substring
+ * match took an A100 for an A10), and the memory size and form factor it
+ * states, if any, must not contradict the name's. */
+int hx_gpu_name_matches(const char *nvml_name, const char *gres_type)
+{
+	gpu_name nv, ty;
+	char m[GPU_WORDS_MAX * GPU_WORD_MAX] = "";
+	size_t off = 0;
+
+	gpu_name_parse(nvml_name, &nv);
+	gpu_name_parse(gres_type, &ty);
+	if (nv.overflow || ty.overflow || ty.nmodel == 0)
+		return 0;
+	if (ty.mem_gb != 0 && nv.mem_gb != 0 && ty.mem_gb != nv.mem_gb)
+		return 0;
+	if (!forms_agree(ty.form, nv.form))
+		return 0;
+	for (int i = 0; i < ty.nmodel; i++) {
+		size_t k = strlen(ty.model[i]);
+
+		memcpy(m + off, ty.model[i], k + 1);
+		off += k;
+	}
+	return model_run_matches(&nv, m);
 }

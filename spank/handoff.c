@@ -19,7 +19,9 @@
  * task order; no step id (srun makes this hand-off before Slurm creates
  * the step, see local.c).
  * CHECKSUM is FNV-1a 64 over everything before ";c=".  The decoder is
- * strict: fixed field order, every number range-checked.
+ * strict: fixed field order, every number range-checked, printable ASCII
+ * only, except PATH, which may also hold well-formed UTF-8 (a plan
+ * directory /home/josé/run); no control byte anywhere.
  */
 #include "config.h"
 
@@ -460,6 +462,68 @@ out:
 	return rc;
 }
 
+/* Length of the well-formed UTF-8 sequence of a code point from U+00A0
+ * on at p (no C1 controls, overlong forms, surrogates or values past
+ * U+10FFFF), else 0. */
+static size_t utf8_char(const unsigned char *p)
+{
+	size_t n;
+	unsigned long cp, min;
+
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		n = 2, cp = p[0] & 0x1fu, min = 0xa0;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		n = 3, cp = p[0] & 0x0fu, min = 0x800;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		n = 4, cp = p[0] & 0x07u, min = 0x10000;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0u) != 0x80u)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3fu);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/* 1 if the len bytes at s are printable ASCII, or where utf8 also
+ * well-formed UTF-8 of printable code points (see utf8_char). */
+static int text_ok(const char *s, size_t len, int utf8)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + len;
+
+	while (p < end) {
+		size_t n = *p >= 0x20 && *p < 0x7f ? 1
+			   : utf8		   ? utf8_char(p)
+						   : 0;
+
+		if (n == 0 || n > (size_t)(end - p))
+			return 0;
+		p += n;
+	}
+	return 1;
+}
+
+int hx_is_utf8_text(const char *s)
+{
+	return text_ok(s, strlen(s), 1);
+}
+
+/* Printable ASCII, except the plan path (pf=), which may be any printable
+ * UTF-8 (a home directory /home/josé): no control byte anywhere. */
+static int handoff_text_ok(const char *s)
+{
+	const char *pf = strstr(s, ";pf="), *g;
+
+	if (pf == NULL || (g = strstr(pf, ";g=")) == NULL)
+		return hexi_is_printable(s);
+	pf += 4;
+	return text_ok(s, (size_t)(pf - s), 0) &&
+	       text_ok(pf, (size_t)(g - pf), 1) && text_ok(g, strlen(g), 0);
+}
+
 hexi_rc hx_handoff_decode(const char *s, hx_handoff *h)
 {
 	const char *c;
@@ -470,7 +534,7 @@ hexi_rc hx_handoff_decode(const char *s, hx_handoff *h)
 
 	hx_handoff_init(h);
 	if (strlen(s) > HX_HANDOFF_MAX || strncmp(s, "hx", 2) != 0 ||
-	    (s[2] < '1' || s[2] > '3') || s[3] != ';' || !hexi_is_printable(s))
+	    (s[2] < '1' || s[2] > '3') || s[3] != ';' || !handoff_text_ok(s))
 		return hexi_error(HEXI_ERR_PARSE,
 				  "hand-off: not a version-1, -2 or -3 "
 				  "hand-off");

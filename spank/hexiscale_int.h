@@ -29,6 +29,10 @@
 /* The hand-off travels in the step environment: values over ~128 KiB break
  * task launch (SLURM-FACTS), so keep a margin. */
 #define HX_HANDOFF_MAX 120000
+/* The longest sequence a model may have (scheduler/model.c, seq_len): the
+ * cap of --hexiscale-seq-len and seq_len=, so a longer one is refused
+ * naming the option, not the model. */
+#define HX_SEQ_LEN_MAX (1 << 20)
 #define HX_HANDOFF_VAR "HEXISCALE_HANDOFF"
 
 /* ---- plugstack.conf arguments (config.c) -------------------------------- */
@@ -58,6 +62,17 @@ void hx_conf_defaults(hx_conf *c);
 /* Parse plugstack args "key=value"; unknown keys and bad values fail with a
  * message naming the key. */
 hexi_rc hx_conf_parse(hx_conf *c, int ac, char **av);
+
+/* The plan directory when neither --hexiscale-plan-dir nor plan_dir= gives
+ * one: the directory of the job's StdOut (under work_dir if StdOut is
+ * relative, "logs/%j.out") when StdOut is a file there, else work_dir.
+ * Not StdOut's directory when StdOut is a device, a FIFO or a socket, or
+ * lies under /dev ("sbatch -o /dev/null"), or the directory has a '%'
+ * pattern.  std_out and work_dir may be NULL.  HEXI_ERR_NOTFOUND (dir
+ * "") when neither gives an absolute path, HEXI_ERR_RANGE when the path
+ * does not fit cap. */
+hexi_rc hx_default_plan_dir(const char *std_out, const char *work_dir,
+			    char *dir, size_t cap);
 
 /* ---- user options and their environment twins (options.c) --------------- */
 
@@ -124,8 +139,13 @@ hexi_rc hx_settings_resolve(hx_settings *s, const hx_conf *c,
 
 /* ---- GPU names (nvml.c) ------------------------------------------------ */
 
-/* 1 if the GRES type names the NVML device name as a run of whole words
- * ("rtx4090" in "NVIDIA GeForce RTX 4090"; "a10" is not in "NVIDIA A100"). */
+/* 1 if the GRES type (a catalog name or alias, or any gres.conf Type=)
+ * describes the NVML device name: its model is a run of whole words of the
+ * name ("rtx4090" in "NVIDIA GeForce RTX 4090"; "a10" is not in "NVIDIA
+ * A100", "rtx3080" not in "... RTX 3080 Ti"), and the memory size and form
+ * factor it states agree with the name's where the name states one
+ * ("a100-80g" is "NVIDIA A100-SXM4-80GB", not "NVIDIA A100-SXM4-40GB";
+ * "h100-sxm" is "NVIDIA H100 80GB HBM3", not "NVIDIA H100 PCIe"). */
 int hx_gpu_name_matches(const char *nvml_name, const char *gres_type);
 
 /* ---- GRES strings (gres.c) ---------------------------------------------- */
@@ -192,6 +212,10 @@ void hx_handoff_fini(hx_handoff *h);
 hexi_rc hx_handoff_alloc(hx_handoff *h, int nnodes, int ntasks);
 /* The components of a heterogeneous step (ncomps >= 2), zeroed. */
 hexi_rc hx_handoff_alloc_comps(hx_handoff *h, int ncomps);
+/* 1 if s is printable ASCII or well-formed UTF-8 of printable code points
+ * (from U+00A0 on): no control byte, C0 or C1.  The hand-off carries such
+ * a plan path (pf=); every other field is printable ASCII. */
+int hx_is_utf8_text(const char *s);
 /* Encode to a heap string (caller frees); fails if over HX_HANDOFF_MAX. */
 hexi_rc hx_handoff_encode(const hx_handoff *h, char **out);
 /* Decode and verify (checksum, ranges, consistency).  Reads version 1

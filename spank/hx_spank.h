@@ -30,7 +30,8 @@ int hx_allocator_post_opt(spank_t sp);
  * logs and returns -1 on error. */
 int hx_check_settings(hx_settings *s);
 /* Where setting id came from, for messages: "option --hexiscale-model",
- * "environment variable HEXISCALE_MODEL" or "plugstack.conf KEY=". */
+ * "environment variable HEXISCALE_MODEL" or "plugstack.conf KEY" (no
+ * '=': callers add "=VALUE"). */
 void hx_setting_origin(const hx_settings *s, hx_opt_id id, const char *key,
 		       char *buf, size_t cap);
 /* local.c: srun. */

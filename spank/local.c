@@ -542,11 +542,16 @@ static hexi_rc plan_path(local_ctx *c)
 				  "plan directory %.64s...: path "
 				  "too long",
 				  dir);
-	if (!hexi_is_printable(c->plan_path) || strpbrk(c->plan_path, ";|"))
+	/* the hand-off carries the path (pf=): UTF-8 text, no ';' or '|' */
+	if (!hx_is_utf8_text(c->plan_path) || strpbrk(c->plan_path, ";|")) {
+		char shown[80];
+
 		return hexi_error(HEXI_ERR_INVAL,
-				  "plan directory '%.64s' has "
-				  "control characters, ';' or '|'",
-				  dir);
+				  "plan directory '%s' has "
+				  "control characters, bytes that are not "
+				  "UTF-8, ';' or '|'",
+				  hx_shown(dir, shown, sizeof(shown)));
+	}
 	return HEXI_OK;
 }
 
@@ -562,6 +567,16 @@ static int training_nodes(const local_ctx *c)
 			n++;
 	free(used);
 	return n;
+}
+
+/* The name of the step node that plan node i runs on: a user plan made
+ * for other node names is applied by position (DECISIONS 31), and the
+ * user reads the nodes Slurm gave the step. */
+static const char *step_node_name(const local_ctx *c, int i)
+{
+	int k = c->nodemap != NULL ? c->nodemap[i] : i;
+
+	return k >= 0 && k < c->alloc.nnodes ? c->alloc.nodes[k].name : "?";
 }
 
 /* " a800 x64, rtx4090 x32": idle GPUs per type, in first-seen order. */
@@ -587,8 +602,9 @@ static void idle_gpus(const local_ctx *c, const hexi_plan *p, int nodes)
 		const hexi_node *n = &p->cluster->nodes[p->idle[i].node];
 
 		if (p->idle[i].node != prev)
-			fprintf(stderr, "%s %s (%s) %d", i ? ";" : "", n->name,
-				n->gpu_type, p->idle[i].gpu);
+			fprintf(stderr, "%s %s (%s) %d", i ? ";" : "",
+				step_node_name(c, p->idle[i].node), n->gpu_type,
+				p->idle[i].gpu);
 		else
 			fprintf(stderr, ",%d", p->idle[i].gpu);
 		prev = p->idle[i].node;
@@ -685,7 +701,8 @@ static void summary(local_ctx *c)
 
 			fprintf(stderr, "%s layers %d-%d on %s %dx%s",
 				si ? " ->" : "", st->layer_begin,
-				st->layer_end - 1, nd->name, st->tp,
+				st->layer_end - 1,
+				step_node_name(c, st->devices[0].node), st->tp,
 				nd->gpu_type);
 		}
 		fprintf(stderr, "\n");
@@ -755,20 +772,13 @@ static hexi_rc write_plan_file(char *path, size_t cap, const char *data,
 	return hexi_strlcpy(path, tmp, cap);
 }
 
-static hexi_rc publish(local_ctx *c)
+/* The hand-off to the tasks (HEXISCALE_HANDOFF in srun's environment),
+ * naming the plan file c->plan_path. */
+static hexi_rc hand_off(local_ctx *c)
 {
 	hexi_rc rv;
 	int r0 = 0;
 
-	if ((rv = build_roles(c)) != HEXI_OK || (rv = plan_path(c)) != HEXI_OK)
-		return rv;
-	rv = from_lib(c, c->lib.hexi_plan_to_json(c->plan, &c->json), "plan");
-	if (rv != HEXI_OK)
-		return rv;
-	rv = write_plan_file(c->plan_path, sizeof(c->plan_path), c->json,
-			     strlen(c->json), 0644, c->alloc.ncomps > 0);
-	if (rv != HEXI_OK)
-		return hexi_error_prefix(rv, "plan file");
 	c->ho.job_id = c->alloc.job_id;
 	c->ho.step_id = c->alloc.ncomps > 0 ? 0 : c->alloc.step_id;
 	if (c->alloc.ncomps > 0 &&
@@ -802,6 +812,29 @@ static hexi_rc publish(local_ctx *c)
 	if (setenv(HX_HANDOFF_VAR, c->handoff, 1) != 0)
 		return hexi_error(HEXI_ERR_NOMEM, "cannot set %s",
 				  HX_HANDOFF_VAR);
+	return HEXI_OK;
+}
+
+/* The plan file, then the hand-off that names it.  A step whose hand-off
+ * fails (over its size limit, no memory) gets no plan, so it leaves no
+ * plan file behind either. */
+static hexi_rc publish(local_ctx *c)
+{
+	hexi_rc rv;
+
+	if ((rv = build_roles(c)) != HEXI_OK || (rv = plan_path(c)) != HEXI_OK)
+		return rv;
+	rv = from_lib(c, c->lib.hexi_plan_to_json(c->plan, &c->json), "plan");
+	if (rv != HEXI_OK)
+		return rv;
+	rv = write_plan_file(c->plan_path, sizeof(c->plan_path), c->json,
+			     strlen(c->json), 0644, c->alloc.ncomps > 0);
+	if (rv != HEXI_OK)
+		return hexi_error_prefix(rv, "plan file");
+	if ((rv = hand_off(c)) != HEXI_OK) {
+		unlink(c->plan_path);
+		return rv;
+	}
 	if (c->alloc.ncomps == 0) /* a het step's once it has its id */
 		summary(c);
 	return HEXI_OK;

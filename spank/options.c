@@ -72,7 +72,14 @@ hexi_rc hx_opt_check(hx_opt_id id, const char *v, const char *origin)
 		return hexi_error(HEXI_ERR_RANGE,
 				  "%s: value is %zu bytes, the limit is %d",
 				  origin, len, HX_VALUE_MAX - 1);
-	if (!hexi_is_printable(v))
+	/* a plan directory may be /home/josé/run: the hand-off carries
+	 * UTF-8 in the plan path (handoff.c) */
+	if (id == HX_OPT_PLAN_DIR && !hx_is_utf8_text(v))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "%s: value contains control characters or "
+				  "bytes that are not UTF-8",
+				  origin);
+	if (id != HX_OPT_PLAN_DIR && !hexi_is_printable(v))
 		return hexi_error(HEXI_ERR_INVAL,
 				  "%s: value contains control or non-ASCII "
 				  "characters",
@@ -86,7 +93,7 @@ hexi_rc hx_opt_check(hx_opt_id id, const char *v, const char *origin)
 	case HX_OPT_MICRO_BATCH:
 		return check_int(id, v, 1 << 16, origin);
 	case HX_OPT_SEQ_LEN:
-		return check_int(id, v, 1 << 22, origin);
+		return check_int(id, v, HX_SEQ_LEN_MAX, origin);
 	case HX_OPT_USE_ALL_GPUS:
 		if (flag_value(v) < 0) {
 			char shown[80];

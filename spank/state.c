@@ -77,7 +77,8 @@ void hx_settings_fini(hx_settings *s)
 }
 
 /* Where a setting came from, for messages: "option --hexiscale-model",
- * "environment variable HEXISCALE_MODEL" or "plugstack.conf model=". */
+ * "environment variable HEXISCALE_MODEL" or "plugstack.conf model" (no
+ * '=': callers add "=VALUE"). */
 void hx_setting_origin(const hx_settings *s, hx_opt_id id, const char *key,
 		       char *buf, size_t cap)
 {
@@ -87,5 +88,5 @@ void hx_setting_origin(const hx_settings *s, hx_opt_id id, const char *key,
 		snprintf(buf, cap, "environment variable %s",
 			 hx_opt_table[id].env);
 	else
-		snprintf(buf, cap, "plugstack.conf %s=", key);
+		snprintf(buf, cap, "plugstack.conf %s", key);
 }

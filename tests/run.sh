@@ -30,9 +30,10 @@ if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
 			>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	done
 	# The SPANK plugin's unit tests (option/plugstack/GRES/hand-off parsers
-	# and their fuzz target); its cluster tests need the normal build.
+	# and their fuzz target, srun's side with Slurm stubbed: test_local.t);
+	# its cluster tests need the normal build.
 	ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
-		make -C "$HEXI_SRC/build-san/tests/spank" -k check TESTS="test_parse.t fuzz.sh" \
+		make -C "$HEXI_SRC/build-san/tests/spank" -k check TESTS="test_parse.t fuzz.sh test_local.t" \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	# The GPU trainer's model and the emulated device (no MPI involved):
 	# every emulated kernel, and the GPU model's host logic vs the CPU's.

@@ -28,6 +28,7 @@ done <<TABLE
 --hexiscale-global-batch=abc|--hexiscale-global-batch
 --hexiscale-micro-batch=-3|--hexiscale-micro-batch
 --hexiscale-seq-len=1e3|--hexiscale-seq-len
+--hexiscale-seq-len=1048577|--hexiscale-seq-len
 --hexiscale=$long|limit is 1023
 --hexiscale-model=$long|limit is 1023
 --hexiscale=/nonexistent/plan.json|cannot open

@@ -6,10 +6,13 @@
 #include "hexiscale_int.h"
 #include "tap.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void test_conf(void)
 {
@@ -299,6 +302,212 @@ static void test_handoff(void)
 	is_int(hx_handoff_encode(&h, &s), HEXI_ERR_RANGE,
 	       "over-size hand-off refused at encode");
 	hx_handoff_fini(&h);
+}
+
+/* A plan directory with non-ASCII letters (/home/josé/run) travels in the
+ * hand-off's pf= field as UTF-8; control bytes (C0 and C1, raw or
+ * encoded), malformed UTF-8, and non-ASCII in any other field are still
+ * refused.  Each bad hand-off is re-checksummed, so the field check and
+ * not the checksum refuses it. */
+static char *resigned(const char *body)
+{
+	size_t n = strlen(body);
+	char *s = malloc(n + 21);
+
+	if (s == NULL)
+		return NULL;
+	memcpy(s, body, n);
+	memcpy(s + n, ";c=", 3);
+	hx_fnv1a_hex(s, n, s + n + 3);
+	return s;
+}
+
+static void test_handoff_utf8(void)
+{
+	static const struct {
+		const char *path; /* pf= value */
+		int ok;
+	} paths[] = {
+	    {"/home/jos\xc3\xa9/run/hexiscale-plan.42.1.json", 1},
+	    {"/data/\xe5\xae\x9f\xe9\xa8\x93/p.json", 1}, /* CJK */
+	    {"/data/\xf0\x9f\x9a\x80/p.json", 1},	  /* U+1F680 */
+	    {"/data/\xc2\xa0x/p.json", 1},		  /* U+00A0 */
+	    {"/data/\x9b"
+	     "31m/p.json",
+	     0}, /* raw C1 CSI */
+	    {"/data/\xc2\x9b"
+	     "31m/p.json",
+	     0},				  /* C1 CSI as UTF-8 */
+	    {"/data/\x1b[31m/p.json", 0},	  /* ESC */
+	    {"/data/\x7f/p.json", 0},		  /* DEL */
+	    {"/data/\xc0\xaf/p.json", 0},	  /* overlong '/' */
+	    {"/data/\xed\xa0\x80/p.json", 0},	  /* surrogate */
+	    {"/data/\xf4\x90\x80\x80/p.json", 0}, /* > U+10FFFF */
+	    {"/data/\xc3/p.json", 0},		  /* cut short */
+	    {"/data/jos\xe9/p.json", 0},	  /* Latin-1 */
+	};
+	hx_handoff h, d;
+	char *s = NULL;
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		is_int(hx_is_utf8_text(paths[i].path), paths[i].ok,
+		       "path #%zu %s as UTF-8 text", i,
+		       paths[i].ok ? "passes" : "refused");
+	hx_handoff_init(&h);
+	fill(&h);
+	strcpy(h.plan_path, paths[0].path);
+	is_int(hx_handoff_encode(&h, &s), HEXI_OK, "encode a UTF-8 plan path");
+	is_int(hx_handoff_decode(s, &d), HEXI_OK,
+	       "decode a UTF-8 plan path (/home/jos\\xc3\\xa9/run)");
+	is_str(d.plan_path, paths[0].path, "UTF-8 plan path survives");
+	hx_handoff_fini(&d);
+	for (size_t i = 1; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		char *body, *bad, *pf, *g;
+
+		free(s);
+		s = NULL;
+		strcpy(h.plan_path, "/x");
+		hx_handoff_encode(&h, &s);
+		pf = strstr(s, ";pf=/x;");
+		g = strstr(s, ";c=");
+		if (pf == NULL || g == NULL)
+			break;
+		*g = '\0';
+		body = malloc(strlen(s) + strlen(paths[i].path) + 1);
+		if (body == NULL)
+			break;
+		memcpy(body, s, (size_t)(pf - s) + 4);
+		strcpy(body + (pf - s) + 4, paths[i].path);
+		strcat(body, pf + 6);
+		bad = resigned(body);
+		is_int(bad != NULL && hx_handoff_decode(bad, &d) == HEXI_OK,
+		       paths[i].ok, "hand-off with pf= path #%zu %s", i,
+		       paths[i].ok ? "decodes" : "refused");
+		if (bad != NULL && paths[i].ok)
+			hx_handoff_fini(&d);
+		free(bad);
+		free(body);
+	}
+	free(s);
+	s = NULL;
+	strcpy(h.plan_path, "/x");
+	strcpy(h.master_addr, "n\xc3\xa9");
+	hx_handoff_encode(&h, &s);
+	is_int(hx_handoff_decode(s, &d), HEXI_ERR_PARSE,
+	       "non-ASCII outside pf= refused");
+	free(s);
+	hx_handoff_fini(&h);
+}
+
+/* --hexiscale-plan-dir takes UTF-8 letters (the hand-off carries them),
+ * not control bytes or bytes that are not UTF-8; other options stay ASCII. */
+static void test_plan_dir_option(void)
+{
+	const char *o = "option --hexiscale-plan-dir";
+
+	is_int(hx_opt_check(HX_OPT_PLAN_DIR, "/home/jos\xc3\xa9/run", o),
+	       HEXI_OK, "--hexiscale-plan-dir=/home/jos\\xc3\\xa9/run");
+	is_int(hx_opt_check(HX_OPT_PLAN_DIR, "/home/jos\xe9/run", o),
+	       HEXI_ERR_INVAL, "--hexiscale-plan-dir in Latin-1 refused");
+	ok(strstr(hexi_errmsg(HEXI_ERR_INVAL), "not UTF-8") != NULL,
+	   "message says not UTF-8: %s", hexi_errmsg(HEXI_ERR_INVAL));
+	is_int(hx_opt_check(HX_OPT_PLAN_DIR,
+			    "/tmp/\xc2\x9b"
+			    "31m",
+			    o),
+	       HEXI_ERR_INVAL,
+	       "--hexiscale-plan-dir with a C1 control refused");
+	is_int(hx_opt_check(HX_OPT_MODEL, "llama\xc3\xa9", "option --m"),
+	       HEXI_ERR_INVAL, "--hexiscale-model stays ASCII");
+}
+
+/* The default plan directory: StdOut's directory only where plan files
+ * can go (not /dev, not a device or FIFO), a relative StdOut under the
+ * work directory, else the work directory. */
+static void test_default_plan_dir(void)
+{
+	char tmp[] = "/tmp/hx_planXXXXXX", fifo[64], file[64], d[HX_PATH_MAX];
+	char rel_fifo[64];
+	struct {
+		const char *out, *work, *want;
+		hexi_rc rc;
+	} rows[] = {
+	    {"/dev/null", "/home/u/run", "/home/u/run", HEXI_OK},
+	    {"/dev/shm/j.out", "/home/u/run", "/home/u/run", HEXI_OK},
+	    {"/dev/pts/0", "/home/u/run", "/home/u/run", HEXI_OK},
+	    {"/scratch/u/slurm-%j.out", "/home/u/run", "/scratch/u", HEXI_OK},
+	    {"/scratch/%u/slurm.out", "/home/u/run", "/home/u/run", HEXI_OK},
+	    {"logs/%j.out", "/home/u/run", "/home/u/run/logs", HEXI_OK},
+	    {"slurm-%j.out", "/home/u/run", "/home/u/run", HEXI_OK},
+	    {"../out/%j.log", "/home/u/run", "/home/u/run/../out", HEXI_OK},
+	    {NULL, "/home/u/run", "/home/u/run", HEXI_OK},
+	    {"", "/home/u/run", "/home/u/run", HEXI_OK},
+	    {"/tmp", "/home/u/run", "/home/u/run", HEXI_OK}, /* a directory */
+	    {"logs/%j.out", NULL, "", HEXI_ERR_NOTFOUND},
+	    {"logs/%j.out", "run", "", HEXI_ERR_NOTFOUND},
+	    {NULL, NULL, "", HEXI_ERR_NOTFOUND},
+	    {fifo, "/home/u/run", "/home/u/run", HEXI_OK},
+	    {rel_fifo, "/", "/", HEXI_OK}, /* relative, to a FIFO */
+	    {file, "/home/u/run", tmp, HEXI_OK},
+	};
+	FILE *f;
+
+	if (mkdtemp(tmp) == NULL) {
+		ok(0, "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	snprintf(fifo, sizeof(fifo), "%s/fifo.out", tmp);
+	snprintf(rel_fifo, sizeof(rel_fifo), "%s", fifo + 1);
+	snprintf(file, sizeof(file), "%s/job.out", tmp);
+	if (mkfifo(fifo, 0600) != 0 || (f = fopen(file, "w")) == NULL) {
+		ok(0, "test files in %s: %s", tmp, strerror(errno));
+		return;
+	}
+	fclose(f);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		hexi_rc rc = hx_default_plan_dir(rows[i].out, rows[i].work, d,
+						 sizeof(d));
+
+		ok(rc == rows[i].rc && strcmp(d, rows[i].want) == 0,
+		   "StdOut %s, work dir %s -> '%s' (got rc %d, '%s')",
+		   rows[i].out ? rows[i].out : "(none)",
+		   rows[i].work ? rows[i].work : "(none)", rows[i].want,
+		   (int)rc, d);
+	}
+	unlink(fifo);
+	unlink(file);
+	rmdir(tmp);
+}
+
+/* --hexiscale-seq-len and seq_len= stop at the model's own limit
+ * (scheduler/model.c: 1048576), so a longer one is refused naming the
+ * option, not blamed on the model. */
+static void test_seq_len_cap(void)
+{
+	hx_conf c;
+	char *ok_key[] = {"seq_len=1048576"}, *bad_key[] = {"seq_len=1048577"};
+	hexi_rc rc;
+
+	is_int(hx_opt_check(HX_OPT_SEQ_LEN, "1048576",
+			    "option --hexiscale-seq-len"),
+	       HEXI_OK, "--hexiscale-seq-len=1048576 (the model's limit)");
+	rc = hx_opt_check(HX_OPT_SEQ_LEN, "1048577",
+			  "option --hexiscale-seq-len");
+	ok(rc != HEXI_OK &&
+	       strstr(hexi_errmsg(rc), "--hexiscale-seq-len") != NULL &&
+	       strstr(hexi_errmsg(rc), "1048576") != NULL,
+	   "--hexiscale-seq-len=1048577 refused naming the option and the "
+	   "limit: %s",
+	   hexi_errmsg(rc));
+	ok(hx_opt_check(HX_OPT_SEQ_LEN, "4194304",
+			"option --hexiscale-seq-len") != HEXI_OK,
+	   "--hexiscale-seq-len=4194304 refused");
+	hx_conf_defaults(&c);
+	is_int(hx_conf_parse(&c, 1, ok_key), HEXI_OK, "seq_len=1048576");
+	rc = hx_conf_parse(&c, 1, bad_key);
+	ok(rc != HEXI_OK && strstr(hexi_errmsg(rc), "'seq_len'") != NULL &&
+	       strstr(hexi_errmsg(rc), "1048576]") != NULL,
+	   "seq_len=1048577 refused naming the key: %s", hexi_errmsg(rc));
 }
 
 /* Hand-off version 2: idle rows (rank W.., nothing of a stage). */
@@ -594,6 +803,130 @@ static void test_gpu_names(void)
 		       rows[i].nvml);
 }
 
+/* Every GPU name and alias of the scheduler's built-in catalog
+ * (scheduler/catalog.c; the cpu entry has no NVML name) against the NVML
+ * names of the GPUs it describes, and of its neighbours: the model, the
+ * memory size and the form factor a type states must agree with the name
+ * where the name states them.  Before, the type had to be whole words of
+ * the name, so "a100-80g" refused an "NVIDIA A100-SXM4-80GB". */
+static void test_catalog_gpu_names(void)
+{
+	static const struct {
+		const char *type, *nvml;
+		int want;
+	} rows[] = {
+	    {"a100-80g", "NVIDIA A100-SXM4-80GB", 1},
+	    {"a100-80g", "NVIDIA A100 80GB PCIe", 1},
+	    {"a100-80g", "NVIDIA A100-SXM4-40GB", 0},
+	    {"a100-80g", "NVIDIA H100 80GB HBM3", 0},
+	    {"a100-80g", "NVIDIA A800-SXM4-80GB", 0},
+	    {"a100", "NVIDIA A100-SXM4-80GB", 1},
+	    {"a100-80gb", "NVIDIA A100-SXM4-80GB", 1},
+	    {"a100-sxm4-80gb", "NVIDIA A100-SXM4-80GB", 1},
+	    {"a100-sxm4-80gb", "NVIDIA A100 80GB PCIe", 0},
+	    {"a100-sxm-80gb", "NVIDIA A100-SXM-80GB", 1},
+	    {"a100-pcie-80gb", "NVIDIA A100 80GB PCIe", 1},
+	    {"a100-pcie-80gb", "NVIDIA A100-SXM4-80GB", 0},
+	    {"a100-80gb-pcie", "NVIDIA A100 80GB PCIe", 1},
+	    {"a800-80g", "NVIDIA A800-SXM4-80GB", 1},
+	    {"a800-80g", "NVIDIA A800 80GB PCIe", 1},
+	    {"a800-80g", "NVIDIA A100-SXM4-80GB", 0},
+	    {"a800", "NVIDIA A800-SXM4-80GB", 1},
+	    {"a800-80gb", "NVIDIA A800-SXM4-80GB", 1},
+	    {"a800-sxm4-80gb", "NVIDIA A800-SXM4-80GB", 1},
+	    {"a800-pcie-80gb", "NVIDIA A800 80GB PCIe", 1},
+	    {"a800-pcie-80gb", "NVIDIA A800-SXM4-80GB", 0},
+	    {"h100-sxm", "NVIDIA H100 80GB HBM3", 1},
+	    {"h100-sxm", "NVIDIA H100 PCIe", 0},
+	    {"h100-sxm", "NVIDIA H100 NVL", 0},
+	    {"h100-sxm", "NVIDIA A100-SXM4-80GB", 0},
+	    {"h100", "NVIDIA H100 80GB HBM3", 1},
+	    {"h100-80gb", "NVIDIA H100 80GB HBM3", 1},
+	    {"h100-sxm5-80gb", "NVIDIA H100 80GB HBM3", 1},
+	    {"h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", 1},
+	    {"h100sxm", "NVIDIA H100 80GB HBM3", 1},
+	    {"h100sxm", "NVIDIA H100 PCIe", 0},
+	    {"h100-pcie", "NVIDIA H100 PCIe", 1},
+	    {"h100-pcie", "NVIDIA H100 80GB HBM3", 0},
+	    {"h100-pcie", "NVIDIA H100 NVL", 0},
+	    {"h100pcie", "NVIDIA H100 PCIe", 1},
+	    {"h100-pcie-80gb", "NVIDIA H100 PCIe", 1},
+	    {"h100-nvl", "NVIDIA H100 NVL", 1},
+	    {"h100-nvl", "NVIDIA H100 PCIe", 0},
+	    {"h100-nvl", "NVIDIA H100 80GB HBM3", 0},
+	    {"h100nvl", "NVIDIA H100 NVL", 1},
+	    {"h100-nvl-94gb", "NVIDIA H100 NVL", 1},
+	    {"h200", "NVIDIA H200", 1},
+	    {"h200", "NVIDIA H100 80GB HBM3", 0},
+	    {"h200-sxm", "NVIDIA H200", 1},
+	    {"h200-sxm", "NVIDIA H200 NVL", 0},
+	    {"h200-141gb", "NVIDIA H200", 1},
+	    {"h200-nvl", "NVIDIA H200 NVL", 1},
+	    {"h200-nvl", "NVIDIA H200", 0},
+	    {"h200nvl", "NVIDIA H200 NVL", 1},
+	    {"a100-40g", "NVIDIA A100-SXM4-40GB", 1},
+	    {"a100-40g", "NVIDIA A100-PCIE-40GB", 1},
+	    {"a100-40g", "NVIDIA A100-SXM4-80GB", 0},
+	    {"a100-40gb", "NVIDIA A100-PCIE-40GB", 1},
+	    {"a100-sxm4-40gb", "NVIDIA A100-SXM4-40GB", 1},
+	    {"a100-sxm4-40gb", "NVIDIA A100-PCIE-40GB", 0},
+	    {"a100-pcie-40gb", "NVIDIA A100-PCIE-40GB", 1},
+	    {"a100-pcie-40gb", "NVIDIA A100-SXM4-40GB", 0},
+	    {"l40", "NVIDIA L40", 1},
+	    {"l40", "NVIDIA L40S", 0},
+	    {"l40-48gb", "NVIDIA L40", 1},
+	    {"l40s", "NVIDIA L40S", 1},
+	    {"l40s", "NVIDIA L40", 0},
+	    {"l40s-48gb", "NVIDIA L40S", 1},
+	    {"rtx4090", "NVIDIA GeForce RTX 4090", 1},
+	    {"rtx4090", "NVIDIA GeForce RTX 3090", 0},
+	    {"rtx4090", "NVIDIA GeForce RTX 4090 D", 0},
+	    {"4090", "NVIDIA GeForce RTX 4090", 1},
+	    {"rtx-4090", "NVIDIA GeForce RTX 4090", 1},
+	    {"geforce-rtx-4090", "NVIDIA GeForce RTX 4090", 1},
+	    {"rtx3090", "NVIDIA GeForce RTX 3090", 1},
+	    {"rtx3090", "NVIDIA GeForce RTX 3090 Ti", 0},
+	    {"3090", "NVIDIA GeForce RTX 3090", 1},
+	    {"rtx-3090", "NVIDIA GeForce RTX 3090", 1},
+	    {"geforce-rtx-3090", "NVIDIA GeForce RTX 3090", 1},
+	    {"rtx3080", "NVIDIA GeForce RTX 3080", 1},
+	    {"rtx3080", "NVIDIA GeForce RTX 3080 Ti", 0},
+	    {"3080", "NVIDIA GeForce RTX 3080", 1},
+	    {"3080", "NVIDIA GeForce RTX 3080 Ti", 0},
+	    {"rtx-3080", "NVIDIA GeForce RTX 3080", 1},
+	    {"geforce-rtx-3080", "NVIDIA GeForce RTX 3080", 1},
+	    {"rtx3080ti", "NVIDIA GeForce RTX 3080 Ti", 1},
+	    {"rtx3080ti", "NVIDIA GeForce RTX 3080", 0},
+	    {"3080ti", "NVIDIA GeForce RTX 3080 Ti", 1},
+	    {"3080-ti", "NVIDIA GeForce RTX 3080 Ti", 1},
+	    {"rtx-3080-ti", "NVIDIA GeForce RTX 3080 Ti", 1},
+	    {"geforce-rtx-3080-ti", "NVIDIA GeForce RTX 3080 Ti", 1},
+	    {"v100", "Tesla V100-SXM2-32GB", 1},
+	    {"v100", "Tesla V100-SXM2-16GB", 1},
+	    {"v100", "Tesla V100-PCIE-32GB", 1},
+	    {"v100", "NVIDIA A100-SXM4-40GB", 0},
+	    {"v100-32gb", "Tesla V100-SXM2-32GB", 1},
+	    {"v100-32gb", "Tesla V100-SXM2-16GB", 0},
+	    {"v100-sxm2-32gb", "Tesla V100-SXM2-32GB", 1},
+	    {"v100-sxm2-32gb", "Tesla V100-PCIE-32GB", 0},
+	    {"v100-sxm2-16gb", "Tesla V100-SXM2-16GB", 1},
+	    {"v100-pcie-32gb", "Tesla V100-PCIE-32GB", 1},
+	    {"v100-pcie-32gb", "Tesla V100-SXM2-32GB", 0},
+	    {"t4", "Tesla T4", 1},
+	    {"t4", "NVIDIA A10", 0},
+	    {"tesla-t4", "Tesla T4", 1},
+	    {"80gb", "NVIDIA A100-SXM4-80GB", 0},
+	    {"sxm4", "NVIDIA A100-SXM4-80GB", 0},
+	    {"nvidia", "NVIDIA A100-SXM4-80GB", 0},
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		is_int(hx_gpu_name_matches(rows[i].nvml, rows[i].type),
+		       rows[i].want, "catalog type '%s' %s NVML '%s'",
+		       rows[i].type, rows[i].want ? "matches" : "refuses",
+		       rows[i].nvml);
+}
+
 /* Each string key is copied with its own field's size (finding 8). */
 static void test_conf_key_sizes(void)
 {
@@ -621,11 +954,16 @@ int main(void)
 	test_conf();
 	test_conf_key_sizes();
 	test_gpu_names();
+	test_catalog_gpu_names();
 	test_example_conf();
 	test_options();
 	test_use_all_gpus();
 	test_gres();
 	test_handoff();
+	test_handoff_utf8();
+	test_default_plan_dir();
+	test_plan_dir_option();
+	test_seq_len_cap();
 	test_handoff_idle();
 	test_handoff_het();
 	test_het_request();
