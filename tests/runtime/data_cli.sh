@@ -156,14 +156,7 @@ rm -rf "$WORK/r1"
 "$HT" $M $D --steps 100000 --resume "$WORK/r0" --ckpt-dir "$WORK/r1" \
 	--val-data "$WORK/big.tok" --eval-every 100000 --eval-batches 1000 \
 	>"$WORK/r1.out" 2>"$WORK/r1.err" &
-pid=$!
-n=0
-while ! grep -q "loaded checkpoint" "$WORK/r1.err" && [ $n -lt 600 ]; do
-	sleep 0.05
-	n=$((n + 1))
-done
-kill -s USR1 $pid
-wait $pid
+signal_when $! USR1 "$WORK/r1.err" "loaded checkpoint"
 st=$?
 k=$(sed -n 's/.*stopping after step \([0-9]*\).*/\1/p' "$WORK/r1.err")
 echo "# stopped after step $k (2: during the validation at the resumed step)"

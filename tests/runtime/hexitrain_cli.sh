@@ -167,14 +167,7 @@ expect_eq "resumed at step 3, --eval-every 2: validation at steps 3 and 4" \
 : >"$WORK/notadir"
 "$HT" --model tiny-4l --steps 100000 --ckpt-dir "$WORK/notadir/ck" \
 	>"$WORK/sf.out" 2>"$WORK/sf.err" &
-pid=$!
-n=0
-while ! grep -q '^step *2 ' "$WORK/sf.out" && [ $n -lt 300 ]; do
-	sleep 0.05
-	n=$((n + 1))
-done
-kill -s USR1 $pid
-wait $pid
+signal_when $! USR1 "$WORK/sf.out" '^step *2 '
 st=$?
 expect_eq "stop signal, save into a path below a file: exit 76" "$st" 76
 check "the save's error is printed" grep -q "notadir.*not a directory" "$WORK/sf.err"

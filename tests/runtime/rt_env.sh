@@ -20,6 +20,18 @@ need_mpi() {
 }
 # world_size of a plan file
 plan_ranks() { sed -n 's/^ *"world_size": *\([0-9]*\).*/\1/p' "$1" | head -n 1; }
+# signal_when PID SIG FILE PATTERN: once FILE has a line matching PATTERN
+# (polled every 0.05 s, for 30 s at most), send SIG to PID (a background
+# child of this shell) and wait for it; returns its exit status
+signal_when() {
+	local pid=$1 sig=$2 file=$3 pat=$4 n=0
+	while ! grep -q -- "$pat" "$file" && [ $n -lt 600 ]; do
+		sleep 0.05
+		n=$((n + 1))
+	done
+	kill -s "$sig" "$pid"
+	wait "$pid"
+}
 # hx_mpirun NP ARGS...: run under mpirun with a hard time limit
 hx_mpirun() {
 	local np=$1
