@@ -34,11 +34,12 @@ static int my_shard(const hexi_rt *rt, const char *name,
 	const hexi_layout *l = rt->layout;
 
 	for (int t = 0; t < l->ntensors; t++) {
-		if (strcmp(l->tensors[t].name, name) != 0)
+		const hexi_tensor_layout *x = &l->tensors[t];
+		if (strcmp(x->name, name) != 0)
 			continue;
-		*tl = &l->tensors[t];
-		for (int k = 0; k < l->tensors[t].nshards; k++)
-			if (l->tensors[t].shards[k].rank == rt->rank)
+		*tl = x;
+		for (int k = 0; k < x->nshards; k++)
+			if (x->shards[k].rank == rt->rank)
 				return k;
 	}
 	return -1;
