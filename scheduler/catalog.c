@@ -862,10 +862,23 @@ static void attn_rescale(hexi_gpu_type *t, double old_peak, const prof_acc *a)
 	}
 }
 
+/* A figure of type t set from profiles that the catalog reader would
+ * refuse (a plan carrying it could not be read back): below HSJ_POS_MIN,
+ * or not finite (0/0 from a CPU profile of gemm_gflops 5e-324). */
+static hexi_rc measured_ok(const hexi_gpu_type *t, const char *key, double v)
+{
+	if (isfinite(v) && v >= HSJ_POS_MIN)
+		return HEXI_OK;
+	return hexi_error(HEXI_ERR_RANGE,
+			  "profiles: GPU type %s: the measurements give %s = "
+			  "%g, below %g: not a figure to plan with",
+			  t->name, key, v, HSJ_POS_MIN);
+}
+
 /* Apply the averages: efficiency = measured / peak (peak raised to the
  * measurement when a profile beats the datasheet; the attention rates
  * stay what they were, or what the profile measured). */
-static void prof_commit(hexi_catalog *cat, const prof_acc *acc)
+static hexi_rc prof_commit(hexi_catalog *cat, const prof_acc *acc)
 {
 	for (size_t i = 0; i < cat->n; i++) {
 		hexi_gpu_type *t = &cat->e[i].t;
@@ -883,7 +896,29 @@ static void prof_commit(hexi_catalog *cat, const prof_acc *acc)
 			t->mem_bw_gbps = acc[i].membw / acc[i].nmembw;
 		if (acc[i].nintra > 0)
 			t->intra_bw_gbps = acc[i].intra / acc[i].nintra;
+		hexi_rc rc = HEXI_OK;
+		if (acc[i].ntflops > 0 &&
+		    (rc = measured_ok(t, "peak_tflops", t->peak_tflops)) ==
+			HEXI_OK)
+			rc = measured_ok(t, "efficiency", t->efficiency);
+		/* an attention rate of 0 is unset (the catalog's default) */
+		if (rc == HEXI_OK && t->attn_efficiency != 0)
+			rc = measured_ok(t, "attn_efficiency",
+					 t->attn_efficiency);
+		if (rc == HEXI_OK && t->attn_bwd_efficiency != 0)
+			rc = measured_ok(t, "attn_bwd_efficiency",
+					 t->attn_bwd_efficiency);
+		if (rc == HEXI_OK && t->attn_own_efficiency != 0)
+			rc = measured_ok(t, "attn_own_efficiency",
+					 t->attn_own_efficiency);
+		if (rc == HEXI_OK && acc[i].nmembw > 0)
+			rc = measured_ok(t, "mem_bw_gbps", t->mem_bw_gbps);
+		if (rc == HEXI_OK && acc[i].nintra > 0)
+			rc = measured_ok(t, "intra_bw_gbps", t->intra_bw_gbps);
+		if (rc != HEXI_OK)
+			return rc;
 	}
+	return HEXI_OK;
 }
 
 static int is_json_name(const char *n)
@@ -963,7 +998,7 @@ hexi_rc hexi_catalog_apply_profiles(hexi_catalog *cat, const char *path)
 		return hexi_error(HEXI_ERR_NOMEM, "profiles: out of memory");
 	rv = hexi__profile_paths(path, prof_file, &ctx);
 	if (rv == HEXI_OK)
-		prof_commit(cat, ctx.acc);
+		rv = prof_commit(cat, ctx.acc);
 	free(ctx.acc);
 	return rv;
 }

@@ -59,8 +59,6 @@ static void usage(FILE *f)
 	       "See hexiplan(1).\n");
 }
 
-
-
 #define fail(rc) hexi_cli_fail(PROG, rc)
 #define usage_error(...) hexi_cli_usage_error(PROG, __VA_ARGS__)
 
@@ -341,15 +339,23 @@ static hexi_rc load_plan(const cli *a, hexi_plan **p)
 /* ---- output ----------------------------------------------------------------
  */
 
-static void print_json(json_t *j)
+/* j is consumed.  NULL j (json_pack refused a NaN, an infinity or a
+ * string that is not UTF-8) or a failed dump is an error, not silence. */
+static hexi_rc print_json(json_t *j)
 {
-	char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS |
-				    JSON_REAL_PRECISION(10));
+	char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS |
+					JSON_REAL_PRECISION(10))
+		    : NULL;
 
-	if (s)
-		printf("%s\n", s);
-	free(s);
 	json_decref(j);
+	if (s == NULL)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "--json: the output cannot be written (a "
+				  "number that is not finite, or a string "
+				  "that is not UTF-8)");
+	printf("%s\n", s);
+	free(s);
+	return HEXI_OK;
 }
 
 static json_t *pred_json(const hexi_plan *p)
@@ -485,9 +491,12 @@ static int cmd_plan(cli *a)
 		    json_string(p->search.stop == HEXI_SEARCH_TIME   ? "time"
 				: p->search.stop == HEXI_SEARCH_WORK ? "work"
 								     : "done"));
-		if (a->out)
-			json_object_set_new(j, "output", json_string(a->out));
-		print_json(j);
+		if (a->out && json_object_set_new(j, "output",
+						  json_string(a->out)) != 0) {
+			json_decref(j); /* a path not UTF-8: print_json says */
+			j = NULL;
+		}
+		rc = print_json(j);
 	} else {
 		print_summary(p);
 		printf("planned in %.3f s%s%s\n", hexi_now_s() - t0,
@@ -589,7 +598,7 @@ static int cmd_simulate(cli *a)
 		json_object_set_new(j, "stages", st);
 		json_object_set_new(j, "stages_over_memory",
 				    json_integer(over));
-		print_json(j);
+		rc = print_json(j);
 	} else {
 		print_sim_text(p, r);
 	}
@@ -637,7 +646,10 @@ static int cmd_validate(cli *a)
 			      "message", rc == HEXI_OK ? "" : hexi_errmsg(rc));
 		if (rc == HEXI_OK)
 			json_object_set_new(j, "hash", json_string(p->hash));
-		print_json(j);
+		if (print_json(j) != HEXI_OK) {
+			hexi_plan_destroy(p);
+			return fail(HEXI_ERR_RANGE);
+		}
 	} else if (rc == HEXI_OK) {
 		printf("%s: valid plan, %d pipeline(s), %d GPUs, hash %s\n",
 		       a->input, p->npipelines, p->world_size, p->hash);
@@ -763,10 +775,15 @@ static int cmd_compare(cli *a)
 		cmp_plan(a, c, &m, &t, &rows[i], i, nrows);
 		cmp_print(a, rows, i, arr);
 	}
-	if (a->json)
-		print_json(json_pack("{s:o}", "strategies", arr));
-	else
+	if (a->json) {
+		hexi_rc prc = print_json(json_pack("{s:o}", "strategies", arr));
+		if (prc != HEXI_OK) {
+			hexi_cluster_destroy(c);
+			return fail(prc);
+		}
+	} else {
 		json_decref(arr);
+	}
 	hexi_cluster_destroy(c);
 	return rows[1].rc == HEXI_OK ? 0 : fail(rows[1].rc);
 }

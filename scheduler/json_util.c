@@ -177,6 +177,11 @@ hexi_rc hsj_as_num(const json_t *v, const char *path, double min, int gt_min,
 				  "%s: expected a number, got %s", path,
 				  type_name(v));
 	x = json_number_value(v);
+	if (gt_min && min == 0 && isfinite(x) && x > 0 && x < HSJ_POS_MIN)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "%s: %g is out of range (must be at least "
+				  "%g and <= %g)",
+				  path, x, HSJ_POS_MIN, max);
 	if (!isfinite(x) || (gt_min ? !(x > min) : !(x >= min)) || x > max)
 		return hexi_error(HEXI_ERR_RANGE,
 				  "%s: %g is out of range (must be %s %g and "
@@ -299,7 +304,13 @@ hexi_rc hsj_get_object(const json_t *obj, const char *where, const char *key,
 
 hexi_rc hsj_set(json_t *obj, const char *key, json_t *val)
 {
-	if (obj == NULL || val == NULL || json_object_set_new(obj, key, val)) {
+	if (obj != NULL &&
+	    val == NULL) /* jansson refuses NaN, inf, bad UTF-8 */
+		return hexi_error(HEXI_ERR_RANGE,
+				  "JSON: the value of '%s' cannot be written "
+				  "(not a finite number, or not UTF-8)",
+				  key);
+	if (obj == NULL || json_object_set_new(obj, key, val)) {
 		json_decref(val);
 		return hexi_error(HEXI_ERR_NOMEM, "JSON: no memory for '%s'",
 				  key);
@@ -309,7 +320,11 @@ hexi_rc hsj_set(json_t *obj, const char *key, json_t *val)
 
 hexi_rc hsj_append(json_t *arr, json_t *val)
 {
-	if (arr == NULL || val == NULL || json_array_append_new(arr, val)) {
+	if (arr != NULL && val == NULL)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "JSON: an array element cannot be written "
+				  "(not a finite number, or not UTF-8)");
+	if (arr == NULL || json_array_append_new(arr, val)) {
 		json_decref(val);
 		return hexi_error(HEXI_ERR_NOMEM,
 				  "JSON: no memory for an array");

@@ -63,6 +63,11 @@ hexi_rc hsj_get_object(const json_t *obj, const char *where, const char *key,
 /* Element checks (for arrays of numbers). */
 hexi_rc hsj_as_int(const json_t *v, const char *path, long min, long max,
 		   long *out);
+/* A number in [min, max], or (min, max] with gt_min.  "> 0" (gt_min with
+ * min 0: bandwidths, TFLOPS, memory, efficiencies) means at least
+ * HSJ_POS_MIN: a subnormal 1e-315 is "> 0" too, and made the cost model's
+ * times inf and NaN (a NaN pipeline time lost every comparison). */
+#define HSJ_POS_MIN 1e-6
 hexi_rc hsj_as_num(const json_t *v, const char *path, double min, int gt_min,
 		   double max, double *out);
 

@@ -96,4 +96,21 @@ bad "unknown model" 7 "llama9" "$H" plan "$EX/paper.json" --model llama9
 bad "unknown strategy" 2 "strategy" "$H" plan "$EX/paper.json" --model llama2-7b --strategy fast
 bad "exhaustive over 8 GPUs" 6 "exhaustive" "$H" plan "$EX/mixed-64.json" --model llama2-7b --strategy exhaustive
 bad "validate broken plan" 5 "broken.json" "$H" validate "$T/broken.json"
+# "> 0" is at least 1e-6: a subnormal bandwidth passed "> 0" and made a
+# pipeline time NaN, which lost every comparison (iteration 0 s, MFU 102 %)
+sed 's/"inter_bw_gbps":0/"inter_bw_gbps":1e-315/' "$T/zero.json" >"$T/sub.json"
+bad "subnormal bandwidth" 6 "inter_bw_gbps: 1e-315 is out of range (must be at least 1e-06" "$H" plan "$T/sub.json" --model tiny-4l
+# a profile whose measurement makes an efficiency the reader would refuse:
+# refused when applied (a plan carrying it could not be read back)
+mkdir -p "$T/prof"
+echo '{"format":"hexiscale-profile","version":1,"host":"n1","gpus":[{"type":"a100","gemm_tflops":{"bf16":1e-6}}]}' >"$T/prof/n1.json"
+sed 's/"inter_bw_gbps":0/"inter_bw_gbps":10/' "$T/zero.json" >"$T/ten.json"
+bad "profile giving efficiency 3e-9" 6 "profiles: GPU type a100-80g: the measurements give efficiency" \
+	"$H" plan "$T/ten.json" --model tiny-4l --profiles "$T/prof"
+# --json output that jansson cannot write (a file name not UTF-8) is an
+# error with a message, not empty output and exit 0
+"$H" plan "$T/ten.json" --model tiny-4l -o "$T/$(printf 'x\377.json')" >/dev/null 2>&1 ||
+	fail "plan written to a non-UTF-8 file name"
+bad "validate --json of a non-UTF-8 file name" 6 "cannot be written" \
+	"$H" validate --json "$T/$(printf 'x\377.json')"
 done_testing
