@@ -37,8 +37,11 @@ void hx_setting_origin(const hx_settings *s, hx_opt_id id, const char *key,
 /* local.c: srun. */
 int hx_local_post_opt(spank_t sp);
 int hx_local_user_init(spank_t sp);
-/* remote.c: slurmstepd, in the task after privileges are dropped;
+/* remote.c: slurmstepd, in the task.  task_init_privileged records the
+ * step's GPUs of the node before Slurm narrows them to the task's own;
+ * task_init (after privileges are dropped) exports the role.
  * conf_error: the plugstack error of this process, or NULL. */
+void hx_remote_task_privileged(spank_t sp);
 int hx_remote_task_init(spank_t sp, const char *conf_error);
 
 /* ---- allocation discovery (discover.c) ---------------------------------- */

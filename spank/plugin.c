@@ -132,6 +132,15 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 	return spank_context() == S_CTX_LOCAL ? hx_local_user_init(sp) : 0;
 }
 
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+	(void)ac;
+	(void)av;
+	if (spank_context() == S_CTX_REMOTE)
+		hx_remote_task_privileged(sp);
+	return 0;
+}
+
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	(void)ac;

@@ -51,10 +51,89 @@ static int list_index(const char *list, int gpu)
 	return -1;
 }
 
-/* CUDA_VISIBLE_DEVICES value for the plan's GPU: its position in the
- * step's GPUs (SLURM_STEP_GPUS, real indices) picks the entry of the
- * current CUDA_VISIBLE_DEVICES (which may be renumbered by cgroups). */
-static hexi_rc bind_gpu(spank_t sp, const char *node, int gpu, char *cvd,
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The step's GPUs of this node (SLURM_STEP_GPUS as task_init_privileged
+ * sees it: per-task binding narrows it to the task's own GPU before
+ * task_init).  Both hooks run in the task's own process, after fork. */
+static char g_node_gpus[512];
+
+void hx_remote_task_privileged(spank_t sp)
+{
+	if (spank_getenv(sp, "SLURM_STEP_GPUS", g_node_gpus,
+			 sizeof(g_node_gpus)) != ESPANK_SUCCESS)
+		g_node_gpus[0] = '\0';
+}
+
+/* Sorted device indices of a comma list into g (at most HX_GPUS_MAX);
+ * returns their count, or -1 if one is not an index. */
+static int sorted_list(const char *list, int *g)
+{
+	char tok[16];
+	long v;
+	int n = 0;
+
+	for (int pos = 0; list_entry(list, pos, tok, sizeof(tok)) == 0; pos++) {
+		if (n == HX_GPUS_MAX ||
+		    hexi_parse_long(tok, 0, 1 << 20, &v) != HEXI_OK)
+			return -1;
+		g[n++] = (int)v;
+	}
+	qsort(g, (size_t)n, sizeof(g[0]), cmp_int);
+	return n;
+}
+
+/* Slurm's device index of plan GPU GPU of node NODE_I, given the step's
+ * GPUs of the node (ALL).  srun plans on the job's first GPUs of each
+ * node, because it cannot see which of them the controller gives the step
+ * (doc/DECISIONS.md 174).  When the step holds all the plan's GPUs there,
+ * they are used as planned.  A step that got others (another step of the
+ * job holds the first ones) has as many there: the plan's j-th smallest
+ * GPU of the node is then Slurm's j-th smallest, the order in which both
+ * the plan and Slurm's --gpus-per-task give GPUs to tasks.  A node has one
+ * GPU type, so the plan holds for them.  -1 if neither applies. */
+static int real_gpu(const hx_handoff *h, int node_i, const char *all, int gpu)
+{
+	int sg[HX_GPUS_MAX], pg[HX_GPUS_MAX], ns, np = 0, subset = 1, j = -1;
+
+	if ((ns = sorted_list(all, sg)) < 0)
+		return -1;
+	for (int t = 0; t < h->ntasks; t++) {
+		int g = h->roles[t].gpu, seen = 0;
+
+		if (h->roles[t].node != node_i)
+			continue;
+		for (int k = 0; k < np; k++)
+			seen |= pg[k] == g;
+		if (seen)
+			continue;
+		if (np == HX_GPUS_MAX)
+			return -1;
+		pg[np++] = g;
+		subset &= list_index(all, g) >= 0;
+	}
+	qsort(pg, (size_t)np, sizeof(pg[0]), cmp_int);
+	for (int k = 0; k < np; k++)
+		if (pg[k] == gpu)
+			j = k;
+	if (j < 0)
+		return -1;
+	if (subset)
+		return gpu;
+	return ns == np ? sg[j] : -1;
+}
+
+/* CUDA_VISIBLE_DEVICES value and Slurm's index (*real) of plan GPU GPU of
+ * node NODE_I: the real index's position in this task's SLURM_STEP_GPUS
+ * picks the entry of the current CUDA_VISIBLE_DEVICES (which may be
+ * renumbered by cgroups).  HEXI_ERR_NODEV if the task does not have it. */
+static hexi_rc bind_gpu(spank_t sp, const hx_handoff *h, int node_i,
+			const char *node, int gpu, int *real, char *cvd,
 			size_t cap)
 {
 	char step[512], vis[512], tok[16];
@@ -66,17 +145,20 @@ static hexi_rc bind_gpu(spank_t sp, const char *node, int gpu, char *cvd,
 				  "node %s: this task sees no GPUs "
 				  "(SLURM_STEP_GPUS unset)",
 				  node);
-	pos = list_index(step, gpu);
+	*real = real_gpu(h, node_i, g_node_gpus[0] ? g_node_gpus : step, gpu);
+	pos = *real < 0 ? -1 : list_index(step, *real);
 	if (pos < 0)
 		return hexi_error(HEXI_ERR_NODEV,
 				  "node %s: the plan gives this task GPU %d "
-				  "but Slurm gave it GPUs %.64s",
-				  node, gpu, step);
+				  "but Slurm gave it GPUs %.64s%s%.64s%s",
+				  node, gpu, step,
+				  g_node_gpus[0] ? " (the step: " : "",
+				  g_node_gpus, g_node_gpus[0] ? ")" : "");
 	if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", vis, sizeof(vis)) !=
 		ESPANK_SUCCESS ||
 	    list_entry(vis, pos, tok, sizeof(tok)) != 0 ||
 	    hexi_strlcpy(cvd, tok, cap) != HEXI_OK)
-		snprintf(cvd, cap, "%d", gpu);
+		snprintf(cvd, cap, "%d", *real);
 	return HEXI_OK;
 }
 
@@ -86,14 +168,15 @@ static hexi_rc bind_gpu(spank_t sp, const char *node, int gpu, char *cvd,
  * alone (device 0).  Each entry is Slurm's name for the GPU (bind_gpu). */
 static hexi_rc visible_devices(spank_t sp, const hx_handoff *h,
 			       const hx_task_role *me, const char *node,
-			       char *cvd, size_t cap)
+			       int *own, char *cvd, size_t cap)
 {
 	char one[64];
 	size_t len = 0;
+	int real;
 	hexi_rc rc;
 
 	if (hx_g_conf.gpu_bind_single)
-		return bind_gpu(sp, node, me->gpu, cvd, cap);
+		return bind_gpu(sp, h, me->node, node, me->gpu, own, cvd, cap);
 	cvd[0] = '\0';
 	for (int lr = 0; lr < me->local_world_size; lr++) {
 		int gpu = -1;
@@ -108,11 +191,15 @@ static hexi_rc visible_devices(spank_t sp, const hx_handoff *h,
 					  node, lr);
 		/* another task's GPU may be missing from this task's
 		 * SLURM_STEP_GPUS (per-task binding): its device index */
-		rc = bind_gpu(sp, node, gpu, one, sizeof(one));
-		if (rc != HEXI_OK && gpu == me->gpu)
+		rc = bind_gpu(sp, h, me->node, node, gpu, &real, one,
+			      sizeof(one));
+		if (rc != HEXI_OK && lr == me->local_rank)
 			return rc;
 		if (rc != HEXI_OK)
-			snprintf(one, sizeof(one), "%d", gpu);
+			snprintf(one, sizeof(one), "%d",
+				 real >= 0 ? real : gpu);
+		if (lr == me->local_rank)
+			*own = real;
 		len += (size_t)snprintf(cvd + len, cap - len, "%s%s",
 					lr ? "," : "", one);
 		if (len >= cap)
@@ -369,19 +456,27 @@ static void node_name(spank_t sp, const hx_handoff *ho, int index, char *out,
 static int apply(spank_t sp, const hx_handoff *h)
 {
 	uint32_t gtid = 0;
-	const hx_task_role *r;
+	hx_task_role me, *r = &me;
 	char node[HX_NAME_MAX] = "?", cvd[HX_GPUS_MAX * 20], found[96];
 	hexi_rc rc;
+	int real = -1;
 
 	if (check_ids(sp, h, &gtid) != 0)
 		return -1;
-	r = &h->roles[gtid];
+	me = h->roles[gtid];
 	node_name(sp, h, r->node, node, sizeof(node));
-	if (visible_devices(sp, h, r, node, cvd, sizeof(cvd)) != HEXI_OK) {
+	if (visible_devices(sp, h, r, node, &real, cvd, sizeof(cvd)) !=
+		HEXI_OK ||
+	    real < 0) {
 		hx_err("task %u (rank %d): %s", gtid, r->rank,
 		       hexi_errmsg(HEXI_ERR_NODEV));
 		return -1;
 	}
+	if (real != me.gpu)
+		slurm_info("hexiscale: task %u (rank %d): plan %s GPU %d of "
+			   "node %s is Slurm's GPU %d in this step",
+			   gtid, me.rank, h->plan_hash, me.gpu, node, real);
+	me.gpu = real; /* HEXISCALE_GPU and the NVML check: Slurm's */
 	rc = hx_nvml_check(hx_g_conf.nvml, r->gpu, h->gpu_type[r->node], found,
 			   sizeof(found));
 	if (rc == HEXI_ERR_NOTFOUND) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check-roles.py [--bind single] PLAN.json OUTPUT: every HXROLE line of
+"""check-roles.py [--bind single] [--gpu-map P:S,...] PLAN.json OUTPUT: every HXROLE line of
 OUTPUT (one per task, from examples/print-role.sh) must match the plan file:
 rank, world, pipeline, stage, TP rank/size, layers, batch, micro-batches,
 node and GPU; LOCAL_RANK is SLURM_LOCALID (torchrun's meanings);
@@ -9,7 +9,9 @@ at position LOCAL_RANK (gpu_bind=local_rank), or only the task's own
 GPUs' included.  RANK is SLURM_PROCID when no GPU is idle; with idle GPUs
 (the plan's "idle" list, hexiscale-env(7)) the training tasks have ranks
 0..W-1 and the idle tasks W.., each in SLURM_PROCID order, an idle task
-has role=idle and no stage variables, every other role=train.
+has role=idle and no stage variables, every other role=train.  With
+--gpu-map, the task of plan GPU P must say Slurm's GPU S (a step that got
+other GPUs than the job's first).
 Exit 0 ok, 1 mismatch (each printed)."""
 import json
 import re
@@ -34,6 +36,11 @@ def main():
     single = len(sys.argv) > 3 and sys.argv[1] == '--bind' and sys.argv[2] == 'single'
     if single:
         del sys.argv[1:3]
+    # --gpu-map P:S,...: the step got Slurm's GPU S where the plan says P
+    gmap = {}
+    if len(sys.argv) > 3 and sys.argv[1] == '--gpu-map':
+        gmap = dict(tuple(int(x) for x in e.split(':')) for e in sys.argv[2].split(','))
+        del sys.argv[1:3]
     plan = json.load(open(sys.argv[1]))
     roles = {}
     for pi, p in enumerate(plan['pipelines']):
@@ -43,18 +50,18 @@ def main():
                     pipe=pi, stage=si, nstages=len(p['stages']), tp_rank=ti,
                     tp_size=s['tp'], l0=s['layer_begin'], l1=s['layer_end'],
                     batch=p['batch'], mb=p['micro_batches'],
-                    node=d['node'], gpu=d['gpu'], role='train')
+                    node=d['node'], gpu=gmap.get(d['gpu'], d['gpu']), role='train')
     none = 'none'
     for d in plan.get('idle', []):
         roles[d['rank']] = dict(
             pipe=none, stage=none, nstages=none, tp_rank=none, tp_size=none,
             l0=none, l1=none, batch=none, mb=none, node=d['node'],
-            gpu=d['gpu'], role='idle')
+            gpu=gmap.get(d['gpu'], d['gpu']), role='idle')
     errors, seen = [], {}
     lines = [l for l in open(sys.argv[2]) if l.startswith('HXROLE ')]
     # The rank each task must have: SLURM_PROCID when no GPU is idle, else
     # its place among the training (or, after W, the idle) tasks.
-    idle_gpus = {(d['node'], d['gpu']) for d in plan.get('idle', [])}
+    idle_gpus = {(d['node'], gmap.get(d['gpu'], d['gpu'])) for d in plan.get('idle', [])}
     kind = {}
     for line in lines:
         kv = dict(f.split('=', 1) for f in line.split()[1:])
