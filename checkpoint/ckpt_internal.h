@@ -165,7 +165,14 @@ hexi_rc ck_hash_fd(int fd, const char *what, uint64_t *bytes, uint64_t *xxh);
 int ck_fd_path(char *buf, size_t cap, int fd, const char *name);
 int ck_have_proc_fd(void);
 hexi_rc ck_fsync_fd(int fd, const char *what);
-/* Temporary name (O_EXCL|O_NOFOLLOW), fsync, renameat, fsync DFD. */
+/* NAME below DFD written atomically: a random temporary name created with
+ * O_EXCL|O_NOFOLLOW, FILL writes it, fsync, renameat over NAME (a planted
+ * symlink or FIFO named NAME is replaced, never followed), fsync DFD; the
+ * temporary is removed on any error. */
+typedef hexi_rc (*ck_fill_fn)(int fd, const char *what, void *arg);
+hexi_rc ck_write_at_atomic_fn(int dfd, const char *name, const char *what,
+			      ck_fill_fn fill, void *arg);
+/* The same with LEN bytes of TEXT. */
 hexi_rc ck_write_at_atomic(int dfd, const char *name, const char *text,
 			   size_t len, const char *what);
 int ck_is_stage_name(const char *s);

@@ -218,41 +218,18 @@ static char *config_text(const hexi_model *m, const char *dtype)
 	return s;
 }
 
-/* NAME below DFD written atomically: a random temporary name created
- * with O_EXCL|O_NOFOLLOW, fsynced and renamed over NAME (a planted
- * symlink or FIFO named NAME is replaced, never followed). */
-static hexi_rc write_st_at(int dfd, const char *name, const char *what,
-			   const hf_st_out *outs, int n, hf_dtype dt,
-			   export_ctx *x)
-{
-	char tmp[200], sfx[12];
-	hexi_rc rc;
-	int fd;
+typedef struct st_fill_arg {
+	const hf_st_out *outs;
+	int n;
+	hf_dtype dt;
+	export_ctx *x;
+} st_fill_arg;
 
-	ck_random_name(sfx, 10);
-	snprintf(tmp, sizeof(tmp), ".%.64s.tmp.%s", name, sfx);
-	fd = openat(dfd, tmp,
-		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return hexi_error(errno == ENOSPC	    ? HEXI_ERR_NOSPACE
-				  : errno == EACCES ? HEXI_ERR_PERM
-						    : HEXI_ERR_IO,
-				  "%s: cannot create: %s", what,
-				  strerror(errno));
-	rc = hf_st_write(fd, what, outs, n, dt, export_get, x);
-	if (rc == HEXI_OK)
-		rc = ck_fsync_fd(fd, what);
-	if (close(fd) != 0 && rc == HEXI_OK)
-		rc = hexi_error(HEXI_ERR_IO, "%s: close: %s", what,
-				strerror(errno));
-	if (rc == HEXI_OK && renameat(dfd, tmp, dfd, name) != 0)
-		rc = hexi_error(HEXI_ERR_IO, "%s: rename: %s", what,
-				strerror(errno));
-	if (rc != HEXI_OK) {
-		(void)unlinkat(dfd, tmp, 0);
-		return rc;
-	}
-	return ck_fsync_fd(dfd, what);
+static hexi_rc fill_st(int fd, const char *what, void *arg)
+{
+	const st_fill_arg *a = arg;
+
+	return hf_st_write(fd, what, a->outs, a->n, a->dt, export_get, a->x);
 }
 
 /* DIR is created, or must be a real directory (not a symlink). */
@@ -318,9 +295,11 @@ hexi_rc hexi_hf_export(hexi_ckpt_reader *r, const hexi_model *m,
 	}
 	x.map = map;
 	if (rc == HEXI_OK) {
+		st_fill_arg fa = {outs, n, dt, &x};
+
 		snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-		rc = write_st_at(dfd, "model.safetensors", path, outs, n, dt,
-				 &x);
+		rc = ck_write_at_atomic_fn(dfd, "model.safetensors", path,
+					   fill_st, &fa);
 	}
 	if (rc == HEXI_OK && (cfg = config_text(m, tdt)) == NULL)
 		rc = hexi_error(HEXI_ERR_NOMEM, "config.json");

@@ -344,14 +344,12 @@ void ck_random_name(char *buf, size_t n)
 	buf[n] = '\0';
 }
 
-hexi_rc ck_write_at_atomic(int dfd, const char *name, const char *text,
-			   size_t len, const char *what)
+hexi_rc ck_write_at_atomic_fn(int dfd, const char *name, const char *what,
+			      ck_fill_fn fill, void *arg)
 {
 	char tmp[HEXI_CKPT_NAME_MAX + 40], sfx[12];
-	size_t off = 0;
-	ssize_t n;
 	int fd, e;
-	hexi_rc rc = HEXI_OK;
+	hexi_rc rc;
 
 	ck_random_name(sfx, 10);
 	snprintf(tmp, sizeof(tmp), ".%.64s.tmp.%s", name, sfx);
@@ -360,16 +358,7 @@ hexi_rc ck_write_at_atomic(int dfd, const char *name, const char *text,
 	if (fd < 0)
 		return hexi_error(errno_rc(errno), "%s: cannot create: %s",
 				  what, strerror(errno));
-	while (rc == HEXI_OK && off < len) {
-		n = write(fd, text + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			rc = hexi_error(errno_rc(errno), "%s: write: %s", what,
-					strerror(errno));
-		else
-			off += (size_t)n;
-	}
+	rc = fill(fd, what, arg);
 	if (rc == HEXI_OK)
 		rc = ck_fsync_fd(fd, what);
 	if (close(fd) < 0 && rc == HEXI_OK)
@@ -385,6 +374,37 @@ hexi_rc ck_write_at_atomic(int dfd, const char *name, const char *text,
 	if (rc != HEXI_OK)
 		unlinkat(dfd, tmp, 0);
 	return rc == HEXI_OK ? ck_fsync_fd(dfd, what) : rc;
+}
+
+typedef struct text_arg {
+	const char *text;
+	size_t len;
+} text_arg;
+
+static hexi_rc fill_text(int fd, const char *what, void *arg)
+{
+	const text_arg *t = arg;
+	size_t off = 0;
+	ssize_t n;
+
+	while (off < t->len) {
+		n = write(fd, t->text + off, t->len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return hexi_error(errno_rc(errno), "%s: write: %s",
+					  what, strerror(errno));
+		off += (size_t)n;
+	}
+	return HEXI_OK;
+}
+
+hexi_rc ck_write_at_atomic(int dfd, const char *name, const char *text,
+			   size_t len, const char *what)
+{
+	text_arg t = {text, len};
+
+	return ck_write_at_atomic_fn(dfd, name, what, fill_text, &t);
 }
 
 /* ---- staging directories ----------------------------------------------- */

@@ -5,6 +5,7 @@
 #define HEXI_COMMON_OUT_OF_LINE_ERROR 1
 #include "hexi_common.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -174,6 +175,17 @@ hexi_rc hexi_strlcpy(char *dst, const char *src, size_t cap)
 		    "string of %zu bytes exceeds the limit of %zu", n, cap - 1);
 	memcpy(dst, src, n + 1);
 	return HEXI_OK;
+}
+
+int hexi_is_host_name(const char *s)
+{
+	if (s[0] == '\0')
+		return 0;
+	for (; *s != '\0'; s++)
+		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '.' &&
+		    *s != '_')
+			return 0;
+	return 1;
 }
 
 int hexi_is_printable(const char *s)

@@ -148,6 +148,9 @@ hexi_rc hexi_parse_double(const char *s, double min, double max, double *out);
 hexi_rc hexi_strlcpy(char *dst, const char *src, size_t cap);
 /* 1 if s has only printable ASCII (0x20..0x7e), else 0. */
 int hexi_is_printable(const char *s);
+/* 1 if s is a non-empty host name of [A-Za-z0-9._-] (the node names a
+ * cluster description, a profile and Slurm's node list share), else 0. */
+int hexi_is_host_name(const char *s);
 
 /* ---- small utilities ---------------------------------------------------- */
 

@@ -119,12 +119,11 @@ static int parse_args(int argc, char **argv, cli *c)
 			c->json = 1;
 			break;
 		case OPT_HOST:
-			if (optarg[0] == '\0' || strlen(optarg) >= 64 ||
-			    !hexi_is_printable(optarg) ||
-			    strpbrk(optarg, "/ \"\\") != NULL)
-				return usage_error("--host '%s': want 1..63 "
-						   "printable characters, no "
-						   "'/', space or quotes",
+			if (strlen(optarg) >= 64 || !hexi_is_host_name(optarg))
+				return usage_error("--host '%s': want a host "
+						   "name of 1..63 characters "
+						   "[A-Za-z0-9._-], as in a "
+						   "cluster description",
 						   optarg);
 			c->host = optarg;
 			break;
@@ -251,6 +250,11 @@ static hexi_rc host_name(const cli *c, char *buf, size_t cap)
 	buf[cap - 1] = '\0';
 	if ((dot = strchr(buf, '.')) != NULL)
 		*dot = '\0';
+	if (!hexi_is_host_name(buf))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "host name '%.64s' has characters outside "
+				  "[A-Za-z0-9._-]: give --host",
+				  buf);
 	return HEXI_OK;
 }
 

@@ -55,17 +55,6 @@ hexi_rc hexi_cluster_create(int nnodes, const hexi_catalog *cat,
 	return HEXI_OK;
 }
 
-static int valid_hostname(const char *s)
-{
-	if (s[0] == '\0')
-		return 0;
-	for (; *s != '\0'; s++)
-		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '.' &&
-		    *s != '_')
-			return 0;
-	return 1;
-}
-
 hexi_rc hexi_cluster_set_node(hexi_cluster *c, int i, const char *name,
 			      const char *gpu_type, int ngpus,
 			      const int *gpu_index, double intra_bw_gbps)
@@ -78,7 +67,7 @@ hexi_rc hexi_cluster_set_node(hexi_cluster *c, int i, const char *name,
 	    gpu_type == NULL)
 		return hexi_error(HEXI_ERR_INVAL, "cluster: bad node argument");
 	if (hexi_strlcpy(c->nodes[i].name, name, HEXI_NAME_MAX) != HEXI_OK ||
-	    !valid_hostname(name))
+	    !hexi_is_host_name(name))
 		return hexi_error(HEXI_ERR_INVAL,
 				  "nodes[%d].name: '%.80s' is not a host name "
 				  "of 1..%d characters [A-Za-z0-9._-]",
@@ -139,7 +128,7 @@ static hexi_rc validate_node(const hexi_cluster *c, int i)
 {
 	const hexi_node *n = &c->nodes[i];
 
-	if (!valid_hostname(n->name))
+	if (!hexi_is_host_name(n->name))
 		return hexi_error(HEXI_ERR_INVAL,
 				  "nodes[%d].name: missing or "
 				  "not a host name",

@@ -38,6 +38,9 @@ done <<'TABLE'
 --max-msg=32|--max-msg
 --host=a/b|--host
 --host=|--host
+--host=n1:gpu|--host
+--host=nœud|--host
+--host=a,b|--host
 --output=|--output
 --bogus|unknown option
 -Z|unknown option

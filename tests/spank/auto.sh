@@ -10,14 +10,12 @@
 # idle.sh tests that default.
 export HEXISCALE_USE_ALL_GPUS=1
 slurm_up
-nm -D "$HEXI_LIBSCHED" 2>/dev/null | grep -q ' T hexi_plan_create' ||
-	skip "libhexisched has no planner (hexi_plan_create) yet"
+need_planner
 EX=$top_srcdir/examples
 export HEXI_EXAMPLES=$EX
 CHECK="python3 $top_srcdir/tests/spank/check-roles.py"
 GPUS="-N3 -n8 --gpus-per-task=1"
 latest_plan() { ls -t "${1:-$JOBS}"/hexiscale-plan.*.json 2>/dev/null | head -1; }
-field() { python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 
 # Batch job: #SBATCH --hexiscale=auto, two steps.
 mkdir -p "$JOBS/out"

@@ -18,15 +18,13 @@
 HT=$top_builddir/runtime/hexitrain
 unset HEXISCALE_USE_ALL_GPUS HEXISCALE_MODE HEXISCALE_MODEL HEXISCALE_HANDOFF
 slurm_up
-nm -D "$HEXI_LIBSCHED" 2>/dev/null | grep -q ' T hexi_plan_create' ||
-	skip "libhexisched has no planner"
+need_planner
 EX=$top_srcdir/examples
 CHECK="python3 $top_srcdir/tests/spank/check-roles.py"
 check "one partition per GPU type" sh -c "sinfo -h -o '%P %N' | grep -qx 'rtx4090 n2'"
 A="-p a800 -n3 --gpus-per-task=1"
 B="-p rtx4090 -n3 --gpus-per-task=1"
 # field PLAN EXPR: a value of a plan file
-field() { python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 # plan_of OUTPUT: the plan file the tasks were given
 plan_of() { sed -n 's/^HXROLE .* plan=\([^ ]*\) .*/\1/p' "$1" | sort -u; }
 # types OUTPUT: "procid:gputype" of every task, in task order

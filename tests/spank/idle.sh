@@ -14,14 +14,12 @@ MKPLAN=$top_builddir/tests/runtime/mkplan
 [ -x "$MKPLAN" ] || hard "tests/runtime/mkplan not built"
 unset HEXISCALE_USE_ALL_GPUS HEXISCALE_MODE HEXISCALE_MODEL
 slurm_up
-nm -D "$HEXI_LIBSCHED" 2>/dev/null | grep -q ' T hexi_plan_create' ||
-	skip "libhexisched has no planner (hexi_plan_create) yet"
+need_planner
 EX=$top_srcdir/examples
 export HEXI_EXAMPLES=$EX
 CHECK="python3 $top_srcdir/tests/spank/check-roles.py"
 GPUS="-N3 -n8 --gpus-per-task=1"
 latest_plan() { ls -t "$JOBS"/hexiscale-plan.*.json 2>/dev/null | head -1; }
-field() { python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 # task PROCID FIELD OUTPUT: one field of one task's HXROLE line
 task() { sed -n "s/^HXROLE procid=$1 .* $2=\([^ ]*\).*/\1/p" "$3"; }
 

@@ -10,10 +10,8 @@ TOPO=$top_srcdir/examples/clusters/pair-matrix.json
 HEXI_PLUGSTACK_ARGS="default_mode=on model=tiny-8l global_batch=16 plan_dir=$HEXI_SLURM_DIR/jobs/plans topology=$TOPO"
 export HEXI_PLUGSTACK_ARGS
 slurm_up
-nm -D "$HEXI_LIBSCHED" 2>/dev/null | grep -q ' T hexi_plan_create' ||
-	skip "libhexisched has no planner (hexi_plan_create) yet"
+need_planner
 mkdir -p "$JOBS/plans"
-field() { python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 latest_plan() { ls -t "$JOBS"/plans/hexiscale-plan.*.json 2>/dev/null | head -1; }
 
 out=$(srun -N3 -n8 --gpus-per-task=1 sh -c 'echo $HEXISCALE_RANK' 2>/dev/null | sort -n | paste -sd' ')

@@ -13,8 +13,7 @@ CMP=$top_builddir/tests/runtime/rt_cmp
 "$PY" -c 'import torch, numpy' 2>/dev/null || skip "$PY has no torch/numpy (python3-torch)"
 command -v mpirun >/dev/null 2>&1 || skip "mpirun not installed"
 slurm_up
-nm -D "$HEXI_LIBSCHED" 2>/dev/null | grep -q ' T hexi_plan_create' ||
-	skip "libhexisched has no planner"
+need_planner
 mkdir -p "$JOBS/out"
 chmod 777 "$JOBS/out"
 # Submitted from a directory holding examples/pytorch, as documented.

@@ -38,6 +38,15 @@ slurm_up() {
 	cd "$JOBS" || hard "no job dir"
 }
 
+# Skip unless the planner library can plan (--hexiscale=auto).
+need_planner() {
+	nm -D "$HEXI_LIBSCHED" 2>/dev/null | grep -q ' T hexi_plan_create' ||
+		skip "libhexisched has no planner (hexi_plan_create)"
+}
+
+# field PLAN.json EXPR: a Python expression over the plan file (p).
+field() { python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+
 # Run a client command as an unprivileged user (nobody) in the job dir.
 as_user() {
 	setpriv --reuid=nobody --regid=nogroup --clear-groups env SLURM_CONF="$SLURM_CONF" HOME=/tmp "$@"

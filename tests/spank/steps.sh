@@ -9,11 +9,9 @@
 . "$top_srcdir/tests/spank/slurm-lib.sh"
 export HEXISCALE_USE_ALL_GPUS=1
 slurm_up
-nm -D "$HEXI_LIBSCHED" 2>/dev/null | grep -q ' T hexi_plan_create' ||
-	skip "libhexisched has no planner (hexi_plan_create) yet"
+need_planner
 EX=$top_srcdir/examples
 CHECK="python3 $top_srcdir/tests/spank/check-roles.py"
-field() { python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 
 # In one allocation of n1's 3 GPUs: a plain step holds GPU 0 while two
 # HexiScale steps of 2 tasks run, one with --gres=gpu:2, one with
