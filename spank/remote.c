@@ -99,7 +99,8 @@ static int sorted_list(const char *list, int *g)
  * GPU type, so the plan holds for them.  -1 if neither applies. */
 static int real_gpu(const hx_handoff *h, int node_i, const char *all, int gpu)
 {
-	int sg[HX_GPUS_MAX], pg[HX_GPUS_MAX], ns, np = 0, subset = 1, j = -1;
+	int sg[HX_GPUS_MAX] = {0}, pg[HX_GPUS_MAX] = {0};
+	int ns, np = 0, subset = 1, j = -1;
 
 	if ((ns = sorted_list(all, sg)) < 0)
 		return -1;
