@@ -93,10 +93,11 @@ static int sorted_list(const char *list, int *g)
  * node, because it cannot see which of them the controller gives the step
  * (doc/DECISIONS.md 174).  When the step holds all the plan's GPUs there,
  * they are used as planned.  A step that got others (another step of the
- * job holds the first ones) has as many there: the plan's j-th smallest
- * GPU of the node is then Slurm's j-th smallest, the order in which both
- * the plan and Slurm's --gpus-per-task give GPUs to tasks.  A node has one
- * GPU type, so the plan holds for them.  -1 if neither applies. */
+ * job holds the first ones) has at least as many there: the plan's j-th
+ * smallest GPU of the node is then Slurm's j-th smallest, the order in
+ * which both the plan and Slurm's --gpus-per-task give GPUs to tasks.  A
+ * node has one GPU type, so the plan holds for them.  -1 if neither
+ * applies. */
 static int real_gpu(const hx_handoff *h, int node_i, const char *all, int gpu)
 {
 	int sg[HX_GPUS_MAX] = {0}, pg[HX_GPUS_MAX] = {0};
@@ -126,7 +127,7 @@ static int real_gpu(const hx_handoff *h, int node_i, const char *all, int gpu)
 		return -1;
 	if (subset)
 		return gpu;
-	return ns == np ? sg[j] : -1;
+	return ns >= np ? sg[j] : -1;
 }
 
 /* CUDA_VISIBLE_DEVICES value and Slurm's index (*real) of plan GPU GPU of

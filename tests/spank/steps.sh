@@ -15,7 +15,7 @@ CHECK="python3 $top_srcdir/tests/spank/check-roles.py"
 
 # In one allocation of n1's 3 GPUs: a plain step holds GPU 0 while two
 # HexiScale steps of 2 tasks run, one with --gres=gpu:2, one with
-# --gpus-per-task=1; then, GPU 0 free again, a step that gets GPUs 0, 1.
+# --gpus-per-task=1, and one task with --gres=gpu:2; then, GPU 0 free again, a step that gets GPUs 0, 1.
 cat >"$JOBS/inner.sh" <<'IN'
 #!/bin/bash
 rm -f "$JOBS/held" "$JOBS/release"
@@ -26,6 +26,8 @@ srun -n2 --gres=gpu:2 --exact --hexiscale=auto --hexiscale-model=tiny-8l "$EX/pr
 echo "gres=$?" >>rc.out
 srun -n2 --gpus-per-task=1 --exact --hexiscale=auto --hexiscale-model=tiny-8l "$EX/print-role.sh" >pertask.out 2>pertask.err
 echo "pertask=$?" >>rc.out
+srun -n1 --gres=gpu:2 --exact --hexiscale=auto --hexiscale-model=tiny-8l "$EX/print-role.sh" >wide.out 2>wide.err
+echo "wide=$?" >>rc.out
 touch "$JOBS/release"
 wait
 srun -n2 --gres=gpu:2 --exact --hexiscale=auto --hexiscale-model=tiny-8l "$EX/print-role.sh" >free.out 2>free.err
@@ -36,7 +38,7 @@ rm -f rc.out
 JOBS=$JOBS EX=$EX timeout 180 salloc -N1 -n3 -w n1 --gres=gpu:3 "$JOBS/inner.sh" >salloc.out 2>&1
 expect_eq "allocation ran" "$?" 0
 expect_eq "the plain step held GPU 0" "$(cat "$JOBS/held" 2>/dev/null)" 0
-expect_eq "all three HexiScale steps succeeded" "$(paste -sd' ' rc.out 2>/dev/null)" "gres=0 pertask=0 free=0"
+expect_eq "all four HexiScale steps succeeded" "$(paste -sd' ' rc.out 2>/dev/null)" "gres=0 pertask=0 wide=0 free=0"
 
 for c in gres pertask; do
 	p=$(sed -n 's/.* plan=\([^ ]*\) .*/\1/p' $c.out | head -1)
@@ -50,6 +52,10 @@ expect_eq "--gres: both tasks see the step's GPUs 1,2" "$(grep -c 'cvd=1,2 .*ste
 expect_eq "--gpus-per-task: each task bound to one, CUDA_VISIBLE_DEVICES 1,2" \
 	"$(grep -o 'cvd=[^ ]* .*step_gpus=[^ ]*' pertask.out | sed 's/ .* / /' | sort | paste -sd' ')" \
 	"cvd=1,2 step_gpus=1 cvd=1,2 step_gpus=2"
+p=$(sed -n 's/.* plan=\([^ ]*\) .*/\1/p' wide.out | head -1)
+check "one task on GPUs 1,2: plan GPU 0 is Slurm's 1" $CHECK --gpu-map 0:1 "$p" wide.out
+expect_eq "one task on GPUs 1,2: HEXISCALE_GPU 1, device 0 of CUDA_VISIBLE_DEVICES" \
+	"$(grep -o ' gpu=[0-9]* .* cvd=[^ ]*' wide.out | sed 's/ gtype.*cvd=/ cvd=/')" " gpu=1 cvd=1"
 p=$(sed -n 's/.* plan=\([^ ]*\) .*/\1/p' free.out | head -1)
 check "GPUs 0, 1 free: the step runs on the planned GPUs" $CHECK "$p" free.out
 expect_eq "GPUs 0, 1 free: HEXISCALE_GPU 0 and 1" "$(grep -o ' gpu=[0-9]*' free.out | sort | paste -sd' ')" " gpu=0  gpu=1"
