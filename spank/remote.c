@@ -141,6 +141,7 @@ static hexi_rc bind_gpu(spank_t sp, const hx_handoff *h, int node_i,
 	char step[512], vis[512], tok[16];
 	int pos;
 
+	*real = -1;
 	if (spank_getenv(sp, "SLURM_STEP_GPUS", step, sizeof(step)) !=
 	    ESPANK_SUCCESS)
 		return hexi_error(HEXI_ERR_NODEV,
@@ -174,7 +175,7 @@ static hexi_rc visible_devices(spank_t sp, const hx_handoff *h,
 {
 	char one[64];
 	size_t len = 0;
-	int real;
+	int real = -1;
 	hexi_rc rc;
 
 	if (hx_g_conf.gpu_bind_single)
