@@ -48,33 +48,38 @@ typedef struct key_desc {
 	size_t off;
 	double min, max;
 	size_t cap; /* K_PATH, K_STR: size of the field */
+	int utf8;   /* value may hold well-formed UTF-8 (hx_is_utf8_text) */
 } key_desc;
 
 /* offset and, for strings, the field's own size: a key never copies more
  * than its field holds (model is HX_VALUE_MAX, paths HX_PATH_MAX) */
 #define F(m) offsetof(hx_conf, m)
-#define S(m) offsetof(hx_conf, m), 0, 0, sizeof(((hx_conf *)0)->m)
+#define S(m) offsetof(hx_conf, m), 0, 0, sizeof(((hx_conf *)0)->m), 0
+#define U(m) offsetof(hx_conf, m), 0, 0, sizeof(((hx_conf *)0)->m), 1
 static const key_desc keys[] = {
     {"catalog", K_PATH, S(catalog)},
     {"profiles", K_PATH, S(profiles)},
     {"topology", K_PATH, S(topology)},
     {"model", K_STR, S(model)},
-    {"plan_dir", K_PATH, S(plan_dir)},
+    /* the plan path travels in the hand-off's pf=, which carries UTF-8
+     * (/scratch/équipe/plans), as --hexiscale-plan-dir does */
+    {"plan_dir", K_PATH, U(plan_dir)},
     {"libsched", K_PATH, S(libsched)},
     {"nvml", K_STR, S(nvml)},
-    {"global_batch", K_INT, F(global_batch), 1, 1 << 24, 0},
-    {"micro_batch", K_INT, F(micro_batch), 1, 1 << 16, 0},
-    {"seq_len", K_INT, F(seq_len), 0, HX_SEQ_LEN_MAX, 0},
-    {"port_base", K_INT, F(port_base), 1024, 60000, 0},
-    {"inter_bw_gbps", K_DOUBLE, F(inter_bw_gbps), 1e-3, 1e4, 0},
-    {"inter_lat_s", K_DOUBLE, F(inter_lat_s), 0, 1, 0},
-    {"time_budget_s", K_DOUBLE, F(time_budget_s), 0.01, 600, 0},
-    {"default_mode", K_MODE, F(default_on), 0, 0, 0},
-    {"gpu_bind", K_BIND, F(gpu_bind_single), 0, 0, 0},
-    {"use_all_gpus", K_YESNO, F(use_all_gpus), 0, 0, 0},
+    {"global_batch", K_INT, F(global_batch), 1, 1 << 24, 0, 0},
+    {"micro_batch", K_INT, F(micro_batch), 1, 1 << 16, 0, 0},
+    {"seq_len", K_INT, F(seq_len), 0, HX_SEQ_LEN_MAX, 0, 0},
+    {"port_base", K_INT, F(port_base), 1024, 60000, 0, 0},
+    {"inter_bw_gbps", K_DOUBLE, F(inter_bw_gbps), 1e-3, 1e4, 0, 0},
+    {"inter_lat_s", K_DOUBLE, F(inter_lat_s), 0, 1, 0, 0},
+    {"time_budget_s", K_DOUBLE, F(time_budget_s), 0.01, 600, 0, 0},
+    {"default_mode", K_MODE, F(default_on), 0, 0, 0, 0},
+    {"gpu_bind", K_BIND, F(gpu_bind_single), 0, 0, 0, 0},
+    {"use_all_gpus", K_YESNO, F(use_all_gpus), 0, 0, 0, 0},
 };
 #undef F
 #undef S
+#undef U
 
 static hexi_rc set_key(hx_conf *c, const key_desc *k, const char *val)
 {
@@ -82,11 +87,14 @@ static hexi_rc set_key(hx_conf *c, const key_desc *k, const char *val)
 	long l;
 	hexi_rc rc;
 
-	if (!hexi_is_printable(val) || strpbrk(val, " ;|") != NULL)
+	if (!(k->utf8 ? hx_is_utf8_text(val) : hexi_is_printable(val)) ||
+	    strpbrk(val, " ;|") != NULL)
 		return hexi_error(HEXI_ERR_INVAL,
 				  "plugstack key '%s': value has control "
-				  "characters, spaces, ';' or '|'",
-				  k->key);
+				  "characters, spaces, ';' or '|'%s",
+				  k->key,
+				  k->utf8 ? ", or bytes that are not UTF-8"
+					  : ", or is not ASCII");
 	switch (k->kind) {
 	case K_PATH:
 		if (val[0] != '/')

@@ -41,6 +41,11 @@ static void test_conf(void)
 	    {"time_budget_s=1e9", "'time_budget_s'"},
 	    {"model=a;b", "'model'"},
 	    {"plan_dir=/tmp/\x01x", "'plan_dir'"},
+	    {"plan_dir=/tmp/\xc3", "not UTF-8"},	 /* cut sequence */
+	    {"plan_dir=/tmp/\xc2\x85x", "not UTF-8"}, /* C1 NEL */
+	    {"plan_dir=/tmp/\xc0\xafx", "not UTF-8"}, /* overlong '/' */
+	    {"catalog=/etc/\xc3\xa9/c.json", "'catalog': value"},
+	    {"model=ll\xc3\xa9", "not ASCII"},
 	    {"port_base=80", "'port_base'"},
 	    {"use_all_gpus=1", "'use_all_gpus': '1' is not one of yes, no"},
 	    {"use_all_gpus=", "'use_all_gpus'"},
@@ -62,6 +67,15 @@ static void test_conf(void)
 
 		ok(rc != HEXI_OK && strstr(hexi_errmsg(rc), bad[i][1]) != NULL,
 		   "plugstack '%s' refused naming %s", bad[i][0], bad[i][1]);
+	}
+	{
+		/* the plan path travels as UTF-8 (pf=), so plan_dir= takes it */
+		char *av[1] = {"plan_dir=/scratch/\xc3\xa9quipe/plans"};
+
+		is_int(hx_conf_parse(&c, 1, av), HEXI_OK,
+		       "plan_dir= takes UTF-8 letters");
+		is_str(c.plan_dir, "/scratch/\xc3\xa9quipe/plans",
+		       "UTF-8 plan_dir kept byte for byte");
 	}
 	{
 		char *dup[] = {"model=llama2-13b", "inter_bw_gbps=1",
