@@ -561,9 +561,14 @@ static hexi_rc step_body(hexi_trainer *t, hexi_step_stats *st)
 	/* A diverged step (NaN or inf loss or gradients) is not applied: the
 	 * parameters stay those of the last finite step, and no checkpoint
 	 * of NaNs is saved (nor, with --keep, are good ones rotated out).
-	 * Agreed by all ranks: each then fails with the same cause. */
-	if (!hexi_rt_all_ok(t->rt,
-			    isfinite(st->loss) && isfinite(st->grad_norm)))
+	 * Every rank decides alike with no collective of its own: both
+	 * figures are sums over the world (rt_train_global_loss, the norm's
+	 * all-reduce), a non-finite term makes such a sum non-finite in any
+	 * order, and finite terms cannot overflow it (squares of floats in
+	 * a double need over 1e230 of them; the loss sums per-token floats).
+	 * So each rank fails with the same cause at the same step
+	 * (DECISIONS 177; mpi_fail.sh's diverging plan checks it). */
+	if (!(isfinite(st->loss) && isfinite(st->grad_norm)))
 		return hexi_error(HEXI_ERR_RANGE,
 				  "loss %g, gradient norm %g: not finite, the "
 				  "run diverged (lower --lr, or --clip); the "

@@ -81,4 +81,22 @@ if [ -f "$shim" ]; then
 else
 	fail "test shim not built: $shim"
 fi
+# A diverging run on an asymmetric plan (SGD at lr 100, no clipping):
+# every rank stops at the same step with the same cause and no collective
+# of its own (the loss and the norm are world sums, DECISIONS 177), no hang,
+# and the latest checkpoint is the step before.
+HX_TIMEOUT=60 hx_mpirun "$np_c" "$HT" --plan "$plan_c" --steps 20 \
+	--optimizer sgd --lr 100 --clip 0 --save-every 1 --keep 2 \
+	--ckpt-dir "$WORK/div" >"$WORK/div.out" 2>&1
+st=$?
+grep -m2 'not finite' "$WORK/div.out" | sed 's/^/# /'
+expect_eq "diverging plan of $np_c ranks: exit 6" "$st" 6
+ranks=$(sed -n 's/^hexitrain: rank \([0-9]*\): step \([0-9]*\): loss .* not finite.*/\1 \2/p' \
+	"$WORK/div.out" | sort -un)
+expect_eq "every rank says so" "$(echo "$ranks" | cut -d' ' -f1 | tr '\n' ' ')" \
+	"$(seq -s' ' 0 $((np_c - 1))) "
+bad=$(echo "$ranks" | cut -d' ' -f2 | sort -u)
+expect_eq "all at one step" "$(echo "$bad" | wc -l)" 1
+expect_eq "latest checkpoint: the step before" \
+	"$(cat "$WORK/div/latest" 2>/dev/null)" "step-$(printf %08d $((${bad:-1} - 1)))"
 done_testing
