@@ -16,16 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-void hx_alloc_fini(hx_alloc *a)
-{
-	for (int i = 0; a->nodes != NULL && i < a->nnodes; i++)
-		free(a->nodes[i].tids);
-	free(a->nodes);
-	free(a->comps);
-	free(a->jobs);
-	memset(a, 0, sizeof(*a));
-}
-
 /* Index of name in a hostlist expression, or -1. */
 static int host_index(const char *list, const char *name)
 {

@@ -1,4 +1,5 @@
-/* gres.c - GRES detail strings and index lists, e.g. "gpu:a800:3(IDX:0-2)". */
+/* gres.c - GRES detail strings and index lists, e.g. "gpu:a800:3(IDX:0-2)";
+ * freeing the allocation they make up. */
 #include "config.h"
 
 #include "hexiscale_int.h"
@@ -403,4 +404,14 @@ int hx_gpu_name_matches(const char *nvml_name, const char *gres_type)
 		off += k;
 	}
 	return model_run_matches(&nv, m);
+}
+
+void hx_alloc_fini(hx_alloc *a)
+{
+	for (int i = 0; a->nodes != NULL && i < a->nnodes; i++)
+		free(a->nodes[i].tids);
+	free(a->nodes);
+	free(a->comps);
+	free(a->jobs);
+	memset(a, 0, sizeof(*a));
 }

@@ -160,6 +160,42 @@ typedef struct hx_gres {
  * GPUs of two types is refused (a plan node has one type). */
 hexi_rc hx_gres_parse(const char *s, hx_gres *out);
 
+/* ---- a step's allocation (filled by discover.c, freed by gres.c) -------- */
+
+typedef struct hx_alloc_node {
+	char name[HX_NAME_MAX];
+	hx_gres gres;	/* the job's GPUs on this node */
+	int ntasks;	/* the step's tasks on this node */
+	uint32_t *tids; /* [ntasks] global task ids */
+} hx_alloc_node;
+
+/* One component of a heterogeneous step: its job, and its nodes and tasks
+ * as ranges of the step's. */
+typedef struct hx_alloc_comp {
+	uint32_t job_id;
+	int offset; /* component number in the het job (het_job_offset) */
+	int task_off, ntasks, node_off, nnodes;
+} hx_alloc_comp;
+
+typedef struct hx_alloc {
+	uint32_t job_id, step_id; /* heterogeneous step: the leader's job id,
+				     step NO_VAL until Slurm numbers it */
+	int nnodes;		  /* nodes of the step */
+	hx_alloc_node *nodes;
+	int ntasks;
+	char out_dir[HX_PATH_MAX]; /* directory of the job's output */
+	uint32_t het_leader;	   /* hx_discover: the het job's leader, 0
+				      if the job is not heterogeneous */
+	int ncomps;		   /* heterogeneous step: >= 2, else 0 */
+	hx_alloc_comp *comps;	   /* [ncomps] in task order */
+	int njobs;		   /* heterogeneous step: components of the
+				      whole het job */
+	uint32_t *jobs;		   /* [njobs] their job ids by offset */
+} hx_alloc;
+
+/* Free what hx_discover or hx_discover_het filled in; *a is zeroed. */
+void hx_alloc_fini(hx_alloc *a);
+
 /* ---- hand-off from srun to slurmstepd (handoff.c) ----------------------- */
 
 /* Role of one task, as the stepd side exports it.  An idle task (its GPU
@@ -254,7 +290,7 @@ typedef struct hx_het_request {
  * HEXI_ERR_PARSE (not NUL-terminated). */
 hexi_rc hx_het_request_parse(const char *args, size_t len, hx_het_request *r);
 
-/* ---- small helpers (util.c) --------------------------------------------- */
+/* ---- small helpers (gres.c; hx_shown: options.c) ------------------------ */
 
 /* Parse "0,2-3" into ascending unique ints in [0, max); *n on return. */
 hexi_rc hx_parse_idx_list(const char *s, int *out, int cap, int *n);

@@ -46,39 +46,8 @@ int hx_remote_task_init(spank_t sp, const char *conf_error);
 
 /* ---- allocation discovery (discover.c) ---------------------------------- */
 
-typedef struct hx_alloc_node {
-	char name[HX_NAME_MAX];
-	hx_gres gres;	/* the job's GPUs on this node */
-	int ntasks;	/* the step's tasks on this node */
-	uint32_t *tids; /* [ntasks] global task ids */
-} hx_alloc_node;
-
-/* One component of a heterogeneous step: its job, and its nodes and tasks
- * as ranges of the step's. */
-typedef struct hx_alloc_comp {
-	uint32_t job_id;
-	int offset; /* component number in the het job (het_job_offset) */
-	int task_off, ntasks, node_off, nnodes;
-} hx_alloc_comp;
-
-typedef struct hx_alloc {
-	uint32_t job_id, step_id; /* heterogeneous step: the leader's job id,
-				     step NO_VAL until Slurm numbers it */
-	int nnodes;		  /* nodes of the step */
-	hx_alloc_node *nodes;
-	int ntasks;
-	char out_dir[HX_PATH_MAX]; /* directory of the job's output */
-	uint32_t het_leader;	   /* hx_discover: the het job's leader, 0
-				      if the job is not heterogeneous */
-	int ncomps;		   /* heterogeneous step: >= 2, else 0 */
-	hx_alloc_comp *comps;	   /* [ncomps] in task order */
-	int njobs;		   /* heterogeneous step: components of the
-				      whole het job */
-	uint32_t *jobs;		   /* [njobs] their job ids by offset */
-} hx_alloc;
 
 hexi_rc hx_discover(uint32_t job_id, uint32_t step_id, hx_alloc *a);
-void hx_alloc_fini(hx_alloc *a);
 
 /* A step over several components of het job `leader` as srun plans it
  * before Slurm creates the step (init_post_opt): every node of the asked

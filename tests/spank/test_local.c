@@ -95,16 +95,6 @@ void hx_node_addr(const char *node, char *addr, size_t cap)
 	hexi_strlcpy(addr, node, cap);
 }
 
-void hx_alloc_fini(hx_alloc *a)
-{
-	for (int i = 0; a->nodes != NULL && i < a->nnodes; i++)
-		free(a->nodes[i].tids);
-	free(a->nodes);
-	free(a->comps);
-	free(a->jobs);
-	memset(a, 0, sizeof(*a));
-}
-
 hexi_rc hx_sched_open(const char *path, hx_sched *s)
 {
 	(void)path;
