@@ -35,8 +35,10 @@
 /* The GPU path (rt_cuda.h users: the nccl backend's trainer) is compiled
  * with the CUDA toolkit (HAVE_CUDA), or, in test programs only, against the
  * host-memory emulation of rt_cuda.h in tests/gpuemu (HEXI_GPU_EMU), which
- * runs the GPU trainer's host logic on CPUs (doc/DECISIONS.md 57). */
-#if defined(HAVE_CUDA) || defined(HEXI_GPU_EMU)
+ * runs the GPU trainer's host logic on CPUs (doc/DECISIONS.md 57), or
+ * against the SIMT device and NCCL over MPI of tests/simt (HEXI_SIMT_NCCL,
+ * DECISIONS 178). */
+#if defined(HAVE_CUDA) || defined(HEXI_GPU_EMU) || defined(HEXI_SIMT_NCCL)
 #define RT_GPU 1
 #endif
 

@@ -43,7 +43,10 @@ if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	# runtime/cuda's kernels on the SIMT emulation (tests/simt): under ASan
 	# the guards around device memory are poisoned, so a kernel's read
-	# past an allocation fails too, not only a write.
+	# past an allocation fails too, not only a write.  simt_nccl.sh
+	# compares hexitrain_simt with the CPU trainer through rt_cmp.
+	make -C "$HEXI_SRC/build-san/tests/runtime" rt_cmp mkplan \
+		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
 		make -C "$HEXI_SRC/build-san/tests/simt" -k check \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1

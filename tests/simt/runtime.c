@@ -17,6 +17,7 @@
  * stderr, prefixed "simt:"; tests/simt/simt.sh fails on any.
  */
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include "cublas_v2.h"
 #include "hexi_bf16.h"
 #include "simt_asan.h"
+#include "simt_stream.h"
 #include "cuda_runtime_api.h"
 
 #define GUARD 64
@@ -97,6 +99,11 @@ static int dev_range(const void *p, size_t n, const char *what)
 	return 1;
 }
 
+int simt_dev_range(const void *p, size_t n, const char *what)
+{
+	return dev_range(p, n, what);
+}
+
 static int host_range(const void *p, size_t n, const char *what)
 {
 	if (n > 0 && find(p) != NULL) {
@@ -146,6 +153,7 @@ const char *cudaGetErrorName(cudaError_t e)
 		return "cudaErrorInvalidConfiguration";
 	case cudaErrorNoDevice: return "cudaErrorNoDevice";
 	case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+	case cudaErrorNotReady: return "cudaErrorNotReady";
 	case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
 	}
 	return "cudaErrorUnknown";
@@ -161,6 +169,7 @@ const char *cudaGetErrorString(cudaError_t e)
 		return "invalid configuration argument";
 	case cudaErrorNoDevice: return "no CUDA-capable device is detected";
 	case cudaErrorInvalidDevice: return "invalid device ordinal";
+	case cudaErrorNotReady: return "device not ready";
 	case cudaErrorLaunchFailure:
 		return "unspecified launch failure (see the simt: line)";
 	}
@@ -175,15 +184,30 @@ cudaError_t cudaGetLastError(void)
 	return e;
 }
 
+/* $SIMT_DEVICES (1..16, default 1): how many devices a process sees, so
+ * ranks of one node under mpirun each pick their own (nccl_mpi.c); each
+ * process is its own emulation whatever index it picks. */
+static int ndevices(void)
+{
+	const char *s = getenv("SIMT_DEVICES");
+	int n = s != NULL ? atoi(s) : 1;
+
+	if (n < 1 || n > 16) {
+		report("SIMT_DEVICES='%.16s': want 1..16; using 1", s);
+		n = 1;
+	}
+	return n;
+}
+
 cudaError_t cudaGetDeviceCount(int *n)
 {
-	*n = 1;
+	*n = ndevices();
 	return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int d)
 {
-	return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+	return d >= 0 && d < ndevices() ? cudaSuccess : cudaErrorInvalidDevice;
 }
 
 /* $HEXI_SIMT_CC (e.g. 80) sets the compute capability; 90 by default. */
@@ -192,11 +216,15 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
 	const char *cc = getenv("HEXI_SIMT_CC");
 	int v = cc != NULL ? atoi(cc) : 90;
 
-	if (d != 0)
+	char uuid[17] = "hexiscale-simt00";
+
+	if (d < 0 || d >= ndevices())
 		return cudaErrorInvalidDevice;
 	memset(p, 0, sizeof(*p));
 	snprintf(p->name, sizeof(p->name), "SIMT emulation on the CPU");
-	memcpy(p->uuid.bytes, "hexiscale-simt-0", 16);
+	uuid[14] = (char)('0' + d / 10);
+	uuid[15] = (char)('0' + d % 10);
+	memcpy(p->uuid.bytes, uuid, 16);
 	p->totalGlobalMem = (size_t)1 << 32;
 	p->multiProcessorCount = 1;
 	p->major = v / 10;
@@ -224,7 +252,9 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
  */
 typedef struct sstream sstream;
 typedef struct op {
-	void (*run)(void *); /* NULL: wait until on->done >= seq */
+	void (*run)(void *); /* NULL (and no poll): wait until on->done >= seq */
+	int (*poll)(void *); /* a communication: 1 once complete (simt_enqueue_
+				poll); it starts at its first poll */
 	void (*drop)(void *);
 	void *arg;
 	sstream *on;
@@ -236,6 +266,8 @@ struct sstream {
 	op *head, **tail;
 	unsigned long issued, done; /* operations enqueued, run */
 	int live, blocking;
+	int busy;  /* its head is being run: progress() leaves it alone */
+	int polls; /* communications in its queue */
 };
 
 typedef struct sevent {
@@ -292,30 +324,90 @@ static sstream *get_stream(cudaStream_t s)
 	return st;
 }
 
-static void run_head(sstream *st);
-
-/* Run st's operations until done >= seq. */
-static void advance(sstream *st, unsigned long seq)
-{
-	while (st->done < seq)
-		run_head(st);
-}
-
-static void run_head(sstream *st)
+/* Remove st's head after it ran. */
+static void pop(sstream *st)
 {
 	op *o = st->head;
 
-	if (o->run == NULL)
-		advance(o->on, o->seq);
-	else
-		o->run(o->arg);
 	if (o->drop != NULL)
 		o->drop(o->arg);
+	if (o->poll != NULL)
+		st->polls--;
 	st->head = o->next;
 	if (st->head == NULL)
 		st->tail = &st->head;
 	st->done++;
 	free(o);
+}
+
+static void progress(void);
+
+/*
+ * Run st's operations until done >= seq.  A communication at the head is
+ * polled until complete; meanwhile every other stream's communications
+ * progress (progress()), as a GPU's streams run on their own: a peer
+ * waiting for one of them is never held up by this host's wait.
+ */
+static void advance(sstream *st, unsigned long seq)
+{
+	while (st->done < seq) {
+		op *o = st->head;
+
+		st->busy = 1;
+		if (o->poll != NULL) {
+			while (!o->poll(o->arg)) {
+				progress();
+				sched_yield();
+			}
+		} else if (o->run == NULL)
+			advance(o->on, o->seq);
+		else
+			o->run(o->arg);
+		st->busy = 0;
+		pop(st);
+	}
+}
+
+/*
+ * The same without blocking: stop at a communication that is not complete
+ * (after polling it once, which starts it), or at a wait for another
+ * stream that stops so.  1 once done >= seq.  Kernels and copies met on
+ * the way run: the communication behind them needs their results.
+ */
+static int try_advance(sstream *st, unsigned long seq)
+{
+	while (st->done < seq) {
+		op *o = st->head;
+		int ok = 1;
+
+		if (st->busy)
+			return 0; /* the host is inside it (advance above) */
+		st->busy = 1;
+		if (o->poll != NULL)
+			ok = o->poll(o->arg);
+		else if (o->run == NULL)
+			ok = try_advance(o->on, o->seq);
+		else
+			o->run(o->arg);
+		st->busy = 0;
+		if (!ok)
+			return 0;
+		pop(st);
+	}
+	return 1;
+}
+
+/*
+ * Communications move on their own: every stream with one queued runs as
+ * far as it can without blocking (try_advance), including the kernels
+ * before it.  Streams with no communication queued are left alone, so a
+ * host read that skips its synchronisation still reads stale memory.
+ */
+static void progress(void)
+{
+	for (int i = 1; i < NSTREAMS; i++)
+		if (streams[i].live && streams[i].polls > 0 && !streams[i].busy)
+			try_advance(&streams[i], streams[i].issued);
 }
 
 static void push(sstream *st, void (*run)(void *), void (*drop)(void *),
@@ -333,6 +425,7 @@ static void push(sstream *st, void (*run)(void *), void (*drop)(void *),
 		return;
 	}
 	o->run = run, o->drop = drop, o->arg = arg, o->on = on, o->seq = seq;
+	o->poll = NULL;
 	*st->tail = o;
 	st->tail = &o->next;
 	st->issued++;
@@ -369,6 +462,54 @@ int simt_enqueue(const void *s, void (*run)(void *), void (*drop)(void *),
 	} else if (st->blocking && streams[0].issued > streams[0].done)
 		push(st, NULL, NULL, NULL, &streams[0], streams[0].issued);
 	push(st, run, drop, arg, NULL, 0);
+	return 0;
+}
+
+int simt_streams_deferred(void)
+{
+	return deferred();
+}
+
+/* Queue a communication on stream s: poll(arg) starts it at its first
+ * call, and says 1 once it is complete; drop(arg) after.  Deferred streams
+ * only (a communication cannot complete at its call: its peers have not
+ * started theirs); -1 otherwise, or for a stream that does not exist. */
+int simt_enqueue_poll(const void *s, int (*poll)(void *),
+		      void (*drop)(void *), void *arg)
+{
+	sstream *st = get_stream((cudaStream_t)s);
+	op *o;
+
+	if (st == NULL || !deferred()) {
+		report(st == NULL ? "stream %p: not a stream"
+				  : "stream %p: a communication needs "
+				    "SIMT_STREAMS=deferred",
+		       s);
+		if (drop != NULL)
+			drop(arg);
+		return -1;
+	}
+	if (st == &streams[0]) {
+		report("a communication on the legacy stream: not supported");
+		if (drop != NULL)
+			drop(arg);
+		return -1;
+	}
+	if (st->blocking && streams[0].issued > streams[0].done)
+		push(st, NULL, NULL, NULL, &streams[0], streams[0].issued);
+	if ((o = calloc(1, sizeof(*o))) == NULL) {
+		report("no memory to queue a communication");
+		if (drop != NULL)
+			drop(arg);
+		return -1;
+	}
+	o->poll = poll, o->drop = drop, o->arg = arg;
+	*st->tail = o;
+	st->tail = &o->next;
+	st->issued++;
+	st->polls++;
+	/* it starts at once when nothing is queued before it */
+	progress();
 	return 0;
 }
 
@@ -422,6 +563,31 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 	return cudaSuccess;
 }
 
+/* cudaSuccess when everything queued on s has run.  Polling moves every
+ * stream's communications along (progress()); s then runs to its end
+ * unless a communication in it is still in flight (cudaErrorNotReady, as
+ * on a GPU; the host polls again).  A stream of kernels alone completes
+ * at the query: a GPU would finish it, and only later. */
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+	sstream *st = get_stream(s);
+
+	if (st == NULL)
+		return cudaErrorInvalidValue;
+	if (!deferred())
+		return wait_result();
+	progress();
+	if (st->done < st->issued)
+		return st->polls > 0 ? cudaErrorNotReady
+				     : (advance(st, st->issued), wait_result());
+	return wait_result();
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+	return cudaStreamCreateWithPriority(s, flags, 0);
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
 	sstream *st = get_stream(s);
@@ -442,6 +608,24 @@ static sevent *get_event(cudaEvent_t e)
 	return ev;
 }
 
+/* SIMT_IGNORE_EVENT_WAITS=1: cudaStreamWaitEvent orders nothing, as if
+ * the code forgot it (the negative control of simt_nccl.sh: the run must
+ * then differ from the CPU reference). */
+static int ignore_waits(void)
+{
+	static int v = -1;
+
+	if (v < 0) {
+		const char *s = getenv("SIMT_IGNORE_EVENT_WAITS");
+
+		v = s != NULL && strcmp(s, "1") == 0;
+		if (v)
+			fprintf(stderr, "# simt: cudaStreamWaitEvent ignored "
+					"(SIMT_IGNORE_EVENT_WAITS=1)\n");
+	}
+	return v;
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
 {
 	sstream *st = get_stream(s);
@@ -450,7 +634,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
 	(void)f;
 	if (st == NULL || ev == NULL)
 		return cudaErrorInvalidValue;
-	if (ev->on != NULL && ev->on != st && deferred())
+	if (ev->on != NULL && ev->on != st && deferred() && !ignore_waits())
 		push(st, NULL, NULL, NULL, ev->on, ev->seq);
 	return cudaSuccess;
 }

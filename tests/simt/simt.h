@@ -99,16 +99,7 @@ typedef void (*body_fn)(void *);
 bool run(const char *kernel, dim3 grid, dim3 block, size_t smem, body_fn body,
 	 void *arg);
 
-/* Kernel pointer arguments must be device memory (tests/simt/runtime.c). */
-extern "C" int simt_is_device(const void *p);
-extern "C" void simt_launch_failed(void);
-extern "C" void simt_check_guards(const char *kernel);
-/* runtime.c's streams: queue run(arg) on a stream (at once unless
- * SIMT_STREAMS=deferred), then drop(arg); -1 for no such stream.
- * simt_set_streams("immediate" or "deferred"): 0 and a report otherwise. */
-extern "C" int simt_enqueue(const void *stream, void (*run)(void *),
-			    void (*drop)(void *), void *arg);
-extern "C" int simt_set_streams(const char *mode);
+#include "simt_stream.h"
 
 template <typename A> bool arg_ok(const char *kernel, int i, const A &a)
 {

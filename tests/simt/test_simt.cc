@@ -486,6 +486,116 @@ static void test_streams(void)
 	simt::simt_set_streams("immediate");
 }
 
+/*
+ * Communications on the streams (simt_enqueue_poll, what nccl_mpi.c
+ * queues): one starts when its stream reaches it, after the kernels before
+ * it; it completes over several polls; cudaStreamQuery says NotReady
+ * meanwhile and runs nothing behind it; and communications progress on
+ * their own, so one whose completion needs a peer's (another stream's)
+ * completes while the host waits for it.
+ */
+struct fake_comm {
+	int polls_left; /* polls until complete */
+	const int *src; /* read at the start */
+	int seen, started, dropped;
+	const fake_comm *needs; /* complete only once that one started */
+};
+
+static int fake_poll(void *arg)
+{
+	fake_comm *c = (fake_comm *)arg;
+
+	if (!c->started) {
+		c->started = 1;
+		c->seen = c->src != nullptr ? *c->src : 0;
+	}
+	if (c->needs != nullptr && !c->needs->started)
+		return 0;
+	return --c->polls_left <= 0;
+}
+
+static void fake_drop(void *arg)
+{
+	((fake_comm *)arg)->dropped++;
+}
+
+static void test_comms(void)
+{
+	cudaStream_t a = nullptr, b = nullptr;
+	cudaEvent_t e = nullptr;
+	int *d = nullptr;
+	fake_comm c1 = {3, nullptr, 0, 0, 0, nullptr};
+
+	simt::simt_set_streams("immediate");
+	cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+	cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+	cudaMalloc((void **)&d, sizeof(int));
+	is_int(simt::simt_enqueue_poll(a, fake_poll, fake_drop, &c1), -1,
+	       "a communication on an immediate stream is refused");
+	ok(c1.dropped == 1 && !c1.started, "the refused one is dropped, not run");
+
+	simt::simt_set_streams("deferred");
+	c1 = {3, d, 0, 0, 0, nullptr};
+	SIMT_LAUNCH(set_kernel, 1, 32, 0, a)(d, 21);
+	is_int(simt::simt_enqueue_poll(a, fake_poll, fake_drop, &c1), 0,
+	       "simt_enqueue_poll on a deferred stream");
+	ok(c1.started && c1.seen == 21,
+	   "it starts at once, after the kernel before it (saw %d)", c1.seen);
+	is_int(cudaStreamQuery(a), cudaErrorNotReady,
+	       "cudaStreamQuery: NotReady while it is in flight");
+	is_int(cudaStreamQuery(a), cudaSuccess,
+	       "cudaStreamQuery: cudaSuccess once it completed");
+	is_int(c1.dropped, 1, "dropped once, after completing");
+
+	/* nothing behind an incomplete communication runs at a query */
+	c1 = {100, nullptr, 0, 0, 0, nullptr};
+	*d = 0;
+	simt::simt_enqueue_poll(a, fake_poll, fake_drop, &c1);
+	SIMT_LAUNCH(set_kernel, 1, 32, 0, a)(d, 5);
+	is_int(cudaStreamQuery(a), cudaErrorNotReady, "a query while 100 polls are due");
+	is_int(*d, 0, "the kernel behind it has not run");
+	is_int(cudaStreamSynchronize(a), cudaSuccess,
+	       "cudaStreamSynchronize polls it to completion");
+	ok(*d == 5 && c1.dropped == 1, "then runs the kernel behind it");
+
+	/* a communication ordered after another stream's kernel by an event */
+	c1 = {1, d, 0, 0, 0, nullptr};
+	SIMT_LAUNCH(set_kernel, 1, 32, 0, a)(d, 77);
+	cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+	cudaEventRecord(e, a);
+	cudaStreamWaitEvent(b, e, 0);
+	simt::simt_enqueue_poll(b, fake_poll, fake_drop, &c1);
+	ok(c1.started && c1.seen == 77,
+	   "after an event wait it starts once the other stream's kernel ran "
+	   "(saw %d)", c1.seen);
+	cudaStreamSynchronize(b);
+	cudaStreamSynchronize(a);
+
+	/* two peers' halves: x (stream a) completes only once y (stream b)
+	 * started, and y is queued behind z, still in flight when y is
+	 * queued.  The host waits for a alone: z and then y must move on
+	 * their own meanwhile, as a GPU's streams do, or this never ends. */
+	fake_comm z = {10, nullptr, 0, 0, 0, nullptr};
+	fake_comm y = {1, nullptr, 0, 0, 0, nullptr};
+	fake_comm x = {1, nullptr, 0, 0, 0, &y};
+	simt::simt_enqueue_poll(b, fake_poll, fake_drop, &z);
+	simt::simt_enqueue_poll(b, fake_poll, fake_drop, &y);
+	simt::simt_enqueue_poll(a, fake_poll, fake_drop, &x);
+	ok(z.started && !y.started && x.started && !x.dropped,
+	   "y waits behind z, x waits for y");
+	is_int(cudaStreamSynchronize(a), cudaSuccess,
+	       "waiting for stream a alone");
+	ok(x.dropped == 1 && z.dropped == 1 && y.started,
+	   "meanwhile z completed and y started on their own");
+	cudaStreamSynchronize(b);
+	is_int(y.dropped, 1, "y completes at its own wait");
+
+	cudaEventDestroy(e);
+	cudaStreamDestroy(a), cudaStreamDestroy(b);
+	cudaFree(d);
+	simt::simt_set_streams("immediate");
+}
+
 int main(void)
 {
 	test_reductions();
@@ -496,5 +606,6 @@ int main(void)
 	test_order();
 	test_math_error();
 	test_streams();
+	test_comms();
 	return tap_done();
 }

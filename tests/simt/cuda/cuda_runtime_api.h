@@ -20,6 +20,7 @@ typedef enum cudaError {
 	cudaErrorInvalidConfiguration = 9,
 	cudaErrorNoDevice = 100,
 	cudaErrorInvalidDevice = 101,
+	cudaErrorNotReady = 600,
 	cudaErrorLaunchFailure = 719
 } cudaError_t;
 
@@ -60,7 +61,9 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags,
 					 int priority);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamQuery(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f);
 cudaError_t cudaEventCreate(cudaEvent_t *e);

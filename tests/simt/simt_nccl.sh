@@ -1,0 +1,106 @@
+#!/bin/sh
+# simt_nccl.sh: the GPU trainer with its NCCL backend, several ranks under
+# mpirun, on the SIMT device (hexitrain_simt: runtime/comm_nccl.c and
+# train_gpu.c unchanged, NCCL's calls queued on the emulated streams by
+# nccl_mpi.c and run over MPI; DECISIONS 178), against the CPU trainer,
+# which mpi_equiv.sh proves exact.  Stream work is deferred: kernels run
+# when the host waits or when a queued communication needs their output,
+# communications progress on their own, so a collective or send that is
+# not ordered after the kernels producing its data reads stale memory.
+# The same tiny model, seed and data for 3 steps must give the same loss
+# every step (rt_cmp: 1e-5 relative) and the same parameters, fp32, SGD,
+# on one process (communicators of one), two data-parallel pipelines of
+# unequal batches with the sync overlapped with the backward (the
+# default) and after it (--no-overlap), plan A (TP 1-4, pipeline stages:
+# the p2p group of sends and a receive, TP all-reduces) and plan C under
+# zero 2 (reduce-scatter and all-gather of the sharded sync).  No run may
+# print a "simt:" line (device memory misuse, a refused NCCL call).
+# Negative control: with cudaStreamWaitEvent ignored
+# (SIMT_IGNORE_EVENT_WAITS=1) the overlapped sync reads gradients before
+# the backward wrote them, and the comparison must say so.
+. "$top_srcdir/tests/runtime/rt_env.sh"
+need_mpi
+SIMT_HT=./hexitrain_simt
+[ -x "$SIMT_HT" ] || hard "hexitrain_simt not built"
+[ -x "$CMP" ] || skip "rt_cmp not built ($CMP; make -C tests/runtime rt_cmp)"
+[ -x "$MKPLAN" ] || skip "mkplan not built ($MKPLAN; make -C tests/runtime mkplan)"
+command -v jq >/dev/null 2>&1 || skip "jq missing"
+# LeakSanitizer would report Open MPI's own allocations; device memory
+# leaks are the emulated runtime's to report.
+ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}detect_leaks=0"
+export ASAN_OPTIONS
+RUN="--steps 3 --optimizer sgd --lr 0.5"
+
+# simt NAME PLAN|- ENV... -- ARGS...: hexitrain_simt --backend nccl on the
+# plan's ranks (PLAN "-": one process, no mpirun), output in
+# $WORK/NAME.{json,err}; 0 when it exited 0 and printed no "simt:" line
+simt() {
+	local name=$1 plan=$2 np=1 envs=""
+	shift 2
+	while [ "$1" != "--" ]; do
+		envs="$envs $1"
+		shift
+	done
+	shift
+	set -- --backend nccl $RUN --json --dump "$WORK/$name" "$@"
+	if [ "$plan" = - ]; then
+		# shellcheck disable=SC2086
+		timeout -k 5 "${HX_TIMEOUT:-120}" env SIMT_STREAMS=deferred \
+			$envs "$SIMT_HT" "$@" >"$WORK/$name.json" \
+			2>"$WORK/$name.err"
+	else
+		np=$(plan_ranks "$plan")
+		# shellcheck disable=SC2086
+		hx_mpirun "$np" env SIMT_STREAMS=deferred SIMT_DEVICES=8 \
+			$envs "$SIMT_HT" --plan "$plan" "$@" \
+			>"$WORK/$name.json" 2>"$WORK/$name.err"
+	fi
+	st=$?
+	if [ $st -ne 0 ]; then
+		fail "$name: exit $st on $np rank(s)"
+		sed 's/^/# /' "$WORK/$name.err" | head -n 20
+		return 1
+	fi
+	if grep -q '^simt:' "$WORK/$name.err"; then
+		fail "$name: the emulation reported misuse"
+		grep '^simt:' "$WORK/$name.err" | sort | uniq -c | head -n 10 |
+			sed 's/^/# /'
+		return 1
+	fi
+	return 0
+}
+
+# shellcheck disable=SC2086
+"$HT" --model tiny-8l --batch 12 $RUN --json --dump "$WORK/ref" \
+	>"$WORK/ref.json" || hard "CPU reference run failed"
+"$MKPLAN" tiny-8l "8/2:1x8;4/1:1x8" "$WORK/plan-dp2.json" >/dev/null ||
+	hard "mkplan dp2"
+jq 'del(.hash) | .train.zero = 2' "$PLANS/equiv-C.json" >"$WORK/plan-C2.json" ||
+	hard "jq plan C, zero 2"
+
+simt one - -- --model tiny-8l --batch 12 &&
+	same "one process" ref one
+simt dp2 "$WORK/plan-dp2.json" -- && same "dp2, sync overlapped" ref dp2
+simt C2 "$WORK/plan-C2.json" -- && same "plan C (5 ranks), zero 2" ref C2
+# Under the sanitizers (tests/run.sh's second pass) the three runs above
+# already take comm_nccl.c and nccl_mpi.c through every kind of
+# communication (DP, TP, pipeline sends, ZeRO's reduce-scatter); the rest
+# would add 2.5 minutes of the same code paths.
+if [ "${HEXI_SANITIZED:-0}" = 1 ]; then
+	echo "# sanitized build: plan A, --no-overlap and the negative control run in the normal build only"
+	done_testing
+fi
+simt dp2-no "$WORK/plan-dp2.json" -- --no-overlap &&
+	same "dp2, --no-overlap" ref dp2-no
+simt A "$PLANS/equiv-A.json" -- && same "plan A (7 ranks, TP, stages)" ref A
+
+# Negative control: the emulation must notice a missing stream order.
+if simt neg "$WORK/plan-dp2.json" SIMT_IGNORE_EVENT_WAITS=1 --; then
+	"$CMP" --loss "$WORK/ref.json" "$WORK/neg.json" >"$WORK/neg.out"
+	expect_eq "event waits ignored: losses reported different" "$?" 1
+	tail -n 1 "$WORK/neg.out" | sed 's/^/# /'
+	"$CMP" --params "$WORK/ref" "$WORK/neg" >"$WORK/neg.out"
+	expect_eq "event waits ignored: parameters reported different" "$?" 1
+	tail -n 1 "$WORK/neg.out" | sed 's/^/# /'
+fi
+done_testing
