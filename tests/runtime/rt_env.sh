@@ -52,6 +52,16 @@ same() {
 	echo "$out" | tail -n 1 | sed 's/^/# /'
 	expect_eq "$1: same parameters" "$st" 0
 }
+# differ WHAT REF RUN: rt_cmp must report RUN's loss and parameters as
+# different from REF's (a negative control)
+differ() {
+	"$CMP" --loss "$WORK/$2.json" "$WORK/$3.json" >"$WORK/$3.out"
+	expect_eq "$1: losses reported different" "$?" 1
+	tail -n 1 "$WORK/$3.out" | sed 's/^/# /'
+	"$CMP" --params "$WORK/$2" "$WORK/$3" >"$WORK/$3.out"
+	expect_eq "$1: parameters reported different" "$?" 1
+	tail -n 1 "$WORK/$3.out" | sed 's/^/# /'
+}
 # owned ERR: the elements the sharded sync's ranks own, summed over the
 # "zero N: owns K of ..." lines of a --verbose run's stderr
 owned() { sed -n 's/.*zero [12]: owns \([0-9]*\) of.*/\1/p' "$1" |

@@ -97,27 +97,19 @@ simt dp2-no "$WORK/plan-dp2.json" -- --no-overlap &&
 simt A "$PLANS/equiv-A.json" -- && same "plan A (7 ranks, TP, stages)" ref A
 
 # AdamW and recompute on plan A: the GPU trainer's AdamW and its
-# recomputed backward on several ranks.  (Every run here clips at the
-# default global norm 1, and the first step's norm is 1.97, so the norm
-# across stages and TP is checked by the SGD runs, exactly; AdamW does
-# not see a gradient's scale.)  AdamW's first steps move each weight by
-# about lr whatever the gradient's size, so last-bit differences of
-# near-zero gradients show in the parameters: the CPU trainer on plan
-# A's 7 ranks is itself 1.9e-4 from one process, as is this run, so
-# 2e-3 leaves room for another BLAS's summation order.  The loss stays
-# within 1e-5.
-RUN="--steps 3 --lr 1e-2 --recompute"
+# recomputed backward on several ranks, at eps 1e-4 as mpi_equiv.sh (at
+# 1e-8 AdamW moves near-zero-gradient weights by about lr whatever their
+# size, so last-bit differences show: 1.9e-4 then, as between the CPU
+# trainer's own 7 ranks and one process).  Every run here clips at the
+# default global norm 1 and the first step's norm is 1.97, so the norm
+# across stages and TP is checked too (by the SGD runs: AdamW does not
+# see a gradient's scale).
+RUN="--steps 3 --lr 1e-2 --eps 1e-4 --recompute"
 # shellcheck disable=SC2086
 "$HT" --model tiny-8l --batch 12 $RUN --json --dump "$WORK/aref" \
 	>"$WORK/aref.json" || hard "CPU reference run (AdamW) failed"
-if simt aA "$PLANS/equiv-A.json" --; then
-	"$CMP" --loss "$WORK/aref.json" "$WORK/aA.json" >"$WORK/aA.out"
-	expect_eq "plan A, AdamW, recompute: same loss each step" "$?" 0
-	tail -n 1 "$WORK/aA.out" | sed 's/^/# /'
-	"$CMP" --tol 2e-3 --params "$WORK/aref" "$WORK/aA" >"$WORK/aA.out"
-	expect_eq "plan A, AdamW, recompute: parameters within 2e-3" "$?" 0
-	tail -n 1 "$WORK/aA.out" | sed 's/^/# /'
-fi
+simt aA "$PLANS/equiv-A.json" -- &&
+	same "plan A, AdamW, recompute" aref aA
 RUN="--steps 3 --optimizer sgd --lr 0.5"
 
 # bf16 (the dtype a GPU run uses), against one bf16 process on the SIMT
@@ -135,12 +127,6 @@ if simt one16 - -- --model tiny-8l --batch 12 --dtype bf16; then
 fi
 
 # Negative control: the emulation must notice a missing stream order.
-if simt neg "$WORK/plan-dp2.json" SIMT_IGNORE_EVENT_WAITS=1 --; then
-	"$CMP" --loss "$WORK/ref.json" "$WORK/neg.json" >"$WORK/neg.out"
-	expect_eq "event waits ignored: losses reported different" "$?" 1
-	tail -n 1 "$WORK/neg.out" | sed 's/^/# /'
-	"$CMP" --params "$WORK/ref" "$WORK/neg" >"$WORK/neg.out"
-	expect_eq "event waits ignored: parameters reported different" "$?" 1
-	tail -n 1 "$WORK/neg.out" | sed 's/^/# /'
-fi
+simt neg "$WORK/plan-dp2.json" SIMT_IGNORE_EVENT_WAITS=1 -- &&
+	differ "event waits ignored" ref neg
 done_testing
