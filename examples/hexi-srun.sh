@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # hexi-srun.sh - sourced by train.sbatch and resume.sbatch: hexi_srun runs
 # one srun step of hexitrain(1) and, when the step failed because Open MPI
 # crashed a task inside MPI_Init_thread (a start-up race of Open MPI 4.1

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # deps.sh - sourced by tests/run.sh and examples/demo.sh: install Debian
 # packages (idempotent), bootstrap autotools, configure and build.
 # Needs root (or sudo) the first time; later runs install nothing.
@@ -7,7 +8,7 @@ HEXI_PKGS="build-essential autoconf automake libtool pkg-config
   libhdf5-dev hdf5-tools openmpi-bin libopenmpi-dev libpmix-dev
   slurm-wlm slurmctld slurmd slurm-client libslurm-dev munge
   mandoc groff-base valgrind python3 procps psmisc iproute2 util-linux
-  clang libclang-rt-14-dev patchelf cppcheck clang-tools-14
+  clang libclang-rt-14-dev patchelf cppcheck clang-tools-14 shellcheck
   python3-torch python3-sentencepiece python3-numpy librsvg2-bin"
 
 hexi_sudo() {

@@ -11,7 +11,7 @@ hexi_install_deps || { echo "dependency install failed"; exit 1; }
 hexi_build "$HEXI_SRC/build" --enable-werror || exit 1
 
 status=0
-rm -f $(find "$HEXI_SRC/build/tests" -name test-suite.log 2>/dev/null)
+find "$HEXI_SRC/build/tests" -name test-suite.log -exec rm -f {} + 2>/dev/null
 echo "== make check (build)"
 make -C "$HEXI_SRC/build" -k check >"$HEXI_SRC/build/check.out" 2>&1 || status=1
 grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' "$HEXI_SRC/build/check.out" |
@@ -19,7 +19,7 @@ grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' "$HEXI_SRC/build/check.out" |
 
 if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
 	hexi_build "$HEXI_SRC/build-san" --enable-werror --enable-sanitizers CC=clang CXX=clang++ || exit 1
-	rm -f $(find "$HEXI_SRC/build-san/tests" -name test-suite.log 2>/dev/null)
+	find "$HEXI_SRC/build-san/tests" -name test-suite.log -exec rm -f {} + 2>/dev/null
 	echo "== make check (build-san: clang 14, ASan+UBSan, unit tests)"
 	# the shared fuzz driver is built by tests/, which this loop skips
 	make -C "$HEXI_SRC/build-san/tests" libfuzzmain.la \
@@ -83,8 +83,10 @@ fi
 
 if [ $status -ne 0 ]; then
 	# automake's .trs files say which tests failed; print their logs' tails
-	for trs in $(grep -lE '^:global-test-result: (FAIL|ERROR|XPASS)' \
-		$(find "$HEXI_SRC"/build*/tests -name '*.trs') 2>/dev/null); do
+	# (grep runs only on files found: with none it would read stdin)
+	find "$HEXI_SRC"/build*/tests -name '*.trs' -exec \
+		grep -lE '^:global-test-result: (FAIL|ERROR|XPASS)' {} + 2>/dev/null |
+	while IFS= read -r trs; do
 		log=${trs%.trs}.log
 		echo "---- $log"; grep -E '^not ok' "$log" | head -n 20; tail -n 40 "$log"
 	done

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # tap.sh - helpers for shell tests (sourced).  Exit codes: 0 pass, 1 fail,
 # 77 skip (reason printed), 99 hard error.
 t_n=0

@@ -35,8 +35,8 @@ export OPENBLAS_NUM_THREADS=1 HEXI_CKPT_TIMING=1
 now() { date +%s.%N; }
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == "" || b < a) ? b : a }'; }
 field() { sed -n "s/^hexitrain: checkpoint $1 step [0-9]*: \([0-9.]*\) s wall, \([0-9.]*\) s cpu$/\\$2/p" "$3" | tail -1; }
-sw= sc= rw= rc= dw= dr= bytes=0
-for i in $(seq "$REPS"); do
+sw='' sc='' rw='' rc='' dw='' dr='' bytes=0
+for _ in $(seq "$REPS"); do
 	rm -rf "$D/ck" "$D/dd.bin"
 	"$TRAIN" --model "$D/model.json" --batch 1 --steps 1 --save-every 1 \
 		--ckpt-dir "$D/ck" >"$D/save.out" 2>&1 || { cat "$D/save.out"; exit 99; }

@@ -25,6 +25,7 @@ expect_eq "and is still the latest" "$("$CK" info "$M" | sed -n 's/^step *\([0-9
 check "with the data of step 1" "$GEN" check "$M" 1
 expect_eq "step 2 is not listed (it never left its staging directory)" \
 	"$("$CK" ls "$M" | awk '$2 == 2 {print $3}')" ""
+# shellcheck disable=SC2010 # lists every entry but the three expected, hidden ones included (-A)
 expect_eq "no incomplete rank file or staging directory is left" \
 	"$(ls -A "$M" | grep -v -e '^step-00000001$' -e '^latest$' -e '^\.hexickpt\.lock$')" ""
 check "after freeing space, step 2 saves" "$GEN" save "$M" 2

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # configure.sh: configure's dependency switches do what --help says:
 # --with-X for a missing X is an error naming it, --without-X turns X off
 # (and the summary says so), a CPU-only configuration still configures.
@@ -29,7 +30,7 @@ grep -q "with-cuda=/nonexistent: no such directory" out && pass "the error names
 # A pkg-config search path that has jansson but no PMIx.
 mkdir pc && cp "$(pkg-config --variable=pcfiledir jansson)/jansson.pc" pc/ ||
 	hard "no jansson.pc"
-PKG_CONFIG_LIBDIR=$tmp/pc PKG_CONFIG_PATH= conf --with-pmix
+PKG_CONFIG_LIBDIR=$tmp/pc PKG_CONFIG_PATH='' conf --with-pmix
 expect_eq "--with-pmix without PMIx fails" "$?" 1
 grep -q "with-pmix was given but pmix was not found" out && pass "the error names pmix" ||
 	fail "the error names pmix: $(tail -n 2 out)"

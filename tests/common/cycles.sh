@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # cycles.sh: no new file-level call circle inside a module, no circle of
 # modules, no source compiled twice (tests/common/cycles.py reads the
 # build's objects with nm; the known ones are listed in cycles.allow).

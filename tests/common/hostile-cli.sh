@@ -64,7 +64,7 @@ mkfifo "$tmp/out.fifo"
 refused "-o onto a FIFO without a reader" "FIFO has no reader" "$plan" plan "$C" --model llama2-7b -o "$tmp/out.fifo"
 timeout $T cat "$tmp/out.fifo" >"$tmp/from-fifo.json" &
 reader=$!
-for i in $(seq 50); do [ -e "/proc/$reader" ] && grep -q out.fifo "/proc/$reader/cmdline" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 50); do [ -e "/proc/$reader" ] && grep -q out.fifo "/proc/$reader/cmdline" 2>/dev/null && break; sleep 0.1; done
 sleep 0.3 # let cat open the FIFO
 timeout $T "$plan" plan "$C" --model llama2-7b -o "$tmp/out.fifo" >/dev/null 2>&1
 rc=$?

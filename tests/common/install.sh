@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # install.sh: `make install DESTDIR=...` puts every built program, the
 # plugin, libraries, headers, man pages, the pkg-config file and the
 # example plugstack config where an admin expects them; uninstall removes them.

@@ -17,6 +17,7 @@ for p in hexiplan hexickpt hexitrain hexiprof; do
 done
 W=$(mktemp -d "${TMPDIR:-/tmp}/heximan.XXXXXX") || hard mktemp
 trap 'rm -rf "$W"' EXIT
+# shellcheck disable=SC2046 # list-pages prints the pages to build, one make target a word
 make -s --no-print-directory -C "$B/man" $(make -s --no-print-directory -C "$B/man" list-pages) >/dev/null ||
 	hard "man pages did not build"
 

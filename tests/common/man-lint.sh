@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # man-lint.sh: every man page builds and lints without warnings.
 . "$top_srcdir/tests/tap.sh"
 # A sub-make started from a test must not inherit the test run's jobserver.

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # valgrind.sh: the command-line tools run clean under valgrind memcheck
 # (no invalid access, no use of uninitialised values, no definite leaks)
 # on a small real job: plan, simulate, show, train, checkpoint, verify,

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # e2e-lib.sh - sourced by the tests/e2e/*.sh end-to-end tests: a private
 # test cluster (tests/slurm/cluster.sh) per test on its own port block
 # (controller + 3 nodes), stopped on exit whatever happens.  A block is
@@ -30,7 +31,9 @@ export HEXI_SLURM_PORT_BASE HEXI_SLURM_DIR HEXI_BUILD
 EX=$top_srcdir/examples
 HEXITRAIN=$top_builddir/runtime/hexitrain
 HEXICKPT=$top_builddir/checkpoint/hexickpt
+# shellcheck disable=SC2034 # used by the tests that source this file
 HEXIPLAN=$top_builddir/scheduler/hexiplan
+# shellcheck disable=SC2034 # used, word-split, by the tests that source this file
 CHECK_ROLES="python3 $top_srcdir/tests/spank/check-roles.py"
 # Jobs inherit this environment (sbatch --export=ALL): several fake nodes
 # on one machine need OpenMPI's TCP transport on the loopback.

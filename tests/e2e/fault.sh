@@ -91,7 +91,7 @@ shim=$top_builddir/tests/runtime/.libs/libinitcrash.so
 if [ -f "$shim" ]; then
 	rm -f "$JOBS/crash-once"
 	jid3=$(HEXI_STEPS=3 HEXI_CKPT_DIR=$JOBS/ck3 sbatch --parsable \
-		--export=ALL,LD_PRELOAD="$shim",HEXI_TEST_INIT_CRASH_ONCE="$JOBS/crash-once" \
+		--export="ALL,LD_PRELOAD=$shim,HEXI_TEST_INIT_CRASH_ONCE=$JOBS/crash-once" \
 		-o "out/%j.out" -e "out/%j.err" "$EX/train.sbatch") || hard "sbatch train.sbatch refused"
 	expect_eq "a task crashed in MPI_Init: the job still completed" "$(job_wait "$jid3")" COMPLETED
 	grep 'MPI_Init_thread' "out/$jid3.err" | sed 's/^/# /'

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # bundle.sh: the GPU bundle (tests/gpu/make-bundle.sh) travels: at most 40
 # MiB, every library its binaries load comes from the bundle, the system or
 # the CUDA image (cuBLAS, NCCL), jansson and cudart are static, and

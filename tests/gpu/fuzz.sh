@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # fuzz.sh: the CUDA_VISIBLE_DEVICES parser under seed corpus + mutations.
 . "$top_srcdir/tests/tap.sh"
 ./fuzz_devsel -n "${HEXI_FUZZ_ITERATIONS:-3000}" "$top_srcdir/tests/gpu/corpus/visible" ||

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # gpu-model.sh: a training step of the whole model on the GPU equals the
 # CPU model's (test_gpu_model).  Exit 77 with the reason without a GPU.
 . "$top_srcdir/tests/tap.sh"

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # kernels.sh: every CUDA kernel against its CPU reference (test_kernels).
 # Exit 77 with the reason when the build has no CUDA or there is no usable
 # GPU (e.g. "no CUDA device: cudaGetDeviceCount returned 35 (...)").

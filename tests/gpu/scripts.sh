@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # scripts.sh: the GPU device check and the fidelity script parse, and
 # degrade clearly: without a GPU device-check.sh prints why it cannot run.
 . "$top_srcdir/tests/tap.sh"

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # emu_env.sh - sourced by emu_train.sh and emu_zero.sh after rt_env.sh:
 # the emulated GPU trainer (hexitrain_emu) and the check every emulated
 # run shares (the comparisons with the CPU trainer are rt_env.sh's same).

@@ -178,7 +178,6 @@ for p in dp2 A; do
 	# shellcheck disable=SC2086
 	EMU_ENV=HEXI_RT_SYNC_BUCKET=3000 emu "ov-$p" "$np" --plan "$plan" \
 		--steps $STEPS $OV --dump "$WORK/ov-$p" &&
-		# shellcheck disable=SC2086
 		EMU_ENV=HEXI_RT_SYNC_BUCKET=3000 emu "nov-$p" "$np" \
 			--plan "$plan" --steps $STEPS $OV --no-overlap \
 			--dump "$WORK/nov-$p" &&

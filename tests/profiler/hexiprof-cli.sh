@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # hexiprof-cli.sh: --help, --version, a table of invalid invocations (exit 2
 # with a message naming the option), and GPU mode without a usable GPU.
 . "$top_srcdir/tests/tap.sh"

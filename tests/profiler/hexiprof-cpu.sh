@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # hexiprof-cpu.sh: CPU mode on one process: the profile file is exactly the
 # hexiscale-profile format with a measured CPU GEMM rate, the --json report
 # has validated measurements, %h in -o becomes the host name.

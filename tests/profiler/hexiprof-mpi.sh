@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # hexiprof-mpi.sh: CPU mode under mpirun -np 2: MPI ping-pong gives the
 # intra-node link, all-reduce and sendrecv bus bandwidths are validated and
 # reported; only rank 0 prints and writes.

@@ -94,9 +94,9 @@ export OMPI_MCA_btl
 load() { sed 's/ .*//' /proc/loadavg 2>/dev/null || echo -1; }
 load0=$(load)
 med() { sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
-for r in $(seq "$REPS"); do
+for _ in $(seq "$REPS"); do
 	for mode in $MODES; do
-		opt= poll=
+		opt='' poll=''
 		[ "$mode" = off ] && opt=--no-overlap
 		[ "$mode" = layer ] && poll=HEXI_RT_SYNC_POLL=0
 		# shellcheck disable=SC2086

@@ -93,6 +93,7 @@ awk -v a="$lr1" -v b="$lr8" -v c="$lr8r" 'BEGIN { exit !(a == 0.001 && b == c &&
 # 5. --keep 2 keeps the newest two committed checkpoints.
 "$HT" $M $D --steps 5 --save-every 1 --keep 2 --ckpt-dir "$WORK/kp" \
 	>/dev/null 2>&1 || fail "--keep run"
+# shellcheck disable=SC2010 # counts the step-* entries hexitrain left; names are its own
 [ "$(ls "$WORK/kp" | grep -c '^step-')" -eq 2 ] && [ -d "$WORK/kp/step-00000005" ] &&
 	[ -d "$WORK/kp/step-00000004" ] && pass "--keep 2: steps 4 and 5 left" ||
 	fail "--keep 2 left: $(ls "$WORK/kp")"
@@ -149,7 +150,7 @@ stop_test "one process" TERM self "$HT" $M
 # before its first step (during the validation at the resumed step, made
 # long here): the resumed step is committed in the new directory, exit 75
 # (it once counted as saved already: exit 75 with nothing in --ckpt-dir).
-for i in 1 2 3 4 5 6; do cat $TEXT/GPL-3 $TEXT/Apache-2.0; done >"$WORK/big.txt"
+for _ in 1 2 3 4 5 6; do cat $TEXT/GPL-3 $TEXT/Apache-2.0; done >"$WORK/big.txt"
 $PY "$TOK" --bytes -o "$WORK/big.tok" "$WORK/big.txt" >/dev/null 2>&1 || hard "tokenize big.txt"
 "$HT" $M $D --steps 2 --save-every 2 --ckpt-dir "$WORK/r0" >/dev/null 2>&1 || fail "save step 2"
 rm -rf "$WORK/r1"

@@ -17,7 +17,7 @@ grep -E 'HEXI_RT_TEST_KILL|exited on signal|no progress' "$WORK/kill.out" |
 	sed 's/^/# /'
 [ "$st" -ne 0 ] && pass "killed rank: job exits non-zero ($st)" ||
 	fail "killed rank: job exited 0"
-[ "$st" -ne 124 ] && [ "$st" -ne 137 -o $((t1 - t0)) -lt 60 ] &&
+[ "$st" -ne 124 ] && { [ "$st" -ne 137 ] || [ $((t1 - t0)) -lt 60 ]; } &&
 	pass "killed rank: no hang" || fail "killed rank: hung until timeout"
 # mpirun's teardown takes it down in seconds; where it does not (seen once,
 # in mpi_idle.sh on a loaded machine), the 20 s stall watchdog does; the

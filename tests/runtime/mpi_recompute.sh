@@ -60,8 +60,8 @@ expect_eq "recompute: same optimizer bytes on rank 1" \
 	"$(kind D-on-sgd 1 optim)" "$(kind D-off-sgd 1 optim)"
 # Bad input: a flag that contradicts the plan: one line, exit 2, no dump.
 for f in --no-recompute --recompute; do
-	p=D-on
-	[ "$f" = --recompute ] && p=D-mix
+	p="D-on"
+	[ "$f" = --recompute ] && p="D-mix"
 	hx_mpirun "$(plan_ranks "$WORK/$p.json")" "$HT" --plan "$WORK/$p.json" \
 		--steps 1 "$f" --dump "$WORK/bad" >"$WORK/bad.out" 2>"$WORK/bad.err"
 	st=$?

@@ -23,12 +23,17 @@ command -v jq >/dev/null 2>&1 || skip "jq not installed"
 STEPS=4
 SGD="sgd --lr 0.5"
 ADAMW="adamw --lr 0.01 --eps 1e-4"
+# shellcheck disable=SC2034 # read by the eval below
 D="9/3:1x1,2x4,1x3;3/3:3x5,1x3"
+# shellcheck disable=SC2034 # read by the eval below
 E="8/4:1x1,2x2,3x1,1x4;4/1:2x8"
+# shellcheck disable=SC2034 # read by the eval below
 Dmix="9/3-:1x1,2x4,1x3;3/3+:3x5,1x3"
+# shellcheck disable=SC2034 # read by the eval below
 Emix="8/4+:1x1,2x2,3x1,1x4;4/1-:2x8"
 for p in D E; do
 	eval "spec=\$$p mix=\$${p}mix"
+	# shellcheck disable=SC2154 # spec and mix are set by the eval
 	"$MKPLAN" tiny-8l "$spec" "$WORK/$p-z0-off.json" recompute=0 zero=0 &&
 		"$MKPLAN" tiny-8l "$spec" "$WORK/$p-z1-on.json" recompute=1 \
 			zero=1 &&

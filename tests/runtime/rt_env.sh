@@ -1,8 +1,11 @@
+# shellcheck shell=sh
 # rt_env.sh - sourced by the runtime's shell tests: paths, MPI settings.
 . "$top_srcdir/tests/tap.sh"
 HT="$top_builddir/runtime/hexitrain"
 CMP="$top_builddir/tests/runtime/rt_cmp"
+# shellcheck disable=SC2034 # used by the tests that source this file
 MKPLAN="$top_builddir/tests/runtime/mkplan"
+# shellcheck disable=SC2034 # used by the tests that source this file
 PLANS="$top_srcdir/tests/runtime/plans"
 [ -x "$HT" ] || hard "hexitrain not built: $HT"
 # Tiny models on 2 shared cores: one BLAS thread, TCP on loopback (the

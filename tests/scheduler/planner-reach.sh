@@ -94,11 +94,11 @@ check "12 of 12 pipelines was tried" grep -q "P=12 " "$T/r.txt"
 # ---- determinism ---------------------------------------------------------
 args="$T/m64.json --model llama2-13b --global-batch 48 --seed 1 --json"
 "$H" plan $args >"$T/d1.json" || fail "plan idle"
-for i in 1 2; do (while :; do :; done) & BUSY="$BUSY $!"; done
+for _ in 1 2; do (while :; do :; done) & BUSY="$BUSY $!"; done
 "$H" plan $args >"$T/d2.json" || fail "plan under load"
 for p in $BUSY; do kill "$p" 2>/dev/null; done; BUSY=""
 expect_eq "same plan hash idle and under 2 busy loops" "$(jget "$T/d1.json" '["hash"]')" "$(jget "$T/d2.json" '["hash"]')"
-expect_eq "stopped by convergence, not time" "$(jget "$T/d1.json" '["stopped_by"]')" done
+expect_eq "stopped by convergence, not time" "$(jget "$T/d1.json" '["stopped_by"]')" "done"
 "$H" plan $args --max-evals 40 >"$T/w1.json" || fail "work bound 1"
 "$H" plan $args --max-evals 40 --time-budget 3600 >"$T/w2.json" || fail "work bound 2"
 expect_eq "a work bound gives the same plan whatever the time budget" "$(jget "$T/w1.json" '["hash"]')" "$(jget "$T/w2.json" '["hash"]')"

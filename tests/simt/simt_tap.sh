@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # simt_tap.sh - tests/tap.sh plus what the SIMT scripts share (sourced).
 # Sets WORK, a temporary folder removed on exit; check_diag NAME passes
 # when $WORK/err holds no "simt:" diagnostic (bad launch, barrier deadlock,

@@ -42,6 +42,7 @@ hexi_cluster_claim_ports() {
 			continue
 		fi
 		HEXI_SLURM_PORT_BASE=$base
+		# shellcheck disable=SC2034 # for the caller, which removes the lock
 		HEXI_PORT_LOCK=$lock
 		return 0
 	done

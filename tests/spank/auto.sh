@@ -15,7 +15,7 @@ EX=$top_srcdir/examples
 export HEXI_EXAMPLES=$EX
 CHECK="python3 $top_srcdir/tests/spank/check-roles.py"
 GPUS="-N3 -n8 --gpus-per-task=1"
-latest_plan() { ls -t "${1:-$JOBS}"/hexiscale-plan.*.json 2>/dev/null | head -1; }
+latest_plan() { ls -t "$JOBS"/hexiscale-plan.*.json 2>/dev/null | head -1; }
 
 # Batch job: #SBATCH --hexiscale=auto, two steps.
 mkdir -p "$JOBS/out"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # slurm-lib.sh - sourced by the tests/spank/*.sh cluster tests: starts the
 # test cluster of tests/slurm/cluster.sh on ports derived from the test
 # name (so tests can run in parallel), stops it on exit whatever happens.

@@ -35,7 +35,7 @@ echo "free=$?" >>rc.out
 IN
 chmod +x "$JOBS/inner.sh"
 rm -f rc.out
-JOBS=$JOBS EX=$EX timeout 180 salloc -N1 -n3 -w n1 --gres=gpu:3 "$JOBS/inner.sh" >salloc.out 2>&1
+env JOBS="$JOBS" EX="$EX" timeout 180 salloc -N1 -n3 -w n1 --gres=gpu:3 "$JOBS/inner.sh" >salloc.out 2>&1
 expect_eq "allocation ran" "$?" 0
 expect_eq "the plain step held GPU 0" "$(cat "$JOBS/held" 2>/dev/null)" 0
 expect_eq "all four HexiScale steps succeeded" "$(paste -sd' ' rc.out 2>/dev/null)" "gres=0 pertask=0 wide=0 free=0"
