@@ -201,6 +201,18 @@ static hexi_rc self_iallreduce(rt_group *g, void *buf, size_t count,
 	return HEXI_OK;
 }
 
+static hexi_rc self_ireduce_scatterv(rt_group *g, const void *send, void *recv,
+				     const size_t *cut, rt_dtype dt,
+				     rt_req **req)
+{
+	size_t es = dt == RT_F64 ? sizeof(double) : sizeof(float);
+
+	(void)g;
+	memcpy(recv, (const char *)send + cut[0] * es, (cut[1] - cut[0]) * es);
+	*req = &self_done_req;
+	return HEXI_OK;
+}
+
 static hexi_rc self_test(rt_req *req, int *done)
 {
 	(void)req;
@@ -274,6 +286,7 @@ static const rt_comm_ops self_ops = {
     .reduce_scatter_sum = self_reduce_scatter,
     .allgather = self_allgather,
     .iallreduce_sum = self_iallreduce,
+    .ireduce_scatterv_sum = self_ireduce_scatterv,
     .test = self_test,
     .wait = self_wait,
     .bcast = self_bcast,
@@ -322,6 +335,8 @@ typedef struct rt_group_mpi {
 typedef struct mpi_req {
 	rt_req base;
 	MPI_Request req;
+	int *cnt; /* Ireduce_scatter's counts, alive until completion */
+	const char *what;
 } mpi_req;
 
 static hexi_rc mpi_err(int err, const char *what, int peer)
@@ -566,6 +581,7 @@ static hexi_rc mpi_iallreduce(rt_group *gb, void *buf, size_t count,
 		return hexi_error(HEXI_ERR_NOMEM, "MPI Iallreduce: request");
 	r->base.root = gb->ranks[0];
 	r->req = MPI_REQUEST_NULL;
+	r->what = "Iallreduce";
 	if (gb->n > 1 &&
 	    (err = MPI_Iallreduce(MPI_IN_PLACE, buf, k, t, MPI_SUM, g->comm,
 				  &r->req)) != MPI_SUCCESS) {
@@ -576,27 +592,75 @@ static hexi_rc mpi_iallreduce(rt_group *gb, void *buf, size_t count,
 	return HEXI_OK;
 }
 
+/* Non-blocking reduce-scatter with variable counts (MPI_Ireduce_scatter):
+ * the counts live in the request until it completes, as MPI requires. */
+static hexi_rc mpi_ireduce_scatterv(rt_group *gb, const void *send, void *recv,
+				    const size_t *cut, rt_dtype dt,
+				    rt_req **req)
+{
+	rt_group_mpi *g = (rt_group_mpi *)gb;
+	MPI_Datatype t = dt == RT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+	size_t es = dt == RT_F64 ? sizeof(double) : sizeof(float);
+	const char *from = (const char *)send + cut[0] * es;
+	int *dsp = NULL, err;
+	mpi_req *r;
+	hexi_rc rc;
+
+	*req = NULL;
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "MPI Ireduce_scatter: request");
+	r->base.root = gb->ranks[0];
+	r->req = MPI_REQUEST_NULL;
+	r->what = "Ireduce_scatter";
+	if (gb->n == 1) {
+		memcpy(recv, from, (cut[1] - cut[0]) * es);
+		*req = &r->base;
+		return HEXI_OK;
+	}
+	rc = mpi_cuts(gb, cut, "Ireduce_scatter", &r->cnt, &dsp);
+	free(dsp);
+	if (rc == HEXI_OK &&
+	    (err = MPI_Ireduce_scatter(from, recv, r->cnt, t, MPI_SUM, g->comm,
+				       &r->req)) != MPI_SUCCESS)
+		rc = mpi_err(err, "Ireduce_scatter", gb->ranks[0]);
+	if (rc != HEXI_OK) {
+		free(r->cnt);
+		free(r);
+		return rc;
+	}
+	*req = &r->base;
+	return HEXI_OK;
+}
+
+static void req_free(mpi_req *r)
+{
+	free(r->cnt);
+	free(r);
+}
+
 static hexi_rc mpi_test(rt_req *rb, int *done)
 {
 	mpi_req *r = (mpi_req *)rb;
 	int err = MPI_Test(&r->req, done, MPI_STATUS_IGNORE), root = rb->root;
+	char what[48];
 
+	snprintf(what, sizeof(what), "Test (%s)", r->what);
 	if (err != MPI_SUCCESS)
 		*done = 1;
 	if (*done)
-		free(r);
-	return err == MPI_SUCCESS ? HEXI_OK
-				  : mpi_err(err, "Test (Iallreduce)", root);
+		req_free(r);
+	return err == MPI_SUCCESS ? HEXI_OK : mpi_err(err, what, root);
 }
 
 static hexi_rc mpi_wait(rt_req *rb)
 {
 	mpi_req *r = (mpi_req *)rb;
 	int err = MPI_Wait(&r->req, MPI_STATUS_IGNORE), root = rb->root;
+	char what[48];
 
-	free(r);
-	return err == MPI_SUCCESS ? HEXI_OK
-				  : mpi_err(err, "Wait (Iallreduce)", root);
+	snprintf(what, sizeof(what), "Wait (%s)", r->what);
+	req_free(r);
+	return err == MPI_SUCCESS ? HEXI_OK : mpi_err(err, what, root);
 }
 
 static hexi_rc mpi_bcast(rt_group *gb, void *buf, size_t bytes, int root)
@@ -757,6 +821,7 @@ static const rt_comm_ops mpi_ops = {
     .allgatherv = mpi_allgatherv,
     .sendrecv = mpi_sendrecv,
     .iallreduce_sum = mpi_iallreduce,
+    .ireduce_scatterv_sum = mpi_ireduce_scatterv,
     .test = mpi_test,
     .wait = mpi_wait,
     .bcast = mpi_bcast,

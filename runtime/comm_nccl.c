@@ -420,6 +420,7 @@ static hexi_rc nccl_allgather(rt_group *g, void *buf, size_t count,
 typedef struct nccl_req {
 	rt_req base;
 	rt_group_nccl *g;
+	const char *what; /* "all-reduce", "reduce-scatter" */
 } nccl_req;
 
 static hexi_rc nccl_iallreduce(rt_group *g, void *buf, size_t count,
@@ -443,6 +444,7 @@ static hexi_rc nccl_iallreduce(rt_group *g, void *buf, size_t count,
 		return hexi_error(HEXI_ERR_NOMEM, "NCCL all-reduce: request");
 	r->base.root = g->ranks[0];
 	r->g = gn;
+	r->what = "all-reduce";
 	if (count > 0 && nc->after != NULL &&
 	    ((e = cudaEventRecord(nc->ev, nc->after)) != cudaSuccess ||
 	     (e = cudaStreamWaitEvent(nc->dp, nc->ev, 0)) != cudaSuccess)) {
@@ -464,17 +466,83 @@ static hexi_rc nccl_iallreduce(rt_group *g, void *buf, size_t count,
 	return HEXI_OK;
 }
 
+/* Non-blocking reduce-scatter with variable counts (NCCL has none): one
+ * ncclReduce per member with a non-empty block, rooted at that member,
+ * in one group on the dp stream, ordered after the compute stream as
+ * nccl_iallreduce.  Every member issues the same reduces (the cuts are
+ * the group's), so the group matches on all of them. */
+static hexi_rc nccl_ireduce_scatterv(rt_group *g, const void *send, void *recv,
+				     const size_t *cut, rt_dtype dt,
+				     rt_req **req)
+{
+	rt_group_nccl *gn = (rt_group_nccl *)g;
+	rt_comm_nccl *nc = NC(g->comm);
+	size_t es = dt == RT_F64 ? sizeof(double) : sizeof(float);
+	ncclResult_t r0 = ncclSuccess, r1;
+	nccl_req *r;
+	char who[128];
+	cudaError_t e;
+	hexi_rc rc;
+
+	*req = NULL;
+	if ((rc = usable(nc, "reduce-scatter")) != HEXI_OK)
+		return rc;
+	group_name(g, who, sizeof(who));
+	if (nccl_type(dt) == ncclNumTypes)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "NCCL reduce-scatter (%s): type %d", who,
+				  (int)dt);
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM,
+				  "NCCL reduce-scatter: request");
+	r->base.root = g->ranks[0];
+	r->g = gn;
+	r->what = "reduce-scatter";
+	if (cut[g->n] > cut[0] && nc->after != NULL &&
+	    ((e = cudaEventRecord(nc->ev, nc->after)) != cudaSuccess ||
+	     (e = cudaStreamWaitEvent(nc->dp, nc->ev, 0)) != cudaSuccess)) {
+		free(r);
+		return hexi_error_prefix(cuda_fail(e, "reduce-scatter (dp)"),
+					 "%s: ordering after the compute "
+					 "stream",
+					 who);
+	}
+	if (cut[g->n] > cut[0]) {
+		r0 = ncclGroupStart();
+		for (int i = 0;
+		     (r0 == ncclSuccess || r0 == ncclInProgress) && i < g->n;
+		     i++)
+			if (cut[i + 1] > cut[i])
+				r0 = ncclReduce((const char *)send + cut[i] * es,
+						recv, cut[i + 1] - cut[i],
+						nccl_type(dt), ncclSum, i,
+						gn->comm, nc->dp);
+		r1 = ncclGroupEnd();
+		if (r0 == ncclSuccess || r0 == ncclInProgress)
+			r0 = r1;
+	}
+	if ((rc = enqueued(nc, &gn->comm, r0, "reduce-scatter", who)) !=
+	    HEXI_OK) {
+		free(r);
+		return rc;
+	}
+	*req = &r->base;
+	return HEXI_OK;
+}
+
 static hexi_rc nccl_test(rt_req *rb, int *done)
 {
 	nccl_req *r = (nccl_req *)rb;
 	rt_comm_nccl *nc = NC(r->g->base.comm);
 	cudaError_t e = cudaStreamQuery(nc->dp);
 
+	const char *what = r->what;
+
 	*done = e != cudaErrorNotReady;
 	if (e == cudaErrorNotReady)
 		return HEXI_OK;
 	free(r);
-	return e == cudaSuccess ? HEXI_OK : cuda_fail(e, "all-reduce (dp)");
+	return e == cudaSuccess ? HEXI_OK : cuda_fail(e, what);
 }
 
 static hexi_rc nccl_wait(rt_req *rb)
@@ -485,7 +553,7 @@ static hexi_rc nccl_wait(rt_req *rb)
 	hexi_rc rc;
 
 	group_name(&r->g->base, who, sizeof(who));
-	rc = wait_done(nc, &r->g->comm, nc->dp, "all-reduce", who);
+	rc = wait_done(nc, &r->g->comm, nc->dp, r->what, who);
 	free(r);
 	return rc;
 }
@@ -683,6 +751,7 @@ static const rt_comm_ops nccl_ops = {
     .reduce_scatter_sum = nccl_reduce_scatter,
     .allgather = nccl_allgather,
     .iallreduce_sum = nccl_iallreduce,
+    .ireduce_scatterv_sum = nccl_ireduce_scatterv,
     .test = nccl_test,
     .wait = nccl_wait,
     .bcast = nccl_bcast,

@@ -93,6 +93,16 @@ typedef struct rt_comm_ops {
 	 * without it. */
 	hexi_rc (*iallreduce_sum)(rt_group *g, void *buf, size_t count,
 				  rt_dtype dt, rt_req **req);
+	/* Non-blocking reduce-scatter with variable counts (the sharded
+	 * sync's overlap): member i's block is elements [cut[i], cut[i+1])
+	 * of send (cut[0..n] ascending, read during the call only); the sum
+	 * over the group of the caller's block lands in recv, which does
+	 * not overlap send.  Same request rules as iallreduce_sum; send
+	 * and recv must stay untouched until the request is done.  NULL in
+	 * a backend without it. */
+	hexi_rc (*ireduce_scatterv_sum)(rt_group *g, const void *send,
+					void *recv, const size_t *cut,
+					rt_dtype dt, rt_req **req);
 	hexi_rc (*test)(rt_req *req, int *done);
 	hexi_rc (*wait)(rt_req *req);
 	/* Broadcast bytes from group member root (0..n-1). */
@@ -150,7 +160,7 @@ hexi_rc rt_comm_self_create(rt_comm **out);
 /* NCCL backend (comm_nccl.c): needs an MPI comm for id exchange. */
 hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out);
 /* The non-blocking collectives of an "nccl" communicator (iallreduce_sum,
- * on its own stream dp) are ordered after the work queued on `stream` (a
+ * ireduce_scatterv_sum, on its own stream dp) are ordered after the work queued on `stream` (a
  * cudaStream_t; NULL: none) when they start: an event recorded there, that
  * dp waits for, no host synchronisation.  The GPU trainer passes its
  * compute stream, so a gradient bucket packed or finished by the backward

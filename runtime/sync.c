@@ -155,17 +155,22 @@ struct rt_sync {
 	struct sync_sub *sub;
 	float *obuf; /* staging of the packed sub-buckets, each its own part */
 	int next;    /* first sub not started yet */
+	size_t *rcuts; /* zero 1: every sub's member cuts, one block */
 };
 
 /* Overlap: elements [e0, e1) of a bucket (bucket order), at most the cap,
- * all-reduced with a non-blocking collective as soon as every piece they
- * touch is final (the watermark of the backward reached key). */
+ * all-reduced (zero 1: reduce-scattered into the members' owned sums)
+ * with a non-blocking collective as soon as every piece they touch is
+ * final (the watermark of the backward reached key). */
 typedef struct sync_sub {
 	sync_bucket *b;
 	size_t e0, e1;
 	int key;      /* min key of the pieces touched */
 	int inplace;  /* contiguous in memory on every member */
 	float *stage; /* packed: its part of obuf */
+	size_t *rcut; /* zero 1: [n+1] member i's part of the sub, relative
+			 to e0: the bucket's cuts clamped to [e0, e1) */
+	float *rdst;  /* zero 1: where my part lands in b->own */
 	rt_req *req;
 	int state; /* 0 idle, 1 in flight, 2 done */
 } sync_sub;
@@ -740,10 +745,10 @@ hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 	double acc = 0;
 	hexi_rc rc;
 
+	if (s->nsub > 0) /* zero 0 or 1 */
+		return overlap_finish(s, sumsq);
 	if (s->zero > 0)
 		return shard_run(s, sumsq);
-	if (s->nsub > 0)
-		return overlap_finish(s, sumsq);
 	if (s->mem == NULL && (rc = host_buf(s, s->packcap)) != HEXI_OK)
 		return rc;
 	for (int i = 0; i < s->nb; i++)
@@ -789,6 +794,7 @@ void rt_sync_destroy(rt_sync *s)
 	free(s->order);
 	mem_ffree(s, s->solo_acc);
 	free(s->sub);
+	free(s->rcuts);
 	obuf_free(s);
 	free(s->b);
 	free(s->solo.pieces);
@@ -1133,6 +1139,11 @@ hexi_rc rt_sync_shard(rt_sync *s, int zero)
 				  zero);
 	if (zero == 0 || s->zero > 0)
 		return HEXI_OK;
+	if (s->nsub > 0) /* the sub-buckets would all-reduce */
+		return hexi_error(HEXI_ERR_INTERNAL,
+				  "sync: zero %d after the overlap's setup "
+				  "(rt_sync_shard comes first)",
+				  zero);
 	if (s->mem != NULL && (s->mem->add == NULL || s->mem->scale == NULL ||
 			       s->mem->optim == NULL))
 		return hexi_error(HEXI_ERR_UNSUPPORTED,
@@ -1894,6 +1905,23 @@ static int cut_subs(sync_bucket *b, size_t cap, sync_sub *out)
 	return n;
 }
 
+/* zero 1: member i's part of sub u is bucket elements [cut[i], cut[i+1])
+ * within [e0, e1); mine lands at its place in my owned range. */
+static void sub_cuts(sync_sub *u, size_t *rcut)
+{
+	const sync_bucket *b = u->b;
+	const int me = b->g->me;
+
+	for (int i = 0; i <= b->g->n; i++) {
+		size_t c = b->cut[i] < u->e0   ? u->e0
+			   : b->cut[i] > u->e1 ? u->e1
+					       : b->cut[i];
+		rcut[i] = c - u->e0;
+	}
+	u->rcut = rcut;
+	u->rdst = b->own + (u->e0 + rcut[me] - b->cut[me]);
+}
+
 static void obuf_free(rt_sync *s)
 {
 	if (s->mem != NULL && s->obuf != NULL)
@@ -1911,24 +1939,31 @@ static void obuf_free(rt_sync *s)
 hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 {
 	double *flag = NULL;
-	size_t packed = 0;
+	size_t packed = 0, ncut = 0; /* zero 1: cuts per sub, the most */
 	int n = 0;
 	hexi_rc rc = HEXI_OK;
 
-	if (s->zero > 0 || s->nb == 0)
-		return HEXI_OK; /* sharded sync: not overlapped */
+	if (s->zero > 1 || s->nb == 0 || s->nsub > 0)
+		return HEXI_OK; /* zero 2: reduce-scatters every backward */
 	if (cap < 1)
 		cap = 1;
 	for (int i = 0; i < s->nb; i++) {
-		if (s->b[i].g->comm->ops->iallreduce_sum == NULL)
+		const rt_comm_ops *ops = s->b[i].g->comm->ops;
+		if ((s->zero == 0 && ops->iallreduce_sum == NULL) ||
+		    (s->zero == 1 && ops->ireduce_scatterv_sum == NULL))
 			return HEXI_OK;
 		n += cut_subs(&s->b[i], cap, NULL);
+		if ((size_t)s->b[i].g->n + 1 > ncut)
+			ncut = (size_t)s->b[i].g->n + 1;
 	}
 	if (n == 0)
 		return HEXI_OK;
 	s->sub = calloc((size_t)n, sizeof(*s->sub));
 	flag = calloc((size_t)n, sizeof(*flag));
-	if (s->sub == NULL || flag == NULL) {
+	if (s->zero == 1)
+		s->rcuts = calloc(ncut * (size_t)n, sizeof(*s->rcuts));
+	if (s->sub == NULL || flag == NULL ||
+	    (s->zero == 1 && s->rcuts == NULL)) {
 		rc = hexi_error(HEXI_ERR_NOMEM, "sync: %d buckets", n);
 		goto out;
 	}
@@ -1943,6 +1978,8 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 			sub_parts(s, u, scan_part, &c);
 			u->key = c.key;
 			flag[k] = !c.contig;
+			if (s->zero == 1)
+				sub_cuts(u, s->rcuts + (size_t)k * ncut);
 		}
 		rc = host_sum(s, b, flag + n0, (size_t)(n - n0));
 		for (int k = n0; k < n; k++)
@@ -1981,6 +2018,8 @@ out:
 	if (rc != HEXI_OK) {
 		free(s->sub);
 		s->sub = NULL;
+		free(s->rcuts);
+		s->rcuts = NULL;
 		obuf_free(s);
 	}
 	return rc;
@@ -2015,8 +2054,12 @@ static hexi_rc sub_start(rt_sync *s, sync_sub *u)
 		buf = (float *)c.first;
 	} else
 		buf = u->stage;
-	rc = u->b->g->comm->ops->iallreduce_sum(u->b->g, buf, u->e1 - u->e0,
-						RT_F32, &u->req);
+	if (u->rcut != NULL)
+		rc = u->b->g->comm->ops->ireduce_scatterv_sum(
+		    u->b->g, buf, u->rdst, u->rcut, RT_F32, &u->req);
+	else
+		rc = u->b->g->comm->ops->iallreduce_sum(
+		    u->b->g, buf, u->e1 - u->e0, RT_F32, &u->req);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc, "gradient sync (%zu elements)",
 					 u->e1 - u->e0);
@@ -2045,7 +2088,7 @@ static hexi_rc overlap_poll(rt_sync *s)
 
 hexi_rc rt_sync_poll(rt_sync *s)
 {
-	if (s == NULL || s->nsub == 0 || s->next == 0 || s->zero > 0)
+	if (s == NULL || s->nsub == 0 || s->next == 0)
 		return HEXI_OK;
 	return overlap_poll(s);
 }
@@ -2054,9 +2097,7 @@ hexi_rc rt_sync_ready(rt_sync *s, int layer)
 {
 	hexi_rc rc;
 
-	/* sharded after rt_sync_overlap: rt_sync_run runs the sharded sync
-	 * and would never wait for these */
-	if (s == NULL || s->nsub == 0 || s->zero > 0)
+	if (s == NULL || s->nsub == 0)
 		return HEXI_OK;
 	while (s->next < s->nsub && s->sub[s->next].key >= layer)
 		if ((rc = sub_start(s, &s->sub[s->next++])) != HEXI_OK)
@@ -2101,8 +2142,24 @@ static hexi_rc overlap_norm_dev(rt_sync *s, double *sumsq)
 	return HEXI_OK;
 }
 
+/* zero 1 overlapped: the norm of the owned sums, as shard_run. */
+static hexi_rc own_norm(rt_sync *s, double *sumsq)
+{
+	double acc = 0;
+	hexi_rc rc;
+
+	for (int i = 0; sumsq != NULL && i < s->nb; i++) {
+		const sync_bucket *b = &s->b[i];
+		rc = mem_sumsq(s, b->own,
+			       b->cut[b->g->me + 1] - b->cut[b->g->me], &acc);
+		if (rc != HEXI_OK)
+			return rc;
+	}
+	return sumsq == NULL ? HEXI_OK : norm_finish(s, acc, sumsq);
+}
+
 /* Start what the backward did not (a stage that ran no hook), wait for
- * every sub-bucket in launch order, unpack, norm. */
+ * every sub-bucket in launch order, unpack (zero 0), norm. */
 static hexi_rc overlap_finish(rt_sync *s, double *sumsq)
 {
 	double acc = 0;
@@ -2120,12 +2177,14 @@ static hexi_rc overlap_finish(rt_sync *s, double *sumsq)
 		}
 		u->req = NULL;
 		u->state = 0;
-		if (rc == HEXI_OK)
+		if (rc == HEXI_OK && s->zero == 0)
 			rc = sub_parts(s, u, unpack_part, arg);
 	}
 	s->next = 0;
 	if (rc != HEXI_OK)
 		return rc;
+	if (s->zero == 1) /* my owned sums are complete: their norm */
+		return own_norm(s, sumsq);
 	if (s->mem == NULL)
 		return sumsq == NULL ? HEXI_OK : norm_finish(s, acc, sumsq);
 	return overlap_norm_dev(s, sumsq);

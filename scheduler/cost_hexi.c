@@ -309,20 +309,21 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 
 /* Bytes per parameter the CPU runtime's gradient sync holds beside the
  * model with D >= 2 pipelines (runtime/sync.c, DECISIONS 125): zero 0
- * overlapped, a packed copy of every gradient (the sub-buckets in flight;
- * none where every holder has TP 1: reduced in place, d->dp_tp1);
- * zero 1, the owned gradient reduce-scattered after the backward (g/D);
- * zero 2 none beyond sched_param_bytes' g/D (the owned sums) but one
- * backward unit's window, counted once by the caller. */
+ * and 1 overlapped, a packed copy of every gradient (the sub-buckets in
+ * flight; none where every holder has TP 1: in place, d->dp_tp1);
+ * zero 1 also the owned gradient reduce-scattered (g/D); zero 2 none
+ * beyond sched_param_bytes' g/D (the owned sums) but one backward unit's
+ * window, counted once by the caller. */
 static double cpu_sync_per_param(const sched_ctx *x, const sched_sdesc *d)
 {
 	const int D = d->dp;
+	const double packed = x->overlap_dp && !d->dp_tp1 ? 4.0 : 0.0;
 
 	if (D < 2)
 		return 0;
 	if (x->t.zero == 0)
-		return x->overlap_dp && !d->dp_tp1 ? 4.0 : 0.0;
-	return x->t.zero == 1 ? 4.0 / D : 0.0;
+		return packed;
+	return x->t.zero == 1 ? packed + 4.0 / D : 0.0;
 }
 
 /* Memory of a stage on the `cpu` type, counted from what the CPU runtime
@@ -694,10 +695,11 @@ double sched_hexi_dp(const sched_ctx *x, const hexi_pipeline *pp, int np,
 	}
 	for (int p = 1; p < np; p++)
 		base[p] = base[p - 1] + pp[p - 1].nstages;
-	/* Overlap (zero 0: the runtime overlaps only the unsharded sync) starts
-	 * each layer as its gradient is final; otherwise a stage's segments
-	 * start when its last backward is done (DECISIONS 160). */
-	const int per_layer = x->overlap_dp && x->t.zero == 0;
+	/* Overlap (zero 0's all-reduce, zero 1's reduce-scatter; zero 2's
+	 * rounds are blocking) starts each layer as its gradient is final;
+	 * otherwise a stage's segments start when its last backward is done
+	 * (DECISIONS 160, 179).  Zero 1's all-gather follows the step. */
+	const int per_layer = x->overlap_dp && x->t.zero <= 1;
 	nseg = build_segs(pp, np, L, seg, stbuf, per_layer);
 	for (int k = 0; k < nseg; k++) {
 		seg[k].ready = 0;

@@ -1437,7 +1437,8 @@ typedef struct emu_req {
 	rt_req base;
 	rt_req *inner;
 	emu_comm *ec;
-	const char *lo, *hi;
+	const char *lo, *hi;   /* the buffer in flight on dp */
+	const char *lo2, *hi2; /* reduce-scatter: the receive buffer too */
 } emu_req;
 
 static hexi_rc emu_iallreduce(rt_group *g, void *buf, size_t count, rt_dtype dt,
@@ -1476,12 +1477,60 @@ static hexi_rc emu_iallreduce(rt_group *g, void *buf, size_t count, rt_dtype dt,
 	return HEXI_OK;
 }
 
+/* The sharded sync's overlap (comm_nccl.c: one ncclReduce per member in
+ * a group on dp): reads member blocks [cut[0], cut[n]) of send, writes
+ * the caller's block into recv, both pending on dp until done. */
+static hexi_rc emu_ireduce_scatterv(rt_group *g, const void *send, void *recv,
+				    const size_t *cut, rt_dtype dt,
+				    rt_req **req)
+{
+	rt_group *ig = ((emu_group *)g)->inner;
+	emu_comm *ec = (emu_comm *)g->comm;
+	rt_cuda_stream dp = (rt_cuda_stream)(uintptr_t)&ec->dp_tag;
+	size_t es = dt_bytes(dt);
+	const char *from = (const char *)send + cut[0] * es;
+	size_t sb = (cut[g->n] - cut[0]) * es;
+	size_t rb = (cut[g->me + 1] - cut[g->me]) * es;
+	emu_req *r;
+	hexi_rc rc;
+
+	*req = NULL;
+	if (ig->comm->ops->ireduce_scatterv_sum == NULL)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "emulated NCCL: no non-blocking "
+				  "reduce-scatter underneath");
+	if (ec->after != NULL)
+		rt_cuda_stream_wait(dp, ec->after);
+	launch(dp);
+	if ((rc = dev("NCCL reduce (dp)", "send", from, sb)) != HEXI_OK ||
+	    (rc = devw("NCCL reduce (dp)", "recv", recv, rb)) != HEXI_OK)
+		return rc;
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return hexi_error(HEXI_ERR_NOMEM, "emulated NCCL: request");
+	rc = ig->comm->ops->ireduce_scatterv_sum(ig, send, recv, cut, dt,
+						 &r->inner);
+	if (rc != HEXI_OK) {
+		free(r);
+		return rc;
+	}
+	r->base.root = g->ranks[0];
+	r->ec = ec;
+	r->lo = from;
+	r->hi = from + sb;
+	r->lo2 = recv;
+	r->hi2 = r->lo2 + rb;
+	*req = &r->base;
+	return HEXI_OK;
+}
+
 static void emu_req_done(emu_req *r)
 {
 	rt_cuda_stream dp = (rt_cuda_stream)(uintptr_t)&r->ec->dp_tag;
 
 	pthread_mutex_lock(&reg_lock);
 	pend_drop(stream_id(dp), r->lo, r->hi);
+	if (r->lo2 != NULL)
+		pend_drop(stream_id(dp), r->lo2, r->hi2);
 	pthread_mutex_unlock(&reg_lock);
 	free(r);
 }
@@ -1613,6 +1662,7 @@ static const rt_comm_ops emu_comm_ops = {
     .group_destroy = emu_group_destroy,
     .allreduce_sum = emu_allreduce,
     .iallreduce_sum = emu_iallreduce,
+    .ireduce_scatterv_sum = emu_ireduce_scatterv,
     .test = emu_test,
     .wait = emu_wait,
     .reduce_scatter_sum = emu_reduce_scatter,

@@ -15,7 +15,10 @@
 # oversubscribed); BTL=... overrides.  MODES="on off layer" adds "layer":
 # overlap polled at layer ends only (HEXI_RT_SYNC_POLL=0), not between the
 # GEMMs of a layer.  ENV="VAR=VALUE ..." goes to every run (for instance
-# HEXI_RT_SYNC_BUCKET=262144).  --json: one JSON line.
+# HEXI_RT_SYNC_BUCKET=262144).  ZERO=1: the plan under train.zero 1
+# (overlapped: non-blocking reduce-scatters into the owned sums; the
+# all-gather of the updated weights follows the step either way).
+# --json: one JSON line.
 #
 # LINK=RATE (root; iproute2 with veth, htb and u32): the ranks' TCP runs
 # over an emulated inter-node link of RATE (tc's units: 10gbit, 2gbit,
@@ -36,8 +39,17 @@ REPS=${REPS:-5}
 STEPS=${STEPS:-12}
 SPEC=${SPEC:-"1/1:1x8;1/1:1x8"}
 MODES=${MODES:-"on off"}
+ZERO=${ZERO:-0}
 "$MKPLAN" "$PLANS/bench-model.json" "$SPEC" "$WORK/p.json" >/dev/null ||
 	hard "mkplan"
+case $ZERO in
+0) ;;
+1 | 2)
+	jq "del(.hash) | .train.zero = $ZERO" "$WORK/p.json" >"$WORK/pz.json" &&
+		mv "$WORK/pz.json" "$WORK/p.json" || hard "jq: train.zero $ZERO"
+	;;
+*) hard "ZERO='$ZERO': 0, 1 or 2" ;;
+esac
 np=$(plan_ranks "$WORK/p.json")
 cores=$(nproc 2>/dev/null || echo 1)
 LINK=${LINK:-}
@@ -128,8 +140,9 @@ if [ -s "$WORK/layer" ]; then
 	lay=$(awk -v a="$t_lay" -v b="$t_off" 'BEGIN {printf "%.3f", a / b}')
 fi
 if [ "${1:-}" = --json ]; then
-	printf '{"bench":"overlap","plan":"%s","ranks":%d,"cores":%d,' \
-		"$SPEC" "$np" "$cores"
+	printf '{"bench":"overlap","plan":"%s","zero":%d,"ranks":%d,' \
+		"$SPEC" "$ZERO" "$np"
+	printf '"cores":%d,' "$cores"
 	printf '"btl":"%s","reps":%d,"load_before":%s,"load_after":%s,' \
 		"$BTL" "$REPS" "$load0" "$load1"
 	if [ -n "$LINK" ]; then
@@ -145,7 +158,7 @@ if [ "${1:-}" = --json ]; then
 	printf '"ratio":%s}\n' "$ratio"
 else
 	[ -n "$LINK" ] && BTL="$BTL over a $LINK link"
-	echo "overlap $SPEC ($np ranks on $cores cores, btl $BTL, best of" \
+	echo "overlap $SPEC zero $ZERO ($np ranks on $cores cores, btl $BTL, best of" \
 		"$REPS, load $load0 -> $load1): step $t_on s (sync wait" \
 		"$s_on s) vs --no-overlap $t_off s (sync $s_off s):" \
 		"ratio $ratio (goal < 1)"

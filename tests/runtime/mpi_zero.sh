@@ -8,7 +8,9 @@
 # layout) identical to an uninterrupted run; a zero-0 checkpoint resumes
 # under zero 1; the emulated nccl backend's zero 1 equals the mpi
 # backend's.  The sync overlapped with the backward in bounded buckets
-# (the default) and --no-overlap give the same numbers too.  Bad input: zero 3, zero > 0 with one pipeline (a notice).
+# (the default; under zero 1 non-blocking reduce-scatters into the owned
+# sums) and --no-overlap give the same numbers too.  Bad input: zero 3,
+# zero > 0 with one pipeline (a notice).
 #   E: [TP1 x 1, TP2 x 2, TP3 x 1, TP1 x 4] 8 in 4 + [TP2 x 8] 4 in 1
 #      (mixed TP 1/2/3 in one pipeline, 1-layer stages, micro-batch sizes
 #      2 and 4, unequal batches; 9 ranks)
@@ -77,10 +79,20 @@ equiv D 2 adamw
 HEXI_RT_SYNC_BUCKET=97
 export HEXI_RT_SYNC_BUCKET
 equiv D 0 sgd
+equiv D 1 sgd
+equiv D 1 adamw
 unset HEXI_RT_SYNC_BUCKET
 SGD="$SGD --no-overlap"
 equiv B 0 sgd
+equiv B 1 sgd
 SGD="--optimizer sgd --lr 0.5"
+# every rank of plan D (each holds chunks another pipeline holds too)
+# overlapped its zero-1 sync; none did with --no-overlap
+ov() { grep -c "gradient sync overlapped with the backward" "$1"; }
+expect_eq "zero 1 plan D: every rank's sync overlapped (97-element buckets)" \
+	"$(ov "$WORK/D1-sgd.err")" 8
+expect_eq "zero 1 plan B --no-overlap: no rank overlapped" \
+	"$(ov "$WORK/B1-sgd.err")" 0
 
 # Ownership: every element of the model is owned once (the sum over the
 # ranks is the model's parameter count: the same for every plan), and a
@@ -177,7 +189,7 @@ EMU="$top_builddir/tests/gpuemu/hexitrain_emu"
 if [ -x "$EMU" ]; then
 	# shellcheck disable=SC2086
 	hx_mpirun 6 "$EMU" --backend nccl --plan "$WORK/B1.json" \
-		--steps $STEPS $ADAMW --json --dump "$WORK/emu" \
+		--steps $STEPS $ADAMW --json --verbose --dump "$WORK/emu" \
 		>"$WORK/emu.json" 2>"$WORK/emu.err"
 	st=$?
 	[ "$st" -eq 0 ] &&
@@ -185,6 +197,8 @@ if [ -x "$EMU" ]; then
 		"$CMP" --params "$WORK/B1-adamw" "$WORK/emu" >/dev/null &&
 		pass "nccl (emulated) zero 1 plan B = mpi zero 1 plan B" ||
 		fail "nccl zero 1: exit $st: $(head -n 3 "$WORK/emu.err")"
+	expect_eq "nccl (emulated) zero 1 plan B: every rank overlapped" \
+		"$(ov "$WORK/emu.err")" 6
 else
 	echo "# no emulated GPU trainer built: the nccl backend not checked"
 fi

@@ -6,6 +6,8 @@
 # the packed collectives; train.zero 1 and 2 give the same losses (1e-5
 # relative each step) and parameters (1e-5 per tensor) as one process, and
 # the same as the packed collectives (HEXI_RT_SYNC_SEG=0) within 1e-6.
+# Zero-1 runs pass --no-overlap: overlapped, zero 1 reduce-scatters in
+# bounded sub-buckets (mpi_zero.sh), and only its all-gather would ring.
 # Plans (as mpi_zero.sh): E [TP1 x 1, TP2 x 2, TP3 x 1, TP1 x 4] 8 in 4 +
 # [TP2 x 8] 4 in 1 (9 ranks, rings of 2 members and more); S [TP1 x 4, TP1 x
 # 4] + [TP1 x 8] (3 ranks, in place: no packing at all); D (8 ranks).
@@ -37,6 +39,7 @@ run() {
 	local plan="$WORK/$1$2.json" out="$WORK/$1$2-$3-$4" np opt
 	np=$(plan_ranks "$plan")
 	[ "$3" = sgd ] && opt=$SGD || opt=$ADAMW
+	[ "$2" = 1 ] && opt="$opt --no-overlap"
 	# shellcheck disable=SC2086
 	HEXI_RT_SYNC_SEG=$4 hx_mpirun "$np" "$HT" --plan "$plan" \
 		--steps $STEPS $opt --json --verbose --dump "$out" \

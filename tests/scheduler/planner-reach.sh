@@ -155,13 +155,15 @@ for z in 0 1 2; do
 done
 
 # ---- overlap (DECISIONS 160) ---------------------------------------------
-# the runtime's overlap: zero 0 starts a layer as the last backward has
-# finished it, so even a stage's own layers gain; zero 1 is not overlapped
-# and --no-overlap starts a stage's sync after its own backward, not at
-# the slowest pipeline's end, so with zero 1 both modes predict the same
+# the runtime's overlap: zero 0 (and zero 1's reduce-scatter, DECISIONS
+# 179) starts a layer as the last backward has finished it, so even a
+# stage's own layers gain; zero 2 is not overlapped and --no-overlap
+# starts a stage's sync after its own backward, not at the slowest
+# pipeline's end, so with zero 2 both modes predict the same
 "$H" plan "$EX/homo-a100-16.json" --model llama2-7b --zero 0 -o "$T/o0.json" >/dev/null || fail "homo-a100-16 zero 0"
 "$H" plan "$EX/mixed-320.json" --model llama2-7b --zero 1 -o "$T/o1.json" >/dev/null || fail "mixed-320 zero 1"
 "$H" plan "$EX/mixed-320.json" --model llama2-7b --zero 0 -o "$T/om.json" >/dev/null || fail "mixed-320 zero 0"
+"$H" plan "$EX/mixed-320.json" --model llama2-7b --zero 2 -o "$T/o2.json" >/dev/null || fail "mixed-320 zero 2"
 sim() { "$H" simulate "$@" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["iteration_s"])'; }
 read -r on < <(sim "$T/o0.json") || fail "simulate o0"
 read -r off < <(sim "$T/o0.json" --no-overlap) || fail "simulate o0 --no-overlap"
@@ -169,7 +171,11 @@ check "homo-a100-16, zero 0: overlap ($on s) below --no-overlap ($off s)" \
 	awk -v a="$on" -v b="$off" 'BEGIN { exit !(a > 0 && a < b * (1 - 1e-6)) }'
 read -r on < <(sim "$T/o1.json") || fail "simulate o1"
 read -r off < <(sim "$T/o1.json" --no-overlap) || fail "simulate o1 --no-overlap"
-check "mixed-320 (multi-stage pipelines), zero 1 is not overlapped and both modes start a stage's sync at its own finish: the same prediction ($on s, $off s)" \
+check "mixed-320 (multi-stage pipelines), zero 1: overlapped reduce-scatter ($on s) below --no-overlap ($off s)" \
+	awk -v a="$on" -v b="$off" 'BEGIN { exit !(a > 0 && a < b * (1 - 1e-6)) }'
+read -r on < <(sim "$T/o2.json") || fail "simulate o2"
+read -r off < <(sim "$T/o2.json" --no-overlap) || fail "simulate o2 --no-overlap"
+check "mixed-320, zero 2 is not overlapped and both modes start a stage's sync at its own finish: the same prediction ($on s, $off s)" \
 	awk -v a="$on" -v b="$off" 'BEGIN { exit !(a > 0 && a == b) }'
 read -r on < <(sim "$T/om.json") || fail "simulate om"
 read -r off < <(sim "$T/om.json" --no-overlap) || fail "simulate om --no-overlap"

@@ -60,7 +60,7 @@ typedef struct {
 	unsigned seq;	/* the drawer's count of ids */
 } id_body;
 
-typedef enum { K_AR, K_RS, K_AG, K_BC, K_SEND, K_RECV } op_kind;
+typedef enum { K_AR, K_RS, K_RED, K_AG, K_BC, K_SEND, K_RECV } op_kind;
 
 typedef struct {
 	op_kind k;
@@ -389,6 +389,14 @@ static int start(op_rec *o, MPI_Request *req)
 		return MPI_Ireduce_scatter_block(o->tmp, o->recv, cnt,
 						 red_type(o->type), MPI_SUM,
 						 mc, req);
+	case K_RED:
+		/* recv is used at the root only (NULL elsewhere is fine) */
+		return MPI_Ireduce(o->comm->me == o->peer && o->send == o->recv
+				       ? MPI_IN_PLACE
+				       : o->send,
+				   o->comm->me == o->peer ? o->recv : NULL, cnt,
+				   red_type(o->type), MPI_SUM, o->peer, mc,
+				   req);
 	case K_AG:
 		if ((const char *)o->send ==
 		    (char *)o->recv + (size_t)o->comm->me * o->count * es)
@@ -480,7 +488,7 @@ static ncclResult_t add(op_rec o, cudaStream_t s, const char *what)
 		r = fail(c, ncclInvalidUsage, "%s: aborted comm", what);
 	else if (es == 0)
 		r = fail(c, ncclInvalidArgument, "%s: type %d", what, o.type);
-	else if ((o.k == K_AR || o.k == K_RS) &&
+	else if ((o.k == K_AR || o.k == K_RS || o.k == K_RED) &&
 		 red_type(o.type) == MPI_DATATYPE_NULL)
 		r = fail(c, ncclInvalidArgument,
 			 "%s: reduction of type %d not emulated", what,
@@ -499,6 +507,16 @@ static ncclResult_t add(op_rec o, cudaStream_t s, const char *what)
 		case K_RS:
 			if (!simt_dev_range(o.send, o.count * es * n, what) ||
 			    !simt_dev_range(o.recv, o.count * es, what))
+				r = ncclInvalidArgument;
+			break;
+		case K_RED:
+			if (o.peer < 0 || o.peer >= c->n)
+				r = fail(c, ncclInvalidArgument,
+					 "%s: root %d of %d", what, o.peer,
+					 c->n);
+			else if (!simt_dev_range(o.send, o.count * es, what) ||
+				 (c->me == o.peer &&
+				  !simt_dev_range(o.recv, o.count * es, what)))
 				r = ncclInvalidArgument;
 			break;
 		case K_AG:
@@ -617,6 +635,18 @@ ncclResult_t ncclReduceScatter(const void *sendbuf, void *recvbuf,
 		return fail(comm, ncclInvalidArgument,
 			    "reduce-scatter: op %d not emulated", op);
 	return add(o, stream, "ncclReduceScatter");
+}
+
+ncclResult_t ncclReduce(const void *sendbuf, void *recvbuf, size_t count,
+			ncclDataType_t type, ncclRedOp_t op, int root,
+			ncclComm_t comm, cudaStream_t stream)
+{
+	op_rec o = {K_RED, sendbuf, recvbuf, count, type, root, comm, NULL};
+
+	if (op != ncclSum)
+		return fail(comm, ncclInvalidArgument,
+			    "reduce: op %d not emulated", op);
+	return add(o, stream, "ncclReduce");
 }
 
 ncclResult_t ncclAllGather(const void *sendbuf, void *recvbuf,

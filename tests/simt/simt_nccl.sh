@@ -13,13 +13,16 @@
 # unequal batches with the sync overlapped with the backward (the
 # default) and after it (--no-overlap), plan A (TP 1-4, pipeline stages:
 # the p2p group of sends and a receive, TP all-reduces) and plan C under
-# zero 2 (reduce-scatter and all-gather of the sharded sync).  No run may
+# zero 2 (reduce-scatter and all-gather of the sharded sync) and zero 1
+# overlapped in 97-element buckets (grouped ncclReduce per member on the
+# dp stream, every rank overlapping).  No run may
 # print a "simt:" line (device memory misuse, a refused NCCL call).
 # AdamW and recompute on plan A; bf16: dp2 and plan C against
 # one bf16 process.
 # Negative control: with cudaStreamWaitEvent ignored
 # (SIMT_IGNORE_EVENT_WAITS=1) the overlapped sync reads gradients before
-# the backward wrote them, and the comparison must say so.
+# the backward wrote them, and the comparison must say so (dp2, and plan
+# C's overlapped zero 1).
 . "$top_srcdir/tests/runtime/rt_env.sh"
 need_mpi
 SIMT_HT=./hexitrain_simt
@@ -79,11 +82,19 @@ simt() {
 	hard "mkplan dp2"
 jq 'del(.hash) | .train.zero = 2' "$PLANS/equiv-C.json" >"$WORK/plan-C2.json" ||
 	hard "jq plan C, zero 2"
+jq 'del(.hash) | .train.zero = 1' "$PLANS/equiv-C.json" >"$WORK/plan-C1.json" ||
+	hard "jq plan C, zero 1"
 
 simt one - -- --model tiny-8l --batch 12 &&
 	same "one process" ref one
 simt dp2 "$WORK/plan-dp2.json" -- && same "dp2, sync overlapped" ref dp2
 simt C2 "$WORK/plan-C2.json" -- && same "plan C (5 ranks), zero 2" ref C2
+if simt C1 "$WORK/plan-C1.json" HEXI_RT_SYNC_BUCKET=97 -- --verbose; then
+	same "plan C, zero 1 overlapped (97-element buckets)" ref C1
+	expect_eq "plan C, zero 1: every rank's sync overlapped" \
+		"$(grep -c 'gradient sync overlapped with the backward' \
+			"$WORK/C1.err")" 5
+fi
 # Under the sanitizers (tests/run.sh's second pass) the three runs above
 # already take comm_nccl.c and nccl_mpi.c through every kind of
 # communication (DP, TP, pipeline sends, ZeRO's reduce-scatter); the rest
@@ -129,4 +140,7 @@ fi
 # Negative control: the emulation must notice a missing stream order.
 simt neg "$WORK/plan-dp2.json" SIMT_IGNORE_EVENT_WAITS=1 -- &&
 	differ "event waits ignored" ref neg
+simt neg1 "$WORK/plan-C1.json" SIMT_IGNORE_EVENT_WAITS=1 \
+	HEXI_RT_SYNC_BUCKET=97 -- &&
+	differ "zero 1 overlapped, event waits ignored" ref neg1
 done_testing

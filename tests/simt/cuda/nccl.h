@@ -83,6 +83,9 @@ ncclResult_t ncclReduceScatter(const void *sendbuf, void *recvbuf,
 			       size_t recvcount, ncclDataType_t type,
 			       ncclRedOp_t op, ncclComm_t comm,
 			       cudaStream_t stream);
+ncclResult_t ncclReduce(const void *sendbuf, void *recvbuf, size_t count,
+			ncclDataType_t type, ncclRedOp_t op, int root,
+			ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclAllGather(const void *sendbuf, void *recvbuf,
 			   size_t sendcount, ncclDataType_t type,
 			   ncclComm_t comm, cudaStream_t stream);
