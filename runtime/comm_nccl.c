@@ -421,49 +421,77 @@ typedef struct nccl_req {
 	rt_req base;
 	rt_group_nccl *g;
 	const char *what; /* "all-reduce", "reduce-scatter" */
+	char who[128];	  /* the group, for messages */
 } nccl_req;
 
-static hexi_rc nccl_iallreduce(rt_group *g, void *buf, size_t count,
-			       rt_dtype dt, rt_req **req)
+/* The common start of a non-blocking collective: the communicator usable,
+ * the type known, a request, and (work: something will be enqueued) dp
+ * ordered after the producer stream. */
+static hexi_rc dp_begin(rt_group *g, rt_dtype dt, int work, const char *what,
+			nccl_req **out)
 {
-	rt_group_nccl *gn = (rt_group_nccl *)g;
 	rt_comm_nccl *nc = NC(g->comm);
 	nccl_req *r;
-	char who[128];
 	cudaError_t e;
 	hexi_rc rc;
 
-	*req = NULL;
-	if ((rc = usable(nc, "all-reduce")) != HEXI_OK)
+	*out = NULL;
+	if ((rc = usable(nc, what)) != HEXI_OK)
 		return rc;
-	group_name(g, who, sizeof(who));
-	if (nccl_type(dt) == ncclNumTypes)
-		return hexi_error(HEXI_ERR_INVAL, "NCCL all-reduce (%s): type %d",
-				  who, (int)dt);
 	if ((r = calloc(1, sizeof(*r))) == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "NCCL all-reduce: request");
+		return hexi_error(HEXI_ERR_NOMEM, "NCCL %s: request", what);
+	group_name(g, r->who, sizeof(r->who));
 	r->base.root = g->ranks[0];
-	r->g = gn;
-	r->what = "all-reduce";
-	if (count > 0 && nc->after != NULL &&
-	    ((e = cudaEventRecord(nc->ev, nc->after)) != cudaSuccess ||
-	     (e = cudaStreamWaitEvent(nc->dp, nc->ev, 0)) != cudaSuccess)) {
+	r->g = (rt_group_nccl *)g;
+	r->what = what;
+	if (nccl_type(dt) == ncclNumTypes)
+		rc = hexi_error(HEXI_ERR_INVAL, "NCCL %s (%s): type %d", what,
+				r->who, (int)dt);
+	else if (work && nc->after != NULL &&
+		 ((e = cudaEventRecord(nc->ev, nc->after)) != cudaSuccess ||
+		  (e = cudaStreamWaitEvent(nc->dp, nc->ev, 0)) != cudaSuccess))
+		rc = hexi_error_prefix(cuda_fail(e, what),
+				       "%s (dp): ordering after the compute "
+				       "stream",
+				       r->who);
+	if (rc != HEXI_OK) {
 		free(r);
-		return hexi_error_prefix(cuda_fail(e, "all-reduce (dp)"),
-					 "%s: ordering after the compute "
-					 "stream",
-					 who);
+		return rc;
 	}
-	if (count > 0 &&
-	    (rc = enqueued(nc, &gn->comm,
-			   ncclAllReduce(buf, buf, count, nccl_type(dt),
-					 ncclSum, gn->comm, nc->dp),
-			   "all-reduce", who)) != HEXI_OK) {
+	*out = r;
+	return HEXI_OK;
+}
+
+/* The enqueue's result r0: the request handed out, or freed. */
+static hexi_rc dp_end(nccl_req *r, ncclResult_t r0, rt_req **req)
+{
+	hexi_rc rc = enqueued(NC(r->g->base.comm), &r->g->comm, r0, r->what,
+			      r->who);
+
+	if (rc != HEXI_OK) {
 		free(r);
 		return rc;
 	}
 	*req = &r->base;
 	return HEXI_OK;
+}
+
+static hexi_rc nccl_iallreduce(rt_group *g, void *buf, size_t count,
+			       rt_dtype dt, rt_req **req)
+{
+	rt_group_nccl *gn = (rt_group_nccl *)g;
+	nccl_req *r;
+	hexi_rc rc;
+
+	*req = NULL;
+	if ((rc = dp_begin(g, dt, count > 0, "all-reduce", &r)) != HEXI_OK)
+		return rc;
+	return dp_end(r,
+		      count > 0 ? ncclAllReduce(buf, buf, count, nccl_type(dt),
+						ncclSum, gn->comm,
+						NC(g->comm)->dp)
+				: ncclSuccess,
+		      req);
 }
 
 /* Non-blocking reduce-scatter with variable counts (NCCL has none): one
@@ -476,38 +504,16 @@ static hexi_rc nccl_ireduce_scatterv(rt_group *g, const void *send, void *recv,
 				     rt_req **req)
 {
 	rt_group_nccl *gn = (rt_group_nccl *)g;
-	rt_comm_nccl *nc = NC(g->comm);
 	size_t es = dt == RT_F64 ? sizeof(double) : sizeof(float);
+	const int work = cut[g->n] > cut[0];
 	ncclResult_t r0 = ncclSuccess, r1;
 	nccl_req *r;
-	char who[128];
-	cudaError_t e;
 	hexi_rc rc;
 
 	*req = NULL;
-	if ((rc = usable(nc, "reduce-scatter")) != HEXI_OK)
+	if ((rc = dp_begin(g, dt, work, "reduce-scatter", &r)) != HEXI_OK)
 		return rc;
-	group_name(g, who, sizeof(who));
-	if (nccl_type(dt) == ncclNumTypes)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "NCCL reduce-scatter (%s): type %d", who,
-				  (int)dt);
-	if ((r = calloc(1, sizeof(*r))) == NULL)
-		return hexi_error(HEXI_ERR_NOMEM,
-				  "NCCL reduce-scatter: request");
-	r->base.root = g->ranks[0];
-	r->g = gn;
-	r->what = "reduce-scatter";
-	if (cut[g->n] > cut[0] && nc->after != NULL &&
-	    ((e = cudaEventRecord(nc->ev, nc->after)) != cudaSuccess ||
-	     (e = cudaStreamWaitEvent(nc->dp, nc->ev, 0)) != cudaSuccess)) {
-		free(r);
-		return hexi_error_prefix(cuda_fail(e, "reduce-scatter (dp)"),
-					 "%s: ordering after the compute "
-					 "stream",
-					 who);
-	}
-	if (cut[g->n] > cut[0]) {
+	if (work) {
 		r0 = ncclGroupStart();
 		for (int i = 0;
 		     (r0 == ncclSuccess || r0 == ncclInProgress) && i < g->n;
@@ -516,18 +522,12 @@ static hexi_rc nccl_ireduce_scatterv(rt_group *g, const void *send, void *recv,
 				r0 = ncclReduce((const char *)send + cut[i] * es,
 						recv, cut[i + 1] - cut[i],
 						nccl_type(dt), ncclSum, i,
-						gn->comm, nc->dp);
+						gn->comm, NC(g->comm)->dp);
 		r1 = ncclGroupEnd();
 		if (r0 == ncclSuccess || r0 == ncclInProgress)
 			r0 = r1;
 	}
-	if ((rc = enqueued(nc, &gn->comm, r0, "reduce-scatter", who)) !=
-	    HEXI_OK) {
-		free(r);
-		return rc;
-	}
-	*req = &r->base;
-	return HEXI_OK;
+	return dp_end(r, r0, req);
 }
 
 static hexi_rc nccl_test(rt_req *rb, int *done)
@@ -549,11 +549,8 @@ static hexi_rc nccl_wait(rt_req *rb)
 {
 	nccl_req *r = (nccl_req *)rb;
 	rt_comm_nccl *nc = NC(r->g->base.comm);
-	char who[128];
-	hexi_rc rc;
+	hexi_rc rc = wait_done(nc, &r->g->comm, nc->dp, r->what, r->who);
 
-	group_name(&r->g->base, who, sizeof(who));
-	rc = wait_done(nc, &r->g->comm, nc->dp, r->what, who);
 	free(r);
 	return rc;
 }

@@ -1919,7 +1919,10 @@ static void sub_cuts(sync_sub *u, size_t *rcut)
 		rcut[i] = c - u->e0;
 	}
 	u->rcut = rcut;
-	u->rdst = b->own + (u->e0 + rcut[me] - b->cut[me]);
+	/* an empty part (the sub lies outside my range) receives nothing */
+	u->rdst = rcut[me + 1] > rcut[me]
+		      ? b->own + (u->e0 + rcut[me] - b->cut[me])
+		      : b->own;
 }
 
 static void obuf_free(rt_sync *s)
