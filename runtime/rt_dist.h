@@ -230,22 +230,31 @@ int rt_sync_flat(const rt_sync *s);
  * of whole blocks, doc/DECISIONS.md 150). */
 int rt_sync_rings(const rt_sync *s);
 
-/* ---- overlap of the sync with the backward (unsharded sync) --------------
- * Collective setup: every bucket is cut into sub-buckets of at most cap
- * elements (bounded buckets), ordered as the backward finishes them.
- * rt_sync_ready(s, k) -- the backward has finished every tensor of layers
- * >= k (rt_grad_hook) -- starts the non-blocking all-reduce of every
- * sub-bucket it completed and polls those in flight; rt_sync_run then
- * waits for them (starting any not started), unpacks and takes the norm.
+/* ---- overlap of the sync with the backward (zero 0 and 1) ----------------
+ * Collective setup (after rt_sync_shard): every bucket is cut into
+ * sub-buckets of at most cap elements (bounded buckets), ordered as the
+ * backward finishes them.  rt_sync_ready(s, k) -- the backward has
+ * finished every tensor of layers >= k (rt_grad_hook) -- starts the
+ * non-blocking all-reduce (zero 1: reduce-scatter into the owned sums) of
+ * every sub-bucket it completed and polls those in flight; rt_sync_run
+ * then waits for them (starting any not started), unpacks and takes the
+ * norm.  A sub-bucket not back to back in memory is packed into a
+ * staging part of its own, or where those would exceed 8 x cap elements,
+ * into one of the slots that fit that budget, taken in turn: starting one
+ * more waits for the oldest (and unpacks it), so the staging stays
+ * bounded.
  * A device sync packs with mem's asynchronous copies and never fences
  * before a start: the backend must order its non-blocking collective after
  * the work queued on the compute stream (nccl: rt_comm_nccl_order_after).
  * rt_sync_poll(s) only lets the collectives in flight progress (MPI moves
  * non-blocking collectives only inside MPI calls): the CPU model calls it
- * between the GEMMs of a layer.  No-op for a sharded sync or a backend
- * without iallreduce. */
+ * between the GEMMs of a layer.  No-op under zero 2 or with a backend
+ * without the non-blocking collective. */
 hexi_rc rt_sync_overlap(rt_sync *s, size_t cap);
 int rt_sync_overlapped(const rt_sync *s); /* sub-buckets, 0: not overlapped */
+/* The overlap's staging: its slots (0: each packed sub-bucket has its
+ * own part), the packed sub-buckets, the staging's bytes. */
+int rt_sync_overlap_slots(const rt_sync *s, int *packed, size_t *bytes);
 hexi_rc rt_sync_ready(rt_sync *s, int layer);
 hexi_rc rt_sync_poll(rt_sync *s);
 

@@ -153,8 +153,13 @@ struct rt_sync {
 	/* overlap (rt_sync_overlap): bounded sub-buckets in launch order */
 	int nsub;
 	struct sync_sub *sub;
-	float *obuf; /* staging of the packed sub-buckets, each its own part */
+	float *obuf; /* staging of the packed sub-buckets: nslot slots */
 	int next;    /* first sub not started yet */
+	int nslot, slot_next; /* slots (0: each packed sub its own part),
+				 packed subs started this step */
+	size_t ostage;	      /* elements of obuf */
+	size_t slotlen;	      /* elements per slot: the longest packed sub */
+	int *slot_sub;	      /* [nslot] the sub staged there, or -1 */
 	size_t *rcuts; /* zero 1: every sub's member cuts, one block */
 };
 
@@ -167,13 +172,23 @@ typedef struct sync_sub {
 	size_t e0, e1;
 	int key;      /* min key of the pieces touched */
 	int inplace;  /* contiguous in memory on every member */
-	float *stage; /* packed: its part of obuf */
+	float *stage; /* packed, in flight: its slot of obuf */
 	size_t *rcut; /* zero 1: [n+1] member i's part of the sub, relative
 			 to e0: the bucket's cuts clamped to [e0, e1) */
 	float *rdst;  /* zero 1: where my part lands in b->own */
 	rt_req *req;
-	int state; /* 0 idle, 1 in flight, 2 done */
+	int state; /* 0 idle, 1 in flight, 2 done, 3 retired (unpacked,
+		      its slot free) */
 } sync_sub;
+
+/* The overlap's staging budget, in buckets of cap elements: packed
+ * sub-buckets that need more together take turns in slots of the
+ * longest one, at most SYNC_SLOTS x cap elements in all, not a copy of
+ * every gradient; those that need no more each keep their own part
+ * (doc/DECISIONS.md 180). */
+#ifndef SYNC_SLOTS
+#define SYNC_SLOTS 8
+#endif
 
 static hexi_rc bucket_add(sync_bucket *b, const sync_piece *p)
 {
@@ -795,6 +810,7 @@ void rt_sync_destroy(rt_sync *s)
 	mem_ffree(s, s->solo_acc);
 	free(s->sub);
 	free(s->rcuts);
+	free(s->slot_sub);
 	obuf_free(s);
 	free(s->b);
 	free(s->solo.pieces);
@@ -1993,9 +2009,22 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 		goto out;
 	}
 	for (int k = 0; k < n; k++)
-		if (!s->sub[k].inplace)
-			packed += s->sub[k].e1 - s->sub[k].e0;
-	if (s->mem != NULL)
+		if (!s->sub[k].inplace) {
+			size_t len = s->sub[k].e1 - s->sub[k].e0;
+			s->slotlen = len > s->slotlen ? len : s->slotlen;
+			packed += len;
+		}
+	/* every packed sub its own part when they fit the budget; else as
+	 * many slots of the longest as fit it (at least SYNC_SLOTS: a sub
+	 * is at most cap) */
+	if (packed > SYNC_SLOTS * cap) {
+		s->nslot = (int)(SYNC_SLOTS * cap / s->slotlen);
+		packed = s->slotlen * (size_t)s->nslot;
+	}
+	if (s->nslot > 0 &&
+	    (s->slot_sub = malloc(sizeof(int) * (size_t)s->nslot)) == NULL)
+		rc = hexi_error(HEXI_ERR_NOMEM, "sync: %d slots", s->nslot);
+	else if (s->mem != NULL)
 		rc = s->mem->alloc(s->mem->ctx, (void **)&s->obuf,
 				   sizeof(float) * (packed ? packed : 1));
 	else if ((s->obuf = malloc(sizeof(float) * (packed ? packed : 1))) ==
@@ -2006,11 +2035,13 @@ hexi_rc rt_sync_overlap(rt_sync *s, size_t cap)
 		goto out;
 	rt_mem_count(s->rt, HEXI_MEM_COMM,
 		     sizeof(float) * (double)(packed ? packed : 1));
-	packed = 0;
-	for (int k = 0; k < n; k++)
+	s->ostage = packed;
+	for (int k = 0; k < s->nslot; k++)
+		s->slot_sub[k] = -1;
+	for (size_t k = 0, at = 0; s->nslot == 0 && k < (size_t)n; k++)
 		if (!s->sub[k].inplace) {
-			s->sub[k].stage = s->obuf + packed;
-			packed += s->sub[k].e1 - s->sub[k].e0;
+			s->sub[k].stage = s->obuf + at;
+			at += s->sub[k].e1 - s->sub[k].e0;
 		}
 	/* the same order on every member: key, bucket (in creation order,
 	 * alike on the members), elements */
@@ -2023,6 +2054,9 @@ out:
 		s->sub = NULL;
 		free(s->rcuts);
 		s->rcuts = NULL;
+		free(s->slot_sub);
+		s->slot_sub = NULL;
+		s->nslot = 0;
 		obuf_free(s);
 	}
 	return rc;
@@ -2031,6 +2065,15 @@ out:
 int rt_sync_overlapped(const rt_sync *s)
 {
 	return s != NULL ? s->nsub : 0;
+}
+
+int rt_sync_overlap_slots(const rt_sync *s, int *packed, size_t *bytes)
+{
+	*packed = 0;
+	for (int k = 0; s != NULL && k < s->nsub; k++)
+		*packed += !s->sub[k].inplace;
+	*bytes = s != NULL ? sizeof(float) * s->ostage : 0;
+	return s != NULL ? s->nslot : 0;
 }
 
 static hexi_rc pack_part(rt_sync *s, const sync_piece *p, size_t off, size_t n,
@@ -2044,11 +2087,55 @@ static hexi_rc pack_part(rt_sync *s, const sync_piece *p, size_t off, size_t n,
 			     : mem_zero(s, u->stage + at, n);
 }
 
+static hexi_rc unpack_copy(rt_sync *s, const sync_piece *p, size_t off,
+			   size_t n, size_t at, void *arg);
+
+/* A packed sub done: complete it (a wait if still in flight), zero 0
+ * copies the sums back into the gradients, its slot (if it has one) is
+ * free. */
+static hexi_rc sub_retire(rt_sync *s, sync_sub *u)
+{
+	hexi_rc rc = HEXI_OK;
+
+	if (u->state == 1) {
+		rc = u->b->g->comm->ops->wait(u->req);
+		u->req = NULL;
+		if (rc != HEXI_OK)
+			rc = hexi_error_prefix(rc, "gradient sync");
+	}
+	u->state = 3;
+	if (rc == HEXI_OK && s->zero == 0)
+		rc = sub_parts(s, u, unpack_copy, u);
+	for (int k = 0; k < s->nslot; k++)
+		if (s->slot_sub[k] == (int)(u - s->sub)) {
+			s->slot_sub[k] = -1;
+			u->stage = NULL;
+		}
+	return rc;
+}
+
+/* The next slot, round robin: its sub, started SYNC_SLOTS packed subs
+ * ago, is the oldest in flight; retired first if it still holds it. */
+static hexi_rc slot_take(rt_sync *s, sync_sub *u)
+{
+	const int k = s->slot_next++ % s->nslot;
+	hexi_rc rc;
+
+	if (s->slot_sub[k] >= 0 &&
+	    (rc = sub_retire(s, &s->sub[s->slot_sub[k]])) != HEXI_OK)
+		return rc;
+	s->slot_sub[k] = (int)(u - s->sub);
+	u->stage = s->obuf + (size_t)k * s->slotlen;
+	return HEXI_OK;
+}
+
 static hexi_rc sub_start(rt_sync *s, sync_sub *u)
 {
 	float *buf;
 	hexi_rc rc;
 
+	if (!u->inplace && s->nslot > 0 && (rc = slot_take(s, u)) != HEXI_OK)
+		return rc;
 	if ((rc = sub_parts(s, u, pack_part, u)) != HEXI_OK)
 		return hexi_error_prefix(rc, "gradient sync: packing");
 	if (u->inplace) {
@@ -2108,19 +2195,22 @@ hexi_rc rt_sync_ready(rt_sync *s, int layer)
 	return overlap_poll(s);
 }
 
-static hexi_rc unpack_part(rt_sync *s, const sync_piece *p, size_t off,
+/* zero 0: a packed sub's sums back into the gradients. */
+static hexi_rc unpack_copy(rt_sync *s, const sync_piece *p, size_t off,
 			   size_t n, size_t at, void *arg)
 {
-	sync_sub *u = ((void **)arg)[0];
-	double *acc = ((void **)arg)[1];
-	float *g = p->grad + off;
-	hexi_rc rc = HEXI_OK;
+	const sync_sub *u = arg;
 
-	if (!u->inplace)
-		rc = mem_copy(s, g, u->stage + at, n);
-	if (rc == HEXI_OK && acc != NULL && p->count_norm)
-		rc = mem_sumsq(s, g, n, acc);
-	return rc;
+	return u->inplace ? HEXI_OK
+			  : mem_copy(s, p->grad + off, u->stage + at, n);
+}
+
+/* zero 0: the squares of the summed gradients this rank counts. */
+static hexi_rc norm_part(rt_sync *s, const sync_piece *p, size_t off,
+			 size_t n, size_t at, void *arg)
+{
+	(void)at;
+	return p->count_norm ? mem_sumsq(s, p->grad + off, n, arg) : HEXI_OK;
 }
 
 /* Device sync: the squares went into the caller's accumulator; add the
@@ -2162,7 +2252,8 @@ static hexi_rc own_norm(rt_sync *s, double *sumsq)
 }
 
 /* Start what the backward did not (a stage that ran no hook), wait for
- * every sub-bucket in launch order, unpack (zero 0), norm. */
+ * every sub-bucket in launch order, unpack the packed ones still in
+ * their slots (zero 0), norm. */
 static hexi_rc overlap_finish(rt_sync *s, double *sumsq)
 {
 	double acc = 0;
@@ -2172,20 +2263,26 @@ static hexi_rc overlap_finish(rt_sync *s, double *sumsq)
 		rc = sub_start(s, &s->sub[s->next++]);
 	for (int k = 0; k < s->nsub; k++) {
 		sync_sub *u = &s->sub[k];
-		void *arg[2] = {u, sumsq ? &acc : NULL};
-		if (u->state == 1) {
-			hexi_rc w = u->b->g->comm->ops->wait(u->req);
-			if (w != HEXI_OK && rc == HEXI_OK)
-				rc = hexi_error_prefix(w, "gradient sync");
-		}
+		hexi_rc w = HEXI_OK;
+		if (!u->inplace && (u->state == 1 || u->state == 2))
+			w = sub_retire(s, u); /* waits, unpacks (zero 0) */
+		else if (u->state == 1 &&
+			 (w = u->b->g->comm->ops->wait(u->req)) != HEXI_OK)
+			w = hexi_error_prefix(w, "gradient sync");
+		if (w != HEXI_OK && rc == HEXI_OK)
+			rc = w;
 		u->req = NULL;
 		u->state = 0;
-		if (rc == HEXI_OK && s->zero == 0)
-			rc = sub_parts(s, u, unpack_part, arg);
 	}
+	for (int k = 0; k < s->nslot; k++)
+		s->slot_sub[k] = -1;
 	s->next = 0;
+	s->slot_next = 0;
 	if (rc != HEXI_OK)
 		return rc;
+	for (int k = 0; sumsq != NULL && s->zero == 0 && k < s->nsub; k++)
+		if ((rc = sub_parts(s, &s->sub[k], norm_part, &acc)) != HEXI_OK)
+			return rc;
 	if (s->zero == 1) /* my owned sums are complete: their norm */
 		return own_norm(s, sumsq);
 	if (s->mem == NULL)

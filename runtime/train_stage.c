@@ -186,10 +186,16 @@ hexi_rc rt_train_overlap(hexi_trainer *t, rt_sync *sync, int *on)
 		return HEXI_OK;
 	rc = rt_sync_overlap(sync, (size_t)cap);
 	*on = rc == HEXI_OK && rt_sync_overlapped(sync) > 0;
-	if (*on && t->o.verbose)
+	if (*on && t->o.verbose) {
+		size_t bytes;
+		int packed, slots = rt_sync_overlap_slots(sync, &packed, &bytes);
 		hexi_log(HEXI_LOG_INFO,
 			 "rank %d: gradient sync overlapped with the backward: "
-			 "%d sub-buckets of at most %ld elements",
-			 t->rt->rank, rt_sync_overlapped(sync), cap);
+			 "%d sub-buckets of at most %ld elements; %d packed, "
+			 "staged in %zu bytes (%d slots taken in turn; 0: "
+			 "each its own part)",
+			 t->rt->rank, rt_sync_overlapped(sync), cap, packed,
+			 bytes, slots);
+	}
 	return rc;
 }

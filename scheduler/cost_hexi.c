@@ -309,8 +309,10 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 
 /* Bytes per parameter the CPU runtime's gradient sync holds beside the
  * model with D >= 2 pipelines (runtime/sync.c, DECISIONS 125): zero 0
- * and 1 overlapped, a packed copy of every gradient (the sub-buckets in
- * flight; none where every holder has TP 1: in place, d->dp_tp1);
+ * and 1 overlapped, at most a packed copy of every gradient (the packed
+ * sub-buckets' staging: their sum up to 8 buckets of 2^20 elements, 32
+ * MiB, DECISIONS 180: exact below, an upper bound above); none where
+ * every holder has TP 1: in place, d->dp_tp1);
  * zero 1 also the owned gradient reduce-scattered (g/D); zero 2 none
  * beyond sched_param_bytes' g/D (the owned sums) but one backward unit's
  * window, counted once by the caller. */

@@ -93,6 +93,22 @@ expect_eq "zero 1 plan D: every rank's sync overlapped (97-element buckets)" \
 	"$(ov "$WORK/D1-sgd.err")" 8
 expect_eq "zero 1 plan B --no-overlap: no rank overlapped" \
 	"$(ov "$WORK/B1-sgd.err")" 0
+# Bounded staging (DECISIONS 180): packed sub-buckets that need more than
+# 8 buckets' worth take turns in slots of the longest one: no rank stages
+# more than 8 x 97 x 4 bytes, and some rank packs more sub-buckets than
+# it has slots (a slot reused: the oldest waited for and unpacked first).
+# slots ERR: "packed slots bytes" per rank
+slots() { sed -n 's/.*; \([0-9]*\) packed, staged in \([0-9]*\) bytes (\([0-9]*\) slots.*/\1 \3 \2/p' "$1"; }
+for r in D0-sgd D1-sgd; do
+	slots "$WORK/$r.err" >"$WORK/$r.slots"
+	expect_eq "$r: every rank reports its staging" \
+		"$(wc -l <"$WORK/$r.slots")" 8
+	expect_eq "$r: no rank stages more than 8 x 97 elements" \
+		"$(awk '$3 > 8 * 97 * 4 {n++} END {print n + 0}' \
+			"$WORK/$r.slots")" 0
+	check "$r: a rank reuses its slots" \
+		awk '$2 >= 8 && $1 > $2 {n++} END {exit !(n > 0)}' "$WORK/$r.slots"
+done
 
 # Ownership: every element of the model is owned once (the sum over the
 # ranks is the model's parameter count: the same for every plan), and a

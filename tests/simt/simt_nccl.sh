@@ -15,7 +15,8 @@
 # the p2p group of sends and a receive, TP all-reduces) and plan C under
 # zero 2 (reduce-scatter and all-gather of the sharded sync) and zero 1
 # overlapped in 97-element buckets (grouped ncclReduce per member on the
-# dp stream, every rank overlapping).  No run may
+# dp stream, every rank overlapping); plan A's sync in 97-element
+# buckets too (staging slots reused on the device).  No run may
 # print a "simt:" line (device memory misuse, a refused NCCL call).
 # AdamW and recompute on plan A; bf16: dp2 and plan C against
 # one bf16 process.
@@ -94,6 +95,15 @@ if simt C1 "$WORK/plan-C1.json" HEXI_RT_SYNC_BUCKET=97 -- --verbose; then
 	expect_eq "plan C, zero 1: every rank's sync overlapped" \
 		"$(grep -c 'gradient sync overlapped with the backward' \
 			"$WORK/C1.err")" 5
+	# device staging in slots taken in turn (DECISIONS 180): some rank
+	# packs more sub-buckets than it has slots, none stages more than
+	# 8 x 97 elements
+	sed -n 's/.*; \([0-9]*\) packed, staged in \([0-9]*\) bytes (\([0-9]*\) slots.*/\1 \3 \2/p' \
+		"$WORK/C1.err" >"$WORK/C1.slots"
+	check "plan C, zero 1: a rank reuses its device staging slots" \
+		awk '$2 >= 8 && $1 > $2 {n++} END {exit !(n > 0)}' "$WORK/C1.slots"
+	expect_eq "plan C, zero 1: no rank stages more than 8 x 97 elements" \
+		"$(awk '$3 > 8 * 97 * 4 {n++} END {print n + 0}' "$WORK/C1.slots")" 0
 fi
 # Under the sanitizers (tests/run.sh's second pass) the three runs above
 # already take comm_nccl.c and nccl_mpi.c through every kind of
@@ -105,7 +115,16 @@ if [ "${HEXI_SANITIZED:-0}" = 1 ]; then
 fi
 simt dp2-no "$WORK/plan-dp2.json" -- --no-overlap &&
 	same "dp2, --no-overlap" ref dp2-no
-simt A "$PLANS/equiv-A.json" -- && same "plan A (7 ranks, TP, stages)" ref A
+# plan A's sync in 97-element buckets: its TP ranks pack theirs, more
+# than fit the staging budget, so zero 0's device slots are reused (each
+# unpacked on the compute stream before the next pack into it)
+if simt A "$PLANS/equiv-A.json" HEXI_RT_SYNC_BUCKET=97 -- --verbose; then
+	same "plan A (7 ranks, TP, stages; 97-element buckets)" ref A
+	sed -n 's/.*; \([0-9]*\) packed, staged in \([0-9]*\) bytes (\([0-9]*\) slots.*/\1 \3 \2/p' \
+		"$WORK/A.err" >"$WORK/A.slots"
+	check "plan A, zero 0: a rank reuses its device staging slots" \
+		awk '$2 >= 8 && $1 > $2 {n++} END {exit !(n > 0)}' "$WORK/A.slots"
+fi
 
 # AdamW and recompute on plan A: the GPU trainer's AdamW and its
 # recomputed backward on several ranks, at eps 1e-4 as mpi_equiv.sh (at
