@@ -72,7 +72,7 @@ j1=$(HEXI_STEPS=100000 HEXI_SAVE_EVERY=1 HEXI_TRAIN_ARGS="--json --keep 2" \
 	sub $A first "$SH/two" -w n1 -N1 -n3 "$EX/train.sbatch") || hard "sbatch first: $j1"
 for i in $(seq 1500); do
 	ls -d "$SH"/two/step-* >/dev/null 2>&1 && break
-	case $(job_field "$j1" JobState) in RUNNING | PENDING) ;; *) break ;; esac
+	job_live "$j1" || break
 	sleep 0.2
 done
 ls -d "$SH"/two/step-* >/dev/null 2>&1 ||

@@ -130,6 +130,18 @@ job_field() {
 	scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
 }
 
+# job_live JOBID: 0 while the job may still run (pending, configuring,
+# running, ...; also when scontrol gave no answer this time), 1 once it
+# reached a final state.  One query: two (RUNNING, then PENDING) race the
+# job's start and read neither (fault.sh in a CI run).
+job_live() {
+	case $(job_field "$1" JobState) in
+	COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | \
+		PREEMPTED | BOOT_FAIL | DEADLINE | REVOKED | SPECIAL_EXIT) return 1 ;;
+	esac
+	return 0
+}
+
 # no_drain: after failure paths no node may be drained or down.
 no_drain() {
 	local bad

@@ -18,8 +18,7 @@ jid=$(HEXI_STEPS=40 sbatch --parsable -o "out/%j.out" -e "out/%j.err" "$EX/train
 # loaded 2-core machine can take two to start 8 MPI ranks.
 for i in $(seq 1500); do
 	json_steps "out/$jid.out" 2>/dev/null | grep -q '^7 ' && break
-	[ "$(job_field "$jid" JobState)" = RUNNING ] || [ "$(job_field "$jid" JobState)" = PENDING ] ||
-		break
+	job_live "$jid" || break
 	sleep 0.2
 done
 json_steps "out/$jid.out" | grep -q '^7 ' || { sed 's/^/# /' "out/$jid.out" "out/$jid.err" | tail; hard "job never reached step 7"; }

@@ -18,7 +18,7 @@ jid=$(HEXI_STEPS=100000 sbatch --parsable -o "out/%j.out" -e "out/%j.err" "$EX/t
 	hard "sbatch train.sbatch refused"
 for i in $(seq 600); do
 	[ "$(json_steps "out/$jid.out" 2>/dev/null | wc -l)" -ge 4 ] && break
-	case $(job_field "$jid" JobState) in RUNNING | PENDING) ;; *) break ;; esac
+	job_live "$jid" || break
 	sleep 0.2
 done
 [ "$(json_steps "out/$jid.out" | wc -l)" -ge 4 ] ||
