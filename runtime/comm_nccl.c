@@ -67,8 +67,11 @@ typedef struct rt_comm_nccl {
 	int npend, cap_pend;
 	double timeout_s;
 	int broken; /* a communicator was aborted: refuse further work */
+	struct nccl_req *idle; /* finished requests, kept with their events */
 	struct rt_group_nccl *live; /* every live group, for abort_all */
 } rt_comm_nccl;
+
+typedef struct nccl_req nccl_req;
 
 typedef struct rt_group_nccl {
 	rt_group base;
@@ -150,13 +153,20 @@ static void nap(void)
 	nanosleep(&ts, NULL);
 }
 
+/* cudaSuccess once what stream s (ev NULL) or event ev covers has run. */
+static cudaError_t query(cudaStream_t s, cudaEvent_t ev)
+{
+	return ev != NULL ? cudaEventQuery(ev) : cudaStreamQuery(s);
+}
+
 /*
- * Wait until *comm has no operation in progress and stream s (NULL: none)
- * has drained, polling NCCL's asynchronous error state.  what/who name the
- * operation and the group or peer in messages.
+ * Wait until *comm has no operation in progress and what event ev covers
+ * has run (ev NULL: all of stream s; both NULL: the communicator alone),
+ * polling NCCL's asynchronous error state.  what/who name the operation
+ * and the group or peer in messages.
  */
 static hexi_rc wait_done(rt_comm_nccl *nc, ncclComm_t *comm, cudaStream_t s,
-			 const char *what, const char *who)
+			 cudaEvent_t ev, const char *what, const char *who)
 {
 	double t0 = hexi_now_s();
 
@@ -169,8 +179,8 @@ static hexi_rc wait_done(rt_comm_nccl *nc, ncclComm_t *comm, cudaStream_t s,
 			return nccl_fail(nc, comm, r, what, who);
 		if (ar != ncclSuccess && ar != ncclInProgress)
 			return nccl_fail(nc, comm, ar, what, who);
-		if (ar == ncclSuccess && s != NULL) {
-			e = cudaStreamQuery(s);
+		if (ar == ncclSuccess && (s != NULL || ev != NULL)) {
+			e = query(s, ev);
 			if (e != cudaSuccess && e != cudaErrorNotReady) {
 				abort_comm(nc, comm);
 				return cuda_fail(e, what);
@@ -262,7 +272,8 @@ static hexi_rc make_comm(rt_comm_nccl *nc, const int *ranks, int n, int me,
 			   ncclCommInitRankConfig(out, n, msg.id, me, &cfg),
 			  "ncclCommInitRankConfig", who)) != HEXI_OK)
 		return rc;
-	return wait_done(nc, out, NULL, "ncclCommInitRankConfig", who);
+	return wait_done(nc, out, NULL, NULL, "ncclCommInitRankConfig",
+			 who);
 }
 
 static hexi_rc nccl_group_create(rt_comm *c, const int *ranks, int n,
@@ -353,7 +364,7 @@ static hexi_rc nccl_allreduce(rt_group *g, void *buf, size_t count, rt_dtype dt)
 		      "all-reduce", who);
 	if (rc != HEXI_OK)
 		return rc;
-	return wait_done(nc, &gn->comm, nc->coll, "all-reduce", who);
+	return wait_done(nc, &gn->comm, nc->coll, NULL, "all-reduce", who);
 }
 
 /* Sharded sync: ncclReduceScatter (recvcount per member) and an in-place
@@ -379,7 +390,7 @@ static hexi_rc nccl_reduce_scatter(rt_group *g, const void *send, void *recv,
 		      "reduce-scatter", who);
 	if (rc != HEXI_OK)
 		return rc;
-	return wait_done(nc, &gn->comm, nc->coll, "reduce-scatter", who);
+	return wait_done(nc, &gn->comm, nc->coll, NULL, "reduce-scatter", who);
 }
 
 static hexi_rc nccl_allgather(rt_group *g, void *buf, size_t count,
@@ -405,24 +416,46 @@ static hexi_rc nccl_allgather(rt_group *g, void *buf, size_t count,
 		      "all-gather", who);
 	if (rc != HEXI_OK)
 		return rc;
-	return wait_done(nc, &gn->comm, nc->coll, "all-gather", who);
+	return wait_done(nc, &gn->comm, nc->coll, NULL, "all-gather", who);
 }
 
-/* Non-blocking all-reduce: enqueued on the dp stream (apart from the
+/* Non-blocking collectives: enqueued on the dp stream (apart from the
  * blocking collectives and the sends, so the backward's own TP sums never
  * wait behind a gradient bucket), after an event on the producer stream
  * (rt_comm_nccl_order_after: the backward's compute stream), so the
- * bucket is complete when NCCL reads it and the host never waits; test
- * polls the stream, wait completes it (and everything enqueued before it
- * on that stream).  Every rank enqueues the sync's requests in one global
- * order (sync.c: layer key, bucket, elements), so two ranks sharing two
- * chunk groups never queue them on dp in opposite orders. */
-typedef struct nccl_req {
+ * bucket is complete when NCCL reads it and the host never waits.  Every
+ * rank enqueues the sync's requests in one global order (sync.c: layer
+ * key, bucket, elements), so two ranks sharing two chunk groups never
+ * queue them on dp in opposite orders.
+ *
+ * On a non-blocking communicator an enqueue may return ncclInProgress
+ * before the operation is on the stream; until ncclCommGetAsyncError says
+ * otherwise nothing may be queued on that stream and no other NCCL call
+ * made, and the stream looks idle although the collective has not run.
+ * So dp_end waits for the enqueue to settle (a host-side wait for NCCL's
+ * own set-up, such as a first collective's connections, never for the
+ * transfer), then records the request's own event on dp behind it: test
+ * and wait look at that event, so a request completes when its own
+ * collective has (and the ones queued on dp before it), not when all of
+ * dp has drained.  Requests and their events are kept for reuse (idle),
+ * so a steady step creates none. */
+struct nccl_req {
 	rt_req base;
 	rt_group_nccl *g;
+	cudaEvent_t done; /* recorded on dp behind the collective */
 	const char *what; /* "all-reduce", "reduce-scatter" */
 	char who[128];	  /* the group, for messages */
-} nccl_req;
+	struct nccl_req *next; /* in rt_comm_nccl.idle */
+};
+
+/* Back to the idle list (its event stays for the next request). */
+static void req_put(nccl_req *r)
+{
+	rt_comm_nccl *nc = NC(r->g->base.comm);
+
+	r->next = nc->idle;
+	nc->idle = r;
+}
 
 /* The common start of a non-blocking collective: the communicator usable,
  * the type known, a request, and (work: something will be enqueued) dp
@@ -431,19 +464,28 @@ static hexi_rc dp_begin(rt_group *g, rt_dtype dt, int work, const char *what,
 			nccl_req **out)
 {
 	rt_comm_nccl *nc = NC(g->comm);
-	nccl_req *r;
+	nccl_req *r = nc->idle;
 	cudaError_t e;
 	hexi_rc rc;
 
 	*out = NULL;
 	if ((rc = usable(nc, what)) != HEXI_OK)
 		return rc;
-	if ((r = calloc(1, sizeof(*r))) == NULL)
+	if (r != NULL)
+		nc->idle = r->next;
+	else if ((r = calloc(1, sizeof(*r))) == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "NCCL %s: request", what);
+	else if ((e = cudaEventCreateWithFlags(&r->done,
+					       cudaEventDisableTiming)) !=
+		 cudaSuccess) {
+		free(r);
+		return cuda_fail(e, "request event");
+	}
 	group_name(g, r->who, sizeof(r->who));
 	r->base.root = g->ranks[0];
 	r->g = (rt_group_nccl *)g;
 	r->what = what;
+	r->next = NULL;
 	if (nccl_type(dt) == ncclNumTypes)
 		rc = hexi_error(HEXI_ERR_INVAL, "NCCL %s (%s): type %d", what,
 				r->who, (int)dt);
@@ -455,21 +497,29 @@ static hexi_rc dp_begin(rt_group *g, rt_dtype dt, int work, const char *what,
 				       "stream",
 				       r->who);
 	if (rc != HEXI_OK) {
-		free(r);
+		req_put(r);
 		return rc;
 	}
 	*out = r;
 	return HEXI_OK;
 }
 
-/* The enqueue's result r0: the request handed out, or freed. */
+/* The enqueue's result r0: settled (see above), the request's event
+ * recorded, the request handed out; or put back. */
 static hexi_rc dp_end(nccl_req *r, ncclResult_t r0, rt_req **req)
 {
-	hexi_rc rc = enqueued(NC(r->g->base.comm), &r->g->comm, r0, r->what,
-			      r->who);
+	rt_comm_nccl *nc = NC(r->g->base.comm);
+	hexi_rc rc = enqueued(nc, &r->g->comm, r0, r->what, r->who);
+	cudaError_t e;
 
+	if (rc == HEXI_OK && r0 == ncclInProgress)
+		rc = wait_done(nc, &r->g->comm, NULL, NULL, r->what, r->who);
+	if (rc == HEXI_OK && (e = cudaEventRecord(r->done, nc->dp)) !=
+				 cudaSuccess)
+		rc = hexi_error_prefix(cuda_fail(e, r->what), "%s (dp)",
+				       r->who);
 	if (rc != HEXI_OK) {
-		free(r);
+		req_put(r);
 		return rc;
 	}
 	*req = &r->base;
@@ -534,24 +584,37 @@ static hexi_rc nccl_test(rt_req *rb, int *done)
 {
 	nccl_req *r = (nccl_req *)rb;
 	rt_comm_nccl *nc = NC(r->g->base.comm);
-	cudaError_t e = cudaStreamQuery(nc->dp);
+	ncclResult_t ar = ncclSuccess, q;
+	cudaError_t e;
+	hexi_rc rc;
 
-	const char *what = r->what;
-
-	*done = e != cudaErrorNotReady;
+	*done = 0;
+	/* an asynchronous error (a dead peer) ends the request now */
+	q = ncclCommGetAsyncError(r->g->comm, &ar);
+	if (q != ncclSuccess || (ar != ncclSuccess && ar != ncclInProgress)) {
+		rc = nccl_fail(nc, &r->g->comm, q != ncclSuccess ? q : ar,
+			       r->what, r->who);
+		*done = 1;
+		req_put(r);
+		return rc;
+	}
+	e = cudaEventQuery(r->done);
 	if (e == cudaErrorNotReady)
 		return HEXI_OK;
-	free(r);
-	return e == cudaSuccess ? HEXI_OK : cuda_fail(e, what);
+	*done = 1;
+	rc = e == cudaSuccess ? HEXI_OK : cuda_fail(e, r->what);
+	req_put(r);
+	return rc;
 }
 
 static hexi_rc nccl_wait(rt_req *rb)
 {
 	nccl_req *r = (nccl_req *)rb;
 	rt_comm_nccl *nc = NC(r->g->base.comm);
-	hexi_rc rc = wait_done(nc, &r->g->comm, nc->dp, r->what, r->who);
+	hexi_rc rc = wait_done(nc, &r->g->comm, NULL, r->done, r->what,
+			       r->who);
 
-	free(r);
+	req_put(r);
 	return rc;
 }
 
@@ -574,7 +637,7 @@ static hexi_rc nccl_bcast(rt_group *g, void *buf, size_t bytes, int root)
 	    "broadcast", who);
 	if (rc != HEXI_OK)
 		return rc;
-	return wait_done(nc, &gn->comm, nc->coll, "broadcast", who);
+	return wait_done(nc, &gn->comm, nc->coll, NULL, "broadcast", who);
 }
 
 static hexi_rc nccl_barrier(rt_comm *c, rt_group *g)
@@ -681,7 +744,8 @@ static hexi_rc p2p_group(rt_comm_nccl *nc, void *rbuf, size_t rbytes, int rpeer)
 		ncclGroupEnd();
 	rc = enqueued(nc, &nc->world, r, "send/recv", who);
 	if (rc == HEXI_OK)
-		rc = wait_done(nc, &nc->world, nc->p2p, "send/recv", who);
+		rc = wait_done(nc, &nc->world, nc->p2p, NULL, "send/recv",
+			       who);
 	nc->npend = 0; /* the staging buffers stay for the next group */
 	return rc;
 }
@@ -737,6 +801,13 @@ static void nccl_destroy(rt_comm *c)
 		cudaStreamDestroy(nc->dp);
 	if (nc->ev != NULL)
 		cudaEventDestroy(nc->ev);
+	while (nc->idle != NULL) {
+		nccl_req *r = nc->idle;
+
+		nc->idle = r->next;
+		cudaEventDestroy(r->done);
+		free(r);
+	}
 	free(nc);
 }
 

@@ -20,6 +20,10 @@
  * MPI_Ireduce_scatter_block, all-gather to MPI_Iallgather, broadcast to
  * MPI_Ibcast, send/recv to MPI_Isend/MPI_Irecv (matched in issue order, as
  * NCCL's are); an ncclGroupStart/End group is one stream operation.
+ * SIMT_NCCL_INPROGRESS=N makes every enqueue on a non-blocking
+ * communicator return ncclInProgress and reach its stream only at the N-th
+ * ncclCommGetAsyncError after it, as NCCL may; meanwhile any use of that
+ * stream or other call on that communicator is refused.
  * Refused, with a "simt:" line (which simt_nccl.sh fails on): host memory,
  * a buffer past its allocation, a reduction of a type other than fp32/fp64
  * or an operation other than sum, a group spanning two streams, and
@@ -50,6 +54,9 @@ struct ncclComm {
 	int n, me;
 	int aborted; /* aborted or destroyed: operations are skipped */
 	ncclResult_t async; /* an error met by an operation in flight */
+	int nonblocking;    /* made with config.blocking = 0 */
+	struct batch *pending; /* SIMT_NCCL_INPROGRESS: not yet on its stream */
+	int pending_left;      /* ncclCommGetAsyncError polls until it is */
 	char last[256];
 	struct ncclComm *next; /* in all_comms */
 };
@@ -74,7 +81,7 @@ typedef struct {
 } op_rec;
 
 /* One stream operation: one call, or an ncclGroupStart/End group. */
-typedef struct {
+typedef struct batch {
 	op_rec *r;
 	int n, cap;
 	MPI_Request *req;
@@ -219,7 +226,6 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
 	MPI_Group wg = MPI_GROUP_NULL, g = MPI_GROUP_NULL;
 	ncclComm_t c;
 
-	(void)config;
 	if (comm == NULL)
 		return fail(NULL, ncclInvalidArgument, "init: comm NULL");
 	*comm = NULL;
@@ -304,17 +310,26 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
 			    "init: MPI error %d making the communicator", err);
 	}
 made:
+	c->nonblocking = config != NULL && config->blocking == 0;
 	c->next = all_comms;
 	all_comms = c;
 	*comm = c;
 	return ncclSuccess;
 }
 
+static void settle(ncclComm_t c, int drop);
+
+/* An enqueue held back by SIMT_NCCL_INPROGRESS reaches its stream after
+ * this many polls; until then the state is ncclInProgress. */
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err)
 {
 	if (comm == NULL || err == NULL)
 		return fail(comm, ncclInvalidArgument, "async error: NULL");
-	*err = comm->aborted ? ncclInvalidUsage : comm->async;
+	if (comm->pending != NULL && --comm->pending_left <= 0)
+		settle(comm, 0);
+	*err = comm->aborted		? ncclInvalidUsage
+	       : comm->pending != NULL ? ncclInProgress
+				       : comm->async;
 	return ncclSuccess;
 }
 
@@ -331,14 +346,17 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
 	if (comm == NULL)
 		return fail(NULL, ncclInvalidArgument, "destroy: NULL");
+	settle(comm, 1);
 	comm->aborted = 1;
 	return ncclSuccess;
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
-	if (comm != NULL)
+	if (comm != NULL) {
+		settle(comm, 1);
 		comm->aborted = 1;
+	}
 	return ncclSuccess;
 }
 
@@ -463,11 +481,65 @@ static int batch_poll(void *arg)
 	return flag;
 }
 
+/* SIMT_NCCL_INPROGRESS=N (1..1000): every enqueue on a non-blocking
+ * communicator returns ncclInProgress and reaches its stream only at the
+ * N-th ncclCommGetAsyncError, as a real one may (a first collective
+ * setting up its connections).  Meanwhile its stream is held (any work
+ * or query on it is reported) and any other call on the communicator is
+ * refused, which is what NCCL requires of the caller.  0 or unset: at
+ * once. */
+static int inprogress_polls(void)
+{
+	static int v = -1;
+
+	if (v < 0) {
+		const char *e = getenv("SIMT_NCCL_INPROGRESS");
+		char *end = NULL;
+		long n = e != NULL ? strtol(e, &end, 10) : 0;
+
+		v = 0;
+		if (e != NULL && (end == e || *end != '\0' || n < 0 ||
+				  n > 1000))
+			say("SIMT_NCCL_INPROGRESS='%s': want 0..1000", e);
+		else if (n > 0) {
+			v = (int)n;
+			fprintf(stderr, "# simt: nccl enqueues in progress "
+					"for %d polls\n",
+				v);
+		}
+	}
+	return v;
+}
+
+/* The held enqueue of c reaches its stream (drop: discarded, at an abort
+ * or destroy). */
+static void settle(ncclComm_t c, int drop)
+{
+	batch *b = c->pending;
+
+	if (b == NULL)
+		return;
+	c->pending = NULL;
+	simt_stream_hold(b->stream, 0);
+	if (drop)
+		batch_free(b);
+	else if (simt_enqueue_poll(b->stream, batch_poll, batch_free, b) != 0)
+		c->async = ncclInvalidArgument; /* reported, b dropped */
+}
+
 static ncclResult_t submit(batch *b)
 {
+	ncclComm_t c = b->r[0].comm;
+
 	if ((b->req = calloc((size_t)b->n, sizeof(MPI_Request))) == NULL) {
 		batch_free(b);
 		return fail(NULL, ncclSystemError, "no memory for requests");
+	}
+	if (c->nonblocking && inprogress_polls() > 0) {
+		c->pending = b;
+		c->pending_left = inprogress_polls();
+		simt_stream_hold(b->stream, 1);
+		return ncclInProgress;
 	}
 	if (simt_enqueue_poll(b->stream, batch_poll, batch_free, b) != 0)
 		return ncclInvalidArgument; /* reported, b dropped */
@@ -486,6 +558,12 @@ static ncclResult_t add(op_rec o, cudaStream_t s, const char *what)
 		r = fail(NULL, ncclInvalidArgument, "%s: comm NULL", what);
 	else if (c->aborted)
 		r = fail(c, ncclInvalidUsage, "%s: aborted comm", what);
+	else if (c->pending != NULL)
+		r = fail(c, ncclInvalidUsage,
+			 "%s: the communicator's last enqueue is still in "
+			 "progress (ncclInProgress not awaited with "
+			 "ncclCommGetAsyncError)",
+			 what);
 	else if (es == 0)
 		r = fail(c, ncclInvalidArgument, "%s: type %d", what, o.type);
 	else if ((o.k == K_AR || o.k == K_RS || o.k == K_RED) &&

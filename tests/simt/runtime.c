@@ -55,10 +55,13 @@ static cudaError_t last_error;
 
 static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+static int nreports; /* simt_reports() */
+
 static void report(const char *fmt, ...)
 {
 	va_list ap;
 
+	nreports++;
 	fputs("simt: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -268,6 +271,7 @@ struct sstream {
 	int live, blocking;
 	int busy;  /* its head is being run: progress() leaves it alone */
 	int polls; /* communications in its queue */
+	int held;  /* NCCL is still enqueuing on it (simt_stream_hold) */
 };
 
 typedef struct sevent {
@@ -277,7 +281,7 @@ typedef struct sevent {
 } sevent;
 
 #define NSTREAMS 16
-#define NEVENTS 64
+#define NEVENTS 1024
 static sstream streams[NSTREAMS]; /* [0]: the legacy stream */
 static sevent events[NEVENTS];
 static int stream_mode = -1; /* -1 unread, 0 immediate, 1 deferred, 2 bad */
@@ -322,6 +326,32 @@ static sstream *get_stream(cudaStream_t s)
 	if (st->tail == NULL)
 		st->tail = &st->head, st->live = 1, st->blocking = 1;
 	return st;
+}
+
+/* Work on a stream whose NCCL enqueue has not settled (ncclInProgress not
+ * yet awaited): on a GPU it would run before the collective, or a query
+ * would see the stream idle while the collective never ran. */
+static int held(const sstream *st, const char *what)
+{
+	if (st == NULL || !st->held)
+		return 0;
+	report("stream %p: %s while NCCL is still enqueuing on it "
+	       "(ncclInProgress not awaited with ncclCommGetAsyncError)",
+	       (const void *)st, what);
+	return 1;
+}
+
+int simt_reports(void)
+{
+	return nreports;
+}
+
+void simt_stream_hold(const void *s, int on)
+{
+	sstream *st = get_stream((cudaStream_t)s);
+
+	if (st != NULL)
+		st->held = on;
 }
 
 /* Remove st's head after it ran. */
@@ -413,8 +443,11 @@ static void progress(void)
 static void push(sstream *st, void (*run)(void *), void (*drop)(void *),
 		 void *arg, sstream *on, unsigned long seq)
 {
-	op *o = calloc(1, sizeof(*o));
+	op *o;
 
+	held(st, run != NULL ? "a kernel or copy queued"
+			     : "an event wait queued");
+	o = calloc(1, sizeof(*o));
 	if (o == NULL) { /* out of memory: run it now */
 		if (run == NULL)
 			advance(on, seq);
@@ -489,6 +522,7 @@ int simt_enqueue_poll(const void *s, int (*poll)(void *),
 			drop(arg);
 		return -1;
 	}
+	held(st, "another NCCL operation queued");
 	if (st == &streams[0]) {
 		report("a communication on the legacy stream: not supported");
 		if (drop != NULL)
@@ -574,6 +608,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 
 	if (st == NULL)
 		return cudaErrorInvalidValue;
+	held(st, "cudaStreamQuery");
 	if (!deferred())
 		return wait_result();
 	progress();
@@ -594,6 +629,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 
 	if (st == NULL)
 		return cudaErrorInvalidValue;
+	held(st, "cudaStreamSynchronize");
 	advance(st, st->issued);
 	return wait_result();
 }
@@ -665,9 +701,29 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 
 	if (st == NULL || ev == NULL)
 		return cudaErrorInvalidValue;
+	held(st, "cudaEventRecord");
 	ev->on = st;
 	ev->seq = st->issued;
 	return cudaSuccess;
+}
+
+/* cudaSuccess when what the event covers has run (never recorded: at
+ * once); polling moves communications along, as cudaStreamQuery. */
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+	sevent *ev = get_event(e);
+	sstream *st;
+
+	if (ev == NULL)
+		return cudaErrorInvalidValue;
+	st = ev->on;
+	if (st == NULL || !deferred())
+		return wait_result();
+	progress();
+	if (st->done < ev->seq)
+		return st->polls > 0 ? cudaErrorNotReady
+				     : (advance(st, ev->seq), wait_result());
+	return wait_result();
 }
 
 /* A wait already enqueued keeps its stream and position. */

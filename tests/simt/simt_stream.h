@@ -34,6 +34,13 @@ int simt_streams_deferred(void);
 int simt_enqueue_poll(const void *stream, int (*poll)(void *),
 		      void (*drop)(void *), void *arg);
 
+/* on 1: NCCL is still enqueuing on the stream (an ncclInProgress not yet
+ * awaited): any work queued on it, a record of an event on it, a query or
+ * a synchronisation is reported ("simt:"); on 0: released. */
+void simt_stream_hold(const void *stream, int on);
+/* How many "simt:" reports the device side has printed so far. */
+int simt_reports(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -590,6 +590,54 @@ static void test_comms(void)
 	cudaStreamSynchronize(b);
 	is_int(y.dropped, 1, "y completes at its own wait");
 
+	/* a request's own event (comm_nccl.c): complete once its own
+	 * communication is, while a later one on the stream is in flight */
+	cudaEvent_t e2 = nullptr;
+	fake_comm p = {5, nullptr, 0, 0, 0, nullptr};
+	fake_comm q = {100, nullptr, 0, 0, 0, nullptr};
+	cudaEventCreateWithFlags(&e2, cudaEventDisableTiming);
+	simt::simt_enqueue_poll(b, fake_poll, fake_drop, &p);
+	cudaEventRecord(e, b);
+	simt::simt_enqueue_poll(b, fake_poll, fake_drop, &q);
+	cudaEventRecord(e2, b);
+	int polls = 0;
+	while (cudaEventQuery(e) == cudaErrorNotReady && polls < 50)
+		polls++;
+	ok(polls > 0 && polls < 50 && p.dropped == 1,
+	   "cudaEventQuery: NotReady, then the first event completes (after "
+	   "%d polls)",
+	   polls);
+	is_int(cudaEventQuery(e2), cudaErrorNotReady,
+	       "cudaEventQuery: the second, behind a communication in "
+	       "flight, does not");
+	is_int(cudaStreamQuery(b), cudaErrorNotReady,
+	       "nor does the stream");
+	cudaStreamSynchronize(b);
+	is_int(cudaEventQuery(e2), cudaSuccess,
+	       "cudaEventQuery: complete after the stream's wait");
+	*d = 0;
+	SIMT_LAUNCH(set_kernel, 1, 32, 0, a)(d, 9);
+	cudaEventRecord(e2, a);
+	is_int(*d, 0, "a kernel is deferred");
+	is_int(cudaEventQuery(e2), cudaSuccess,
+	       "cudaEventQuery: an event behind kernels alone completes");
+	is_int(*d, 9, "and the kernel ran");
+	cudaEventDestroy(e2);
+
+	/* a stream held by an unsettled NCCL enqueue: work, records and
+	 * queries on it are reported; released, they are not */
+	int r0 = simt::simt_reports();
+	simt::simt_stream_hold(b, 1);
+	cudaEventRecord(e, b);
+	cudaStreamQuery(b);
+	SIMT_LAUNCH(set_kernel, 1, 32, 0, b)(d, 1);
+	is_int(simt::simt_reports() - r0, 3,
+	       "a held stream: record, query and kernel each reported");
+	simt::simt_stream_hold(b, 0);
+	cudaEventRecord(e, b);
+	cudaStreamSynchronize(b);
+	is_int(simt::simt_reports() - r0, 3, "released: nothing more reported");
+
 	cudaEventDestroy(e);
 	cudaStreamDestroy(a), cudaStreamDestroy(b);
 	cudaFree(d);
