@@ -2106,16 +2106,18 @@ static hexi_rc sub_retire(rt_sync *s, sync_sub *u)
 	u->state = 3;
 	if (rc == HEXI_OK && s->zero == 0)
 		rc = sub_parts(s, u, unpack_copy, u);
-	for (int k = 0; k < s->nslot; k++)
-		if (s->slot_sub[k] == (int)(u - s->sub)) {
+	if (s->nslot > 0 && u->stage != NULL) { /* its slot, from where */
+		const size_t k = (size_t)(u->stage - s->obuf) / s->slotlen;
+
+		if (s->slot_sub[k] == (int)(u - s->sub))
 			s->slot_sub[k] = -1;
-			u->stage = NULL;
-		}
+		u->stage = NULL;
+	}
 	return rc;
 }
 
-/* The next slot, round robin: its sub, started SYNC_SLOTS packed subs
- * ago, is the oldest in flight; retired first if it still holds it. */
+/* The next slot, round robin: its sub, started nslot packed subs ago,
+ * is the oldest in flight; retired first if it still holds it. */
 static hexi_rc slot_take(rt_sync *s, sync_sub *u)
 {
 	const int k = s->slot_next++ % s->nslot;

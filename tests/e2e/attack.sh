@@ -81,8 +81,11 @@ j2=$(HEXI_STEPS=6 HEXI_SAVE_EVERY=1 sub $A second "$SH/two" -w n2,n3 -N2 -n5 \
 	"$EX/train.sbatch") || hard "sbatch second: $j2"
 st2=$(job_wait "$j2")
 scancel --signal=USR1 "$j1"
-job_wait "$j1" >/dev/null
+st1=$(job_wait "$j1")
 expect_eq "the second job fails" "$st2" FAILED
+# exit code 75 (EX_TEMPFAIL: stopped with a checkpoint, resubmit) is a
+# non-zero exit, so Slurm records the first job as FAILED, not CANCELLED
+expect_eq "the first, preempted, ends in state FAILED" "$st1" FAILED
 check "its error names the holder of the writer lock (host, pid, job)" \
 	sh -c "grep 'another writer holds' 'out-a/$j2.err' | grep -q 'pid=.*job=$j1'"
 expect_eq "the first, preempted, ends with exit code 75" "$(job_field "$j1" ExitCode)" "75:0"

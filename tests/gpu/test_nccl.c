@@ -3,7 +3,11 @@
  * process: error paths that need no GPU (bad timeout variable, no device:
  * an error value, no abort), and with a GPU a world of one rank: group
  * creation from a broadcast unique id, all-reduce (f32, f64), broadcast,
- * barrier, refused self-sends, clean teardown.
+ * barrier, refused self-sends, the non-blocking collectives of the
+ * overlapped sync (ordered after a producer stream, completed by test and
+ * by wait in either order, requests reused), clean teardown.  The SIMT
+ * build (tests/simt/simt_nccl_one.sh) runs the same on the emulated
+ * device and NCCL.
  *
  * The bootstrap is a test double of the MPI backend for one process, and
  * rt_comm_group_get is a minimal version of the runtime's (comm_mpi.c):
@@ -110,6 +114,82 @@ static rt_comm *boot_create(void)
 	return b;
 }
 
+/*
+ * The overlapped sync's non-blocking collectives, on one rank: the data
+ * is written on a producer stream (the trainer's compute stream, handed
+ * over by rt_comm_nccl_order_after) and must be read by the collective
+ * only after that; each request completes by test or wait, in any order,
+ * and requests are reused from round to round.  The SIMT build runs this
+ * with deferred streams, where a missing order reads the stale buffer,
+ * and with every enqueue in progress at first (SIMT_NCCL_INPROGRESS).
+ */
+static void nb_part(rt_comm *c, rt_group *g)
+{
+	cudaStream_t s = NULL;
+	float *x = NULL, *y = NULL, *z = NULL, hx[4], hz[4], out[4];
+	const size_t cut[2] = {0, 4};
+	const float zero[4] = {0, 0, 0, 0};
+
+	if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) !=
+		    cudaSuccess ||
+	    cudaMalloc((void **)&x, sizeof(hx)) != cudaSuccess ||
+	    cudaMalloc((void **)&y, sizeof(hx)) != cudaSuccess ||
+	    cudaMalloc((void **)&z, sizeof(hz)) != cudaSuccess)
+		tap_bail("non-blocking part: stream or buffers");
+	rt_comm_nccl_order_after(c, s);
+	for (int round = 0; round < 3; round++) {
+		rt_req *r1 = NULL, *r2 = NULL, *r3 = NULL;
+		int done = 0, ok1 = 1, ok2 = 1;
+		double t0 = hexi_now_s();
+
+		for (int i = 0; i < 4; i++) {
+			hx[i] = (float)(10 * round + i) + 0.5f;
+			hz[i] = -(float)(10 * round + i) - 0.25f;
+		}
+		cudaMemcpy(x, zero, sizeof(zero), cudaMemcpyHostToDevice);
+		cudaMemcpy(y, zero, sizeof(zero), cudaMemcpyHostToDevice);
+		cudaMemcpy(z, zero, sizeof(zero), cudaMemcpyHostToDevice);
+		/* produced on s, as the backward writes a bucket */
+		cudaMemcpyAsync(x, hx, sizeof(hx), cudaMemcpyHostToDevice, s);
+		cudaMemcpyAsync(z, hz, sizeof(hz), cudaMemcpyHostToDevice, s);
+		is_int(c->ops->ireduce_scatterv_sum(g, x, y, cut, RT_F32, &r1),
+		       HEXI_OK, "round %d: non-blocking reduce-scatter", round);
+		is_int(c->ops->iallreduce_sum(g, z, 4, RT_F32, &r2), HEXI_OK,
+		       "round %d: non-blocking all-reduce", round);
+		is_int(c->ops->iallreduce_sum(g, z, 0, RT_F32, &r3), HEXI_OK,
+		       "round %d: an empty one", round);
+		if (round == 1) { /* the later ones first */
+			is_int(c->ops->wait(r3), HEXI_OK, "wait (empty)");
+			is_int(c->ops->wait(r2), HEXI_OK, "wait (all-reduce)");
+			r2 = r3 = NULL;
+		}
+		while (r1 != NULL && !done && hexi_now_s() - t0 < 30) {
+			if (c->ops->test(r1, &done) != HEXI_OK)
+				ok1 = 0, done = 1;
+		}
+		ok(ok1 && done, "round %d: the reduce-scatter completes by test",
+		   round);
+		if (r2 != NULL)
+			ok2 = c->ops->wait(r2) == HEXI_OK &&
+			      c->ops->wait(r3) == HEXI_OK;
+		ok(ok2, "round %d: the others complete by wait", round);
+		cudaMemcpy(out, y, sizeof(out), cudaMemcpyDeviceToHost);
+		ok(memcmp(out, hx, sizeof(hx)) == 0,
+		   "round %d: reduce-scatter read what the producer stream "
+		   "wrote (%g %g %g %g)",
+		   round, out[0], out[1], out[2], out[3]);
+		cudaMemcpy(out, z, sizeof(out), cudaMemcpyDeviceToHost);
+		ok(memcmp(out, hz, sizeof(hz)) == 0,
+		   "round %d: all-reduce too (%g %g %g %g)", round, out[0],
+		   out[1], out[2], out[3]);
+	}
+	rt_comm_nccl_order_after(c, NULL);
+	cudaStreamDestroy(s);
+	cudaFree(x);
+	cudaFree(y);
+	cudaFree(z);
+}
+
 static void gpu_part(rt_comm *boot)
 {
 	rt_comm *c = NULL;
@@ -152,6 +232,7 @@ static void gpu_part(rt_comm *boot)
 	is_int(c->ops->send(c, df, 4, 5, 1), HEXI_ERR_INVAL,
 	       "send outside the world refused");
 	is_int(c->ops->flush(c), HEXI_OK, "flush with nothing queued");
+	nb_part(c, g);
 	c->ops->group_destroy(g);
 	cache_drop(c);
 	c->ops->destroy(c);
