@@ -597,11 +597,24 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 	return cudaSuccess;
 }
 
-/* cudaSuccess when everything queued on s has run.  Polling moves every
- * stream's communications along (progress()); s then runs to its end
- * unless a communication in it is still in flight (cudaErrorNotReady, as
- * on a GPU; the host polls again).  A stream of kernels alone completes
- * at the query: a GPU would finish it, and only later. */
+/* cudaSuccess when what was queued on st up to seq has run (cudaStream-
+ * Query: all of it; cudaEventQuery: what the event was recorded behind).
+ * Polling moves every stream's communications along (progress()); st then
+ * runs up to seq unless a communication in it is still in flight
+ * (cudaErrorNotReady, as on a GPU; the host polls again).  A stream of
+ * kernels alone completes at the query: a GPU would finish it, and only
+ * later. */
+static cudaError_t query_to(sstream *st, unsigned long seq)
+{
+	if (st == NULL || !deferred())
+		return wait_result();
+	progress();
+	if (st->done < seq)
+		return st->polls > 0 ? cudaErrorNotReady
+				     : (advance(st, seq), wait_result());
+	return wait_result();
+}
+
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
 	sstream *st = get_stream(s);
@@ -609,13 +622,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 	if (st == NULL)
 		return cudaErrorInvalidValue;
 	held(st, "cudaStreamQuery");
-	if (!deferred())
-		return wait_result();
-	progress();
-	if (st->done < st->issued)
-		return st->polls > 0 ? cudaErrorNotReady
-				     : (advance(st, st->issued), wait_result());
-	return wait_result();
+	return query_to(st, st->issued);
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
@@ -708,22 +715,14 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 }
 
 /* cudaSuccess when what the event covers has run (never recorded: at
- * once); polling moves communications along, as cudaStreamQuery. */
+ * once). */
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
 	sevent *ev = get_event(e);
-	sstream *st;
 
 	if (ev == NULL)
 		return cudaErrorInvalidValue;
-	st = ev->on;
-	if (st == NULL || !deferred())
-		return wait_result();
-	progress();
-	if (st->done < ev->seq)
-		return st->polls > 0 ? cudaErrorNotReady
-				     : (advance(st, ev->seq), wait_result());
-	return wait_result();
+	return query_to(ev->on, ev->seq);
 }
 
 /* A wait already enqueued keeps its stream and position. */
