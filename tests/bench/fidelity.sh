@@ -13,7 +13,12 @@
 # 99 a step failed.  The last line is machine-readable:
 #   FIDELITY mode=cpu ranks=2 predicted_s=... measured_s=... deviation_pct=...
 # (--gpu adds attention=fused|own, the attention kernel the run took, and
-# both predictions, predicted_fused_s= and predicted_own_s=).
+# both predictions, predicted_fused_s= and predicted_own_s=).  Memory too:
+# the plan's per-stage prediction (reserve excluded) against the peak the
+# run allocated, worst stage (fidelity_mem.py: mem_predicted_gib=,
+# mem_measured_gib=, mem_deviation_pct=, and state_bytes_per_param=, what
+# weights, gradients and optimizer state take per parameter, which the
+# model prices at the plan's train.bytes_per_param).
 # Environment: HEXI_BUILD (build dir, default $HEXI_SRC/build), MPIRUN.
 set -u
 HEXI_SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,7 +30,7 @@ while [ $# -gt 0 ]; do
 	--steps) steps=${2:-}; shift 2 ;;
 	--strict) strict=1; shift ;;
 	--gpu) mode=gpu; shift ;;
-	-h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,23p' "$0"; exit 0 ;;
 	*) echo "fidelity.sh: unknown argument '$1'"; exit 2 ;;
 	esac
 done
@@ -114,7 +119,10 @@ PY
 			--plan "$d/plan.json" --steps "$steps" --json >"$d/train.json" 2>"$d/train.err" ||
 			{ cat "$d/train.err"; die "hexitrain failed"; }
 	fi
-	python3 - "$d/train.json" "$attn" "$pred_fused" "$pred_own" "$tflops" "$strict" <<'PY'
+	sim=$d/sim-$attn.json
+	mem=$(python3 "$HEXI_SRC/tests/bench/fidelity_mem.py" "$d/plan.json" "$sim" "$d/train.json") ||
+		die "cannot compare the plan's memory with the run's"
+	python3 - "$d/train.json" "$attn" "$pred_fused" "$pred_own" "$tflops" "$strict" "$mem" <<'PY'
 import json, statistics, sys
 t = [json.loads(l)["time_s"] for l in open(sys.argv[1]) if l.startswith("{")]
 if len(t) < 3:
@@ -130,8 +138,10 @@ print(f"predicted iteration     {fused:10.4f} s  (hexiplan simulate --attention 
 print(f"predicted iteration     {own:10.4f} s  (hexiplan simulate --attention own)")
 print(f"measured iteration      {meas:10.4f} s  (hexitrain --backend nccl, median, attention {attn})")
 print(f"deviation               {dev:+10.1f} %  (against the {attn} prediction; goal within 5 %: {'met' if abs(dev) <= 5 else 'MISSED'})")
+mem = sys.argv[7].splitlines()
+print("\n".join(mem[:-1]))
 print(f"FIDELITY mode=gpu ranks=1 attention={attn} predicted_s={pred:.6g} measured_s={meas:.6g} "
-      f"deviation_pct={dev:.2f} predicted_fused_s={fused:.6g} predicted_own_s={own:.6g}")
+      f"deviation_pct={dev:.2f} predicted_fused_s={fused:.6g} predicted_own_s={own:.6g} {mem[-1]}")
 sys.exit(1 if strict and abs(dev) > 5 else 0)
 PY
 	exit $?
@@ -243,12 +253,16 @@ print(statistics.median(t[1:]))
 PY
 ) || die "cannot read hexitrain's step times"
 
+mem=$(python3 "$HEXI_SRC/tests/bench/fidelity_mem.py" "$d/plan.json" "$d/sim.json" "$d/train.json") ||
+	die "cannot compare the plan's memory with the run's"
+
 # 5. Report.
-python3 - "$predicted" "$measured" "$gflops" "$ranks" "$mode" "$strict" "$membw" <<'PY'
+python3 - "$predicted" "$measured" "$gflops" "$ranks" "$mode" "$strict" "$membw" "$mem" <<'PY'
 import os, sys
 pred, meas, gflops = map(float, sys.argv[1:4])
 ranks, mode, strict = int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 membw = float(sys.argv[7])
+mem = sys.argv[8].splitlines()
 goal = 10.0 if mode == "cpu" else 5.0
 dev = (pred - meas) / meas * 100.0
 print(f"measured GEMM rate      {gflops:10.2f} GFLOP/s per rank (model's shapes)")
@@ -258,8 +272,9 @@ print(f"predicted iteration     {pred:10.4f} s  (hexiplan simulate)")
 print(f"measured iteration      {meas:10.4f} s  (hexitrain, median)")
 print(f"deviation               {dev:+10.1f} %  (goal within {goal:.0f} %: "
       f"{'met' if abs(dev) <= goal else 'MISSED'})")
+print("\n".join(mem[:-1]))
 print(f"FIDELITY mode={mode} ranks={ranks} predicted_s={pred:.6g} "
       f"measured_s={meas:.6g} deviation_pct={dev:.2f} "
-      f"load={os.getloadavg()[0]:.2f}")
+      f"load={os.getloadavg()[0]:.2f} {mem[-1]}")
 sys.exit(1 if strict and abs(dev) > goal else 0)
 PY
