@@ -99,6 +99,25 @@ double sched_param_bytes(const sched_ctx *x, int cpu, int dp)
 	double g = w, os = b - w - g;
 	int D = dp > 1 ? dp : 1;
 
+	if (!cpu) {
+		/* the GPU trainer (rt_cuda_model.c, train_gpu.c; DECISIONS
+		 * 182): bf16 weights (b/8), an fp32 master copy (b/4), fp32
+		 * gradients (b/4: the CPU reference's sums, exactly), AdamW's
+		 * two fp32 moments (b/2): 9b/8, 18 B at the default 16.
+		 * ZeRO shards the moments only (the updated masters are
+		 * all-gathered whole, DECISIONS 140); zero 1 keeps the owned
+		 * sums beside the gradients, zero 2 only them (its window is
+		 * the stage's, hexi_stage_mem) */
+		double ms = b / 4, mo = b / 2;
+
+		g = b / 4;
+		if (x->t.zero >= 1 && D >= 2) {
+			mo /= D;
+			g = x->t.zero == 1 ? g + g / D : g / D;
+		}
+		return w + ms + g + mo;
+	}
+
 	if (x->t.zero >= 1)
 		os /= D;
 	/* zero 2: the owned sums; both trainers' one-unit gradient window

@@ -118,15 +118,19 @@ typedef struct sched_sdesc {
 
 /* Bytes per parameter of weights, gradients and optimizer state on one GPU
  * of a stage under train.zero with dp replicas (doc/COSTMODEL.md "ZeRO"):
- * bytes_per_param split as the runtime holds it (GPU types: 2 weights,
- * 2 gradients, 12 fp32 master + Adam moments of 16; the fp32 CPU runtime:
- * 4, 4, 8), the optimizer state (zero >= 1) and the gradients (zero 2)
- * divided over the dp replicas. */
+ * bytes_per_param (b) split as the runtime holds it.  The fp32 CPU
+ * runtime: weights b/4, gradients b/4, moments b/2 (4, 4, 8 of 16); the
+ * optimizer state (zero >= 1) and the gradients (zero 2) divided over the
+ * dp replicas.  The GPU trainer: bf16 weights b/8, fp32 master b/4, fp32
+ * gradients b/4, moments b/2 (2, 4, 4, 8: 18 B at the default 16); zero
+ * shards the moments only, zero 1 adds the owned sums (g/D), zero 2 keeps
+ * only them (DECISIONS 182). */
 double sched_param_bytes(const sched_ctx *x, int cpu, int dp);
 /* 0/1: whether pipeline pl recomputes (its own mode, else train's). */
 int sched_pipe_recompute(const sched_ctx *x, const hexi_pipeline *pl);
-/* The optimizer step's share of the bytes per parameter a GPU touches:
- * 1 without ZeRO, 1/dp of the optimizer state with it. */
+/* The optimizer step's share of bytes_per_param a GPU touches: what
+ * sched_param_bytes holds over bytes_per_param (1 on the CPU without
+ * ZeRO, 9/8 on the GPU trainer; ZeRO's shards less). */
 double sched_opt_share(const sched_ctx *x, int cpu, int dp);
 
 /* ---- evaluation of a set of pipelines ------------------------------------ */

@@ -14,6 +14,11 @@
 # the smaller shares of an uneven TP split use less, DECISIONS 127); goal:
 # every stage within 10 %.  Not a test: exits 0 unless a run fails
 # (BENCH_MEM_STRICT=1: also when the goal is missed).
+# BENCH_MEM_GPU=1: the GPU trainer instead, the same plans on GPUs of type
+# h200 (the planner's GPU terms), run by hexitrain_simt --backend nccl
+# --dtype bf16 (tests/simt: train_gpu.c and rt_cuda_model.c on the SIMT
+# device, whose cudaMalloc sizes are the GPU's: the device allocations
+# are counted as on a GPU; cuBLAS, cuDNN and NCCL's own are not).
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 top_builddir=${top_builddir:-$(pwd)/../..}
 . "$top_srcdir/tests/runtime/rt_env.sh"
@@ -29,6 +34,23 @@ cat >"$WORK/model.json" <<'M'
  "hidden":128,"heads":8,"kv_heads":4,"ffn":344,"vocab":512,"seq_len":64}
 M
 ZEROS=${BENCH_MEM_ZERO:-"0 1 2"}
+GPU=cpu
+if [ "${BENCH_MEM_GPU:-0}" = 1 ]; then
+	SIMT_HT=$top_builddir/tests/simt/hexitrain_simt
+	[ -x "$SIMT_HT" ] || hard "hexitrain_simt not built: make -C tests/simt hexitrain_simt"
+	GPU=h200
+fi
+# train NP ARGS...: the CPU trainer, or the GPU trainer on the SIMT device
+train() {
+	local np=$1
+	shift
+	if [ "$GPU" = cpu ]; then
+		hx_mpirun "$np" "$HT" "$@"
+	else
+		hx_mpirun "$np" env SIMT_STREAMS=deferred SIMT_DEVICES=8 \
+			"$SIMT_HT" --backend nccl --dtype bf16 "$@"
+	fi
+}
 : >"$WORK/all.txt"
 for spec in "6/3:3x4,2x4;6/2:1x8" "8/4:2x3,1x5;4/1:4x8" \
 	"9/3:1x1,2x4,1x3;3/3:3x5,1x3"; do
@@ -36,11 +58,11 @@ for spec in "6/3:3x4,2x4;6/2:1x8" "8/4:2x3,1x5;4/1:4x8" \
 		for rc in 1 0; do
 			tag="$spec zero=$z recompute=$rc"
 			"$MKPLAN" "$WORK/model.json" "$spec" "$WORK/p.json" \
-				recompute=$rc zero=$z reserve=0 gpu=cpu ||
+				recompute=$rc zero=$z reserve=0 gpu=$GPU ||
 				hard "mkplan $tag"
 			"$PLANNER" simulate "$WORK/p.json" --json \
 				>"$WORK/sim.json" || hard "hexiplan simulate $tag"
-			if ! hx_mpirun "$(plan_ranks "$WORK/p.json")" "$HT" \
+			if ! train "$(plan_ranks "$WORK/p.json")" \
 				--plan "$WORK/p.json" --steps 1 --json \
 				>"$WORK/run.json" 2>"$WORK/run.err"; then
 				if grep -q -i "zero" "$WORK/run.err"; then
@@ -73,6 +95,13 @@ for m in run["memory"]:
     pi, si = where[m["rank"]][:2]
     stage_max[(pi, si)] = max(stage_max.get((pi, si), 0), m["peak_bytes"])
 sworst = max(abs(pred[k] - v) / v * 100.0 for k, v in stage_max.items())
+# the same without the "comm" kind (the GPU terms leave the overlap's
+# staging, at most 32 MiB, to the reserve: DECISIONS 182)
+ex = {}
+for m in run["memory"]:
+    k = where[m["rank"]][:2]
+    ex[k] = max(ex.get(k, 0), m["peak_bytes"] - m.get("comm", 0))
+xworst = max(abs(pred[k] - v) / v * 100.0 for k, v in ex.items())
 for m in run["memory"]:
     r = m["rank"]
     pi, si, t, tp, nl = where[r]
@@ -86,7 +115,7 @@ for m in run["memory"]:
     else:
         print(f"#  {r:4d} {pi:4d} {si:5d} {t:2d}/{tp:<2d} {nl:6d} {p/2**20:14.3f} {meas/2**20:13.3f} {dev:+7.1f}   " +
               " ".join(f"{m[k]/2**20:7.3f}" for k in kinds))
-print(f"MEM plan=\"{tag}\" worst_deviation_pct={worst:.2f} stage_worst_deviation_pct={sworst:.2f} goal={'met' if sworst <= 10 else 'MISSED'}")
+print(f"MEM plan=\"{tag}\" worst_deviation_pct={worst:.2f} stage_worst_deviation_pct={sworst:.2f} stage_worst_ex_comm_pct={xworst:.2f} goal={'met' if sworst <= 10 else 'MISSED'}")
 PY
 		done
 	done
@@ -97,7 +126,9 @@ worst=$(sed -n 's/.* worst_deviation_pct=\([0-9.]*\).*/\1/p' "$WORK/all.txt" |
 	sort -g | tail -n 1)
 sworst=$(sed -n 's/.*stage_worst_deviation_pct=\([0-9.]*\).*/\1/p' \
 	"$WORK/all.txt" | sort -g | tail -n 1)
-echo "# $n plans, worst deviation $worst % (rank), $sworst % (stage)," \
-	"goal (10 % per stage) missed in $missed"
+xworst=$(sed -n 's/.*stage_worst_ex_comm_pct=\([0-9.]*\).*/\1/p' \
+	"$WORK/all.txt" | sort -g | tail -n 1)
+echo "# $n plans, worst deviation $worst % (rank), $sworst % (stage;" \
+	"$xworst % without the comm kind), goal (10 % per stage) missed in $missed"
 [ "${BENCH_MEM_STRICT:-0}" = 1 ] && [ "$missed" -gt 0 ] && exit 1
 exit 0
