@@ -113,10 +113,15 @@ stop_test() { # NAME SIGNAL self|child LAUNCH... (child: signal the
 	local name=$1 sig=$2 who=$3 n=0 st k
 	shift 3
 	rm -rf "$WORK/st"
+	# the output file exists, empty, before the run starts: the parent
+	# polls it at once, and a missing file (grep -c printing nothing, the
+	# test failing) or the last call's steps ended the wait before the
+	# run had its signal handlers (CI: exit 138, killed by SIGUSR1)
+	: >"$WORK/a.json"
 	"$@" $D --steps 100000 --ckpt-dir "$WORK/st" --json \
 		>"$WORK/a.json" 2>"$WORK/a.err" &
 	local pid=$!
-	while [ "$(grep -c '"step"' "$WORK/a.json")" -lt 3 ] && [ $n -lt 300 ]; do
+	while [ "$(grep -c '"step"' "$WORK/a.json")" -lt 3 ] && [ $n -lt 600 ]; do
 		sleep 0.1
 		n=$((n + 1))
 	done
