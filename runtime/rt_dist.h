@@ -199,7 +199,11 @@ hexi_rc rt_sync_run(rt_sync *s, double *sumsq);
  * grad hook); rt_sync_zero_grad starts a step's rounds (rt_sync_step does
  * too). */
 struct rt_adamw_opts;
-hexi_rc rt_sync_shard(rt_sync *s, int zero);
+/* bucket: HEXI_RT_SYNC_BUCKET (elements, default 2^20); a bucket that is
+ * not back to back in memory (always on a device) is staged a window at a
+ * time, 8 x bucket elements over its members, not whole (DECISIONS
+ * 183). */
+hexi_rc rt_sync_shard(rt_sync *s, int zero, size_t bucket);
 int rt_sync_zero(const rt_sync *s); /* 0 when not sharded */
 hexi_rc rt_sync_grad_ready(rt_sync *s, int mb, int layer);
 void rt_sync_zero_grad(rt_sync *s);

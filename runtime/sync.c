@@ -79,6 +79,8 @@ typedef struct sync_bucket {
 	int flat;    /* gradients and weights of the bucket back to back on
 			every member: reduce-scatter and all-gather in place */
 	size_t blk;
+	size_t win; /* staged (!flat, !ring): elements per member and window:
+		       the blocks go through the staging win at a time */
 	float *own; /* [blk] the summed gradient of my range */
 	/* zero 2: the bucket holds the chunks of one backward unit (key) of
 	 * its holder set; one reduce-scatter per backward (round), nround
@@ -129,8 +131,10 @@ struct rt_sync {
 	int nb;
 	sync_bucket *b;	  /* buckets with more than one member */
 	sync_bucket solo; /* chunks held by this rank alone (norm only) */
-	float *buf; /* staging: [bufcap] (host: allocated at first need) */
+	float *buf; /* staging: [bufcap] (allocated at first need) */
 	size_t bufcap;
+	size_t stage_max; /* sharded: elements the staged windows may take
+			     (SYNC_SLOTS x the bucket cap, DECISIONS 183) */
 	size_t packcap; /* elements the unsharded packed sync stages */
 	int zero;	/* 0: all-reduce; 1, 2: sharded */
 	/* zero 2: buckets in backward order (key descending, then bucket
@@ -532,21 +536,9 @@ hexi_rc rt_sync_create(hexi_rt *rt, rt_comm *comm, const rt_mem_ops *mem,
 	for (int i = 0; i < s->nb; i++)
 		if (s->b[i].packed > s->packcap)
 			s->packcap = s->b[i].packed;
-	if (mem != NULL) {
-		void *p = NULL;
-		s->bufcap = s->packcap ? s->packcap : 1;
-		rc = mem->alloc(mem->ctx, &p, sizeof(float) * s->bufcap);
-		s->buf = p;
-		if (rc != HEXI_OK) {
-			rc = hexi_error_prefix(rc, "sync: %zu-element buffer",
-					       s->bufcap);
-			goto out;
-		}
-		rt_mem_count(rt, HEXI_MEM_COMM,
-			     sizeof(float) * (double)s->bufcap);
-	}
-	/* host staging: at first need (rt_sync_run; rt_sync_shard sizes a
-	 * sharded sync's; an overlapped sync stages in its own buffer) */
+	/* staging, host or device: at first need (rt_sync_run; rt_sync_shard
+	 * sizes a sharded sync's; an overlapped sync stages in its own
+	 * buffer and needs none: DECISIONS 183) */
 	*out = s;
 	s = NULL;
 	rc = HEXI_OK;
@@ -764,7 +756,7 @@ hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 		return overlap_finish(s, sumsq);
 	if (s->zero > 0)
 		return shard_run(s, sumsq);
-	if (s->mem == NULL && (rc = host_buf(s, s->packcap)) != HEXI_OK)
+	if ((rc = stage_buf(s, s->packcap)) != HEXI_OK)
 		return rc;
 	for (int i = 0; i < s->nb; i++)
 		if ((rc = bucket_run(s, &s->b[i], sumsq ? &acc : NULL)) !=
@@ -1130,8 +1122,12 @@ static hexi_rc shard_setup(rt_sync *s, int zero, size_t *cap)
 		 * runs the backend's collectives (fewer steps) */
 		b->ring = s->ring && b->g->n > 1 &&
 			  b->blk * (size_t)b->g->n > 2 * segmax;
-		if (!b->ring && !b->flat && b->blk * (size_t)b->g->n > *cap)
-			*cap = b->blk * (size_t)b->g->n;
+		/* a staged bucket's window: n x win elements within the
+		 * budget, at least one per member, at most the block */
+		b->win = s->stage_max / (size_t)b->g->n;
+		b->win = b->win < 1 ? 1 : b->win > b->blk ? b->blk : b->win;
+		if (!b->ring && !b->flat && b->win * (size_t)b->g->n > *cap)
+			*cap = b->win * (size_t)b->g->n;
 		if (b->ring && b->blk > s->rseg)
 			s->rseg = b->blk < segmax ? b->blk : segmax;
 	}
@@ -1144,7 +1140,7 @@ static hexi_rc shard_setup(rt_sync *s, int zero, size_t *cap)
 	return rc;
 }
 
-hexi_rc rt_sync_shard(rt_sync *s, int zero)
+hexi_rc rt_sync_shard(rt_sync *s, int zero, size_t bucket)
 {
 	size_t cap = 0, own = 0;
 	hexi_rc rc;
@@ -1155,6 +1151,12 @@ hexi_rc rt_sync_shard(rt_sync *s, int zero)
 				  zero);
 	if (zero == 0 || s->zero > 0)
 		return HEXI_OK;
+	if (bucket < 1 || bucket > ((size_t)1 << 30))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "sync: zero %d: %zu elements per bucket is "
+				  "out of range 1..2^30",
+				  zero, bucket);
+	s->stage_max = SYNC_SLOTS * bucket;
 	if (s->nsub > 0) /* the sub-buckets would all-reduce */
 		return hexi_error(HEXI_ERR_INTERNAL,
 				  "sync: zero %d after the overlap's setup "
@@ -1439,47 +1441,62 @@ static int block_next(const sync_bucket *b, block_run *r)
 	return 1;
 }
 
-/* Bucket b into the staging buffer, member i's range at block i (the
- * tail of a shorter range zero): my values where I contribute and live,
- * zeros otherwise. */
-static hexi_rc pack_blocks(rt_sync *s, sync_bucket *b, int live)
+/* The part [a, z) of run r that falls in the window [o, o + w) of its
+ * member's block; 0 when none. */
+static int run_window(const block_run *r, size_t o, size_t w, size_t *a,
+		      size_t *z)
+{
+	*a = r->pos > o ? r->pos : o;
+	*z = r->pos + r->take < o + w ? r->pos + r->take : o + w;
+	return *a < *z;
+}
+
+/* Window [o, o + w) of every member's block of bucket b into the staging
+ * buffer, member i's at i x w (the tail past a shorter range zero): my
+ * values where I contribute and live, zeros otherwise. */
+static hexi_rc pack_blocks(rt_sync *s, sync_bucket *b, int live, size_t o,
+			   size_t w)
 {
 	const int n = b->g->n;
 	block_run r = {0};
+	size_t a, z;
 	hexi_rc rc = HEXI_OK;
 
-	while (block_next(b, &r)) {
+	while (rc == HEXI_OK && block_next(b, &r)) {
 		const sync_piece *p = &b->pieces[r.k];
-		float *dst = s->buf + (size_t)r.mem * b->blk + r.pos;
+		if (!run_window(&r, o, w, &a, &z))
+			continue;
+		float *dst = s->buf + (size_t)r.mem * w + (a - o);
 		rc = p->contribute && live
-			 ? mem_copy(s, dst, p->grad + r.off, r.take)
-			 : mem_zero(s, dst, r.take);
-		if (rc != HEXI_OK)
-			return rc;
+			 ? mem_copy(s, dst, p->grad + r.off + (a - r.pos),
+				    z - a)
+			 : mem_zero(s, dst, z - a);
 	}
 	for (int i = 0; rc == HEXI_OK && i < n; i++) {
-		size_t len = b->cut[i + 1] - b->cut[i];
-		if (len < b->blk)
-			rc = mem_zero(s, s->buf + (size_t)i * b->blk + len,
-				      b->blk - len);
+		size_t len = ring_len(b, i, o, w);
+		if (len < w)
+			rc = mem_zero(s, s->buf + (size_t)i * w + len, w - len);
 	}
 	return rc;
 }
 
 /* Reduce-scatter of bucket b: member i's range of the send data (the
- * staging blocks, or with b->flat the gradients in place) sums into its
- * b->own.  add_own: my own range first gets b->own added (zero 2: the
- * sum of the earlier rounds rides along). */
-static hexi_rc scatter_bucket(rt_sync *s, sync_bucket *b, int add_own)
+ * staging window [o, o + w) of the blocks, or with b->flat the gradients
+ * in place, o 0 and w blk) sums into its b->own + o.  add_own: my own
+ * range first gets b->own added (zero 2: the sum of the earlier rounds
+ * rides along). */
+static hexi_rc scatter_bucket(rt_sync *s, sync_bucket *b, int add_own,
+			      size_t o, size_t w)
 {
 	const int me = b->g->me;
-	const size_t len = b->cut[me + 1] - b->cut[me];
+	const size_t len = b->flat ? b->cut[me + 1] - b->cut[me]
+				   : ring_len(b, me, o, w);
 	float *mine = b->flat ? b->pieces[0].grad + b->cut[me]
-			      : s->buf + (size_t)me * b->blk;
+			      : s->buf + (size_t)me * w;
 	hexi_rc rc = HEXI_OK;
 
 	if (add_own)
-		rc = mem_add(s, mine, b->own, len);
+		rc = mem_add(s, mine, b->own + o, len);
 	if (rc == HEXI_OK)
 		rc = mem_fence(s); /* the send data complete (device) */
 	if (rc != HEXI_OK)
@@ -1488,14 +1505,30 @@ static hexi_rc scatter_bucket(rt_sync *s, sync_bucket *b, int add_own)
 		rc = b->g->comm->ops->reduce_scatterv_sum(
 		    b->g, b->pieces[0].grad, b->own, b->cut, RT_F32);
 	else
-		rc = b->g->comm->ops->reduce_scatter_sum(b->g, s->buf, b->own,
-							 b->blk, RT_F32);
+		rc = b->g->comm->ops->reduce_scatter_sum(b->g, s->buf,
+							 b->own + o, w, RT_F32);
 	if (rc != HEXI_OK)
 		return hexi_error_prefix(rc,
 					 "gradient reduce-scatter (%zu "
 					 "elements per member)",
-					 b->blk);
+					 w);
 	return HEXI_OK;
+}
+
+/* The staged reduce-scatter of bucket b, a window at a time (the
+ * staging holds n x b->win elements, not the bucket). */
+static hexi_rc scatter_staged(rt_sync *s, sync_bucket *b, int live,
+			      int add_own)
+{
+	hexi_rc rc = HEXI_OK;
+
+	for (size_t o = 0; rc == HEXI_OK && o < b->blk; o += b->win) {
+		size_t w = b->blk - o < b->win ? b->blk - o : b->win;
+		rc = pack_blocks(s, b, live, o, w);
+		if (rc == HEXI_OK)
+			rc = scatter_bucket(s, b, add_own, o, w);
+	}
+	return rc;
 }
 
 /* Zero the pieces I add nothing to (in place: the local gradient is not
@@ -1516,12 +1549,11 @@ static hexi_rc shard_bucket(rt_sync *s, sync_bucket *b, double *acc)
 
 	if (b->ring)
 		rc = ring_scatter(s, b, 1, 0, -1);
-	else if (b->flat)
+	else if (b->flat) {
 		zero_flat(b, 1);
-	else
-		rc = pack_blocks(s, b, 1);
-	if (rc == HEXI_OK && !b->ring)
-		rc = scatter_bucket(s, b, 0);
+		rc = scatter_bucket(s, b, 0, 0, b->blk);
+	} else
+		rc = scatter_staged(s, b, 1, 0);
 	if (rc != HEXI_OK)
 		return rc;
 	if (acc != NULL)
@@ -1538,12 +1570,11 @@ static hexi_rc round_bucket(rt_sync *s, sync_bucket *b, int live)
 
 	if (b->ring)
 		rc = ring_scatter(s, b, live, b->rounds > 0, b->rounds);
-	else if (b->flat)
+	else if (b->flat) {
 		zero_flat(b, live);
-	else
-		rc = pack_blocks(s, b, live);
-	if (rc == HEXI_OK && !b->ring)
-		rc = scatter_bucket(s, b, b->rounds > 0);
+		rc = scatter_bucket(s, b, b->rounds > 0, 0, b->blk);
+	} else
+		rc = scatter_staged(s, b, live, b->rounds > 0);
 	b->rounds++;
 	return rc;
 }
@@ -1684,7 +1715,6 @@ static hexi_rc shard_run(rt_sync *s, double *sumsq)
 static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 {
 	const int me = b->g->me;
-	size_t e = 0;
 	hexi_rc rc = HEXI_OK;
 
 	if (b->ring)
@@ -1696,35 +1726,35 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 			   ? HEXI_OK
 			   : hexi_error_prefix(rc, "weight all-gather");
 	}
-	/* my range into my block */
-	for (int k = 0; k < b->npieces; k++) {
-		const sync_piece *p = &b->pieces[k];
-		size_t lo = b->cut[me], hi = b->cut[me + 1];
-		size_t a = e > lo ? e : lo;
-		size_t z = e + p->count < hi ? e + p->count : hi;
-		if (a < z && rc == HEXI_OK)
-			rc =
-			    mem_copy(s, s->buf + (size_t)me * b->blk + (a - lo),
-				     p->w + (a - e), z - a);
-		e += p->count;
+	/* a window at a time: my range's part into my block, the
+	 * all-gather, the others' parts out of theirs */
+	for (size_t o = 0; rc == HEXI_OK && o < b->blk; o += b->win) {
+		size_t w = b->blk - o < b->win ? b->blk - o : b->win, a, z;
+		block_run r = {0};
+		while (rc == HEXI_OK && block_next(b, &r))
+			if (r.mem == me && run_window(&r, o, w, &a, &z))
+				rc = mem_copy(
+				    s, s->buf + (size_t)me * w + (a - o),
+				    b->pieces[r.k].w + r.off + (a - r.pos),
+				    z - a);
+		if (rc == HEXI_OK)
+			rc = mem_fence(s);
+		if (rc == HEXI_OK &&
+		    (rc = b->g->comm->ops->allgather(b->g, s->buf, w,
+						     RT_F32)) != HEXI_OK)
+			return hexi_error_prefix(rc,
+						 "weight all-gather (%zu "
+						 "elements per member)",
+						 w);
+		r = (block_run){0};
+		while (rc == HEXI_OK && block_next(b, &r))
+			if (r.mem != me && run_window(&r, o, w, &a, &z))
+				rc = mem_copy(
+				    s, b->pieces[r.k].w + r.off + (a - r.pos),
+				    s->buf + (size_t)r.mem * w + (a - o),
+				    z - a);
 	}
-	if (rc == HEXI_OK)
-		rc = mem_fence(s);
-	if (rc == HEXI_OK)
-		rc = b->g->comm->ops->allgather(b->g, s->buf, b->blk, RT_F32);
-	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc,
-					 "weight all-gather (%zu elements "
-					 "per member)",
-					 b->blk);
-	block_run r = {0};
-	while (block_next(b, &r))
-		if (r.mem != me &&
-		    (rc = mem_copy(s, b->pieces[r.k].w + r.off,
-				   s->buf + (size_t)r.mem * b->blk + r.pos,
-				   r.take)) != HEXI_OK)
-			return rc;
-	return HEXI_OK;
+	return rc;
 }
 
 /* Clipping and the optimizer on one owned range: inline on the host,

@@ -127,10 +127,27 @@ void rt_train_count_model(hexi_rt *rt, const rt_model_mem *mm)
 /* train.zero of the plan: sharded optimizer state (1) and gradients (2)
  * over the DP replicas (sync.c); with one pipeline there is nothing to
  * shard, said once (rank 0), and the run is a zero-0 run. */
+/* HEXI_RT_SYNC_BUCKET: elements per bucket of the sync's staging. */
+static hexi_rc sync_bucket_env(size_t *cap)
+{
+	const char *e = getenv("HEXI_RT_SYNC_BUCKET");
+	long v = 1L << 20;
+
+	if (e != NULL && *e != '\0' &&
+	    hexi_parse_long(e, 1, 1L << 30, &v) != HEXI_OK)
+		return hexi_error(HEXI_ERR_USAGE,
+				  "HEXI_RT_SYNC_BUCKET='%.40s': elements per "
+				  "bucket must be a whole number in 1..%ld",
+				  e, 1L << 30);
+	*cap = (size_t)v;
+	return HEXI_OK;
+}
+
 hexi_rc rt_train_shard(hexi_trainer *t, rt_sync *sync, size_t held)
 {
 	const hexi_rt *rt = t->rt;
 	int zero = rt->role.zero;
+	size_t cap;
 	hexi_rc rc;
 
 	if (zero == 0)
@@ -144,8 +161,8 @@ hexi_rc rt_train_shard(hexi_trainer *t, rt_sync *sync, size_t held)
 				 zero);
 		return HEXI_OK;
 	}
-	rc = rt_sync_shard(sync, zero);
-	if (rc != HEXI_OK)
+	if ((rc = sync_bucket_env(&cap)) != HEXI_OK ||
+	    (rc = rt_sync_shard(sync, zero, cap)) != HEXI_OK)
 		return rc;
 	if (t->o.verbose)
 		hexi_log(
@@ -171,27 +188,22 @@ hexi_rc rt_train_grad_ready(hexi_trainer *t, rt_sync *sync, int layer)
 
 hexi_rc rt_train_overlap(hexi_trainer *t, rt_sync *sync, int *on)
 {
-	const char *e = getenv("HEXI_RT_SYNC_BUCKET");
-	long cap = 1L << 20;
+	size_t cap;
 	hexi_rc rc;
 
 	*on = 0;
-	if (e != NULL && *e != '\0' &&
-	    hexi_parse_long(e, 1, 1L << 30, &cap) != HEXI_OK)
-		return hexi_error(HEXI_ERR_USAGE,
-				  "HEXI_RT_SYNC_BUCKET='%.40s': elements per "
-				  "bucket must be a whole number in 1..%ld",
-				  e, 1L << 30);
+	if ((rc = sync_bucket_env(&cap)) != HEXI_OK)
+		return rc;
 	if (t->o.no_overlap)
 		return HEXI_OK;
-	rc = rt_sync_overlap(sync, (size_t)cap);
+	rc = rt_sync_overlap(sync, cap);
 	*on = rc == HEXI_OK && rt_sync_overlapped(sync) > 0;
 	if (*on && t->o.verbose) {
 		size_t bytes;
 		int packed, slots = rt_sync_overlap_slots(sync, &packed, &bytes);
 		hexi_log(HEXI_LOG_INFO,
 			 "rank %d: gradient sync overlapped with the backward: "
-			 "%d sub-buckets of at most %ld elements; %d packed, "
+			 "%d sub-buckets of at most %zu elements; %d packed, "
 			 "staged in %zu bytes (%d slots taken in turn; 0: "
 			 "each its own part)",
 			 t->rt->rank, rt_sync_overlapped(sync), cap, packed,

@@ -308,24 +308,47 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 }
 
 /* Bytes per parameter the CPU runtime's gradient sync holds beside the
- * model with D >= 2 pipelines (runtime/sync.c, DECISIONS 125): zero 0
- * and 1 overlapped, at most a packed copy of every gradient (the packed
- * sub-buckets' staging: their sum up to 8 buckets of 2^20 elements, 32
- * MiB, DECISIONS 180: exact below, an upper bound above); none where
- * every holder has TP 1: in place, d->dp_tp1);
- * zero 1 also the owned gradient reduce-scattered (g/D); zero 2 none
- * beyond sched_param_bytes' g/D (the owned sums) but one backward unit's
- * window, counted once by the caller. */
+ * model with D >= 2 pipelines (runtime/sync.c, DECISIONS 125): zero 1
+ * the owned gradient reduce-scattered (g/D); zero 2 none beyond
+ * sched_param_bytes' g/D (the owned sums) but one backward unit's
+ * window, counted once by the caller.  The overlap's staging is
+ * sync_staging's. */
 static double cpu_sync_per_param(const sched_ctx *x, const sched_sdesc *d)
 {
-	const int D = d->dp;
-	const double packed = x->overlap_dp && !d->dp_tp1 ? 4.0 : 0.0;
+	return d->dp >= 2 && x->t.zero == 1 ? 4.0 / d->dp : 0.0;
+}
 
-	if (D < 2)
-		return 0;
-	if (x->t.zero == 0)
-		return packed;
-	return x->t.zero == 1 ? packed + 4.0 / D : 0.0;
+/* The gradient sync's staging of fp32 copies, D >= 2 (DECISIONS 180,
+ * 183): each is a copy of the gradients (or weights) of the chunks it
+ * stages, at most SCHED_SYNC_STAGE_B (8 buckets of 2^20 elements):
+ *  - the overlap's (zero 0 and 1 overlapped; both trainers, in device
+ *    memory on a GPU): the sub-buckets that are not one array in memory,
+ *    none where every holder of the stage's layers has TP 1 (in place,
+ *    d->dp_tp1);
+ *  - on a GPU the sharded sync's (zero 1), whose chunk groups are never
+ *    reduce-scattered in place (NCCL has no variable-count collectives):
+ *    they go through the staging a window at a time; zero 2's buckets
+ *    are one backward unit each: min(4 x the largest unit, budget),
+ *    added by the caller.  The CPU's sharded sync runs in place or as a
+ *    ring of two segments (hexi_stage_mem_cpu).
+ * params is the largest TP share of a layer; the embedding and head
+ * tables count whole, as sched_param_bytes' callers count them. */
+static void sync_staging(const sched_ctx *x, const sched_sdesc *d,
+			 double params, int gpu, sched_scost *out)
+{
+	const hexi_model *m = &x->m;
+	const double VC = (double)m->vocab * m->hidden;
+	int k = 0;
+
+	if (d->dp >= 2 && x->overlap_dp && !d->dp_tp1 && x->t.zero <= 1)
+		k++;
+	if (d->dp >= 2 && gpu && x->t.zero == 1)
+		k++;
+	out->stage_layer_b = k * 4.0 * params;
+	out->stage_fixed_b =
+	    k * 4.0 *
+	    ((d->first ? VC : 0.0) + (d->last ? VC + m->hidden : 0.0));
+	out->stage_cap_b = k * SCHED_SYNC_STAGE_B;
 }
 
 /* Memory of a stage on the `cpu` type, counted from what the CPU runtime
@@ -387,6 +410,7 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 		u = d->last && V * C + C > u ? V * C + C : u;
 		out->mem_fixed_b += e * u;
 	}
+	sync_staging(x, d, params, 0, out);
 	out->cap_b = group_min(x, d->dev, d->tp, 1);
 }
 
@@ -422,7 +446,9 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 	double pb = sched_param_bytes(x, x->dev[d->dev[0]].cpu, d->dp);
 
 	out->mem_layer_b = params * pb;
-	out->mem_fixed_b = x->t.reserve_gib * SCHED_GIB;
+	/* the reserve; the pipeline's two activation buffers (received,
+	 * sent: runtime/train_gpu.c), every stage */
+	out->mem_fixed_b = x->t.reserve_gib * SCHED_GIB + 2.0 * tok * C * ab;
 	/* zero 2: the GPU trainer's gradient window, one backward unit (a
 	 * layer, or the embedding / final norm + head table) in fp32
 	 * (DECISIONS 157) */
@@ -431,6 +457,10 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 		if ((d->first || d->last) && m->vocab * C > unit)
 			unit = (double)m->vocab * C;
 		out->mem_fixed_b += 4.0 * unit;
+		/* and the staging of its reduce-scatter (sync_staging) */
+		out->mem_fixed_b += 4.0 * unit < SCHED_SYNC_STAGE_B
+					? 4.0 * unit
+					: SCHED_SYNC_STAGE_B;
 	}
 	if (d->recompute) {
 		out->mem_layer_b += d->inflight * tok * C * ab;
@@ -443,6 +473,7 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 	if (d->last)
 		out->mem_fixed_b +=
 		    (m->vocab * C + C) * pb + tok * m->vocab * (ab + 4.0);
+	sync_staging(x, d, params, 1, out);
 	out->cap_b = group_min(x, d->dev, d->tp, 1);
 }
 

@@ -32,6 +32,27 @@ void sched_stage_cost(const sched_ctx *x, const sched_sdesc *d,
 	sched_cost_get(x->kind)->stage(x, d, out);
 }
 
+double sched_stage_mem_b(const sched_scost *k, double n)
+{
+	double st = n * k->stage_layer_b + k->stage_fixed_b;
+
+	return n * k->mem_layer_b + k->mem_fixed_b +
+	       (st < k->stage_cap_b ? st : k->stage_cap_b);
+}
+
+/* mem(n) <= cap holds exactly when one of the two linear pieces of the
+ * min does: n <= (cap - fixed - stage_fixed) / (layer + stage_layer) or
+ * n <= (cap - fixed - stage_cap) / layer; the larger bound is the room. */
+double sched_stage_room(const sched_scost *k)
+{
+	double left = k->cap_b - k->mem_fixed_b;
+	double below = (left - k->stage_fixed_b) /
+		       (k->mem_layer_b + k->stage_layer_b);
+	double above = (left - k->stage_cap_b) / k->mem_layer_b;
+
+	return below > above ? below : above;
+}
+
 double sched_pipe_s(const sched_ctx *x, const double *c, int S, int m)
 {
 	return sched_cost_get(x->kind)->pipe_s(c, S, m);

@@ -264,7 +264,7 @@ static void why_memory(pl_state *st, pl_grp **g, int S, const int *cap,
 	want = cap[w] + 1 > want ? cap[w] + 1 : want;
 	want = want > L ? L : want;
 	d = &x->dev[g[w]->dev[0]];
-	need = (want * k[w].mem_layer_b + k[w].mem_fixed_b) / SCHED_GIB;
+	need = sched_stage_mem_b(&k[w], want) / SCHED_GIB;
 	pl_why_set(why, HEXI_ERR_NOFIT,
 		   "stage %d of %d on %s (%s x%d, %.0f GiB) needs %.1f GiB for "
 		   "%d of the %d layers at micro-batch %d",
@@ -306,7 +306,7 @@ static double build_pipe(pl_state *st, pl_grp **g, int S, hexi_pipeline *pl,
 		sched_stage_cost(x, &d, &k);
 		a[s] = k.comp_layer_s + k.tp_layer_s;
 		c[s] = k.fixed_s + k.pp_s;
-		room = (k.cap_b - k.mem_fixed_b) / k.mem_layer_b;
+		room = sched_stage_room(&k);
 		cap[s] = room < 0 ? 0 : room > L ? L : (int)floor(room);
 		capsum += cap[s];
 		ks[s] = k;

@@ -81,7 +81,11 @@ double sched_lat_s(const sched_ctx *x, int a, int b);
 
 /* Per-micro-batch cost of one stage; time is linear in its layer count n:
  *   time_s = n * (comp_layer_s + tp_layer_s) + fixed_s + pp_s
- *   mem    = n * mem_layer_b + mem_fixed_b   (bytes per GPU)        */
+ *   mem    = n * mem_layer_b + mem_fixed_b
+ *            + min(n * stage_layer_b + stage_fixed_b, stage_cap_b)
+ * bytes per GPU (sched_stage_mem_b): the last term is the overlapped
+ * gradient sync's staging, a packed copy of the gradients up to a budget
+ * (runtime/sync.c, DECISIONS 180, 183). */
 typedef struct sched_scost {
 	double comp_layer_s; /* compute per layer, fwd+bwd (+recompute) */
 	double tp_layer_s;   /* TP all-reduces per layer */
@@ -92,12 +96,24 @@ typedef struct sched_scost {
 	double mem_layer_b;  /* bytes per GPU per layer held */
 	double mem_fixed_b;  /* bytes per GPU independent of layers */
 	double cap_b;	     /* smallest capacity in the TP group, bytes */
+	double stage_layer_b; /* sync staging per layer held, below the cap */
+	double stage_fixed_b; /* sync staging of embedding / head */
+	double stage_cap_b;   /* the staging budget (0: no staging) */
 } sched_scost;
+
+/* Bytes per GPU of a stage of k holding n layers. */
+double sched_stage_mem_b(const sched_scost *k, double n);
+/* The most layers (fractional, may be negative) a stage of k holds
+ * within k->cap_b. */
+double sched_stage_room(const sched_scost *k);
 
 /* A stage as the cost models see it (dev[] are context indices). */
 /* Elements of one segment of the CPU runtime's sharded sync ring
  * (runtime/sync.c SYNC_SEG): its staging is two of them per rank. */
 #define SCHED_CPU_SYNC_SEG 65536.0
+/* The overlapped sync's staging budget, bytes: SYNC_SLOTS (8) buckets of
+ * HEXI_RT_SYNC_BUCKET's default 2^20 fp32 elements (runtime/sync.c). */
+#define SCHED_SYNC_STAGE_B (8.0 * 1048576.0 * 4.0)
 
 typedef struct sched_sdesc {
 	const int *dev;

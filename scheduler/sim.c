@@ -135,7 +135,7 @@ static void eval_pipe(const sched_ctx *x, const hexi_pipeline *pp,
 		double mem;
 		sched_stage_cost(x, &d, &k);
 		c[s] = n * (k.comp_layer_s + k.tp_layer_s) + k.fixed_s + k.pp_s;
-		mem = n * k.mem_layer_b + k.mem_fixed_b;
+		mem = sched_stage_mem_b(&k, n);
 		if (n * k.opt_layer_s + k.opt_fixed_s > *opt)
 			*opt = n * k.opt_layer_s + k.opt_fixed_s;
 		st->time_s = c[s];

@@ -92,6 +92,47 @@ zrun D 2 wd
 zrun D 1 wd
 # the emulated zero-0 run of the plan itself (the same device kernels)
 same "plan E: nccl zero 2 vs nccl zero 0 (AdamW)" E0-adamw E2-adamw
+
+# The sharded sync's staging in windows (DECISIONS 183): on a device no
+# chunk group is reduce-scattered in place, so its blocks go through the
+# staging; with HEXI_RT_SYNC_BUCKET=5 the windows are 40 elements over
+# the members (tens of windows per group, the last one short), and the
+# numbers are the CPU reference's as with whole groups; no rank's
+# communication memory grows, and the ranks with large groups stage less.
+wrun() {
+	local plan="$WORK/$1$2.json" tag=$3 np opt
+	np=$(plan_ranks "$plan")
+	case $tag in
+	sgd) opt=$SGD ;;
+	adamw) opt=$ADAMW ;;
+	wd) opt=$WD ;;
+	esac
+	# shellcheck disable=SC2086
+	hx_mpirun "$np" env HEXI_RT_SYNC_BUCKET=5 "$EMU" --backend nccl \
+		--plan "$plan" --steps $STEPS $opt --json --verbose \
+		--dump "$WORK/w$1$2-$tag" >"$WORK/w$1$2-$tag.json" \
+		2>"$WORK/w$1$2-$tag.err"
+	emu_ok "w$1$2-$tag" "$np" $? &&
+		same "nccl zero $2 $tag plan $1, 40-element windows, vs CPU" \
+			"ref-$tag" "w$1$2-$tag"
+}
+wrun E 2 adamw
+wrun E 1 adamw
+wrun D 2 wd
+for r in E2-adamw E1-adamw; do
+	for f in "$r" "w$r"; do
+		sed -n 1p "$WORK/$f.json" | jq -r '.memory[] | "\(.rank) \(.comm)"' |
+			sort >"$WORK/comm-$f.txt" || hard "jq memory report ($f)"
+	done
+	out=$(join "$WORK/comm-$r.txt" "$WORK/comm-w$r.txt" |
+		awk '$3 > $2 {up++} $3 < $2 {down++}
+		     END {print up + 0 " " down + 0 " " NR}')
+	echo "# $r: ranks whose comm bytes grew, shrank, of: $out"
+	expect_eq "$r: windows: no rank's communication memory grows" \
+		"${out%% *}" 0
+	check "$r: windows: some rank stages less than its whole group" \
+		test "$(echo "$out" | cut -d' ' -f2)" -gt 0
+done
 # bf16: fp32 master weights updated in owned ranges and gathered, the
 # bf16 copies cast again; only rounding flips of the reordered sums
 # separate it from bf16 zero 0 (measured: 1.4e-5 loss, 6e-4 parameters).

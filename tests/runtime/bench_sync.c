@@ -138,7 +138,7 @@ int main(int argc, char **argv)
 	n = make_refs(rt, &refs, &mem, &wmem);
 	rc = rt_sync_create(rt, rt->comm, NULL, refs, n, &s);
 	if (rc == HEXI_OK && rt->role.zero > 0)
-		rc = rt_sync_shard(s, rt->role.zero);
+		rc = rt_sync_shard(s, rt->role.zero, (size_t)1 << 20);
 	if (rc != HEXI_OK) {
 		fprintf(stderr, "bench_sync: %s\n", hexi_errmsg(rc));
 		hexi_rt_abort(rt, rc);

@@ -11,6 +11,8 @@
 # Plans (as mpi_zero.sh): E [TP1 x 1, TP2 x 2, TP3 x 1, TP1 x 4] 8 in 4 +
 # [TP2 x 8] 4 in 1 (9 ranks, rings of 2 members and more); S [TP1 x 4, TP1 x
 # 4] + [TP1 x 8] (3 ranks, in place: no packing at all); D (8 ranks).
+# HEXI_RT_SYNC_SEG=0 with HEXI_RT_SYNC_BUCKET=5: plan E's staged groups
+# in 40-element windows, the same again (DECISIONS 183).
 # Bad HEXI_RT_SYNC_SEG / HEXI_RT_SYNC_BUCKET values: refused at setup by
 # every rank, the variable named, nothing dumped (DECISIONS 158).
 . "$top_srcdir/tests/runtime/rt_env.sh"
@@ -78,6 +80,25 @@ equiv E 1 sgd
 equiv S 2 sgd packed
 equiv D 1 adamw
 
+# The staged collectives a window at a time (DECISIONS 183): with
+# HEXI_RT_SYNC_BUCKET=5 a chunk group's blocks go through 40 elements of
+# staging at a time; the same numbers as the ring.
+# wequiv PLAN ZERO OPTTAG (after equiv ... packed)
+wequiv() {
+	local out st
+	if ! (export HEXI_RT_SYNC_BUCKET=5 && run "$1" "$2" "$3" 0); then
+		fail "zero $2 $3 plan $1 in windows ran"
+		cat "$WORK/$1$2-$3-0.err"
+		return
+	fi
+	out=$("$CMP" --tol 1e-6 --params "$WORK/$1$2-$3-0" "$WORK/$1$2-$3-257")
+	st=$?
+	echo "$out" | tail -n 1 | sed 's/^/# /'
+	expect_eq "zero $2 $3 plan $1: packed collectives in 40-element windows = ring" \
+		"$st" 0
+}
+wequiv E 2 adamw
+
 # Bad values of the tuning variables: every rank refuses at setup with the
 # variable named, exit non-zero, no parameters dumped.
 # bad VAR VALUE PLAN: one run of PLAN with VAR=VALUE
@@ -103,4 +124,5 @@ bad() {
 for v in abc -1 268435457 12x; do bad HEXI_RT_SYNC_SEG "$v" S1; done
 with_zero "$WORK/S.json" 0 "$WORK/S0.json"
 for v in 0 -3 1073741825 1e6; do bad HEXI_RT_SYNC_BUCKET "$v" S0; done
+bad HEXI_RT_SYNC_BUCKET 0 S1 # read by the sharded sync too
 done_testing

@@ -522,6 +522,108 @@ static void zero2_rounds(void)
 	hexi_cluster_destroy(c);
 }
 
+/* The overlapped sync's staging (DECISIONS 183): a packed fp32 copy of
+ * the stage's gradients up to 32 MiB, at zero 0 and 1 with D >= 2 and the
+ * sync overlapped, none where every holder has TP 1; the room for layers
+ * is exact against the piecewise memory. */
+static void sync_staging_mem(void)
+{
+	const fx_node nd[1] = {{"x", 4, 100, 100, 0.5, 80}};
+	hexi_model m;
+	hexi_train t;
+	fx f;
+	int g[2] = {0, 1};
+	sched_sdesc d = {.dev = g, .tp = 2, .inflight = 1, .mb = 1,
+			 .recompute = 1, .dp = 2, .first = 1};
+	sched_scost k, k0;
+	double C = 512, F = 1376, dh = 64, lay, room;
+
+	/* 6.3 MB of staging per layer, 65.5 MB for the embedding */
+	fx_model(&m, "small", 8, 512, 8, 8, 1376);
+	fx_train(&t, 8, 1);
+	fx_init(&f, nd, 1, 10, &m, &t, HEXI_COST_HEXISCALE);
+	/* the largest TP share of a layer: half the heads and FFN */
+	lay = (2.0 * 8 * dh * C + 2.0 * 8 * dh * C) / 2 + 3.0 * C * F / 2 +
+	      2.0 * C;
+	sched_hexi_stage(&f.x, &d, &k);
+	is_near(k.stage_layer_b, 4.0 * lay, 1e-6,
+		"staging: 4 B per parameter of the TP share per layer");
+	is_near(k.stage_fixed_b, 4.0 * 32000 * C, 1e-6,
+		"staging: the first stage's embedding counts whole");
+	is_near(k.stage_cap_b, 32.0 * 1048576, 0,
+		"staging: the budget is 8 buckets of 2^20 floats");
+	is_near(sched_stage_mem_b(&k, 4) - sched_stage_mem_b(&k, 0),
+		4 * k.mem_layer_b, 1e-3,
+		"staging: above the budget it no longer grows with layers");
+	/* a small stage (no embedding) stays below the budget */
+	d.first = 0;
+	sched_hexi_stage(&f.x, &d, &k);
+	is_near(sched_stage_mem_b(&k, 2),
+		2 * k.mem_layer_b + k.mem_fixed_b + 2 * 4.0 * lay, 1e-3,
+		"staging: below the budget, 4 B per parameter");
+	/* none: TP 1 holders throughout, zero 2, no overlap, one pipeline */
+	d.dp_tp1 = 1;
+	sched_hexi_stage(&f.x, &d, &k0);
+	is_near(k0.stage_cap_b, 0, 0, "staging: none when all hold TP 1");
+	d.dp_tp1 = 0;
+	f.x.overlap_dp = 0;
+	sched_hexi_stage(&f.x, &d, &k0);
+	is_near(k0.stage_cap_b, 0, 0, "staging: none without the overlap");
+	f.x.overlap_dp = 1;
+	f.x.t.zero = 2;
+	sched_hexi_stage(&f.x, &d, &k0);
+	is_near(k0.stage_cap_b, 0, 0, "staging: none at zero 2");
+	f.x.t.zero = 1;
+	d.dp = 1;
+	sched_hexi_stage(&f.x, &d, &k0);
+	is_near(k0.stage_cap_b, 0, 0, "staging: none with one pipeline");
+	/* zero 1 on a GPU: the sharded sync stages its windows too (NCCL
+	 * has no in-place variable-count reduce-scatter); the cpu type's
+	 * sync runs in place or as a ring */
+	d.dp = 2;
+	sched_hexi_stage(&f.x, &d, &k0);
+	is_near(k0.stage_layer_b, 8.0 * lay, 1e-6,
+		"staging: zero 1 on a GPU, the overlap's and the windows'");
+	is_near(k0.stage_cap_b, 64.0 * 1048576, 0,
+		"staging: zero 1 on a GPU, two budgets");
+	f.x.dev[0].cpu = f.x.dev[1].cpu = 1;
+	sched_hexi_stage(&f.x, &d, &k0);
+	is_near(k0.stage_cap_b, 32.0 * 1048576, 0,
+		"staging: zero 1 on the cpu type, the overlap's only");
+	f.x.dev[0].cpu = f.x.dev[1].cpu = 0;
+	/* zero 2 on a GPU: one unit's staging, a fixed term */
+	f.x.t.zero = 2;
+	sched_hexi_stage(&f.x, &d, &k0);
+	f.x.t.zero = 0;
+	sched_hexi_stage(&f.x, &d, &k);
+	{
+		/* zero 2's fixed part less zero 0's: the window and its
+		 * staging (4 B per unit parameter each); the moments and
+		 * gradients sharded per layer */
+		double fx2 = k0.mem_fixed_b - k.mem_fixed_b;
+		is_near(fx2, 8.0 * lay, 1e-3,
+			"staging: zero 2, the window and its staging");
+	}
+	/* the room: the most layers whose memory fits, on both pieces */
+	sched_hexi_stage(&f.x, &d, &k);
+	for (int i = 0; i < 2; i++) {
+		/* a capacity where the budget binds (i 0) and one below it */
+		k.cap_b = i == 0 ? sched_stage_mem_b(&k, 7.5)
+				 : k.mem_fixed_b + 3.2 * k.mem_layer_b +
+				       k.stage_fixed_b + 3.2 * k.stage_layer_b;
+		room = sched_stage_room(&k);
+		ok(sched_stage_mem_b(&k, floor(room)) <= k.cap_b &&
+		       sched_stage_mem_b(&k, floor(room) + 1) > k.cap_b,
+		   "staging: room %.3f layers is exact (%s the budget)", room,
+		   i == 0 ? "above" : "below");
+		if (i == 1)
+			ok(3.2 * k.stage_layer_b < k.stage_cap_b &&
+			       4.0 * k.stage_layer_b < k.stage_cap_b,
+			   "staging: 3 and 4 layers stage below the budget");
+	}
+	fx_fini(&f);
+}
+
 int main(void)
 {
 	known_answer();
@@ -533,5 +635,6 @@ int main(void)
 	attention_catalog();
 	chunked_sync();
 	zero2_rounds();
+	sync_staging_mem();
 	return tap_done();
 }
