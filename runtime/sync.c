@@ -131,12 +131,12 @@ struct rt_sync {
 	int nb;
 	sync_bucket *b;	  /* buckets with more than one member */
 	sync_bucket solo; /* chunks held by this rank alone (norm only) */
-	float *buf; /* staging: [bufcap] (allocated at first need) */
+	float *buf;	  /* staging: [bufcap] (allocated at first need) */
 	size_t bufcap;
 	size_t stage_max; /* sharded: elements the staged windows may take
 			     (SYNC_SLOTS x the bucket cap, DECISIONS 183) */
-	size_t packcap; /* elements the unsharded packed sync stages */
-	int zero;	/* 0: all-reduce; 1, 2: sharded */
+	size_t packcap;	  /* elements the unsharded packed sync stages */
+	int zero;	  /* 0: all-reduce; 1, 2: sharded */
 	/* zero 2: buckets in backward order (key descending, then bucket
 	 * order: the same on every member), the rounds of the longest
 	 * bucket, the solo chunks' accumulators */
@@ -164,7 +164,7 @@ struct rt_sync {
 	size_t ostage;	      /* elements of obuf */
 	size_t slotlen;	      /* elements per slot: the longest packed sub */
 	int *slot_sub;	      /* [nslot] the sub staged there, or -1 */
-	size_t *rcuts; /* zero 1: every sub's member cuts, one block */
+	size_t *rcuts;	      /* zero 1: every sub's member cuts, one block */
 };
 
 /* Overlap: elements [e0, e1) of a bucket (bucket order), at most the cap,
@@ -1467,10 +1467,10 @@ static hexi_rc pack_blocks(rt_sync *s, sync_bucket *b, int live, size_t o,
 		if (!run_window(&r, o, w, &a, &z))
 			continue;
 		float *dst = s->buf + (size_t)r.mem * w + (a - o);
-		rc = p->contribute && live
-			 ? mem_copy(s, dst, p->grad + r.off + (a - r.pos),
-				    z - a)
-			 : mem_zero(s, dst, z - a);
+		rc =
+		    p->contribute && live
+			? mem_copy(s, dst, p->grad + r.off + (a - r.pos), z - a)
+			: mem_zero(s, dst, z - a);
 	}
 	for (int i = 0; rc == HEXI_OK && i < n; i++) {
 		size_t len = ring_len(b, i, o, w);
@@ -1485,14 +1485,14 @@ static hexi_rc pack_blocks(rt_sync *s, sync_bucket *b, int live, size_t o,
  * in place, o 0 and w blk) sums into its b->own + o.  add_own: my own
  * range first gets b->own added (zero 2: the sum of the earlier rounds
  * rides along). */
-static hexi_rc scatter_bucket(rt_sync *s, sync_bucket *b, int add_own,
-			      size_t o, size_t w)
+static hexi_rc scatter_bucket(rt_sync *s, sync_bucket *b, int add_own, size_t o,
+			      size_t w)
 {
 	const int me = b->g->me;
-	const size_t len = b->flat ? b->cut[me + 1] - b->cut[me]
-				   : ring_len(b, me, o, w);
-	float *mine = b->flat ? b->pieces[0].grad + b->cut[me]
-			      : s->buf + (size_t)me * w;
+	const size_t len =
+	    b->flat ? b->cut[me + 1] - b->cut[me] : ring_len(b, me, o, w);
+	float *mine =
+	    b->flat ? b->pieces[0].grad + b->cut[me] : s->buf + (size_t)me * w;
 	hexi_rc rc = HEXI_OK;
 
 	if (add_own)

@@ -46,8 +46,8 @@ double sched_stage_mem_b(const sched_scost *k, double n)
 double sched_stage_room(const sched_scost *k)
 {
 	double left = k->cap_b - k->mem_fixed_b;
-	double below = (left - k->stage_fixed_b) /
-		       (k->mem_layer_b + k->stage_layer_b);
+	double below =
+	    (left - k->stage_fixed_b) / (k->mem_layer_b + k->stage_layer_b);
 	double above = (left - k->stage_cap_b) / k->mem_layer_b;
 
 	return below > above ? below : above;
