@@ -1517,8 +1517,7 @@ static hexi_rc scatter_bucket(rt_sync *s, sync_bucket *b, int add_own, size_t o,
 
 /* The staged reduce-scatter of bucket b, a window at a time (the
  * staging holds n x b->win elements, not the bucket). */
-static hexi_rc scatter_staged(rt_sync *s, sync_bucket *b, int live,
-			      int add_own)
+static hexi_rc scatter_staged(rt_sync *s, sync_bucket *b, int live, int add_own)
 {
 	hexi_rc rc = HEXI_OK;
 
