@@ -1738,9 +1738,8 @@ static hexi_rc gather_weights(rt_sync *s, sync_bucket *b)
 				    z - a);
 		if (rc == HEXI_OK)
 			rc = mem_fence(s);
-		if (rc == HEXI_OK &&
-		    (rc = b->g->comm->ops->allgather(b->g, s->buf, w,
-						     RT_F32)) != HEXI_OK)
+		if (rc == HEXI_OK && (rc = b->g->comm->ops->allgather(
+					  b->g, s->buf, w, RT_F32)) != HEXI_OK)
 			return hexi_error_prefix(rc,
 						 "weight all-gather (%zu "
 						 "elements per member)",
