@@ -58,13 +58,18 @@ done
 emu() {
 	local name=$1 np=$2
 	shift 2
-	hx_mpirun "$np" "$EMU" --backend nccl "$@" --json --verbose \
-		>"$WORK/$name.json" 2>"$WORK/$name.err"
+	# shellcheck disable=SC2086
+	hx_mpirun "$np" env $EMU_ENV "$EMU" --backend nccl "$@" --json \
+		--verbose >"$WORK/$name.json" 2>"$WORK/$name.err"
 	emu_ok "$name" "$np" $?
 }
+EMU_ENV=
+ZPRE=
+ZWHAT=
 
 # zrun PLAN ZERO TAG: plan PLAN under ZERO on the emulated GPU
-# against the CPU trainer's one-process run
+# against the CPU trainer's one-process run (the run named with $ZPRE
+# first, $EMU_ENV in its environment, $ZWHAT in the test names)
 zrun() {
 	local plan="$WORK/$1$2.json" tag=$3 np opt
 	np=$(plan_ranks "$plan")
@@ -74,10 +79,10 @@ zrun() {
 	wd) opt=$WD ;;
 	esac
 	# shellcheck disable=SC2086
-	emu "$1$2-$tag" "$np" --plan "$plan" --steps $STEPS $opt \
-		--dump "$WORK/$1$2-$tag" &&
-		same "nccl zero $2 $tag plan $1 ($np ranks) vs CPU" \
-			"ref-$tag" "$1$2-$tag"
+	emu "$ZPRE$1$2-$tag" "$np" --plan "$plan" --steps $STEPS $opt \
+		--dump "$WORK/$ZPRE$1$2-$tag" &&
+		same "nccl zero $2 $tag plan $1$ZWHAT ($np ranks) vs CPU" \
+			"ref-$tag" "$ZPRE$1$2-$tag"
 }
 zrun E 1 sgd
 zrun E 2 sgd
@@ -99,26 +104,15 @@ same "plan E: nccl zero 2 vs nccl zero 0 (AdamW)" E0-adamw E2-adamw
 # the members (tens of windows per group, the last one short), and the
 # numbers are the CPU reference's as with whole groups; no rank's
 # communication memory grows, and the ranks with large groups stage less.
-wrun() {
-	local plan="$WORK/$1$2.json" tag=$3 np opt
-	np=$(plan_ranks "$plan")
-	case $tag in
-	sgd) opt=$SGD ;;
-	adamw) opt=$ADAMW ;;
-	wd) opt=$WD ;;
-	esac
-	# shellcheck disable=SC2086
-	hx_mpirun "$np" env HEXI_RT_SYNC_BUCKET=5 "$EMU" --backend nccl \
-		--plan "$plan" --steps $STEPS $opt --json --verbose \
-		--dump "$WORK/w$1$2-$tag" >"$WORK/w$1$2-$tag.json" \
-		2>"$WORK/w$1$2-$tag.err"
-	emu_ok "w$1$2-$tag" "$np" $? &&
-		same "nccl zero $2 $tag plan $1, 40-element windows, vs CPU" \
-			"ref-$tag" "w$1$2-$tag"
-}
-wrun E 2 adamw
-wrun E 1 adamw
-wrun D 2 wd
+EMU_ENV=HEXI_RT_SYNC_BUCKET=5
+ZPRE=w
+ZWHAT=" in 40-element windows"
+zrun E 2 adamw
+zrun E 1 adamw
+zrun D 2 wd
+EMU_ENV=
+ZPRE=
+ZWHAT=
 for r in E2-adamw E1-adamw; do
 	for f in "$r" "w$r"; do
 		sed -n 1p "$WORK/$f.json" | jq -r '.memory[] | "\(.rank) \(.comm)"' |
