@@ -124,9 +124,6 @@ void rt_train_count_model(hexi_rt *rt, const rt_model_mem *mm)
 	rt_mem_count(rt, HEXI_MEM_WORK, (double)mm->work);
 }
 
-/* train.zero of the plan: sharded optimizer state (1) and gradients (2)
- * over the DP replicas (sync.c); with one pipeline there is nothing to
- * shard, said once (rank 0), and the run is a zero-0 run. */
 /* HEXI_RT_SYNC_BUCKET: elements per bucket of the sync's staging. */
 static hexi_rc sync_bucket_env(size_t *cap)
 {
@@ -143,6 +140,9 @@ static hexi_rc sync_bucket_env(size_t *cap)
 	return HEXI_OK;
 }
 
+/* train.zero of the plan: sharded optimizer state (1) and gradients (2)
+ * over the DP replicas (sync.c); with one pipeline there is nothing to
+ * shard, said once (rank 0), and the run is a zero-0 run. */
 hexi_rc rt_train_shard(hexi_trainer *t, rt_sync *sync, size_t held)
 {
 	const hexi_rt *rt = t->rt;
