@@ -318,6 +318,107 @@ static double cpu_sync_per_param(const sched_ctx *x, const sched_sdesc *d)
 	return d->dp >= 2 && x->t.zero == 1 ? 4.0 / d->dp : 0.0;
 }
 
+/* The largest TP share of a layer at run r's largest TP degree: a bound
+ * on the part of the layer in any one chunk group of the run (a group
+ * lies in every holder's share). */
+static double run_share(const hexi_model *m, const sched_run *r)
+{
+	const int t = r->tp > 1 ? r->tp : 1;
+	double share = 0;
+
+	for (int k = 0; k < t; k++) {
+		double p = layer_params(m, frac(m->kv_heads, t, k),
+					frac(m->ffn, t, k));
+		share = p > share ? p : share;
+	}
+	return share;
+}
+
+/* 1 if a table held by `holders` ranks over the d->dp pipelines is a
+ * chunk group of its own: some pipeline holds it on two TP ranks, which
+ * no layer's chunk has (one holder per pipeline), so the sync's bucket of
+ * the table is the table alone, one array on every member. */
+static int table_alone(const sched_sdesc *d, int holders)
+{
+	return holders > d->dp;
+}
+
+/* Elements of the largest chunk group of a stage whose runs are known
+ * (sched_sdesc.run) that the sharded sync stages: a run's layers are cut
+ * by the TP shares of its holders, so a group holds at most the largest
+ * share at the run's largest TP degree per layer (a group is within every
+ * holder's share); the embedding (emb) and head tables, whole, are
+ * groups of their own (table_alone) or join the first and last run.  On
+ * the CPU (cpu 1) a table alone, one array on every member, is
+ * reduce-scattered in place (sync.c agree_flat): not staged. */
+static double largest_group(const hexi_model *m, const sched_sdesc *d,
+			    double emb, double head, int cpu)
+{
+	double most = 0;
+
+	if (table_alone(d, d->emb_holders)) {
+		most = cpu ? 0.0 : emb;
+		emb = 0;
+	}
+	if (table_alone(d, d->head_holders)) {
+		most = !cpu && head > most ? head : most;
+		head = 0;
+	}
+
+	for (int i = 0; i < d->runs; i++) {
+		double e = d->run[i].layers * run_share(m, &d->run[i]) +
+			   (i == 0 ? emb : 0.0) +
+			   (i == d->runs - 1 ? head : 0.0);
+		most = e > most ? e : most;
+	}
+	return most;
+}
+
+/* Zero 2's buckets hold one backward unit each (sync.c split_by_key): the
+ * largest chunk group of one layer of a run, or a table (whole; on the
+ * CPU always in place, one array on every member, so not staged). */
+static double largest_unit_group(const hexi_model *m, const sched_sdesc *d,
+				 double emb, double head, int cpu)
+{
+	double most = cpu ? 0.0 : emb > head ? emb : head;
+
+	for (int i = 0; i < d->runs; i++) {
+		double e = run_share(m, &d->run[i]);
+		most = e > most ? e : most;
+	}
+	return most;
+}
+
+/* Bytes of a staging of fp32 copies of `elems` elements, at most the
+ * budget (SCHED_SYNC_STAGE_B). */
+static double sync_window_b(double elems)
+{
+	return 4.0 * elems < SCHED_SYNC_STAGE_B ? 4.0 * elems
+						: SCHED_SYNC_STAGE_B;
+}
+
+/* Elements the CPU runtime's sharded sync stages for chunk groups of at
+ * most g elements: a group beyond two ring segments runs as a ring (two
+ * segments of its members' blocks), a smaller one is staged whole. */
+static double ring_staging(double g)
+{
+	return g < 2.0 * SCHED_CPU_SYNC_SEG ? g : 2.0 * SCHED_CPU_SYNC_SEG;
+}
+
+/* Bytes per parameter of the embedding or head table on a stage of d,
+ * held by `holders` ranks (0: not known, d->dp): ZeRO shards a table over
+ * every rank holding it (sync.c's chunk group of the table: each TP rank
+ * of each pipeline holds it whole); the CPU's zero 1 adds its owned
+ * gradient (cpu_sync_per_param). */
+static double table_pb(const sched_ctx *x, const sched_sdesc *d, int cpu,
+		       int holders)
+{
+	int n = holders > 0 ? holders : d->dp;
+
+	return sched_param_bytes(x, cpu, n) +
+	       (cpu && n >= 2 && x->t.zero == 1 ? 4.0 / n : 0.0);
+}
+
 /* The gradient sync's staging of fp32 copies, D >= 2 (DECISIONS 180,
  * 183): each is a copy of the gradients (or weights) of the chunks it
  * stages, at most SCHED_SYNC_STAGE_B (8 buckets of 2^20 elements):
@@ -327,7 +428,9 @@ static double cpu_sync_per_param(const sched_ctx *x, const sched_sdesc *d)
  *    d->dp_tp1);
  *  - on a GPU the sharded sync's (zero 1), whose chunk groups are never
  *    reduce-scattered in place (NCCL has no variable-count collectives):
- *    they go through the staging a window at a time; zero 2's buckets
+ *    they go through the staging a window at a time, so it holds the
+ *    largest chunk group's (largest_group, a fixed term; while the runs
+ *    are not known, the stage's, an upper bound); zero 2's buckets
  *    are one backward unit each: min(4 x the largest unit, budget),
  *    added by the caller.  The CPU's sharded sync runs in place or as a
  *    ring of two segments (hexi_stage_mem_cpu).
@@ -338,17 +441,31 @@ static void sync_staging(const sched_ctx *x, const sched_sdesc *d,
 {
 	const hexi_model *m = &x->m;
 	const double VC = (double)m->vocab * m->hidden;
-	int k = 0;
+	const double emb = d->first ? VC : 0.0;
+	const double head = d->last ? VC + m->hidden : 0.0;
+	/* the overlap reduces a table of its own in place (one array) */
+	const double tables_o = (table_alone(d, d->emb_holders) ? 0.0 : emb) +
+				(table_alone(d, d->head_holders) ? 0.0 : head);
+	int k = 0, ko = 0;
 
 	if (d->dp >= 2 && x->overlap_dp && !d->dp_tp1 && x->t.zero <= 1)
-		k++;
-	if (d->dp >= 2 && gpu && x->t.zero == 1)
-		k++;
-	out->stage_layer_b = k * 4.0 * params;
-	out->stage_fixed_b =
-	    k * 4.0 *
-	    ((d->first ? VC : 0.0) + (d->last ? VC + m->hidden : 0.0));
-	out->stage_cap_b = k * SCHED_SYNC_STAGE_B;
+		ko = 1;
+	if (d->dp >= 2 && gpu && x->t.zero == 1) {
+		/* the windows stage one chunk group at a time: with the
+		 * stage's runs known (the simulator), its largest; the
+		 * embedding and head tables join the first and last run
+		 * (DECISIONS 184) */
+		if (d->runs > 0)
+			out->mem_fixed_b +=
+			    sync_window_b(largest_group(m, d, emb, head, 0));
+		else
+			k++;
+	}
+	/* k (the windows while the runs are not known) comes with no
+	 * holders known either: both buffers then have the same terms */
+	out->stage_layer_b = (ko + k) * 4.0 * params;
+	out->stage_fixed_b = 4.0 * (ko * tables_o + k * (emb + head));
+	out->stage_cap_b = (ko + k) * SCHED_SYNC_STAGE_B;
 }
 
 /* Memory of a stage on the `cpu` type, counted from what the CPU runtime
@@ -368,6 +485,8 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 	const double C = m->hidden, T = m->seq_len, dh = C / m->heads;
 	const double V = m->vocab, e = 4.0, tok = (double)d->mb * T;
 	const double i = d->inflight, rc = d->recompute ? 1.0 : 0.0;
+	const double emb = d->first ? V * C : 0.0;
+	const double head = d->last ? V * C + C : 0.0;
 	/* weights, gradients, AdamW moments; ZeRO shards (sched_param_bytes) */
 	const double pb =
 	    sched_param_bytes(x, 1, d->dp) + cpu_sync_per_param(x, d);
@@ -393,22 +512,33 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 				rc * (lx + (d->last ? 0 : tok * C))) +
 			   e * i * 2.0 * tok + e * (work + tok + 2.0 * tok * C);
 	if (d->first)
-		out->mem_fixed_b += V * C * pb;
+		out->mem_fixed_b += V * C * table_pb(x, d, 1, d->emb_holders);
 	if (d->last)
 		out->mem_fixed_b +=
-		    (V * C + C) * pb + e * (i * tok * (C + 1.0 + V) + tok * V);
-	/* zero 1's staging: two ring segments (runtime/sync.c SYNC_SEG; a
-	 * bucket too small for the ring stages its blocks in no more),
-	 * whatever the other pipelines' splits (DECISIONS 150); zero 2's
-	 * buckets are one unit each: its staging is at most a unit's share
-	 * and within the window's error, not counted */
+		    (V * C + C) * table_pb(x, d, 1, d->head_holders) +
+		    e * (i * tok * (C + 1.0 + V) + tok * V);
+	/* zero 1's staging: two ring segments (runtime/sync.c SYNC_SEG),
+	 * whatever the other pipelines' splits (DECISIONS 150); a bucket
+	 * too small for the ring stages its blocks, no more than the
+	 * largest chunk group where the simulator knows it (DECISIONS
+	 * 184) */
 	if (x->t.zero == 1 && d->dp > 1)
-		out->mem_fixed_b += e * 2.0 * SCHED_CPU_SYNC_SEG;
+		out->mem_fixed_b +=
+		    e * ring_staging(d->runs > 0
+					 ? largest_group(m, d, emb, head, 1)
+					 : 2.0 * SCHED_CPU_SYNC_SEG);
 	if (x->t.zero == 2 && d->dp > 1) { /* the window: the largest unit */
 		double u = params;
 		u = d->first && V * C > u ? V * C : u;
 		u = d->last && V * C + C > u ? V * C + C : u;
 		out->mem_fixed_b += e * u;
+		/* zero 2's buckets are one unit's chunk group each: two
+		 * ring segments of it at most, or a smaller bucket's blocks
+		 * (DECISIONS 184) */
+		out->mem_fixed_b +=
+		    e * ring_staging(
+			    d->runs > 0 ? largest_unit_group(m, d, emb, head, 1)
+					: u);
 	}
 	sync_staging(x, d, params, 0, out);
 	out->cap_b = group_min(x, d->dev, d->tp, 1);
@@ -425,7 +555,7 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 	}
 	double C = m->hidden, T = m->seq_len, dh = C / m->heads;
 	double tok = (double)d->mb * T, ab = x->t.act_bytes;
-	double params = 0, acts = 0;
+	double params = 0, acts = 0, work = 0;
 
 	for (int r = 0; r < d->tp; r++) {
 		double fa = frac(m->kv_heads, d->tp, r);
@@ -434,13 +564,36 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 		    (2.0 * m->heads * dh * C + 2.0 * m->kv_heads * dh * C) *
 			fa +
 		    3.0 * C * m->ffn * ff + 2.0 * C;
-		double a = 5.0 * C +
-			   (2.0 * m->heads + 2.0 * m->kv_heads) * dh * fa +
-			   4.0 * m->ffn * ff;
+		/* what one layer saves for its backward per token
+		 * (rt_cuda_model.c gact_init): ln1, xmid, ln2 (3C), q and
+		 * the attention output (2q), k, v (2k), gate, up, SwiGLU
+		 * (3f) in the activation type; two rstd and the softmax
+		 * statistics per local head in fp32 (DECISIONS 184) */
+		double a =
+		    ab * (3.0 * C +
+			  (2.0 * m->heads + 2.0 * m->kv_heads) * dh * fa +
+			  3.0 * m->ffn * ff) +
+		    8.0 + 4.0 * m->heads * fa;
+		/* the backward's scratch per token (rt_cuda_model.c
+		 * acts_init, "work"): residual and norm gradients and a
+		 * temporary (3C), dy and dq (2q), dk and dv (2k), dh, dgate,
+		 * dup (3f) in the activation type; the softmax statistics'
+		 * gradient, fp32 per local head */
+		double w =
+		    ab * (3.0 * C +
+			  (2.0 * m->heads + 2.0 * m->kv_heads) * dh * fa +
+			  3.0 * m->ffn * ff) +
+		    4.0 * m->heads * fa;
 		params = p > params ? p : params;
 		acts = a > acts ? a : acts;
+		work = w > work ? w : work;
 	}
-	acts *= tok * ab; /* bytes of one layer, one micro-batch */
+	acts *= tok; /* bytes of one layer, one micro-batch */
+	/* the scratch, the RoPE table (T x dh/2 cos and sin, fp32) and,
+	 * with TP and 16-bit activations, the fp32 buffer of the TP
+	 * all-reduce (DECISIONS 184) */
+	work = tok * work + T * dh * 4.0 +
+	       (d->tp > 1 && ab < 4.0 ? tok * C * 4.0 : 0.0);
 	/* weights, gradients, optimizer state: ZeRO shards the replicated
 	 * embedding/head tables too (the sync treats them as chunks) */
 	double pb = sched_param_bytes(x, x->dev[d->dev[0]].cpu, d->dp);
@@ -448,7 +601,8 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 	out->mem_layer_b = params * pb;
 	/* the reserve; the pipeline's two activation buffers (received,
 	 * sent: runtime/train_gpu.c), every stage */
-	out->mem_fixed_b = x->t.reserve_gib * SCHED_GIB + 2.0 * tok * C * ab;
+	out->mem_fixed_b =
+	    x->t.reserve_gib * SCHED_GIB + 2.0 * tok * C * ab + work;
 	/* zero 2: the GPU trainer's gradient window, one backward unit (a
 	 * layer, or the embedding / final norm + head table) in fp32
 	 * (DECISIONS 157) */
@@ -457,22 +611,39 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 		if ((d->first || d->last) && m->vocab * C > unit)
 			unit = (double)m->vocab * C;
 		out->mem_fixed_b += 4.0 * unit;
-		/* and the staging of its reduce-scatter (sync_staging) */
-		out->mem_fixed_b += 4.0 * unit < SCHED_SYNC_STAGE_B
-					? 4.0 * unit
-					: SCHED_SYNC_STAGE_B;
+		/* and the staging of its reduce-scatter, a chunk group of
+		 * one unit at a time (sync_staging; the unit while the
+		 * runs are not known) */
+		out->mem_fixed_b += sync_window_b(
+		    d->runs > 0 ? largest_unit_group(
+				      m, d, d->first ? m->vocab * C : 0.0,
+				      d->last ? m->vocab * C + C : 0.0, 0)
+				: unit);
 	}
+	/* per layer and slot its input; without recompute its saved
+	 * tensors, with recompute one layer's shared by every slot; per
+	 * slot the stage's output (the final norm's input on the last
+	 * stage), with recompute one shared buffer on other stages */
+	out->mem_layer_b += d->inflight * tok * C * ab;
 	if (d->recompute) {
-		out->mem_layer_b += d->inflight * tok * C * ab;
-		out->mem_fixed_b += acts;
+		out->mem_fixed_b +=
+		    acts + (d->last ? d->inflight : 1) * tok * C * ab;
 	} else {
 		out->mem_layer_b += d->inflight * acts;
+		out->mem_fixed_b += d->inflight * tok * C * ab;
 	}
-	if (d->first)
-		out->mem_fixed_b += m->vocab * C * pb;
+	if (d->first) /* the table; the tokens per slot */
+		out->mem_fixed_b +=
+		    m->vocab * C * table_pb(x, d, 0, d->emb_holders) +
+		    d->inflight * tok * 4.0;
 	if (d->last)
 		out->mem_fixed_b +=
-		    (m->vocab * C + C) * pb + tok * m->vocab * (ab + 4.0);
+		    (m->vocab * C + C) * table_pb(x, d, 0, d->head_holders) +
+		    /* per slot the final norm, the logits, the norm's
+		     * rstd, the softmax statistics, the targets; once
+		     * the logits' gradient and the token losses */
+		    d->inflight * tok * ((C + m->vocab) * ab + 12.0) +
+		    tok * (m->vocab * ab + 4.0);
 	sync_staging(x, d, params, 1, out);
 	out->cap_b = group_min(x, d->dev, d->tp, 1);
 }

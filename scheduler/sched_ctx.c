@@ -95,9 +95,8 @@ void sched_ctx_fini(sched_ctx *x)
 
 double sched_param_bytes(const sched_ctx *x, int cpu, int dp)
 {
-	double b = x->t.bytes_per_param, w = cpu ? b / 4 : b / 8;
-	double g = w, os = b - w - g;
-	int D = dp > 1 ? dp : 1;
+	const double b = x->t.bytes_per_param;
+	const int D = dp > 1 ? dp : 1;
 
 	if (!cpu) {
 		/* the GPU trainer (rt_cuda_model.c, train_gpu.c; DECISIONS
@@ -108,15 +107,16 @@ double sched_param_bytes(const sched_ctx *x, int cpu, int dp)
 		 * all-gathered whole, DECISIONS 140); zero 1 keeps the owned
 		 * sums beside the gradients, zero 2 only them (its window is
 		 * the stage's, hexi_stage_mem) */
-		double ms = b / 4, mo = b / 2;
+		double w = b / 8, ms = b / 4, g = b / 4, mo = b / 2;
 
-		g = b / 4;
 		if (x->t.zero >= 1 && D >= 2) {
 			mo /= D;
 			g = x->t.zero == 1 ? g + g / D : g / D;
 		}
 		return w + ms + g + mo;
 	}
+	/* the CPU runtime: fp32 weights and gradients, two moments */
+	double w = b / 4, g = b / 4, os = b / 2;
 
 	if (x->t.zero >= 1)
 		os /= D;

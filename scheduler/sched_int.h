@@ -83,9 +83,11 @@ double sched_lat_s(const sched_ctx *x, int a, int b);
  *   time_s = n * (comp_layer_s + tp_layer_s) + fixed_s + pp_s
  *   mem    = n * mem_layer_b + mem_fixed_b
  *            + min(n * stage_layer_b + stage_fixed_b, stage_cap_b)
- * bytes per GPU (sched_stage_mem_b): the last term is the overlapped
- * gradient sync's staging, a packed copy of the gradients up to a budget
- * (runtime/sync.c, DECISIONS 180, 183). */
+ * bytes per GPU (sched_stage_mem_b): the last term is the gradient
+ * sync's staging, packed copies of the gradients up to a budget each: the
+ * overlap's and, on a GPU at zero 1, the sharded sync's windows while the
+ * stage's chunk groups are not known (runtime/sync.c, DECISIONS 180, 183,
+ * 184; once they are, the windows' staging is a part of mem_fixed_b). */
 typedef struct sched_scost {
 	double comp_layer_s; /* compute per layer, fwd+bwd (+recompute) */
 	double tp_layer_s;   /* TP all-reduces per layer */
@@ -111,9 +113,17 @@ double sched_stage_room(const sched_scost *k);
 /* Elements of one segment of the CPU runtime's sharded sync ring
  * (runtime/sync.c SYNC_SEG): its staging is two of them per rank. */
 #define SCHED_CPU_SYNC_SEG 65536.0
-/* The overlapped sync's staging budget, bytes: SYNC_SLOTS (8) buckets of
- * HEXI_RT_SYNC_BUCKET's default 2^20 fp32 elements (runtime/sync.c). */
+/* The gradient sync's staging budget, bytes: SYNC_SLOTS (8) buckets of
+ * HEXI_RT_SYNC_BUCKET's default 2^20 fp32 elements (runtime/sync.c); the
+ * overlap's staging and, on a GPU, the sharded sync's windows each hold
+ * at most this much. */
 #define SCHED_SYNC_STAGE_B (8.0 * 1048576.0 * 4.0)
+
+/* A run of a stage's layers held by the same ranks: its layers and the
+ * largest TP degree among its holders (the stage's own included). */
+typedef struct sched_run {
+	int layers, tp;
+} sched_run;
 
 typedef struct sched_sdesc {
 	const int *dev;
@@ -130,6 +140,18 @@ typedef struct sched_sdesc {
 			    holding one of its layers have TP 1 (the CPU
 			    runtime's sync reduces those in place); 0: not
 			    known or not so */
+	/* Its layers cut at the other pipelines' stage boundaries: runs
+	 * of layers with the same holders (the sync's chunk groups are
+	 * these, cut further by the holders' TP shares; runtime/sync.c
+	 * buckets), in layer order; the embedding and head tables go with
+	 * the first and last.  runs 0: not known, as while the planner
+	 * splits layers (the stage counts as one group). */
+	int runs;
+	const sched_run *run;
+	/* Ranks holding the embedding and the head table over all
+	 * pipelines: every TP rank holds them whole, and ZeRO shards them
+	 * over all their holders (0: not known, d->dp). */
+	int emb_holders, head_holders;
 } sched_sdesc;
 
 /* Bytes per parameter of weights, gradients and optimizer state on one GPU

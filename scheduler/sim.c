@@ -109,11 +109,75 @@ static int tp1_holders(const hexi_pipeline *pp, int np, const hexi_stage *st)
 	return st->tp == 1;
 }
 
+/* Who holds what across the pipelines of a plan: what a stage's
+ * memory depends on beyond its own pipeline (the sync's chunk groups). */
+typedef struct sim_holders {
+	unsigned char *cut; /* [L + 1] 1 where a stage begins (0 < l < L) */
+	int *tp;	/* [L] the largest TP degree of the layer's holders */
+	sched_run *run; /* [L] a stage's runs (stage_runs) */
+	int emb, head;	/* ranks holding the embedding / head table */
+} sim_holders;
+
+static void holders_fini(sim_holders *h)
+{
+	free(h->cut);
+	free(h->tp);
+	free(h->run);
+}
+
+/* The holders of pp[np] (checked, L layers). */
+static hexi_rc holders_init(const hexi_pipeline *pp, int np, int L,
+			    sim_holders *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->cut = calloc((size_t)L + 1, 1);
+	h->tp = calloc((size_t)L + 1, sizeof(int));
+	h->run = calloc((size_t)L + 1, sizeof(sched_run));
+	if (!h->cut || !h->tp || !h->run) {
+		holders_fini(h);
+		return hexi_error(HEXI_ERR_NOMEM, "simulator: %d layers", L);
+	}
+	for (int p = 0; p < np; p++) {
+		h->emb += pp[p].stages[0].tp;
+		h->head += pp[p].stages[pp[p].nstages - 1].tp;
+		for (int s = 0; s < pp[p].nstages; s++) {
+			const hexi_stage *st = &pp[p].stages[s];
+			if (st->layer_begin > 0)
+				h->cut[st->layer_begin] = 1;
+			for (int l = st->layer_begin; l < st->layer_end; l++)
+				if (st->tp > h->tp[l])
+					h->tp[l] = st->tp;
+		}
+	}
+	return HEXI_OK;
+}
+
+/* Stage st's layers cut into runs with the same holders, the gradient
+ * sync's chunk groups, and the tables' holders (sched_sdesc). */
+static void stage_holders(const hexi_stage *st, const sim_holders *h,
+			  sched_sdesc *d)
+{
+	int at = st->layer_begin;
+
+	d->runs = 0;
+	d->run = h->run;
+	for (int l = st->layer_begin + 1; l <= st->layer_end; l++) {
+		if (l < st->layer_end && !h->cut[l])
+			continue;
+		h->run[d->runs++] =
+		    (sched_run){.layers = l - at, .tp = h->tp[at]};
+		at = l;
+	}
+	d->emb_holders = h->emb;
+	d->head_holders = h->head;
+}
+
 /* Stage times and memory of pipeline pl of pp[np]; c[] gets time per
  * micro-batch. */
 static void eval_pipe(const sched_ctx *x, const hexi_pipeline *pp,
-		      hexi_pipeline *pl, int np, int *const *dev, double *c,
-		      hexi_stage_report *rep, double *worst, double *opt)
+		      hexi_pipeline *pl, int np, int *const *dev,
+		      const sim_holders *h, double *c, hexi_stage_report *rep,
+		      double *worst, double *opt)
 {
 	int S = pl->nstages, m = pl->micro_batches;
 
@@ -122,7 +186,8 @@ static void eval_pipe(const sched_ctx *x, const hexi_pipeline *pp,
 		sched_sdesc d = {.dev = dev[s],
 				 .tp = st->tp,
 				 .next = s + 1 < S ? dev[s + 1] : NULL,
-				 .next_tp = s + 1 < S ? pl->stages[s + 1].tp : 0,
+				 .next_tp =
+				     s + 1 < S ? pl->stages[s + 1].tp : 0,
 				 .first = s == 0,
 				 .last = s == S - 1,
 				 .inflight = S - s < m ? S - s : m,
@@ -133,6 +198,8 @@ static void eval_pipe(const sched_ctx *x, const hexi_pipeline *pp,
 		sched_scost k;
 		int n = st->layer_end - st->layer_begin;
 		double mem;
+
+		stage_holders(st, h, &d);
 		sched_stage_cost(x, &d, &k);
 		c[s] = n * (k.comp_layer_s + k.tp_layer_s) + k.fixed_s + k.pp_s;
 		mem = sched_stage_mem_b(&k, n);
@@ -161,6 +228,7 @@ hexi_rc sched_evaluate(const sched_ctx *x, hexi_pipeline *pp, int np,
 {
 	const sched_cost_model *cm = sched_cost_get(x->kind);
 	sched_map map = {0};
+	sim_holders h = {0};
 	double *c = NULL, dp_total = 0, dp_end = 0;
 	int ns = 0, k = 0;
 	hexi_rc rc;
@@ -178,8 +246,10 @@ hexi_rc sched_evaluate(const sched_ctx *x, hexi_pipeline *pp, int np,
 		rc = hexi_error(HEXI_ERR_NOMEM, "simulator: stage times");
 		goto out;
 	}
+	if ((rc = holders_init(pp, np, x->m.layers, &h)) != HEXI_OK)
+		goto out;
 	for (int p = 0; p < np; p++) {
-		eval_pipe(x, pp, &pp[p], np, map.dev + k, c + k,
+		eval_pipe(x, pp, &pp[p], np, map.dev + k, &h, c + k,
 			  rep ? rep + k : NULL, &ev->worst_mem_ratio,
 			  &ev->opt_s);
 		if (pp[p].time_s > ev->max_pipe_s)
@@ -195,6 +265,7 @@ hexi_rc sched_evaluate(const sched_ctx *x, hexi_pipeline *pp, int np,
 	ev->fits = ev->worst_mem_ratio <= 1.0;
 out:
 	free(c);
+	holders_fini(&h);
 	sched_map_fini(&map);
 	return rc;
 }

@@ -64,10 +64,12 @@ expect_eq "--use-all-gpus: 3 training ranks, no idle list" "$(jget "$T/ga.json" 
 check "validate accepts it" "$H" validate "$T/gp.json"
 "$H" show "$T/gp.json" >"$T/gshow.txt" || fail "show"
 check "show lists the idle GPU on the training node" grep -q "idle: 1 GPU on 1 node .*: n1 (a100-80g) 2$" "$T/gshow.txt"
-# idle GPUs beside training ones on several nodes: the case study's 3-GPU
-# nodes, llama2-13b at global batch 1
-"$H" plan "$EX/paper-case-study.json" --model llama2-13b --global-batch 1 -o "$T/pp.json" >/dev/null || fail "case study, batch 1"
-check "paper-case-study.json, llama2-13b, batch 1: a node both trains and has an idle GPU" \
+# idle GPUs beside training ones, and whole idle nodes: 3 nodes of 8,
+# llama2-7b at global batch 3 (three TP-2 pipelines on one A100 node; the
+# case study's 13B at batch 1 was this case until the GPU trainer's
+# backward scratch was priced, DECISIONS 184, and now idles a whole node)
+"$H" plan "$EX/hetero-a100-4090-24.json" --model llama2-7b --global-batch 3 -o "$T/pp.json" >/dev/null || fail "24 GPUs, batch 3"
+check "hetero-a100-4090-24.json, llama2-7b, batch 3: a node both trains and has an idle GPU" \
 	/usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); tr={d["node"] for q in p["pipelines"] for s in q["stages"] for d in s["devices"]}; sys.exit(not tr & {d["node"] for d in p.get("idle", [])})' "$T/pp.json"
 # a global batch too small for a whole node's pipelines: 1-layer model, KV 1
 echo '{"format":"hexiscale-model","version":1,"name":"one-layer","layers":1,"hidden":48,"heads":6,"kv_heads":1,"ffn":128,"vocab":64,"seq_len":16}' >"$T/l1.json"

@@ -188,10 +188,14 @@ static void hexi_tp_and_mem(void)
 	hexi_train t;
 	fx f;
 	int g[2] = {0, 1}, one[1] = {0};
-	sched_sdesc d1 = {.dev = one, .tp = 1, .inflight = 1, .mb = 1,
-			  .recompute = 1, .dp = 1};
-	sched_sdesc d2 = {.dev = g, .tp = 2, .inflight = 1, .mb = 1,
-			  .recompute = 1, .dp = 1};
+	sched_sdesc d1 = {.dev = one,
+			  .tp = 1,
+			  .inflight = 1,
+			  .mb = 1,
+			  .recompute = 1,
+			  .dp = 1};
+	sched_sdesc d2 = {
+	    .dev = g, .tp = 2, .inflight = 1, .mb = 1, .recompute = 1, .dp = 1};
 	sched_scost k1, k2;
 	double act = 4096.0 * 1024 * 2;
 
@@ -533,8 +537,13 @@ static void sync_staging_mem(void)
 	hexi_train t;
 	fx f;
 	int g[2] = {0, 1};
-	sched_sdesc d = {.dev = g, .tp = 2, .inflight = 1, .mb = 1,
-			 .recompute = 1, .dp = 2, .first = 1};
+	sched_sdesc d = {.dev = g,
+			 .tp = 2,
+			 .inflight = 1,
+			 .mb = 1,
+			 .recompute = 1,
+			 .dp = 2,
+			 .first = 1};
 	sched_scost k, k0;
 	double C = 512, F = 1376, dh = 64, lay, room;
 
@@ -552,6 +561,18 @@ static void sync_staging_mem(void)
 		"staging: the first stage's embedding counts whole");
 	is_near(k.stage_cap_b, 32.0 * 1048576, 0,
 		"staging: the budget is 8 buckets of 2^20 floats");
+	/* a pipeline holding the embedding on two TP ranks: the table is a
+	 * chunk group of its own, reduced in place by the overlap */
+	d.emb_holders = 3;
+	sched_hexi_stage(&f.x, &d, &k0);
+	is_near(
+	    k0.stage_fixed_b, 0, 0,
+	    "staging: an embedding of 3 holders over 2 pipelines, in place");
+	d.emb_holders = 2;
+	sched_hexi_stage(&f.x, &d, &k0);
+	is_near(k0.stage_fixed_b, k.stage_fixed_b, 0,
+		"staging: an embedding of one holder per pipeline, packed");
+	d.emb_holders = 0;
 	is_near(sched_stage_mem_b(&k, 4) - sched_stage_mem_b(&k, 0),
 		4 * k.mem_layer_b, 1e-3,
 		"staging: above the budget it no longer grows with layers");
@@ -586,6 +607,52 @@ static void sync_staging_mem(void)
 		"staging: zero 1 on a GPU, the overlap's and the windows'");
 	is_near(k0.stage_cap_b, 64.0 * 1048576, 0,
 		"staging: zero 1 on a GPU, two budgets");
+	/* with the stage's chunk groups known (the simulator) the windows
+	 * hold the largest group's, a fixed term; the embedding goes with
+	 * the first run (DECISIONS 184) */
+	sched_run run[3] = {{1, 2}, {2, 2}, {1, 2}};
+	d.runs = 3;
+	d.run = run;
+	sched_hexi_stage(&f.x, &d, &k);
+	is_near(k.stage_layer_b, 4.0 * lay, 1e-6,
+		"staging: runs known, the overlap's alone per layer");
+	is_near(k.stage_cap_b, 32.0 * 1048576, 0,
+		"staging: runs known, one budget per layer term");
+	is_near(k.mem_fixed_b - k0.mem_fixed_b, 2 * 4.0 * lay, 1e-3,
+		"staging: runs known, the windows of the 2-layer run");
+	d.first = 1;
+	sched_hexi_stage(&f.x, &d, &k);
+	sched_hexi_stage(&f.x,
+			 &(sched_sdesc){.dev = g,
+					.tp = 2,
+					.inflight = 1,
+					.mb = 1,
+					.recompute = 1,
+					.dp = 2,
+					.first = 1},
+			 &k0);
+	is_near(k.mem_fixed_b - k0.mem_fixed_b, 32.0 * 1048576, 1e-3,
+		"staging: runs known, the embedding's run at the budget");
+	d.first = 0;
+	/* a run another pipeline holds at TP 4: its groups are quarters
+	 * (here of the 2-layer run: the heads and FFN split in 4, the
+	 * norms whole) */
+	run[1].tp = 4;
+	sched_hexi_stage(&f.x, &d, &k);
+	sched_hexi_stage(&f.x,
+			 &(sched_sdesc){.dev = g,
+					.tp = 2,
+					.inflight = 1,
+					.mb = 1,
+					.recompute = 1,
+					.dp = 2},
+			 &k0);
+	is_near(k.mem_fixed_b - k0.mem_fixed_b,
+		4.0 * fmax(lay, 2 * ((4.0 * 8 * dh * C) / 4 + 3.0 * C * F / 4 +
+				     2.0 * C)),
+		1e-3, "staging: runs known, TP 4 holders cut the run in 4");
+	d.runs = 0;
+	d.run = NULL;
 	f.x.dev[0].cpu = f.x.dev[1].cpu = 1;
 	sched_hexi_stage(&f.x, &d, &k0);
 	is_near(k0.stage_cap_b, 32.0 * 1048576, 0,
@@ -601,8 +668,27 @@ static void sync_staging_mem(void)
 		 * staging (4 B per unit parameter each); the moments and
 		 * gradients sharded per layer */
 		double fx2 = k0.mem_fixed_b - k.mem_fixed_b;
+		sched_run r4[2] = {{1, 2}, {1, 4}};
 		is_near(fx2, 8.0 * lay, 1e-3,
 			"staging: zero 2, the window and its staging");
+		/* runs known, one held at TP 4 by another pipeline: the
+		 * staging holds a chunk group of one layer, at most the
+		 * largest of the runs' shares (here TP 2's, the stage's) */
+		d.runs = 2;
+		d.run = r4;
+		f.x.t.zero = 2;
+		sched_hexi_stage(&f.x, &d, &k0);
+		is_near(k0.mem_fixed_b - k.mem_fixed_b, 8.0 * lay, 1e-3,
+			"staging: zero 2, runs known, the TP 2 run's layer");
+		r4[0].tp = 4;
+		sched_hexi_stage(&f.x, &d, &k0);
+		is_near(k0.mem_fixed_b - k.mem_fixed_b,
+			4.0 * lay + 4.0 * ((4.0 * 8 * dh * C) / 4 +
+					   3.0 * C * F / 4 + 2.0 * C),
+			1e-3, "staging: zero 2, runs known, quarters at TP 4");
+		f.x.t.zero = 0;
+		d.runs = 0;
+		d.run = NULL;
 	}
 	/* the room: the most layers whose memory fits, on both pieces */
 	sched_hexi_stage(&f.x, &d, &k);
@@ -624,6 +710,101 @@ static void sync_staging_mem(void)
 	fx_fini(&f);
 }
 
+/* The simulator cuts each stage's layers at the other pipelines' stage
+ * boundaries (the sync's chunk groups): at zero 1 on a GPU the windows'
+ * staging is the largest group's, embedding and head with the end runs.
+ * Pipeline 0 holds all 8 layers of tiny-8l; pipeline 1 holds them in one
+ * stage (one group: 8 layers, embedding and head) or three (2, 3, 3). */
+static void zero1_window_runs(void)
+{
+	static const char *json =
+	    "{\"format\":\"hexiscale-cluster\",\"version\":1,\"nodes\":["
+	    "{\"name\":\"n\",\"gpu\":\"a100\",\"count\":4,"
+	    "\"intra_bw_gbps\":100}],\"intra_lat_s\":0}";
+	const tpipe one[2] = {{4, 2, {{0, 1, 0, 0, 8}}},
+			      {4, 2, {{0, 1, 1, 0, 8}}}};
+	const tpipe three[2] = {
+	    {4, 2, {{0, 1, 0, 0, 8}}},
+	    {4, 2, {{0, 1, 1, 0, 2}, {0, 1, 2, 2, 5}, {0, 1, 3, 5, 8}}}};
+	/* tiny-8l: C 48, 6 heads of 8, FFN 128, vocabulary 64 */
+	const double lay = 4.0 * 48 * 48 + 3.0 * 48 * 128 + 2 * 48;
+	const double emb = 64.0 * 48, head = 64.0 * 48 + 48;
+	hexi_cluster *c = tcluster(json);
+	hexi_plan *a = tplan(c, "tiny-8l", 2, one);
+	hexi_plan *b = tplan(c, "tiny-8l", 2, three);
+	hexi_stage_report ra[2], rb[4];
+	double gib = 1073741824.0, diff[2];
+
+	for (int z = 0; z <= 1; z++) {
+		a->train.zero = b->train.zero = z;
+		is_int(hexi_simulate(a, HEXI_COST_HEXISCALE, ra), HEXI_OK,
+		       "runs: simulate one group, zero %d", z);
+		is_int(hexi_simulate(b, HEXI_COST_HEXISCALE, rb), HEXI_OK,
+		       "runs: simulate three groups, zero %d", z);
+		diff[z] = (ra[0].mem_gib - rb[0].mem_gib) * gib;
+	}
+	is_near(diff[0], 0, 1e-3,
+		"runs: zero 0, pipeline 0's memory whatever the other's split");
+	{
+		/* pipeline 1 at TP 2: the tables have 3 holders, two in
+		 * one pipeline, so each is a chunk group of its own, and
+		 * pipeline 0's layers are cut in two by the shares (3 of 6
+		 * heads, 64 of 128 FFN rows): its windows hold 8 half
+		 * layers, not 8 layers and both tables.  A holder with TP 2
+		 * brings the overlap's staging (not every holder has TP 1),
+		 * the layers' only (the tables alone are reduced in place).
+		 * The tables are sharded over 3 holders, not 2: 14 B per
+		 * parameter (2 + 4 + 4 + 12/3), not 16 */
+		const tpipe tp2[2] = {{4, 2, {{0, 1, 0, 0, 8}}},
+				      {4, 2, {{0, 2, 1, 0, 8}}}};
+		hexi_plan *h = tplan(c, "tiny-8l", 2, tp2);
+		const double half = 4.0 * 48 * 48 / 2 + 3.0 * 48 * 64 + 2 * 48;
+		h->train.zero = a->train.zero = 1;
+		is_int(hexi_simulate(h, HEXI_COST_HEXISCALE, rb), HEXI_OK,
+		       "runs: simulate TP 1 + TP 2, zero 1");
+		is_int(hexi_simulate(a, HEXI_COST_HEXISCALE, ra), HEXI_OK,
+		       "runs: simulate TP 1 + TP 1, zero 1");
+		is_near((ra[0].mem_gib - rb[0].mem_gib) * gib,
+			4.0 * (8 * lay + emb + head) - 4.0 * 8 * half -
+			    4.0 * 8 * lay + 2.0 * (emb + head),
+			1e-3, "runs: zero 1, a TP 2 holder halves the group");
+		hexi_plan_destroy(h);
+	}
+	/* one group: 4 B x (8 layers + embedding + head); three: the
+	 * largest of 2 layers + embedding, 3, 3 + head */
+	is_near(diff[1], 4.0 * (8 * lay + emb + head) - 4.0 * (3 * lay + head),
+		1e-3,
+		"runs: zero 1, the windows of the largest group (%.0f B "
+		"less)",
+		diff[1]);
+	hexi_plan_destroy(a);
+	hexi_plan_destroy(b);
+	hexi_cluster_destroy(c);
+	/* on the cpu type the sharded sync stages two ring segments (2 x
+	 * 65536 elements) or a smaller group whole: one group of 8 layers
+	 * and both tables is above that, the 3 + head of three below */
+	c = tcluster("{\"format\":\"hexiscale-cluster\",\"version\":1,"
+		     "\"nodes\":[{\"name\":\"n\",\"gpu\":\"cpu\","
+		     "\"count\":4,\"intra_bw_gbps\":100}],"
+		     "\"intra_lat_s\":0}");
+	a = tplan(c, "tiny-8l", 2, one);
+	b = tplan(c, "tiny-8l", 2, three);
+	for (int z = 0; z <= 1; z++) {
+		a->train.zero = b->train.zero = z;
+		is_int(hexi_simulate(a, HEXI_COST_HEXISCALE, ra), HEXI_OK,
+		       "runs, cpu: simulate one group, zero %d", z);
+		is_int(hexi_simulate(b, HEXI_COST_HEXISCALE, rb), HEXI_OK,
+		       "runs, cpu: simulate three groups, zero %d", z);
+		diff[z] = (ra[0].mem_gib - rb[0].mem_gib) * gib;
+	}
+	is_near(diff[0], 0, 1e-3, "runs, cpu: zero 0, no sharded staging");
+	is_near(diff[1], 4.0 * (2 * 65536.0 - (3 * lay + head)), 1e-3,
+		"runs, cpu: zero 1, the largest group below two segments");
+	hexi_plan_destroy(a);
+	hexi_plan_destroy(b);
+	hexi_cluster_destroy(c);
+}
+
 int main(void)
 {
 	known_answer();
@@ -636,5 +817,6 @@ int main(void)
 	chunked_sync();
 	zero2_rounds();
 	sync_staging_mem();
+	zero1_window_runs();
 	return tap_done();
 }

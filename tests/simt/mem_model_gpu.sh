@@ -1,0 +1,29 @@
+#!/bin/sh
+# mem_model_gpu.sh - the planner's GPU memory terms against what the GPU
+# trainer allocates (doc/DECISIONS.md 184): bench_mem.sh with
+# BENCH_MEM_GPU=1 (hexitrain_simt --backend nccl --dtype bf16 on the SIMT
+# device, whose cudaMalloc sizes are a GPU's; the plans on h200) on an
+# asymmetric plan of 8 ranks (a 1-layer stage, TP 2 and 3, the tables
+# held by 4 and 3 ranks over 2 pipelines) at zero 0, 1 and 2, recompute
+# on: every stage's prediction within 0.5 % of the largest of its ranks'
+# measured device peaks (measured 0.00-0.10 %).  cuBLAS's, cuDNN's and
+# NCCL's own allocations are not the model's (reserve_gib covers them) and
+# are not counted here.
+. "$top_srcdir/tests/simt/simt_tap.sh"
+[ -x ./hexitrain_simt ] || skip "hexitrain_simt not built (no MPI)"
+[ -x "$top_builddir/tests/runtime/mkplan" ] ||
+	skip "mkplan not built (make -C tests/runtime mkplan)"
+
+BENCH_MEM_GPU=1 BENCH_MEM_SPECS="9/3:1x1,2x4,1x3;3/3:3x5,1x3" \
+	BENCH_MEM_ZERO="0 1 2" BENCH_MEM_RECOMPUTE=1 BENCH_MEM_GOAL=0.5 \
+	BENCH_MEM_STRICT=1 sh "$top_srcdir/tests/runtime/bench_mem.sh" \
+	>"$WORK/out" 2>&1
+st=$?
+grep -E '^MEM|^# [0-9]+ plans' "$WORK/out" | sed 's/^/# /'
+[ "$st" -eq 0 ] || tail -n 20 "$WORK/out" | sed 's/^/# /'
+expect_eq "bench_mem.sh (GPU trainer): every stage within 0.5 % (exit status)" \
+	"$st" 0
+expect_eq "all 3 runs measured (zero 0, 1, 2)" \
+	"$(grep -c '^MEM' "$WORK/out")" 3
+expect_eq "no run missed the goal" "$(grep -c 'goal=MISSED' "$WORK/out")" 0
+done_testing
