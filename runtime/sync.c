@@ -1212,8 +1212,9 @@ static hexi_rc norm_finish(rt_sync *s, double acc, double *sumsq)
 
 /* ---- the ring: reduce-scatter and all-gather without staging ------------- */
 
-/* Elements of the ring's segment at offset o of member i's block. */
-static size_t ring_len(const sync_bucket *b, int i, size_t o, size_t seg)
+/* Elements of the part of member i's block at offset o, at most seg
+ * long: a ring segment, or a staged bucket's window (pack_blocks). */
+static size_t block_part(const sync_bucket *b, int i, size_t o, size_t seg)
 {
 	size_t len = b->cut[i + 1] - b->cut[i];
 
@@ -1323,8 +1324,8 @@ static hexi_rc ring_scatter(rt_sync *s, sync_bucket *b, int live, int add_own,
 		for (int t = 0; rc == HEXI_OK && t < n - 1; t++) {
 			int is = ((me - t - 1) % n + n) % n;
 			int ir = ((me - t - 2) % n + n) % n;
-			size_t ks = ring_len(b, is, o, s->rseg);
-			size_t kr = ring_len(b, ir, o, s->rseg);
+			size_t ks = block_part(b, is, o, s->rseg);
+			size_t kr = block_part(b, ir, o, s->rseg);
 			float *dst;
 			zr = zr && ring_dead(b, (me - t - 1 + n) % n, round);
 			ks = zs ? 0 : ks;
@@ -1347,13 +1348,13 @@ static hexi_rc ring_scatter(rt_sync *s, sync_bucket *b, int live, int add_own,
 			    (me + n - 1) % n, RT_F32);
 			if (rc == HEXI_OK)
 				bucket_io(b, b->cut[ir] + o,
-					  ring_len(b, ir, o, s->rseg), dst,
+					  block_part(b, ir, o, s->rseg), dst,
 					  zr ? IO_GET : IO_ADD, live);
 			src = dst;
 			zs = zr && !live; /* what I pass on next */
 		}
 		for (size_t j = 0; rc == HEXI_OK && add_own && !zs &&
-				   j < ring_len(b, me, o, s->rseg);
+				   j < block_part(b, me, o, s->rseg);
 		     j++)
 			b->own[o + j] += src[j];
 	}
@@ -1378,8 +1379,8 @@ static hexi_rc ring_gather(rt_sync *s, sync_bucket *b)
 		for (int t = 0; rc == HEXI_OK && t < n - 1; t++) {
 			int is = ((me - t) % n + n) % n;
 			int ir = ((me - t - 1) % n + n) % n;
-			size_t ks = ring_len(b, is, o, s->rseg);
-			size_t kr = ring_len(b, ir, o, s->rseg);
+			size_t ks = block_part(b, is, o, s->rseg);
+			size_t kr = block_part(b, ir, o, s->rseg);
 			float *dst;
 			if (t == 0) {
 				src = bucket_span(b, b->cut[is] + o, ks, 1, 1);
@@ -1473,7 +1474,7 @@ static hexi_rc pack_blocks(rt_sync *s, sync_bucket *b, int live, size_t o,
 			: mem_zero(s, dst, z - a);
 	}
 	for (int i = 0; rc == HEXI_OK && i < n; i++) {
-		size_t len = ring_len(b, i, o, w);
+		size_t len = block_part(b, i, o, w);
 		if (len < w)
 			rc = mem_zero(s, s->buf + (size_t)i * w + len, w - len);
 	}
@@ -1490,7 +1491,7 @@ static hexi_rc scatter_bucket(rt_sync *s, sync_bucket *b, int add_own, size_t o,
 {
 	const int me = b->g->me;
 	const size_t len =
-	    b->flat ? b->cut[me + 1] - b->cut[me] : ring_len(b, me, o, w);
+	    b->flat ? b->cut[me + 1] - b->cut[me] : block_part(b, me, o, w);
 	float *mine =
 	    b->flat ? b->pieces[0].grad + b->cut[me] : s->buf + (size_t)me * w;
 	hexi_rc rc = HEXI_OK;
@@ -2236,8 +2237,8 @@ static hexi_rc unpack_copy(rt_sync *s, const sync_piece *p, size_t off,
 }
 
 /* zero 0: the squares of the summed gradients this rank counts. */
-static hexi_rc norm_part(rt_sync *s, const sync_piece *p, size_t off,
-			 size_t n, size_t at, void *arg)
+static hexi_rc norm_part(rt_sync *s, const sync_piece *p, size_t off, size_t n,
+			 size_t at, void *arg)
 {
 	(void)at;
 	return p->count_norm ? mem_sumsq(s, p->grad + off, n, arg) : HEXI_OK;
