@@ -544,6 +544,7 @@ static void sync_staging_mem(void)
 			 .recompute = 1,
 			 .dp = 2,
 			 .first = 1};
+	sched_sdesc base; /* d without its runs */
 	sched_scost k, k0;
 	double C = 512, F = 1376, dh = 64, lay, room;
 
@@ -622,15 +623,10 @@ static void sync_staging_mem(void)
 		"staging: runs known, the windows of the 2-layer run");
 	d.first = 1;
 	sched_hexi_stage(&f.x, &d, &k);
-	sched_hexi_stage(&f.x,
-			 &(sched_sdesc){.dev = g,
-					.tp = 2,
-					.inflight = 1,
-					.mb = 1,
-					.recompute = 1,
-					.dp = 2,
-					.first = 1},
-			 &k0);
+	base = d;
+	base.runs = 0;
+	base.run = NULL;
+	sched_hexi_stage(&f.x, &base, &k0);
 	is_near(k.mem_fixed_b - k0.mem_fixed_b, 32.0 * 1048576, 1e-3,
 		"staging: runs known, the embedding's run at the budget");
 	d.first = 0;
@@ -639,14 +635,8 @@ static void sync_staging_mem(void)
 	 * norms whole) */
 	run[1].tp = 4;
 	sched_hexi_stage(&f.x, &d, &k);
-	sched_hexi_stage(&f.x,
-			 &(sched_sdesc){.dev = g,
-					.tp = 2,
-					.inflight = 1,
-					.mb = 1,
-					.recompute = 1,
-					.dp = 2},
-			 &k0);
+	base.first = 0;
+	sched_hexi_stage(&f.x, &base, &k0);
 	is_near(k.mem_fixed_b - k0.mem_fixed_b,
 		4.0 * fmax(lay, 2 * ((4.0 * 8 * dh * C) / 4 + 3.0 * C * F / 4 +
 				     2.0 * C)),
@@ -715,6 +705,21 @@ static void sync_staging_mem(void)
  * staging is the largest group's, embedding and head with the end runs.
  * Pipeline 0 holds all 8 layers of tiny-8l; pipeline 1 holds them in one
  * stage (one group: 8 layers, embedding and head) or three (2, 3, 3). */
+/* Bytes more on plan a's first stage than on plan b's, both simulated at
+ * train.zero z (hexiscale model). */
+static double first_stage_diff(hexi_plan *a, hexi_plan *b, int z,
+			       const char *what)
+{
+	hexi_stage_report ra[4], rb[4];
+
+	a->train.zero = b->train.zero = z;
+	is_int(hexi_simulate(a, HEXI_COST_HEXISCALE, ra), HEXI_OK,
+	       "%s: simulate one group, zero %d", what, z);
+	is_int(hexi_simulate(b, HEXI_COST_HEXISCALE, rb), HEXI_OK,
+	       "%s: simulate three groups, zero %d", what, z);
+	return (ra[0].mem_gib - rb[0].mem_gib) * 1073741824.0;
+}
+
 static void zero1_window_runs(void)
 {
 	static const char *json =
@@ -735,14 +740,8 @@ static void zero1_window_runs(void)
 	hexi_stage_report ra[2], rb[4];
 	double gib = 1073741824.0, diff[2];
 
-	for (int z = 0; z <= 1; z++) {
-		a->train.zero = b->train.zero = z;
-		is_int(hexi_simulate(a, HEXI_COST_HEXISCALE, ra), HEXI_OK,
-		       "runs: simulate one group, zero %d", z);
-		is_int(hexi_simulate(b, HEXI_COST_HEXISCALE, rb), HEXI_OK,
-		       "runs: simulate three groups, zero %d", z);
-		diff[z] = (ra[0].mem_gib - rb[0].mem_gib) * gib;
-	}
+	for (int z = 0; z <= 1; z++)
+		diff[z] = first_stage_diff(a, b, z, "runs");
 	is_near(diff[0], 0, 1e-3,
 		"runs: zero 0, pipeline 0's memory whatever the other's split");
 	{
@@ -789,14 +788,8 @@ static void zero1_window_runs(void)
 		     "\"intra_lat_s\":0}");
 	a = tplan(c, "tiny-8l", 2, one);
 	b = tplan(c, "tiny-8l", 2, three);
-	for (int z = 0; z <= 1; z++) {
-		a->train.zero = b->train.zero = z;
-		is_int(hexi_simulate(a, HEXI_COST_HEXISCALE, ra), HEXI_OK,
-		       "runs, cpu: simulate one group, zero %d", z);
-		is_int(hexi_simulate(b, HEXI_COST_HEXISCALE, rb), HEXI_OK,
-		       "runs, cpu: simulate three groups, zero %d", z);
-		diff[z] = (ra[0].mem_gib - rb[0].mem_gib) * gib;
-	}
+	for (int z = 0; z <= 1; z++)
+		diff[z] = first_stage_diff(a, b, z, "runs, cpu");
 	is_near(diff[0], 0, 1e-3, "runs, cpu: zero 0, no sharded staging");
 	is_near(diff[1], 4.0 * (2 * 65536.0 - (3 * lay + head)), 1e-3,
 		"runs, cpu: zero 1, the largest group below two segments");
