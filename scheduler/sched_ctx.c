@@ -107,7 +107,7 @@ double sched_param_bytes(const sched_ctx *x, int cpu, int dp)
 		 * all-gathered whole, DECISIONS 140); zero 1 keeps the owned
 		 * sums beside the gradients, zero 2 only them (its window is
 		 * the stage's, hexi_stage_mem) */
-		double w = b / 8, ms = b / 4, g = b / 4, mo = b / 2;
+		double w = b / 8, ms = b / 4, g = ms, mo = 2 * ms;
 
 		if (x->t.zero >= 1 && D >= 2) {
 			mo /= D;
@@ -116,7 +116,7 @@ double sched_param_bytes(const sched_ctx *x, int cpu, int dp)
 		return w + ms + g + mo;
 	}
 	/* the CPU runtime: fp32 weights and gradients, two moments */
-	double w = b / 4, g = b / 4, os = b / 2;
+	double w = b / 4, g = w, os = 2 * w;
 
 	if (x->t.zero >= 1)
 		os /= D;

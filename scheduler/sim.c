@@ -123,6 +123,7 @@ static void holders_fini(sim_holders *h)
 	free(h->cut);
 	free(h->tp);
 	free(h->run);
+	memset(h, 0, sizeof(*h));
 }
 
 /* The holders of pp[np] (checked, L layers). */
