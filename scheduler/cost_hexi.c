@@ -564,26 +564,20 @@ static void hexi_stage_mem(const sched_ctx *x, const sched_sdesc *d,
 		    (2.0 * m->heads * dh * C + 2.0 * m->kv_heads * dh * C) *
 			fa +
 		    3.0 * C * m->ffn * ff + 2.0 * C;
-		/* what one layer saves for its backward per token
-		 * (rt_cuda_model.c gact_init): ln1, xmid, ln2 (3C), q and
-		 * the attention output (2q), k, v (2k), gate, up, SwiGLU
-		 * (3f) in the activation type; two rstd and the softmax
-		 * statistics per local head in fp32 (DECISIONS 184) */
-		double a =
-		    ab * (3.0 * C +
-			  (2.0 * m->heads + 2.0 * m->kv_heads) * dh * fa +
-			  3.0 * m->ffn * ff) +
-		    8.0 + 4.0 * m->heads * fa;
-		/* the backward's scratch per token (rt_cuda_model.c
-		 * acts_init, "work"): residual and norm gradients and a
-		 * temporary (3C), dy and dq (2q), dk and dv (2k), dh, dgate,
-		 * dup (3f) in the activation type; the softmax statistics'
-		 * gradient, fp32 per local head */
+		/* per token, 3C + 2q + 2k + 3f in the activation type and
+		 * an fp32 value per local head, both in what one layer
+		 * saves for its backward (rt_cuda_model.c gact_init: ln1,
+		 * xmid, ln2, q and the attention output, k, v, gate, up,
+		 * SwiGLU; the softmax statistics; and two rstd) and in its
+		 * backward's scratch (acts_init, "work": residual and norm
+		 * gradients and a temporary, dy and dq, dk and dv, dh,
+		 * dgate, dup; the statistics' gradient; DECISIONS 184) */
 		double w =
 		    ab * (3.0 * C +
 			  (2.0 * m->heads + 2.0 * m->kv_heads) * dh * fa +
 			  3.0 * m->ffn * ff) +
 		    4.0 * m->heads * fa;
+		double a = w + 8.0;
 		params = p > params ? p : params;
 		acts = a > acts ? a : acts;
 		work = w > work ? w : work;
