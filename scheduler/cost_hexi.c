@@ -308,14 +308,14 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 }
 
 /* Bytes per parameter the CPU runtime's gradient sync holds beside the
- * model with D >= 2 pipelines (runtime/sync.c, DECISIONS 125): zero 1
- * the owned gradient reduce-scattered (g/D); zero 2 none beyond
- * sched_param_bytes' g/D (the owned sums) but one backward unit's
- * window, counted once by the caller.  The overlap's staging is
+ * model with n >= 2 holders (the D pipelines, or a table's holders)
+ * (runtime/sync.c, DECISIONS 125): zero 1 the owned gradient reduce-scattered
+ * (g/D); zero 2 none beyond sched_param_bytes' g/D (the owned sums) but one
+ * backward unit's window, counted once by the caller.  The overlap's staging is
  * sync_staging's. */
-static double cpu_sync_per_param(const sched_ctx *x, const sched_sdesc *d)
+static double cpu_sync_per_param(const sched_ctx *x, int n)
 {
-	return d->dp >= 2 && x->t.zero == 1 ? 4.0 / d->dp : 0.0;
+	return n >= 2 && x->t.zero == 1 ? 4.0 / n : 0.0;
 }
 
 /* The largest TP share of a layer at run r's largest TP degree: a bound
@@ -416,7 +416,7 @@ static double table_pb(const sched_ctx *x, const sched_sdesc *d, int cpu,
 	int n = holders > 0 ? holders : d->dp;
 
 	return sched_param_bytes(x, cpu, n) +
-	       (cpu && n >= 2 && x->t.zero == 1 ? 4.0 / n : 0.0);
+	       (cpu ? cpu_sync_per_param(x, n) : 0.0);
 }
 
 /* The gradient sync's staging of fp32 copies, D >= 2 (DECISIONS 180,
@@ -489,7 +489,7 @@ static void hexi_stage_mem_cpu(const sched_ctx *x, const sched_sdesc *d,
 	const double head = d->last ? V * C + C : 0.0;
 	/* weights, gradients, AdamW moments; ZeRO shards (sched_param_bytes) */
 	const double pb =
-	    sched_param_bytes(x, 1, d->dp) + cpu_sync_per_param(x, d);
+	    sched_param_bytes(x, 1, d->dp) + cpu_sync_per_param(x, d->dp);
 	double params = 0, lx = 0, work = 0;
 
 	for (int r = 0; r < d->tp; r++) {
