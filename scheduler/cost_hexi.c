@@ -310,7 +310,7 @@ static void hexi_stage_time(const sched_ctx *x, const sched_sdesc *d,
 /* Bytes per parameter the CPU runtime's gradient sync holds beside the
  * model with n >= 2 holders (the D pipelines, or a table's holders)
  * (runtime/sync.c, DECISIONS 125): zero 1 the owned gradient reduce-scattered
- * (g/D); zero 2 none beyond sched_param_bytes' g/D (the owned sums) but one
+ * (g/n); zero 2 none beyond sched_param_bytes' g/D (the owned sums) but one
  * backward unit's window, counted once by the caller.  The overlap's staging is
  * sync_staging's. */
 static double cpu_sync_per_param(const sched_ctx *x, int n)
