@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "hexi_common.h"
+#include "hexi_sched.h"
 
 #define HF_ST_MAX_HEADER  ((uint64_t)100 * 1000 * 1000)
 #define HF_ST_MAX_DIMS	  8
@@ -66,5 +67,13 @@ typedef hexi_rc (*hf_st_get_fn)(void *ctx, int i, float *buf);
 hexi_rc hf_st_write(int fd, const char *what, const hf_st_out *t, int nt,
 		    hf_dtype dtype, hf_st_get_fn get, void *ctx);
 hexi_rc hf_dtype_parse(const char *s, hf_dtype *out);
+
+/* A Hugging Face Llama config.json: LEN bytes of JSON (WHAT names it in
+ * errors) into *m, named NAME and validated (hexi_model_validate), and
+ * *tied (tie_word_embeddings).  Keys whose value the runtime cannot honour
+ * (model_type, hidden_act, rope_theta, rms_norm_eps, rope_scaling, biases)
+ * are refused.  The file is hostile input.  (Fuzz target.) */
+hexi_rc hf_config_parse(const char *what, const char *json, size_t len,
+			const char *name, hexi_model *m, int *tied);
 
 #endif /* HEXI_HF_INTERNAL_H */

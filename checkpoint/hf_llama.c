@@ -405,24 +405,24 @@ static hexi_rc check_fixed(const char *path, json_t *c, int *tied)
 	return HEXI_OK;
 }
 
-static hexi_rc parse_config(const char *dir, const char *name, hexi_model *m,
-			    int *tied)
+hexi_rc hf_config_parse(const char *what, const char *json, size_t len,
+			const char *name, hexi_model *m, int *tied)
 {
-	char path[4200], *txt = NULL;
-	json_t *c = NULL;
+	json_error_t je;
+	json_t *c;
 	int hd = 0;
-	hexi_rc rc;
+	hexi_rc rc = HEXI_OK;
 
-	snprintf(path, sizeof(path), "%s/config.json", dir);
 	memset(m, 0, sizeof(*m));
-	if ((rc = hexi_read_file(path, HF_CONFIG_MAX, &txt, NULL)) != HEXI_OK)
-		return rc;
-	c = json_loads(txt, JSON_REJECT_DUPLICATES, NULL);
-	free(txt);
+	*tied = 0;
+	c = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+	if (c == NULL)
+		return hexi_error(HEXI_ERR_PARSE, "%s:%d:%d: %s", what, je.line,
+				  je.column, je.text);
 	if (!json_is_object(c))
-		rc = hexi_error(HEXI_ERR_PARSE, "%s: not a JSON object", path);
+		rc = hexi_error(HEXI_ERR_PARSE, "%s: not a JSON object", what);
 	if (rc == HEXI_OK)
-		rc = check_fixed(path, c, tied);
+		rc = check_fixed(what, c, tied);
 	if (rc == HEXI_OK &&
 	    !(get_int(c, "hidden_size", -1, &m->hidden) &&
 	      get_int(c, "intermediate_size", -1, &m->ffn) &&
@@ -435,17 +435,34 @@ static hexi_rc parse_config(const char *dir, const char *name, hexi_model *m,
 		rc = hexi_error(HEXI_ERR_PARSE,
 				"%s: hidden_size, intermediate_size, "
 				"num_attention_heads, num_hidden_layers, "
-				"vocab_size must be positive integers",
-				path);
-	if (rc == HEXI_OK && hd * m->heads != m->hidden)
+				"vocab_size must be integers in [1, 2^24]",
+				what);
+	/* both up to 2^24: their product needs 64 bits */
+	if (rc == HEXI_OK && (int64_t)hd * m->heads != m->hidden)
 		rc = hexi_error(HEXI_ERR_UNSUPPORTED,
-				"%s: head_dim %d is not hidden_size / heads",
-				path, hd);
+				"%s: head_dim %d is not hidden_size %d / "
+				"num_attention_heads %d",
+				what, hd, m->hidden, m->heads);
 	json_decref(c);
 	if (rc == HEXI_OK)
 		rc = hexi_strlcpy(m->name, name, sizeof(m->name));
 	if (rc == HEXI_OK)
 		rc = hexi_model_validate(m);
+	return rc;
+}
+
+static hexi_rc parse_config(const char *dir, const char *name, hexi_model *m,
+			    int *tied)
+{
+	char path[4200], *txt = NULL;
+	size_t len = 0;
+	hexi_rc rc;
+
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	memset(m, 0, sizeof(*m));
+	if ((rc = hexi_read_file(path, HF_CONFIG_MAX, &txt, &len)) == HEXI_OK)
+		rc = hf_config_parse(path, txt, len, name, m, tied);
+	free(txt);
 	return rc != HEXI_OK ? hexi_error_prefix(rc, "import %s", dir) : rc;
 }
 
@@ -632,8 +649,8 @@ static hexi_rc write_ckpt(const char *ckpt, const hexi_model *m,
 	if (rc == HEXI_OK)
 		rc = ck_dir_open(ckpt, 0, &dfd);
 	if (rc == HEXI_OK)
-		rc = ck_write_at_atomic(dfd, "model.json", js, strlen(js),
-					path);
+		rc =
+		    ck_write_at_atomic(dfd, "model.json", js, strlen(js), path);
 	wrote_model = rc == HEXI_OK;
 	if (rc == HEXI_OK)
 		rc = hexi_ckpt_commit(ckpt, &meta, NULL);

@@ -129,6 +129,8 @@ missing tensor|del h[k[0]]; put(h, data)|missing
 wrong shape|h[k[0]]["shape"] = [h[k[0]]["shape"][0] * h[k[0]]["shape"][-1]] if len(h[k[0]]["shape"]) == 2 else [1, h[k[0]]["shape"][0]]; put(h, data)|wrong shape
 rope_theta 500000|c = json.load(open(os.path.join(d, "config.json"))); c["rope_theta"] = 500000.0; json.dump(c, open(os.path.join(d, "config.json"), "w"))|rope_theta
 model_type gpt2|c = json.load(open(os.path.join(d, "config.json"))); c["model_type"] = "gpt2"; json.dump(c, open(os.path.join(d, "config.json"), "w"))|model_type
+config.json not JSON|open(os.path.join(d, "config.json"), "w").write('{"model_type": "llama",\n "hidden_size": 64,,}')|config.json:2:[0-9]*: string or
+head_dim x heads past 2^31|c = json.load(open(os.path.join(d, "config.json"))); c["num_attention_heads"] = 1 << 24; c["head_dim"] = 1 << 24; json.dump(c, open(os.path.join(d, "config.json"), "w"))|head_dim 16777216 is not hidden_size
 FIFO shard|os.remove(f); os.mkfifo(f)|not a regular file
 no shards|[os.remove(os.path.join(d, x)) for x in os.listdir(d) if x.endswith(".safetensors")]|no \*.safetensors
 EOT

@@ -1,5 +1,7 @@
-/* fuzz_spank.c - the hand-off decoder, the GRES parser and the reader of
- * srun's command line on any bytes. */
+/* fuzz_spank.c - the hand-off decoder, the GRES parser, the reader of
+ * srun's command line, the --hexiscale* option values (each option given
+ * the input, resolved as srun and slurmstepd do) and the plugstack.conf
+ * arguments (the input cut into words) on any bytes. */
 #include "config.h"
 
 #include "hexiscale_int.h"
@@ -45,6 +47,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		hx_het_request_parse(s, size + 1, &r); /* s[size] is NUL */
 	}
+	{ /* the input as each option's value, then as all of them */
+		const char *cmd[HX_OPT_COUNT] = {0};
+		hx_settings st;
+		hx_conf c;
+
+		hx_conf_defaults(&c);
+		for (int i = 0; i <= HX_OPT_COUNT; i++) {
+			for (int j = 0; j < HX_OPT_COUNT; j++)
+				cmd[j] = i == HX_OPT_COUNT || j == i ? s : NULL;
+			/* reads no file: nothing to free (plan_text) */
+			hx_settings_resolve(&st, &c, cmd);
+		}
+	}
+	{ /* plugstack.conf arguments: the input's words */
+		char *w = strdup(s), *av[32], *save = NULL;
+		int ac = 0;
+		hx_conf c;
+
+		for (char *t = w ? strtok_r(w, " \t\n", &save) : NULL;
+		     t != NULL && ac < 32; t = strtok_r(NULL, " \t\n", &save))
+			av[ac++] = t;
+		if (w != NULL)
+			hx_conf_parse(&c, ac, av);
+		free(w);
+	}
+	hexi_error_clear();
 	free(s);
 	return 0;
 }
