@@ -152,13 +152,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	free(fixed);
+	hexi_error_clear();
 	rc = hexi_ckpt_open(dir, NULL, &r);
 	if (rc == HEXI_OK)
 		rc = hexi_ckpt_verify(r, NULL, NULL);
 	hexi_ckpt_close(r);
 	/* Every failure must say why. */
-	if (rc != HEXI_OK && hexi_errmsg(rc)[0] == '\0')
-		abort();
+	if (rc != HEXI_OK && strcmp(hexi_errmsg(rc), hexi_strerror(rc)) == 0)
+		abort(); /* its own message, not the code's text */
 	hexi_error_clear();
 	return 0;
 }

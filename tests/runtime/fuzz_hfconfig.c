@@ -24,8 +24,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	hexi_rc rc = hf_config_parse("fuzz/config.json", (const char *)data,
 				     size, "fuzz-model", &m, &tied);
 
-	if (rc != HEXI_OK && hexi_errmsg(rc)[0] == '\0')
-		abort(); /* every failure must say why */
+	/* every failure must say why: its own message, not only the
+	 * error code's text that hexi_errmsg falls back to */
+	if (rc != HEXI_OK && strcmp(hexi_errmsg(rc), hexi_strerror(rc)) == 0)
+		abort();
 	if (rc == HEXI_OK) {
 		if (tied != 0 && tied != 1)
 			abort();
