@@ -11,9 +11,16 @@ hexi_install_deps || { echo "dependency install failed"; exit 1; }
 hexi_build "$HEXI_SRC/build" --enable-werror || exit 1
 
 status=0
+# The tests of a directory run in parallel (automake's harness; directories
+# one after another): HEXI_TEST_JOBS, by default one per CPU, at most 8.
+# Each test cluster, MPI job and scratch directory has its own ports and
+# names (tests/slurm/cluster.sh), so tests do not meet.
+jobs=${HEXI_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case $jobs in '' | *[!0-9]* | 0) jobs=1 ;; esac
+[ -n "${HEXI_TEST_JOBS:-}" ] || [ "$jobs" -le 8 ] || jobs=8
 find "$HEXI_SRC/build/tests" -name test-suite.log -exec rm -f {} + 2>/dev/null
-echo "== make check (build)"
-make -C "$HEXI_SRC/build" -k check >"$HEXI_SRC/build/check.out" 2>&1 || status=1
+echo "== make check (build, $jobs tests at a time)"
+make -j"$jobs" -C "$HEXI_SRC/build" -k check >"$HEXI_SRC/build/check.out" 2>&1 || status=1
 # -a: test names and messages may hold non-UTF-8 bytes (test_parse.t's
 # refused Latin-1 paths); without it grep stops at them, "binary file matches"
 grep -aE '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' "$HEXI_SRC/build/check.out" |
@@ -22,7 +29,7 @@ grep -aE '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' "$HEXI_SRC/build/check.out" |
 if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
 	hexi_build "$HEXI_SRC/build-san" --enable-werror --enable-sanitizers CC=clang CXX=clang++ || exit 1
 	find "$HEXI_SRC/build-san/tests" -name test-suite.log -exec rm -f {} + 2>/dev/null
-	echo "== make check (build-san: clang 14, ASan+UBSan, unit tests)"
+	echo "== make check (build-san: clang 14, ASan+UBSan, unit tests, $jobs at a time)"
 	# the shared fuzz driver is built by tests/, which this loop skips
 	make -C "$HEXI_SRC/build-san/tests" libfuzzmain.la \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
@@ -37,33 +44,33 @@ if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
 		paste -sd' ')
 	[ -n "$common_san" ] || { echo "FAIL: no tests/common list in build-san"; status=1; }
 	ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
-		make -C "$HEXI_SRC/build-san/tests/common" -k check TESTS="$common_san" \
+		make -j"$jobs" -C "$HEXI_SRC/build-san/tests/common" -k check TESTS="$common_san" \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	for d in scheduler checkpoint; do
 		ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
-			make -C "$HEXI_SRC/build-san/tests/$d" -k check \
+			make -j"$jobs" -C "$HEXI_SRC/build-san/tests/$d" -k check \
 			>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	done
 	# The SPANK plugin's unit tests (option/plugstack/GRES/hand-off parsers
 	# and their fuzz target, srun's side with Slurm stubbed: test_local.t);
 	# its cluster tests need the normal build.
 	ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
-		make -C "$HEXI_SRC/build-san/tests/spank" -k check TESTS="test_parse.t fuzz.sh test_local.t" \
+		make -j"$jobs" -C "$HEXI_SRC/build-san/tests/spank" -k check TESTS="test_parse.t fuzz.sh test_local.t" \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	# The GPU trainer's model and the emulated device (no MPI involved):
 	# every emulated kernel, and the GPU model's host logic vs the CPU's.
 	ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
-		make -C "$HEXI_SRC/build-san/tests/gpuemu" -k check \
+		make -j"$jobs" -C "$HEXI_SRC/build-san/tests/gpuemu" -k check \
 		TESTS="test_emu_ops.t gpu_model_emu.sh" \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	# runtime/cuda's kernels on the SIMT emulation (tests/simt): under ASan
 	# the guards around device memory are poisoned, so a kernel's read
 	# past an allocation fails too, not only a write.  simt_nccl.sh
 	# compares hexitrain_simt with the CPU trainer through rt_cmp.
-	make -C "$HEXI_SRC/build-san/tests/runtime" rt_cmp mkplan \
+	make -j"$jobs" -C "$HEXI_SRC/build-san/tests/runtime" rt_cmp mkplan \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	ASAN_OPTIONS=detect_leaks=1 HEXI_SANITIZED=1 \
-		make -C "$HEXI_SRC/build-san/tests/simt" -k check \
+		make -j"$jobs" -C "$HEXI_SRC/build-san/tests/simt" -k check \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	grep -aE '^(FAIL|ERROR|XPASS):' "$HEXI_SRC/build-san/check.out" || true
 fi
