@@ -28,6 +28,26 @@ hexi_install_deps() {
 		--no-install-recommends $missing
 }
 
+# hexi_test_jobs: how many tests of a directory run at once, on stdout:
+# HEXI_TEST_JOBS if set (a positive number, else an error on stderr and
+# status 1), or one per CPU, at most 8.
+hexi_test_jobs() {
+	if [ -n "${HEXI_TEST_JOBS:-}" ]; then
+		case $HEXI_TEST_JOBS in
+		*[!0-9]* | 0*)
+			echo "HEXI_TEST_JOBS=$HEXI_TEST_JOBS: not a number of tests to run at once (1, 2, ...)" >&2
+			return 1
+			;;
+		esac
+		echo "$HEXI_TEST_JOBS"
+		return 0
+	fi
+	n=$(nproc 2>/dev/null) || n=1
+	case $n in '' | *[!0-9]* | 0*) n=1 ;; esac
+	[ "$n" -le 8 ] || n=8
+	echo "$n"
+}
+
 # hexi_build BUILDDIR [configure args...]: out-of-tree build under the source.
 hexi_build() {
 	bdir=$1

@@ -7,17 +7,16 @@ set -u
 HEXI_SRC=$(cd "$(dirname "$0")/.." && pwd)
 . "$HEXI_SRC/tests/deps.sh"
 
-hexi_install_deps || { echo "dependency install failed"; exit 1; }
-hexi_build "$HEXI_SRC/build" --enable-werror || exit 1
-
-status=0
 # The tests of a directory run in parallel (automake's harness; directories
 # one after another): HEXI_TEST_JOBS, by default one per CPU, at most 8.
 # Each test cluster, MPI job and scratch directory has its own ports and
 # names (tests/slurm/cluster.sh), so tests do not meet.
-jobs=${HEXI_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
-case $jobs in '' | *[!0-9]* | 0) jobs=1 ;; esac
-[ -n "${HEXI_TEST_JOBS:-}" ] || [ "$jobs" -le 8 ] || jobs=8
+jobs=$(hexi_test_jobs) || exit 1
+
+status=0
+hexi_install_deps || { echo "dependency install failed"; exit 1; }
+hexi_build "$HEXI_SRC/build" --enable-werror || exit 1
+
 find "$HEXI_SRC/build/tests" -name test-suite.log -exec rm -f {} + 2>/dev/null
 echo "== make check (build, $jobs tests at a time)"
 make -j"$jobs" -C "$HEXI_SRC/build" -k check >"$HEXI_SRC/build/check.out" 2>&1 || status=1
