@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "hexi_ckpt.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_target.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -20,7 +19,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	hexi_error_clear();
 	rc = hexi_ckpt_manifest_check((const char *)data, size);
 
-	if (rc != HEXI_OK && strcmp(hexi_errmsg(rc), hexi_strerror(rc)) == 0)
-		abort(); /* its own message, not the code's text */
+	fuzz_require_own_message(rc);
 	return 0;
 }

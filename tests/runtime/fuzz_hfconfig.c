@@ -13,8 +13,7 @@
 #include <string.h>
 
 #include "hf_internal.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_target.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -26,8 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* every failure must say why: its own message, not only the
 	 * error code's text that hexi_errmsg falls back to */
-	if (rc != HEXI_OK && strcmp(hexi_errmsg(rc), hexi_strerror(rc)) == 0)
-		abort();
+	fuzz_require_own_message(rc);
 	if (rc == HEXI_OK) {
 		if (tied != 0 && tied != 1)
 			abort();

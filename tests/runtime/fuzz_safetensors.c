@@ -11,8 +11,7 @@
 #include <string.h>
 
 #include "hf_internal.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_target.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -30,8 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			 size - 8 - hl, &st);
 	/* every failure must say why: its own message, not only the error
 	 * code's text that hexi_errmsg falls back to */
-	if (rc != HEXI_OK && strcmp(hexi_errmsg(rc), hexi_strerror(rc)) == 0)
-		abort();
+	fuzz_require_own_message(rc);
 	if (rc == HEXI_OK) { /* what it accepts is inside the data */
 		for (int i = 0; i < st->n; i++)
 			if (st->t[i].end > size - 8 - hl ||

@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "rt_data.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_target.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -19,8 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t n = 0;
 	hexi_rc rc = rt_data_parse_header("fuzz", data, size, &w, &n);
 
-	if (rc != HEXI_OK && strcmp(hexi_errmsg(rc), hexi_strerror(rc)) == 0)
-		abort(); /* its own message, not the code's text */
+	fuzz_require_own_message(rc);
 	if (rc == HEXI_OK && ((w != 2 && w != 4) ||
 			      RT_DATA_HEADER_BYTES + n * (uint64_t)w != size))
 		abort(); /* accepted sizes must match the file exactly */
