@@ -561,8 +561,9 @@ static hexi_rc merge_entry(hexi_catalog *cat, const json_t *g, const char *w)
 	rv = entry_numbers(g, w, e == NULL, &tmp.t);
 	if (rv == HEXI_OK)
 		rv = entry_aliases(g, w, &tmp);
-	if (rv == HEXI_OK)
-		rv = check_type(&tmp.t);
+	if (rv != HEXI_OK)
+		return rv; /* the getters name the key's path */
+	rv = check_type(&tmp.t);
 	if (rv != HEXI_OK)
 		return hexi_error_prefix(rv, "%s", w);
 	if (e == NULL) {
@@ -612,20 +613,39 @@ static hexi_rc merge_doc(hexi_catalog *cat, const json_t *j)
 	return rv;
 }
 
+/* The public merges are all or nothing: they change a copy, and on
+ * success the caller's catalog takes the copy's entries (on failure it
+ * keeps its own, whatever entry or profile was refused). */
+static void cat_take(hexi_catalog *cat, hexi_catalog *copy)
+{
+	hexi_catalog old = *cat;
+
+	*cat = *copy;
+	*copy = old;
+	hexi_catalog_destroy(copy);
+}
+
 hexi_rc hexi_catalog_parse(hexi_catalog *cat, const char *json, size_t len)
 {
+	hexi_catalog *copy = NULL;
 	json_t *j = NULL;
 	hexi_rc rv;
 
 	if (cat == NULL)
 		return hexi_error(HEXI_ERR_INVAL, "catalog: NULL");
 	rv = hsj_parse(json, len, "catalog", &j);
+	if (rv == HEXI_OK)
+		rv = hexi__catalog_clone(cat, &copy);
 	if (rv == HEXI_OK) {
-		rv = merge_doc(cat, j);
+		rv = merge_doc(copy, j);
 		if (rv != HEXI_OK)
 			hexi_error_prefix(rv, "catalog");
 	}
 	json_decref(j);
+	if (rv == HEXI_OK)
+		cat_take(cat, copy);
+	else
+		hexi_catalog_destroy(copy);
 	return rv;
 }
 
@@ -988,17 +1008,25 @@ static hexi_rc prof_file(const char *path, void *arg)
 
 hexi_rc hexi_catalog_apply_profiles(hexi_catalog *cat, const char *path)
 {
-	prof_ctx ctx = {cat, NULL};
+	prof_ctx ctx = {NULL, NULL};
 	hexi_rc rv;
 
 	if (cat == NULL || path == NULL)
 		return hexi_error(HEXI_ERR_INVAL, "profiles: NULL argument");
+	rv = hexi__catalog_clone(cat, &ctx.cat);
+	if (rv != HEXI_OK)
+		return rv;
 	ctx.acc = calloc(cat->n ? cat->n : 1, sizeof(prof_acc));
 	if (ctx.acc == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "profiles: out of memory");
-	rv = hexi__profile_paths(path, prof_file, &ctx);
+		rv = hexi_error(HEXI_ERR_NOMEM, "profiles: out of memory");
 	if (rv == HEXI_OK)
-		rv = prof_commit(cat, ctx.acc);
+		rv = hexi__profile_paths(path, prof_file, &ctx);
+	if (rv == HEXI_OK)
+		rv = prof_commit(ctx.cat, ctx.acc);
 	free(ctx.acc);
+	if (rv == HEXI_OK)
+		cat_take(cat, ctx.cat);
+	else
+		hexi_catalog_destroy(ctx.cat);
 	return rv;
 }

@@ -259,6 +259,96 @@ static void test_profiles(void)
 	hexi_catalog_destroy(cat);
 }
 
+/* The catalog merges are all or nothing: a refused entry or profile leaves
+ * the catalog as it was, including the entries merged before it. */
+static int same_catalog(const hexi_catalog *a, const hexi_gpu_type *snap,
+			size_t n)
+{
+	if (hexi_catalog_count(a) != n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(hexi_catalog_at(a, i), &snap[i], sizeof(*snap)) != 0)
+			return 0;
+	return 1;
+}
+
+static void test_catalog_all_or_nothing(void)
+{
+	char dir[] = "/tmp/hexi-prof-XXXXXX", p1[128], p2[128];
+	hexi_catalog *cat = NULL;
+	hexi_gpu_type *snap;
+	size_t n;
+	FILE *f;
+	const char *js =
+	    "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":["
+	    "{\"name\":\"a800\",\"efficiency\":0.5},"
+	    "{\"name\":\"zz1\",\"peak_tflops\":100,\"mem_gib\":16,"
+	    "\"mem_bw_gbps\":900,\"intra_bw_gbps\":32},"
+	    "{\"name\":\"rtx4090\",\"efficiency\":7}]}";
+
+	if (hexi_catalog_builtin(&cat) != HEXI_OK)
+		tap_bail("built-in catalog");
+	n = hexi_catalog_count(cat);
+	snap = calloc(n, sizeof(*snap));
+	if (snap == NULL)
+		tap_bail("calloc");
+	for (size_t i = 0; i < n; i++)
+		snap[i] = *hexi_catalog_at(cat, i);
+	is_int(hexi_catalog_parse(cat, js, strlen(js)), HEXI_ERR_RANGE,
+	       "catalog whose third entry is out of range: refused");
+	ok(strstr(hexi_errmsg(HEXI_ERR_RANGE), "gpus[2]") != NULL,
+	   "the message names gpus[2]: %s", hexi_errmsg(HEXI_ERR_RANGE));
+	ok(same_catalog(cat, snap, n),
+	   "the catalog is unchanged: neither the a800 override nor zz1 of "
+	   "the entries before it");
+	ok(hexi_catalog_find(cat, "zz1") == NULL, "zz1 not added");
+
+	if (mkdtemp(dir) == NULL)
+		tap_bail("mkdtemp");
+	snprintf(p1, sizeof(p1), "%s/a.json", dir);
+	snprintf(p2, sizeof(p2), "%s/b.json", dir);
+	/* a100 comes before t4 in the catalog: its figures are computed
+	 * first, then t4's measured rate is not one to plan with */
+	f = fopen(p1, "w");
+	fputs("{\"format\":\"hexiscale-profile\",\"version\":1,\"gpus\":["
+	      "{\"type\":\"a100\",\"gemm_tflops\":{\"bf16\":200},"
+	      "\"mem_bw_gbps\":1500},"
+	      "{\"type\":\"t4\",\"gemm_tflops\":{\"bf16\":1e-5}}]}",
+	      f);
+	fclose(f);
+	is_int(hexi_catalog_apply_profiles(cat, p1), HEXI_ERR_RANGE,
+	       "profile giving t4 an efficiency of 1.5e-7: refused");
+	ok(strstr(hexi_errmsg(HEXI_ERR_RANGE), "t4") != NULL,
+	   "the message names t4: %s", hexi_errmsg(HEXI_ERR_RANGE));
+	ok(same_catalog(cat, snap, n),
+	   "the catalog is unchanged: a100's measurement not applied either");
+	/* a directory: the first file is good, the second names no type
+	 * the catalog has */
+	f = fopen(p1, "w");
+	fputs("{\"format\":\"hexiscale-profile\",\"version\":1,\"gpus\":["
+	      "{\"type\":\"a100\",\"gemm_tflops\":{\"bf16\":200}}]}",
+	      f);
+	fclose(f);
+	f = fopen(p2, "w");
+	fputs("{\"format\":\"hexiscale-profile\",\"version\":1,\"gpus\":["
+	      "{\"type\":\"nosuchgpu\",\"gemm_tflops\":{\"bf16\":50}}]}",
+	      f);
+	fclose(f);
+	is_int(hexi_catalog_apply_profiles(cat, dir), HEXI_ERR_NOTFOUND,
+	       "directory whose second profile names an unknown type");
+	ok(same_catalog(cat, snap, n), "the catalog is unchanged");
+	unlink(p2);
+	is_int(hexi_catalog_apply_profiles(cat, dir), HEXI_OK,
+	       "the same directory without it");
+	ok(!same_catalog(cat, snap, n) &&
+	       hexi_catalog_find(cat, "a100")->measured == 1,
+	   "a100 measured now");
+	unlink(p1);
+	rmdir(dir);
+	free(snap);
+	hexi_catalog_destroy(cat);
+}
+
 static void test_cluster(void)
 {
 	hexi_cluster *c = NULL, *d = NULL, *e = NULL;
@@ -579,8 +669,8 @@ static void test_plan_idle(void)
 	*p->idle = idle;
 	p->nidle = 1;
 	is_int(hexi_plan_tasks(p), 8, "7 ranks + 1 idle = 8 tasks");
-	is_int(hexi_plan_validate(p), HEXI_OK, "plan with an idle GPU valid: %s",
-	       hexi_errmsg(HEXI_ERR_INVAL));
+	is_int(hexi_plan_validate(p), HEXI_OK,
+	       "plan with an idle GPU valid: %s", hexi_errmsg(HEXI_ERR_INVAL));
 	hexi_plan_hash(p);
 	ok(strcmp(p->hash, h0) != 0, "the idle list is hashed");
 	is_int(hexi_plan_to_json(p, &js), HEXI_OK, "write with idle");
@@ -621,7 +711,7 @@ static void test_plan_idle(void)
 			hexi_device d;
 			const char *what;
 		} bad[] = {
-		    {{0, 1, 7}, "used twice"},	/* GPU of stage 0 */
+		    {{0, 1, 7}, "used twice"}, /* GPU of stage 0 */
 		    {{0, 2, 3}, "rank 3 is used twice"},
 		    {{0, 2, 9}, "idle[0].rank: 9 is not in 0..7"},
 		    {{0, 5, 7}, "node 'n1' has no GPU 5"},
@@ -674,7 +764,8 @@ static void test_plan_memory_fields(void)
 	is_int(hexi_plan_hash(p), HEXI_OK, "rehash");
 	ok(strcmp(p->hash, old_hash) != 0, "zero and recompute are hashed");
 	is_int(hexi_plan_to_json(p, &js), HEXI_OK, "write with fields");
-	ok(js && strstr(js, "\"zero\": 2") && strstr(js, "\"recompute\": false"),
+	ok(js && strstr(js, "\"zero\": 2") &&
+	       strstr(js, "\"recompute\": false"),
 	   "zero and the pipeline's recompute written");
 	is_int(hexi_plan_parse(js, strlen(js), NULL, &q), HEXI_OK,
 	       "re-read: %s", hexi_errmsg(HEXI_ERR_INTERNAL));
@@ -685,7 +776,8 @@ static void test_plan_memory_fields(void)
 	is_int(hexi_plan_to_json(q, &js2), HEXI_OK, "re-write");
 	is_str(js2, js, "round trip identical");
 	is_int(hexi_plan_role(q, 0, &role), HEXI_OK, "role");
-	ok(role.zero == 2 && role.recompute == 0, "role carries zero/recompute");
+	ok(role.zero == 2 && role.recompute == 0,
+	   "role carries zero/recompute");
 	q->train.zero = 3;
 	is_int(hexi_plan_validate(q), HEXI_ERR_RANGE, "zero 3 refused");
 	ok(strstr(hexi_errmsg(HEXI_ERR_RANGE), "train.zero") != NULL,
@@ -768,6 +860,7 @@ int main(void)
 {
 	test_catalog();
 	test_profiles();
+	test_catalog_all_or_nothing();
 	test_cluster();
 	test_cluster_builder();
 	test_models();
