@@ -328,6 +328,13 @@ static hexi_rc check_type(const hexi_gpu_type *t)
 				  "GPU type name '%s' is empty "
 				  "or not printable",
 				  t->name);
+	/* find_entry reads "gpu:X" as Slurm's GRES for type X: a type of
+	 * that name could never be found, and each merge would add it again */
+	if (strncmp(t->name, "gpu:", 4) == 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "GPU type name '%s' is a Slurm GRES "
+				  "(gpu:TYPE), not a type: name the type",
+				  t->name);
 	if (!(t->peak_tflops > 0 && t->peak_tflops <= 1e6) ||
 	    !(t->mem_gib > 0 && t->mem_gib <= 1e5) ||
 	    !(t->mem_bw_gbps > 0 && t->mem_bw_gbps <= 1e6) ||
@@ -507,7 +514,12 @@ static hexi_rc entry_numbers(const json_t *g, const char *w, int isnew,
 	return rv;
 }
 
-static hexi_rc entry_aliases(const json_t *g, const char *w, cat_entry *e)
+/* aliases: each added unless it already names this type (so merging a
+ * text twice changes nothing); one that names another type is refused,
+ * as it could never find this one.  old is the entry being overridden
+ * (NULL for a new type). */
+static hexi_rc entry_aliases(const hexi_catalog *cat, const cat_entry *old,
+			     const json_t *g, const char *w, cat_entry *e)
 {
 	json_t *arr, *v;
 	size_t i;
@@ -528,6 +540,17 @@ static hexi_rc entry_aliases(const json_t *g, const char *w, cat_entry *e)
 					  "%s: must be a printable string of "
 					  "1..%d characters",
 					  p, HEXI_NAME_MAX - 1);
+		char norm[HEXI_NAME_MAX];
+		const cat_entry *other = find_entry(cat, json_string_value(v));
+		normalise(json_string_value(v), norm, sizeof(norm));
+		if (norm[0] != '\0' && entry_matches(e, norm))
+			continue;
+		if (other != NULL && other != old)
+			return hexi_error(HEXI_ERR_INVAL,
+					  "%s: '%s' already names GPU type "
+					  "%s",
+					  p, json_string_value(v),
+					  other->t.name);
 		if (e->naliases >= CAT_MAX_ALIASES)
 			return hexi_error(HEXI_ERR_RANGE,
 					  "%s: more than %d aliases", p,
@@ -560,7 +583,7 @@ static hexi_rc merge_entry(hexi_catalog *cat, const json_t *g, const char *w)
 	}
 	rv = entry_numbers(g, w, e == NULL, &tmp.t);
 	if (rv == HEXI_OK)
-		rv = entry_aliases(g, w, &tmp);
+		rv = entry_aliases(cat, e, g, w, &tmp);
 	if (rv != HEXI_OK)
 		return rv; /* the getters name the key's path */
 	rv = check_type(&tmp.t);

@@ -5,7 +5,7 @@
 # open-ended fuzzing with clang -fsanitize=fuzzer).
 n=${HEXI_FUZZ_ITERATIONS:-3000}
 status=0
-for t in cluster model plan; do
+for t in cluster model plan catalog; do
 	seeds="$srcdir/corpus/$t"
 	[ "$t" = plan ] && seeds="$seeds $top_srcdir/examples/plans"
 	[ "$t" = cluster ] && seeds="$seeds $top_srcdir/examples/clusters"

@@ -177,6 +177,19 @@ static const bad cases[] = {
      "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":"
      "[{\"name\":\"t4\",\"compute_capability\":100}]}",
      HEXI_ERR_RANGE, "gpus[0].compute_capability"},
+    /* a type named like Slurm's GRES could never be found by its name */
+    {CATALOG,
+     "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":"
+     "[{\"name\":\"gpu:x1\",\"peak_tflops\":1,\"mem_gib\":1,"
+     "\"mem_bw_gbps\":1,\"intra_bw_gbps\":1}]}",
+     HEXI_ERR_INVAL, "gpus[0]: GPU type name 'gpu:x1' is a Slurm GRES"},
+    /* an alias naming another type could never find this one */
+    {CATALOG,
+     "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":"
+     "[{\"name\":\"t4\",\"aliases\":[\"tesla t4\",\"A800\"]}]}",
+     HEXI_ERR_INVAL,
+     "gpus[0].aliases[1]: 'A800' already names GPU type "
+     "a800-80g"},
     /* profile */
     {PROFILE, "{\"format\":\"hexiscale-plan\",\"version\":1}", HEXI_ERR_PARSE,
      "format"},

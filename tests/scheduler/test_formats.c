@@ -259,6 +259,44 @@ static void test_profiles(void)
 	hexi_catalog_destroy(cat);
 }
 
+/* Merging the same text twice changes nothing: aliases the type already
+ * has (by name or alias, as the catalog matches them) are not added
+ * again (they filled the 16 slots, and a third merge was refused). */
+static void test_catalog_merge_twice(void)
+{
+	hexi_catalog *cat = NULL;
+	const hexi_gpu_type *t;
+	hexi_gpu_type once;
+	size_t n;
+	const char *js =
+	    "{\"format\":\"hexiscale-catalog\",\"version\":1,\"gpus\":["
+	    "{\"name\":\"..l40\",\"aliases\":[\"l40-48g\",\"L40 48GB\","
+	    "\"l40\",\"x9\",\"x9\"]},"
+	    "{\"name\":\"zz2\",\"aliases\":[\"zz2b\"],\"peak_tflops\":10,"
+	    "\"mem_gib\":8,\"mem_bw_gbps\":100,\"intra_bw_gbps\":8}]}";
+
+	if (hexi_catalog_builtin(&cat) != HEXI_OK)
+		tap_bail("built-in catalog");
+	n = hexi_catalog_count(cat);
+	is_int(hexi_catalog_parse(cat, js, strlen(js)), HEXI_OK,
+	       "catalog naming l40 as '..l40' with repeated aliases");
+	is_int(hexi_catalog_count(cat), n + 1, "one type added (zz2)");
+	t = hexi_catalog_find(cat, "x9");
+	ok(t != NULL && strcmp(t->name, "l40") == 0, "alias x9 finds l40");
+	once = *t;
+	for (int i = 0; i < 20; i++)
+		if (hexi_catalog_parse(cat, js, strlen(js)) != HEXI_OK)
+			break;
+	hexi_error_clear();
+	is_int(hexi_catalog_parse(cat, js, strlen(js)), HEXI_OK,
+	       "the same text merges a 22nd time");
+	is_int(hexi_catalog_count(cat), n + 1, "still one type added");
+	t = hexi_catalog_find(cat, "l40");
+	ok(t != NULL && memcmp(t, &once, sizeof(once)) == 0,
+	   "l40 as after the first merge");
+	hexi_catalog_destroy(cat);
+}
+
 /* The catalog merges are all or nothing: a refused entry or profile leaves
  * the catalog as it was, including the entries merged before it. */
 static int same_catalog(const hexi_catalog *a, const hexi_gpu_type *snap,
@@ -347,6 +385,7 @@ static void test_catalog_all_or_nothing(void)
 	rmdir(dir);
 	free(snap);
 	hexi_catalog_destroy(cat);
+	test_catalog_merge_twice();
 }
 
 static void test_cluster(void)
