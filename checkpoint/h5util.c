@@ -24,8 +24,9 @@ static int h5_ready;
  * hexiscale-ckpt(5), HDF5_USE_FILE_LOCKING). */
 static int h5_nolock;
 static char h5_msg[512];
-/* Message of the last failed open, kept across the H5Pclose that clears the
- * stack. */
+/* Message of the last failure that left no HDF5 error stack: a failed
+ * open (H5Pclose clears its stack) or a refusal of our own (an attribute
+ * or dataset of the wrong shape); ck_h5_msg falls back to it. */
 static char h5_open_msg[512];
 
 void ck_h5_init(void)
@@ -219,6 +220,41 @@ int ck_h5_write_i64v_attr(hid_t loc, const char *name, int n, const int64_t *v)
 			      (hsize_t)n, v);
 }
 
+/* 0 when dataspace S (closed here) holds exactly one element: a read
+ * writes one element per point, and the string buffers below hold one
+ * (a crafted file may give any shape). */
+static int one_point(hid_t s)
+{
+	hssize_t n = s < 0 ? -1 : H5Sget_simple_extent_npoints(s);
+
+	if (s >= 0)
+		H5Sclose(s);
+	if (n == 1)
+		return 0;
+	if (n < 0)
+		snprintf(h5_open_msg, sizeof(h5_open_msg),
+			 "dataspace unreadable");
+	else
+		snprintf(h5_open_msg, sizeof(h5_open_msg),
+			 "%lld elements, not one string", (long long)n);
+	return -1;
+}
+
+/* 0 when FT is a fixed-length string type of 1..MAX bytes (*sz). */
+static int str_type(hid_t ft, size_t max, size_t *sz)
+{
+	if (ft < 0)
+		return -1;
+	*sz = 0;
+	if (H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft))
+		*sz = H5Tget_size(ft);
+	if (*sz >= 1 && *sz <= max)
+		return 0;
+	snprintf(h5_open_msg, sizeof(h5_open_msg),
+		 "not a fixed-length string of at most %zu bytes", max);
+	return -1;
+}
+
 int ck_h5_read_str_attr(hid_t loc, const char *name, char *buf, size_t cap)
 {
 	hid_t a = H5I_INVALID_HID, ft = H5I_INVALID_HID, mt = H5I_INVALID_HID;
@@ -226,14 +262,12 @@ int ck_h5_read_str_attr(hid_t loc, const char *name, char *buf, size_t cap)
 	char *tmp = NULL;
 	int rv = -1;
 
+	h5_open_msg[0] = '\0';
 	a = H5Aopen(loc, name, H5P_DEFAULT);
-	if (a < 0)
+	if (a < 0 || one_point(H5Aget_space(a)) < 0)
 		goto out;
 	ft = H5Aget_type(a);
-	if (ft < 0 || H5Tget_class(ft) != H5T_STRING || H5Tis_variable_str(ft))
-		goto out;
-	sz = H5Tget_size(ft);
-	if (sz == 0 || sz > 1 << 20)
+	if (str_type(ft, 1 << 20, &sz) < 0)
 		goto out;
 	mt = H5Tcopy(H5T_C_S1);
 	if (mt < 0 || H5Tset_size(mt, sz + 1) < 0 ||
@@ -242,8 +276,11 @@ int ck_h5_read_str_attr(hid_t loc, const char *name, char *buf, size_t cap)
 	tmp = calloc(1, sz + 1);
 	if (tmp == NULL || H5Aread(a, mt, tmp) < 0)
 		goto out;
-	if (strlen(tmp) >= cap)
+	if (strlen(tmp) >= cap) {
+		snprintf(h5_open_msg, sizeof(h5_open_msg),
+			 "longer than %zu bytes", cap - 1);
 		goto out;
+	}
 	memcpy(buf, tmp, strlen(tmp) + 1);
 	rv = 0;
 out:
@@ -321,14 +358,12 @@ int ck_h5_read_str_dset(hid_t loc, const char *name, size_t max, char **out)
 	size_t sz;
 	int rv = -1;
 
+	h5_open_msg[0] = '\0';
 	d = H5Dopen2(loc, name, H5P_DEFAULT);
-	if (d < 0)
+	if (d < 0 || one_point(H5Dget_space(d)) < 0)
 		goto out;
 	ft = H5Dget_type(d);
-	if (ft < 0 || H5Tget_class(ft) != H5T_STRING || H5Tis_variable_str(ft))
-		goto out;
-	sz = H5Tget_size(ft);
-	if (sz == 0 || sz > max)
+	if (str_type(ft, max, &sz) < 0)
 		goto out;
 	mt = H5Tcopy(H5T_C_S1);
 	if (mt < 0 || H5Tset_size(mt, sz + 1) < 0 ||
@@ -382,6 +417,16 @@ static hexi_rc check_i64(hid_t fid, const char *key, int64_t want,
 	return HEXI_OK;
 }
 
+/* Root string attribute KEY of rank file PATH into S (cap bytes). */
+static hexi_rc meta_str(hid_t fid, const char *key, char *s, size_t cap,
+			const char *path)
+{
+	if (ck_h5_read_str_attr(fid, key, s, cap) == 0)
+		return HEXI_OK;
+	return hexi_error(HEXI_ERR_PARSE, "%s: attribute '%s' unreadable: %s",
+			  path, key, ck_h5_msg());
+}
+
 hexi_rc ck_h5_check_meta(hid_t fid, const hexi_ckpt_meta *m, int rank,
 			 const char *path)
 {
@@ -389,8 +434,12 @@ hexi_rc ck_h5_check_meta(hid_t fid, const hexi_ckpt_meta *m, int rank,
 	int64_t v;
 	hexi_rc rc;
 
-	if (ck_h5_read_str_attr(fid, "format", s, sizeof(s)) < 0 ||
-	    strcmp(s, HEXI_CKPT_FORMAT) != 0)
+	if (ck_h5_read_str_attr(fid, "format", s, sizeof(s)) < 0)
+		return hexi_error(HEXI_ERR_PARSE,
+				  "%s: not a %s rank file (attribute 'format' "
+				  "unreadable: %s)",
+				  path, HEXI_CKPT_FORMAT, ck_h5_msg());
+	if (strcmp(s, HEXI_CKPT_FORMAT) != 0)
 		return hexi_error(HEXI_ERR_PARSE,
 				  "%s: not a %s rank file (attribute 'format')",
 				  path, HEXI_CKPT_FORMAT);
@@ -402,13 +451,15 @@ hexi_rc ck_h5_check_meta(hid_t fid, const hexi_ckpt_meta *m, int rank,
 				  "versions %d to %d",
 				  path, (long long)v, HEXI_CKPT_VERSION_MIN,
 				  HEXI_CKPT_VERSION);
-	if (ck_h5_read_str_attr(fid, "model", s, sizeof(s)) < 0 ||
-	    strcmp(s, m->model) != 0)
+	if ((rc = meta_str(fid, "model", s, sizeof(s), path)) != HEXI_OK)
+		return rc;
+	if (strcmp(s, m->model) != 0)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "%s: model '%s', expected '%s'", path, s,
 				  m->model);
-	if (ck_h5_read_str_attr(fid, "plan_hash", s, sizeof(s)) < 0 ||
-	    strcmp(s, m->plan_hash) != 0)
+	if ((rc = meta_str(fid, "plan_hash", s, sizeof(s), path)) != HEXI_OK)
+		return rc;
+	if (strcmp(s, m->plan_hash) != 0)
 		return hexi_error(HEXI_ERR_MISMATCH,
 				  "%s: plan hash '%s', expected '%s' (a file "
 				  "of another plan's save)",

@@ -2,7 +2,8 @@
  * test_corrupt.c - damaged checkpoints fail with clear errors: a flipped
  * bit in a data block, a truncated or missing rank file, a wrong plan hash,
  * an unknown format version, a manifest of another model, an interrupted
- * save, a bad 'latest'.
+ * save, a bad 'latest', a rank file whose owner rewrote a string attribute
+ * or /index as an array and its manifest (or .sum) to match.
  */
 #include "config.h"
 
@@ -10,6 +11,8 @@
 #include <stdarg.h>
 #include <sys/file.h>
 #include <hdf5.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "tap.h"
 #include "ckpt_fixture.h"
@@ -98,7 +101,8 @@ static void manifest_as(int version)
 	   "[s.pop('offset') for t in d['tensors'] for s in t['slices']]; "
 	   "[b.pop('offset') for b in d['blobs']]; "
 	   "[f.pop('xxh64') for f in d['files'] if v < 2]; "
-	   "json.dump(d, open(sys.argv[2],'w'))\" '%s/MANIFEST.cur' '%s/MANIFEST.json'",
+	   "json.dump(d, open(sys.argv[2],'w'))\" '%s/MANIFEST.cur' "
+	   "'%s/MANIFEST.json'",
 	   version, step, step);
 }
 
@@ -111,7 +115,8 @@ static void test_bitflip_v3(void)
 	float buf[48 * 16];
 	hexi_rc rc = open_read("layers.1.mlp.w_up", NULL);
 
-	is_int(rc, HEXI_ERR_CHECKSUM, "v3: load of the flipped tensor: CHECKSUM");
+	is_int(rc, HEXI_ERR_CHECKSUM,
+	       "v3: load of the flipped tensor: CHECKSUM");
 	ok(strstr(hexi_errmsg(rc), "tensor 'layers.1.mlp.w_up' rows [16,32)") &&
 	       strstr(hexi_errmsg(rc), "rank-00003.h5") &&
 	       strstr(hexi_errmsg(rc), "checksum mismatch"),
@@ -320,6 +325,145 @@ static void test_manifest(void)
 	is_rc(open_read("embed.weight", NULL), HEXI_OK, "restored: OK");
 }
 
+/* Size and XXH64 of the file PATH. */
+static void file_sum(const char *path, unsigned long long *bytes,
+		     unsigned long long *xxh)
+{
+	char *text = NULL;
+	size_t len = 0;
+
+	if (hexi_read_file(path, 1 << 26, &text, &len) != HEXI_OK)
+		tap_bail(path);
+	*bytes = len;
+	*xxh = (unsigned long long)XXH64(text, len, 0);
+	free(text);
+}
+
+/* Replace string attribute (DSET NULL) or dataset NAME of the root group
+ * of PATH by an N-element array of the same fixed-length string type, every
+ * element its old value: what a user who owns a checkpoint can write. */
+static void as_array(const char *path, const char *dset, const char *name,
+		     hsize_t n)
+{
+	hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), o, t, s;
+	size_t sz;
+	char *v, *all;
+
+	if (f < 0)
+		tap_bail("as_array: open");
+	o = dset ? H5Dopen2(f, dset, H5P_DEFAULT)
+		 : H5Aopen(f, name, H5P_DEFAULT);
+	t = dset ? H5Dget_type(o) : H5Aget_type(o);
+	sz = H5Tget_size(t);
+	v = calloc(1, sz);
+	all = calloc(n, sz);
+	if (o < 0 || t < 0 || v == NULL || all == NULL ||
+	    (dset ? H5Dread(o, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, v)
+		  : H5Aread(o, t, v)) < 0)
+		tap_bail("as_array: read");
+	for (hsize_t i = 0; i < n; i++)
+		memcpy(all + i * sz, v, sz);
+	if (dset)
+		H5Dclose(o);
+	else
+		H5Aclose(o);
+	if ((dset ? H5Ldelete(f, dset, H5P_DEFAULT) : H5Adelete(f, name)) < 0 ||
+	    (s = H5Screate_simple(1, &n, NULL)) < 0)
+		tap_bail("as_array: delete");
+	o = dset ? H5Dcreate2(f, dset, t, s, H5P_DEFAULT, H5P_DEFAULT,
+			      H5P_DEFAULT)
+		 : H5Acreate2(f, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+	if (o < 0 || (dset ? H5Dwrite(o, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, all)
+			   : H5Awrite(o, t, all)) < 0)
+		tap_bail("as_array: write");
+	if (dset)
+		H5Dclose(o);
+	else
+		H5Aclose(o);
+	H5Sclose(s);
+	H5Tclose(t);
+	if (H5Fclose(f) < 0)
+		tap_bail("as_array: close");
+	free(v);
+	free(all);
+}
+
+/* The whole-file checksum only says a rank file is its manifest's: the
+ * owner of a checkpoint can rewrite both, so root's verify hands libhdf5
+ * their file.  A string attribute of 4096 elements was read into a buffer
+ * for one (heap overflow); now refused naming the file and attribute. */
+static void test_crafted_attr(void)
+{
+	unsigned long long bytes, xxh;
+	hexi_rc rc;
+
+	sh("cp -a '%s' '%s.bak'", f1, f1);
+	sh("cp '%s/MANIFEST.json' '%s/MANIFEST.bak'", step, step);
+	as_array(f1, NULL, "format", 4096);
+	file_sum(f1, &bytes, &xxh);
+	sh("/usr/bin/python3 -c \"import json,sys; p=sys.argv[1]; "
+	   "d=json.load(open(p)); f=[f for f in d['files'] if "
+	   "f['rank']==3][0]; "
+	   "f['bytes']=%llu; f['xxh64']='%016llx'; json.dump(d, open(p,'w'))\" "
+	   "'%s/MANIFEST.json'",
+	   bytes, xxh, step);
+	rc = open_verify();
+	is_int(rc, HEXI_ERR_PARSE,
+	       "verify of a rank file whose 'format' is a 4096-string array "
+	       "(manifest rewritten to match): PARSE, no overflow");
+	ok(strstr(hexi_errmsg(rc), "rank-00003.h5") &&
+	       strstr(hexi_errmsg(rc),
+		      "attribute 'format' unreadable: 4096 elements, not one "
+		      "string"),
+	   "message names the file and the attribute: %s", hexi_errmsg(rc));
+	sh("mv '%s.bak' '%s'", f1, f1);
+	sh("mv '%s/MANIFEST.bak' '%s/MANIFEST.json'", step, step);
+	is_rc(open_verify(), HEXI_OK, "restored: verifies");
+}
+
+/* The commit reads each rank file's /index dataset (after its size and
+ * whole-file checksum against the rank's .sum, which the rank's owner
+ * writes too): a 4096-element /index is refused, not read into a buffer
+ * for one. */
+static void test_crafted_index(const hexi_layout *l)
+{
+	char sub[600], stage[HEXI_CKPT_STAGE_MAX], rf[700], sum[700];
+	unsigned long long bytes, xxh;
+	hexi_ckpt_meta meta;
+	hexi_ckpt_writer *w = NULL;
+	float d[16 * 64] = {0};
+	FILE *fp;
+	hexi_rc rc;
+
+	snprintf(sub, sizeof(sub), "%s/idx", dir);
+	fx_meta(&meta, 9, 1, "00112233aabbccdd");
+	if (hexi_ckpt_save_prepare(sub, &meta, stage) != HEXI_OK ||
+	    hexi_ckpt_save_begin_staged(sub, stage, &meta, 0, &w) != HEXI_OK ||
+	    hexi_ckpt_write_slice(w, l->tensors[0].name, 2, l->tensors[0].shape,
+				  0, 64, d) != HEXI_OK ||
+	    hexi_ckpt_save_end(w) != HEXI_OK)
+		tap_bail("staged save");
+	snprintf(rf, sizeof(rf), "%s/%s/rank-00000.h5", sub, stage);
+	snprintf(sum, sizeof(sum), "%s/%s/rank-00000.sum", sub, stage);
+	as_array(rf, "index", NULL, 4096);
+	file_sum(rf, &bytes, &xxh);
+	if ((fp = fopen(sum, "w")) == NULL ||
+	    fprintf(fp, "bytes=%llu xxh64=%016llx\n", bytes, xxh) < 0 ||
+	    fclose(fp) != 0)
+		tap_bail("rewriting the .sum");
+	rc = hexi_ckpt_commit_staged(sub, stage, &meta, plan);
+	ok(rc != HEXI_OK,
+	   "commit of a rank file whose /index is a "
+	   "4096-string array (.sum rewritten): refused (%d)",
+	   rc);
+	ok(strstr(hexi_errmsg(rc), "rank-00000.h5") &&
+	       strstr(hexi_errmsg(rc),
+		      "reading /index: 4096 elements, not one string"),
+	   "message names the file and the dataset: %s", hexi_errmsg(rc));
+	hexi_ckpt_save_discard(sub, stage);
+	sh("rm -rf '%s'", sub);
+}
+
 static void test_visibility(const hexi_layout *l)
 {
 	hexi_ckpt_meta meta;
@@ -415,6 +559,8 @@ int main(void)
 	test_bitflip();
 	test_files();
 	test_manifest();
+	test_crafted_attr();
+	test_crafted_index(l);
 	test_visibility(l);
 	test_lock_conflict();
 	fx_rmrf(dir);
