@@ -1,14 +1,14 @@
 /* fuzz_plan.c - libFuzzer target: the plan parser; whatever parses must
- * also lay out, render, write and parse back with the same hash. */
+ * also lay out, render, write and parse back with the same hash, and a
+ * refusal must say why. */
 #include "config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_target.h"
 #include "hexi_sched.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check(const hexi_plan *p)
 {
@@ -36,9 +36,15 @@ static void check(const hexi_plan *p)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	hexi_plan *p = NULL;
+	hexi_rc rc;
 
-	if (hexi_plan_parse((const char *)data, size, NULL, &p) == HEXI_OK)
+	hexi_error_clear();
+	rc = hexi_plan_parse((const char *)data, size, NULL, &p);
+	fuzz_require_own_message(rc);
+	if (rc == HEXI_OK)
 		check(p);
+	else if (p != NULL)
+		abort(); /* no plan handed out on an error */
 	hexi_plan_destroy(p);
 	return 0;
 }
