@@ -446,17 +446,31 @@ out:
 	return rv;
 }
 
-void hx_node_addr(const char *node, char *addr, size_t cap)
+hexi_rc hx_node_addr(const char *node, char *addr, size_t cap)
 {
 	node_info_msg_t *resp = NULL;
+	const char *na;
+	hexi_rc rv;
 
-	hexi_strlcpy(addr, node, cap);
-	if (slurm_load_node_single(&resp, (char *)node, SHOW_ALL) == 0 &&
-	    resp != NULL && resp->record_count == 1 &&
-	    resp->node_array[0].node_addr != NULL &&
-	    hexi_is_printable(resp->node_array[0].node_addr) &&
-	    strpbrk(resp->node_array[0].node_addr, ";|,") == NULL)
-		hexi_strlcpy(addr, resp->node_array[0].node_addr, cap);
+	if ((rv = hexi_strlcpy(addr, node, cap)) != HEXI_OK)
+		return hexi_error(rv, "node %.64s: name longer than %zu bytes",
+				  node, cap - 1);
+	if (slurm_load_node_single(&resp, (char *)node, SHOW_ALL) != 0 ||
+	    resp == NULL || resp->record_count != 1 ||
+	    (na = resp->node_array[0].node_addr) == NULL || na[0] == '\0')
+		goto out; /* the name, as Slurm itself does without NodeAddr */
+	if (!hexi_is_printable(na) || strpbrk(na, ";|,") != NULL)
+		rv = hexi_error(HEXI_ERR_INVAL,
+				"node %s: NodeAddr has a character that "
+				"MASTER_ADDR cannot carry",
+				node);
+	else if (hexi_strlcpy(addr, na, cap) != HEXI_OK)
+		rv = hexi_error(HEXI_ERR_RANGE,
+				"node %s: NodeAddr of %zu bytes is longer than "
+				"the %zu that MASTER_ADDR can carry",
+				node, strlen(na), cap - 1);
+out:
 	if (resp != NULL)
 		slurm_free_node_info_msg(resp);
+	return rv;
 }

@@ -18,6 +18,8 @@
  * COMP = jobid.taskoffset.ntasks.nodeoffset.nnodes, one per component in
  * task order; no step id (srun makes this hand-off before Slurm creates
  * the step, see local.c).
+ * ADDR (rank 0's NodeAddr) has at most 255 bytes (HX_HOST_MAX; a decoder
+ * from before took 63 and refuses a longer one, it never cuts it).
  * CHECKSUM is FNV-1a 64 over everything before ";c=".  The decoder is
  * strict: fixed field order, every number range-checked, printable ASCII
  * only, except PATH, which may also hold well-formed UTF-8 (a plan

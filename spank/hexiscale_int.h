@@ -22,6 +22,7 @@
 #define HX_PATH_MAX  1024  /* any path we accept from admin or user */
 #define HX_VALUE_MAX 1024  /* any option or env value */
 #define HX_NAME_MAX  64	   /* node and GPU type names */
+#define HX_HOST_MAX  256   /* a host name or address (DNS: 253), NUL incl. */
 #define HX_GPUS_MAX  64	   /* GPUs per node we handle */
 #define HX_NODES_MAX 4096  /* nodes per step */
 #define HX_TASKS_MAX 16384 /* tasks per step */
@@ -233,7 +234,7 @@ typedef struct hx_handoff {
 	hx_handoff_comp *comps;	  /* [ncomps] in task order */
 	char plan_hash[32];
 	char plan_path[HX_PATH_MAX];
-	char master_addr[HX_NAME_MAX];
+	char master_addr[HX_HOST_MAX]; /* rank 0's NodeAddr, whole */
 	int master_port;
 	int world_size, npipelines; /* world_size: training ranks W; the
 				       other ntasks - W tasks are idle */

@@ -46,7 +46,6 @@ int hx_remote_task_init(spank_t sp, const char *conf_error);
 
 /* ---- allocation discovery (discover.c) ---------------------------------- */
 
-
 hexi_rc hx_discover(uint32_t job_id, uint32_t step_id, hx_alloc *a);
 
 /* A step over several components of het job `leader` as srun plans it
@@ -67,8 +66,12 @@ hexi_rc hx_het_verify(const hx_alloc *a, uint32_t step_id);
  * none). */
 hexi_rc hx_het_step_span(uint32_t job_id, uint32_t step_id, int *ncomps,
 			 uint32_t *leader);
-/* NodeAddr of a node (falls back to the name). */
-void hx_node_addr(const char *node, char *addr, size_t cap);
+/* NodeAddr of a node into addr, or its name when the controller cannot
+ * tell (the node cannot be loaded, or has no NodeAddr).  A NodeAddr that
+ * does not fit cap, or that the hand-off cannot carry (not printable
+ * ASCII, or a ';' '|' ','), is an error naming the node, never replaced
+ * by the name. */
+hexi_rc hx_node_addr(const char *node, char *addr, size_t cap);
 
 /* ---- NVML check (nvml.c) ------------------------------------------------ */
 

@@ -798,8 +798,9 @@ static hexi_rc hand_off(local_ctx *c)
 	for (int t = 0; t < c->ho.ntasks; t++)
 		if (c->ho.roles[t].rank == 0)
 			r0 = c->ho.roles[t].node;
-	hx_node_addr(c->alloc.nodes[r0].name, c->ho.master_addr,
-		     sizeof(c->ho.master_addr));
+	if ((rv = hx_node_addr(c->alloc.nodes[r0].name, c->ho.master_addr,
+			       sizeof(c->ho.master_addr))) != HEXI_OK)
+		return hexi_error_prefix(rv, "rank 0's address");
 	/* a heterogeneous step has no step id yet: srun's pid keeps two
 	 * such steps of one job apart */
 	c->ho.master_port = hx_g_conf.port_base +

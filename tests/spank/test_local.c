@@ -4,11 +4,14 @@
  * step's nodes when a plan for other node names is applied by position,
  * a plan directory with UTF-8 letters (/tmp/.../josé) works end to end,
  * and a step whose hand-off cannot be made leaves no plan file behind.
- * Slurm's functions and the plugin's Slurm-bound files are stubbed below;
- * the planner library is linked, not loaded with dlopen.
+ * Rank 0's NodeAddr reaches the hand-off whole up to 255 bytes, and one
+ * that does not fit stops the step (it became the node name).  Slurm's
+ * functions and sched_dl.c are stubbed below (discover.c is linked over
+ * the stubs); the planner library is linked, not loaded with dlopen.
  */
 #include "config.h"
 
+#include "discover.c"
 #include "local.c"
 #include "state.c"
 #include "tap.h"
@@ -57,42 +60,81 @@ spank_err_t spank_option_getopt(spank_t sp, struct spank_option *opt,
 	return ESPANK_ERROR;
 }
 
-hexi_rc hx_discover(uint32_t job_id, uint32_t step_id, hx_alloc *a)
+/* discover.c is linked whole; Slurm's controller knows no job, and node
+ * stepA's NodeAddr is g_node_addr (NULL: none). */
+static const char *g_node_addr;
+
+int slurm_load_job(job_info_msg_t **resp, uint32_t job_id, uint16_t show_flags)
 {
 	(void)job_id;
+	(void)show_flags;
+	*resp = NULL;
+	return -1;
+}
+
+void slurm_free_job_info_msg(job_info_msg_t *msg)
+{
+	(void)msg;
+}
+
+slurm_step_layout_t *slurm_job_step_layout_get(slurm_step_id_t *step_id)
+{
 	(void)step_id;
-	(void)a;
-	return HEXI_ERR_UNSUPPORTED;
+	return NULL;
 }
 
-hexi_rc hx_discover_het(uint32_t leader, const hx_het_request *req, hx_alloc *a)
+void slurm_job_step_layout_free(slurm_step_layout_t *layout)
 {
-	(void)leader;
-	(void)req;
-	(void)a;
-	return HEXI_ERR_UNSUPPORTED;
+	(void)layout;
 }
 
-hexi_rc hx_het_verify(const hx_alloc *a, uint32_t step_id)
+int slurm_get_errno(void)
 {
-	(void)a;
-	(void)step_id;
-	return HEXI_ERR_UNSUPPORTED;
+	return 0;
 }
 
-hexi_rc hx_het_step_span(uint32_t job_id, uint32_t step_id, int *ncomps,
-			 uint32_t *leader)
+char *slurm_strerror(int errnum)
 {
-	(void)job_id;
-	(void)step_id;
-	*ncomps = 1;
-	*leader = 0;
-	return HEXI_OK;
+	(void)errnum;
+	return (char *)"no controller in this test";
 }
 
-void hx_node_addr(const char *node, char *addr, size_t cap)
+hostlist_t slurm_hostlist_create(const char *s)
 {
-	hexi_strlcpy(addr, node, cap);
+	(void)s;
+	return NULL;
+}
+
+char *slurm_hostlist_shift(hostlist_t hl)
+{
+	(void)hl;
+	return NULL;
+}
+
+void slurm_hostlist_destroy(hostlist_t hl)
+{
+	(void)hl;
+}
+
+int slurm_load_node_single(node_info_msg_t **resp, char *node_name,
+			   uint16_t show_flags)
+{
+	static node_info_t node;
+	static node_info_msg_t msg = {.record_count = 1, .node_array = &node};
+
+	(void)show_flags;
+	*resp = NULL;
+	if (strcmp(node_name, "stepA") != 0)
+		return -1;
+	node.name = node_name;
+	node.node_addr = (char *)g_node_addr;
+	*resp = &msg;
+	return 0;
+}
+
+void slurm_free_node_info_msg(node_info_msg_t *msg)
+{
+	(void)msg;
 }
 
 hexi_rc hx_sched_open(const char *path, hx_sched *s)
@@ -426,6 +468,98 @@ static void test_no_file_without_handoff(const char *tmp)
 	local_fini(&c);
 }
 
+/* A step of one task on node stepA; *ma gets its hand-off's MASTER_ADDR
+ * ("" if none), msg the error. */
+static hexi_rc publish_single(const char *dir, uint32_t step, char *ma,
+			      size_t ma_cap, char *msg, size_t msg_cap)
+{
+	static const char *const names[] = {"stepA"};
+	static const int gpus[] = {1};
+	const char *hv;
+	hx_handoff d;
+	local_ctx c;
+	hexi_rc rv = HEXI_ERR_INTERNAL;
+
+	ma[0] = msg[0] = '\0';
+	ctx_init(&c, dir);
+	c.alloc.step_id = step;
+	c.plan = plan_new(1, names, gpus, 1, 1);
+	if (c.plan != NULL && alloc_nodes(&c.alloc, 1, names, gpus) == 0 &&
+	    map_by_position(&c) == 0 &&
+	    add_stage(&c.plan->pipelines[0], 0, 8, 0, 0, 0) == 0) {
+		c.plan->world_size = 1;
+		c.plan->pipelines[0].batch = 1;
+		c.plan->pipelines[0].micro_batches = 1;
+		rv = hexi_plan_hash(c.plan);
+	}
+	unsetenv(HX_HANDOFF_VAR);
+	if (rv == HEXI_OK)
+		rv = publish(&c);
+	if (rv != HEXI_OK)
+		snprintf(msg, msg_cap, "%s", hexi_errmsg(rv));
+	hv = getenv(HX_HANDOFF_VAR);
+	if (rv == HEXI_OK && hv != NULL &&
+	    hx_handoff_decode(hv, &d) == HEXI_OK) {
+		hexi_strlcpy(ma, d.master_addr, ma_cap);
+		hx_handoff_fini(&d);
+	}
+	if (rv == HEXI_OK)
+		unlink(c.plan_path);
+	unsetenv(HX_HANDOFF_VAR);
+	local_fini(&c);
+	return rv;
+}
+
+/* MASTER_ADDR is rank 0's NodeAddr whole: the name without one, 255 bytes
+ * (a full DNS name) as they are; 256 bytes, or a ';' the hand-off cannot
+ * carry, stop the step naming the node, and leave no plan file. */
+static void test_master_addr(const char *tmp)
+{
+	char addr[HX_HOST_MAX + 1], ma[HX_HOST_MAX + 8], msg[512];
+	hexi_rc rv;
+
+	memset(addr, 'a', sizeof(addr) - 1);
+	for (size_t i = 63; i < sizeof(addr) - 1; i += 64)
+		addr[i] = '.';
+	addr[HX_HOST_MAX - 1] = '\0'; /* 255 bytes */
+
+	g_node_addr = NULL;
+	rv = publish_single(tmp, 5, ma, sizeof(ma), msg, sizeof(msg));
+	is_int(rv, HEXI_OK, "no NodeAddr: published %s", msg);
+	is_str(ma, "stepA", "no NodeAddr: MASTER_ADDR is the node name");
+
+	g_node_addr = "10.1.2.3";
+	rv = publish_single(tmp, 5, ma, sizeof(ma), msg, sizeof(msg));
+	is_int(rv, HEXI_OK, "NodeAddr 10.1.2.3: published %s", msg);
+	is_str(ma, "10.1.2.3", "NodeAddr 10.1.2.3: MASTER_ADDR");
+
+	addr[64] = '\0';
+	g_node_addr = addr;
+	rv = publish_single(tmp, 5, ma, sizeof(ma), msg, sizeof(msg));
+	is_int(rv, HEXI_OK, "NodeAddr of 64 bytes: published %s", msg);
+	is_str(ma, addr, "NodeAddr of 64 bytes: MASTER_ADDR whole");
+	addr[64] = 'a';
+
+	rv = publish_single(tmp, 5, ma, sizeof(ma), msg, sizeof(msg));
+	is_int(rv, HEXI_OK, "NodeAddr of 255 bytes: published %s", msg);
+	is_str(ma, addr, "NodeAddr of 255 bytes: MASTER_ADDR whole");
+
+	addr[HX_HOST_MAX - 1] = 'a'; /* 256 bytes */
+	rv = publish_single(tmp, 6, ma, sizeof(ma), msg, sizeof(msg));
+	ok(rv == HEXI_ERR_RANGE && strstr(msg, "node stepA") != NULL &&
+	       strstr(msg, "NodeAddr of 256 bytes") != NULL,
+	   "NodeAddr of 256 bytes: step refused naming node and cause: %s",
+	   msg);
+	is_int(count_files(tmp, "hexiscale-plan.7.6."), 0,
+	       "... and no plan file left");
+
+	g_node_addr = "10.1.2.3;x";
+	rv = publish_single(tmp, 6, ma, sizeof(ma), msg, sizeof(msg));
+	ok(rv == HEXI_ERR_INVAL && strstr(msg, "node stepA") != NULL,
+	   "NodeAddr with ';': step refused naming the node: %s", msg);
+	g_node_addr = NULL;
+}
+
 int main(void)
 {
 	char tmp[] = "/tmp/hx_localXXXXXX";
@@ -439,6 +573,7 @@ int main(void)
 	test_publish(tmp, "jos\xc3\xa9"); /* UTF-8 */
 	test_plan_dir_text();
 	test_no_file_without_handoff(tmp);
+	test_master_addr(tmp);
 	if (rmdir(tmp) != 0)
 		tap_diag("%s left behind: %s", tmp, strerror(errno));
 	return tap_done();

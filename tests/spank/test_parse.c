@@ -413,6 +413,49 @@ static void test_handoff_utf8(void)
 	hx_handoff_fini(&h);
 }
 
+/* MASTER_ADDR travels in ma=: a NodeAddr of up to 255 bytes (a full DNS
+ * name) round-trips whole (it was cut at 63, and srun then used the node
+ * name); a longer ma= is refused, never cut. */
+static void test_handoff_master_addr(void)
+{
+	char ma[HX_HOST_MAX + 1], *s = NULL, *body = NULL, *bad = NULL;
+	const char *at;
+	hx_handoff h, d;
+
+	memset(ma, 'a', sizeof(ma));
+	for (size_t i = 63; i < sizeof(ma); i += 64)
+		ma[i] = '.';
+	ma[HX_HOST_MAX - 1] = '\0'; /* 255 bytes */
+	hx_handoff_init(&h);
+	fill(&h);
+	strcpy(h.master_addr, ma);
+	is_int(hx_handoff_encode(&h, &s), HEXI_OK, "encode ma= of 255 bytes");
+	is_int(s != NULL ? hx_handoff_decode(s, &d) : HEXI_ERR_INTERNAL,
+	       HEXI_OK, "decode ma= of 255 bytes");
+	if (s != NULL && d.roles != NULL) {
+		is_str(d.master_addr, ma, "ma= of 255 bytes survives whole");
+		hx_handoff_fini(&d);
+	}
+	/* one byte more, re-checksummed: the field check refuses it */
+	at = s != NULL ? strstr(s, ";mp=") : NULL;
+	body = at != NULL ? malloc(strlen(s) + 2) : NULL;
+	if (body != NULL) {
+		memcpy(body, s, (size_t)(at - s));
+		strcpy(body + (at - s), "a");
+		strcat(body, at);
+		*strstr(body, ";c=") = '\0';
+		bad = resigned(body);
+	}
+	is_int(bad != NULL ? hx_handoff_decode(bad, &d) : HEXI_ERR_INTERNAL,
+	       HEXI_ERR_RANGE, "ma= of 256 bytes refused");
+	ok(strstr(hexi_errmsg(HEXI_ERR_RANGE), "'ma' too long") != NULL,
+	   "... naming the field: %s", hexi_errmsg(HEXI_ERR_RANGE));
+	free(bad);
+	free(body);
+	free(s);
+	hx_handoff_fini(&h);
+}
+
 /* --hexiscale-plan-dir takes UTF-8 letters (the hand-off carries them),
  * not control bytes or bytes that are not UTF-8; other options stay ASCII. */
 static void test_plan_dir_option(void)
@@ -975,6 +1018,7 @@ int main(void)
 	test_gres();
 	test_handoff();
 	test_handoff_utf8();
+	test_handoff_master_addr();
 	test_default_plan_dir();
 	test_plan_dir_option();
 	test_seq_len_cap();
