@@ -15,38 +15,53 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Entry pos of a comma list: *tok gets it (NUL-terminated, at most cap-1
- * bytes); returns 0, or -1 if the list has no such entry or it is too
- * long or empty. */
-static int list_entry(const char *list, int pos, char *tok, size_t cap)
+/* The longest entry of CUDA_VISIBLE_DEVICES we take, NUL included: an
+ * index, "GPU-<uuid>" (40 bytes), "MIG-<uuid>" (40) or the older
+ * "MIG-GPU-<uuid>/<gi>/<ci>" (at most 50) all fit.  A longer entry fails
+ * the task (bind_gpu); it is never replaced by the device index. */
+#define HX_DEV_NAME_MAX 64
+/* CUDA_VISIBLE_DEVICES of a node: HX_GPUS_MAX such entries and commas. */
+#define HX_CVD_MAX (HX_GPUS_MAX * HX_DEV_NAME_MAX)
+
+/* Entry pos of a comma list into tok (NUL-terminated, at most cap-1
+ * bytes).  HEXI_OK; HEXI_ERR_NOTFOUND if the list has no entry pos;
+ * HEXI_ERR_RANGE if that entry is empty or does not fit cap (the entries
+ * before it may have any length).  Sets no message: the caller names the
+ * list. */
+static hexi_rc list_entry(const char *list, int pos, char *tok, size_t cap)
 {
 	const char *p = list;
 
 	for (int i = 0; *p != '\0'; i++) {
 		size_t n = strcspn(p, ",");
 
-		if (n == 0 || n >= cap)
-			return -1;
 		if (i == pos) {
+			if (n == 0 || n >= cap)
+				return HEXI_ERR_RANGE;
 			memcpy(tok, p, n);
 			tok[n] = '\0';
-			return 0;
+			return HEXI_OK;
 		}
 		p += n;
 		if (*p == ',')
 			p++;
 	}
-	return -1;
+	return HEXI_ERR_NOTFOUND;
 }
 
-/* Position of device index gpu in a comma list of indices, or -1. */
+/* Position of device index gpu in a comma list of indices, or -1 (an
+ * entry that is not an index is not gpu). */
 static int list_index(const char *list, int gpu)
 {
 	char tok[16];
+	hexi_rc rc;
 	long v;
 
-	for (int pos = 0; list_entry(list, pos, tok, sizeof(tok)) == 0; pos++)
-		if (hexi_parse_long(tok, 0, 1 << 20, &v) == HEXI_OK && v == gpu)
+	for (int pos = 0; (rc = list_entry(list, pos, tok, sizeof(tok))) !=
+			  HEXI_ERR_NOTFOUND;
+	     pos++)
+		if (rc == HEXI_OK &&
+		    hexi_parse_long(tok, 0, 1 << 20, &v) == HEXI_OK && v == gpu)
 			return pos;
 	return -1;
 }
@@ -75,11 +90,14 @@ void hx_remote_task_privileged(spank_t sp)
 static int sorted_list(const char *list, int *g)
 {
 	char tok[16];
+	hexi_rc rc;
 	long v;
 	int n = 0;
 
-	for (int pos = 0; list_entry(list, pos, tok, sizeof(tok)) == 0; pos++) {
-		if (n == HX_GPUS_MAX ||
+	for (int pos = 0; (rc = list_entry(list, pos, tok, sizeof(tok))) !=
+			  HEXI_ERR_NOTFOUND;
+	     pos++) {
+		if (rc != HEXI_OK || n == HX_GPUS_MAX ||
 		    hexi_parse_long(tok, 0, 1 << 20, &v) != HEXI_OK)
 			return -1;
 		g[n++] = (int)v;
@@ -130,15 +148,56 @@ static int real_gpu(const hx_handoff *h, int node_i, const char *all, int gpu)
 	return ns >= np ? sg[j] : -1;
 }
 
+/* The entry of this task's CUDA_VISIBLE_DEVICES at position pos (that of
+ * Slurm's index real in SLURM_STEP_GPUS) into cvd: Slurm's name for the
+ * GPU, an index (renumbered by cgroups or not) or a UUID.  Without
+ * CUDA_VISIBLE_DEVICES nothing is renumbered: real itself.  An entry
+ * that is missing, empty or too long is an error, never the index. */
+static hexi_rc vis_entry(spank_t sp, const char *node, int pos, int real,
+			 char *cvd, size_t cap)
+{
+	char vis[HX_CVD_MAX], tok[HX_DEV_NAME_MAX];
+	spank_err_t e;
+	hexi_rc rc;
+
+	e = spank_getenv(sp, "CUDA_VISIBLE_DEVICES", vis, sizeof(vis));
+	if (e == ESPANK_ENV_NOEXIST) {
+		snprintf(cvd, cap, "%d", real);
+		return HEXI_OK;
+	}
+	if (e != ESPANK_SUCCESS)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "node %s: cannot read this task's "
+				  "CUDA_VISIBLE_DEVICES (at most %zu bytes): "
+				  "%s",
+				  node, sizeof(vis) - 1, spank_strerror(e));
+	rc = list_entry(vis, pos, tok, sizeof(tok));
+	if (rc == HEXI_ERR_NOTFOUND)
+		return hexi_error(HEXI_ERR_MISMATCH,
+				  "node %s: Slurm's CUDA_VISIBLE_DEVICES "
+				  "%.64s%s has no entry %d for GPU %d",
+				  node, vis, strlen(vis) > 64 ? "..." : "", pos,
+				  real);
+	if (rc != HEXI_OK || hexi_strlcpy(cvd, tok, cap) != HEXI_OK)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "node %s: entry %d of Slurm's "
+				  "CUDA_VISIBLE_DEVICES (GPU %d) is empty or "
+				  "longer than %zu bytes",
+				  node, pos, real,
+				  (cap < sizeof(tok) ? cap : sizeof(tok)) - 1);
+	return HEXI_OK;
+}
+
 /* CUDA_VISIBLE_DEVICES value and Slurm's index (*real) of plan GPU GPU of
  * node NODE_I: the real index's position in this task's SLURM_STEP_GPUS
- * picks the entry of the current CUDA_VISIBLE_DEVICES (which may be
- * renumbered by cgroups).  HEXI_ERR_NODEV if the task does not have it. */
+ * picks the entry of the current CUDA_VISIBLE_DEVICES (vis_entry).
+ * HEXI_ERR_NODEV if the task does not have it; other errors: Slurm's
+ * CUDA_VISIBLE_DEVICES does not name it. */
 static hexi_rc bind_gpu(spank_t sp, const hx_handoff *h, int node_i,
 			const char *node, int gpu, int *real, char *cvd,
 			size_t cap)
 {
-	char step[512], vis[512], tok[16];
+	char step[512];
 	int pos;
 
 	*real = -1;
@@ -157,12 +216,7 @@ static hexi_rc bind_gpu(spank_t sp, const hx_handoff *h, int node_i,
 				  node, gpu, step,
 				  g_node_gpus[0] ? " (the step: " : "",
 				  g_node_gpus, g_node_gpus[0] ? ")" : "");
-	if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", vis, sizeof(vis)) !=
-		ESPANK_SUCCESS ||
-	    list_entry(vis, pos, tok, sizeof(tok)) != 0 ||
-	    hexi_strlcpy(cvd, tok, cap) != HEXI_OK)
-		snprintf(cvd, cap, "%d", *real);
-	return HEXI_OK;
+	return vis_entry(sp, node, pos, *real, cvd, cap);
 }
 
 /* CUDA_VISIBLE_DEVICES of a task.  gpu_bind=local_rank (default, as
@@ -173,7 +227,7 @@ static hexi_rc visible_devices(spank_t sp, const hx_handoff *h,
 			       const hx_task_role *me, const char *node,
 			       int *own, char *cvd, size_t cap)
 {
-	char one[64];
+	char one[HX_DEV_NAME_MAX];
 	size_t len = 0;
 	int real = -1;
 	hexi_rc rc;
@@ -193,10 +247,12 @@ static hexi_rc visible_devices(spank_t sp, const hx_handoff *h,
 					  "node %s: no task has local rank %d",
 					  node, lr);
 		/* another task's GPU may be missing from this task's
-		 * SLURM_STEP_GPUS (per-task binding): its device index */
+		 * SLURM_STEP_GPUS (per-task binding): its device index;
+		 * any other error fails the task */
 		rc = bind_gpu(sp, h, me->node, node, gpu, &real, one,
 			      sizeof(one));
-		if (rc != HEXI_OK && lr == me->local_rank)
+		if (rc != HEXI_OK &&
+		    (lr == me->local_rank || rc != HEXI_ERR_NODEV))
 			return rc;
 		if (rc != HEXI_OK)
 			snprintf(one, sizeof(one), "%d",
@@ -236,30 +292,34 @@ typedef struct env_row {
 	env_kind kind;
 	size_t off;
 	int train_only;
+	int utf8; /* 1: well-formed UTF-8 text (hx_is_utf8_text), as the
+		     hand-off's pf= carries it; 0: printable ASCII */
 } env_row;
 
 #define ROLE(n, f)                                                             \
 	{                                                                      \
-		n, FROM_ROLE, AS_INT, offsetof(hx_task_role, f), 0             \
+		n, FROM_ROLE, AS_INT, offsetof(hx_task_role, f), 0, 0          \
 	}
 #define STAGE(n, f)                                                            \
 	{                                                                      \
-		n, FROM_ROLE, AS_INT, offsetof(hx_task_role, f), 1             \
+		n, FROM_ROLE, AS_INT, offsetof(hx_task_role, f), 1, 0          \
 	}
 #define HO_INT(n, f)                                                           \
 	{                                                                      \
-		n, FROM_HANDOFF, AS_INT, offsetof(hx_handoff, f), 0            \
+		n, FROM_HANDOFF, AS_INT, offsetof(hx_handoff, f), 0, 0         \
 	}
 #define HO_STR(n, f)                                                           \
 	{                                                                      \
-		n, FROM_HANDOFF, AS_CHARS, offsetof(hx_handoff, f), 0          \
+		n, FROM_HANDOFF, AS_CHARS, offsetof(hx_handoff, f), 0, 0       \
 	}
 #define TASK(n, k, f)                                                          \
 	{                                                                      \
-		n, FROM_TASK, k, offsetof(task_vals, f), 0                     \
+		n, FROM_TASK, k, offsetof(task_vals, f), 0, 0                  \
 	}
 static const env_row env_rows[] = {
-    HO_STR("HEXISCALE_PLAN", plan_path),
+    /* the plan directory may have UTF-8 letters (/home/josé/run) */
+    {"HEXISCALE_PLAN", FROM_HANDOFF, AS_CHARS, offsetof(hx_handoff, plan_path),
+     0, 1},
     HO_STR("HEXISCALE_PLAN_HASH", plan_hash),
     ROLE("HEXISCALE_RANK", rank),
     HO_INT("HEXISCALE_WORLD_SIZE", world_size),
@@ -275,7 +335,7 @@ static const env_row env_rows[] = {
     STAGE("HEXISCALE_PIPELINE_BATCH", batch),
     STAGE("HEXISCALE_MICRO_BATCHES", micro_batches),
     {"HEXISCALE_MICRO_BATCH_SIZE", FROM_TASK, AS_INT,
-     offsetof(task_vals, micro_batch_size), 1},
+     offsetof(task_vals, micro_batch_size), 1, 0},
     ROLE("HEXISCALE_GPU", gpu),
     TASK("HEXISCALE_GPU_TYPE", AS_STRING, gpu_type),
     ROLE("RANK", rank),
@@ -293,19 +353,27 @@ static const env_row env_rows[] = {
 #undef HO_STR
 #undef TASK
 
-static void env_value(const env_row *e, const void *const base[3], char *buf,
-		      size_t cap)
+/* The value of row e into buf; 0, or -1 if it does not fit cap. */
+static int env_value(const env_row *e, const void *const base[3], char *buf,
+		     size_t cap)
 {
 	const char *p = (const char *)base[e->src] + e->off;
+	int n;
 
 	if (e->kind == AS_INT)
-		snprintf(buf, cap, "%d", *(const int *)(const void *)p);
+		n = snprintf(buf, cap, "%d", *(const int *)(const void *)p);
 	else if (e->kind == AS_CHARS)
-		snprintf(buf, cap, "%s", p);
+		n = snprintf(buf, cap, "%s", p);
 	else
-		snprintf(buf, cap, "%s", *(const char *const *)(const void *)p);
+		n = snprintf(buf, cap, "%s",
+			     *(const char *const *)(const void *)p);
+	return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
+/* Every value is checked before it is set: printable ASCII, except
+ * HEXISCALE_PLAN, which is checked with the hand-off's own rule for pf=
+ * (well-formed UTF-8 of printable code points): srun accepts such a plan
+ * directory on purpose, so the task must not refuse it. */
 static int export_all(spank_t sp, const hx_handoff *h, const hx_task_role *r,
 		      const char *cvd)
 {
@@ -318,7 +386,8 @@ static int export_all(spank_t sp, const hx_handoff *h, const hx_task_role *r,
 	    .device_order = "PCI_BUS_ID"};
 	const void *const base[3] = {
 	    [FROM_ROLE] = r, [FROM_HANDOFF] = h, [FROM_TASK] = &tv};
-	char value[HX_PATH_MAX];
+	/* the longest value: CUDA_VISIBLE_DEVICES or the plan path */
+	char value[HX_CVD_MAX > HX_PATH_MAX ? HX_CVD_MAX : HX_PATH_MAX];
 
 	for (size_t i = 0; i < sizeof(env_rows) / sizeof(env_rows[0]); i++) {
 		const env_row *e = &env_rows[i];
@@ -328,10 +397,14 @@ static int export_all(spank_t sp, const hx_handoff *h, const hx_task_role *r,
 			spank_unsetenv(sp, e->name);
 			continue;
 		}
-		env_value(e, base, value, sizeof(value));
-		if (value[0] == '\0' || !hexi_is_printable(value)) {
-			hx_err("refusing to export %s: empty or not printable",
-			       e->name);
+		if (env_value(e, base, value, sizeof(value)) != 0 ||
+		    value[0] == '\0' ||
+		    !(e->utf8 ? hx_is_utf8_text(value)
+			      : hexi_is_printable(value))) {
+			hx_err("refusing to export %s: empty, longer than %zu "
+			       "bytes or not %s",
+			       e->name, sizeof(value) - 1,
+			       e->utf8 ? "UTF-8 text" : "printable ASCII");
 			return -1;
 		}
 		if (spank_setenv(sp, e->name, value, 1) != ESPANK_SUCCESS) {
@@ -460,7 +533,7 @@ static int apply(spank_t sp, const hx_handoff *h)
 {
 	uint32_t gtid = 0;
 	hx_task_role me, *r = &me;
-	char node[HX_NAME_MAX] = "?", cvd[HX_GPUS_MAX * 20], found[96];
+	char node[HX_NAME_MAX] = "?", cvd[HX_CVD_MAX], found[96];
 	hexi_rc rc;
 	int real = -1;
 
@@ -468,11 +541,12 @@ static int apply(spank_t sp, const hx_handoff *h)
 		return -1;
 	me = h->roles[gtid];
 	node_name(sp, h, r->node, node, sizeof(node));
-	if (visible_devices(sp, h, r, node, &real, cvd, sizeof(cvd)) !=
-		HEXI_OK ||
-	    real < 0) {
-		hx_err("task %u (rank %d): %s", gtid, r->rank,
-		       hexi_errmsg(HEXI_ERR_NODEV));
+	rc = visible_devices(sp, h, r, node, &real, cvd, sizeof(cvd));
+	if (rc == HEXI_OK && real < 0)
+		rc = hexi_error(HEXI_ERR_NODEV, "node %s: no GPU for this task",
+				node);
+	if (rc != HEXI_OK) {
+		hx_err("task %u (rank %d): %s", gtid, r->rank, hexi_errmsg(rc));
 		return -1;
 	}
 	if (real != me.gpu)
