@@ -139,7 +139,9 @@ static size_t map_max_elems(const map_row *map, int n)
 	return big;
 }
 
-/* Our row index for HF row i of a q/k tensor (heads of d rows). */
+/* Our row index for HF row i of a q/k tensor (heads of d rows, d even:
+ * for an odd d, HF row d-1 of the last head maps one row past the end;
+ * hf_config_parse and hexi_hf_export refuse such a model). */
 static int64_t rope_row(int64_t i, int d)
 {
 	int64_t h = i / d, j = i % d;
@@ -232,6 +234,21 @@ static hexi_rc fill_st(int fd, const char *what, void *arg)
 	return hf_st_write(fd, what, a->outs, a->n, a->dt, export_get, a->x);
 }
 
+/* The q/k row permutation needs heads of an even number of rows (the
+ * runtime's check_model refuses the rest too); checked before anything
+ * is created or read. */
+static hexi_rc check_head_size(const hexi_model *m, const char *dir)
+{
+	if (m->heads < 1 || m->hidden % m->heads != 0 ||
+	    (m->hidden / m->heads) % 2 != 0)
+		return hexi_error(HEXI_ERR_UNSUPPORTED,
+				  "export %s: model %s has hidden %d and heads "
+				  "%d: the head size must be an even integer "
+				  "(RoPE rotates pairs of a head's dimensions)",
+				  dir, m->name, m->hidden, m->heads);
+	return HEXI_OK;
+}
+
 /* DIR is created, or must be a real directory (not a symlink). */
 static hexi_rc make_dir(const char *dir)
 {
@@ -253,7 +270,7 @@ hexi_rc hexi_hf_export(hexi_ckpt_reader *r, const hexi_model *m,
 	char path[4200], *cfg = NULL;
 	map_row *map = NULL;
 	hf_st_out *outs = NULL;
-	export_ctx x = {.r = r, .d = m->hidden / m->heads};
+	export_ctx x = {.r = r};
 	hf_dtype dt;
 	int n = 0, dfd = -1;
 	hexi_rc rc = hf_dtype_parse(dtype_name, &dt);
@@ -261,6 +278,8 @@ hexi_rc hexi_hf_export(hexi_ckpt_reader *r, const hexi_model *m,
 			  : dt == HF_F16 ? "float16"
 					 : "bfloat16";
 
+	if (rc == HEXI_OK && (rc = check_head_size(m, dir)) == HEXI_OK)
+		x.d = m->hidden / m->heads;
 	if (rc == HEXI_OK)
 		rc = make_map(m, &map, &n);
 	if (rc == HEXI_OK)
@@ -442,6 +461,14 @@ hexi_rc hf_config_parse(const char *what, const char *json, size_t len,
 		rc = hexi_error(HEXI_ERR_UNSUPPORTED,
 				"%s: head_dim %d is not hidden_size %d / "
 				"num_attention_heads %d",
+				what, hd, m->hidden, m->heads);
+	/* the RoPE row permutation (rope_row) pairs row i with i + d/2 */
+	if (rc == HEXI_OK && hd % 2 != 0)
+		rc = hexi_error(HEXI_ERR_UNSUPPORTED,
+				"%s: head size %d (hidden_size %d / "
+				"num_attention_heads %d) is odd: RoPE rotates "
+				"pairs of a head's dimensions, so the runtime "
+				"needs an even head size",
 				what, hd, m->hidden, m->heads);
 	json_decref(c);
 	if (rc == HEXI_OK)

@@ -5,7 +5,9 @@
 # q/o projections are the largest tensors: a scratch buffer sized by
 # vocab or FFN overflowed), import only into a new or empty directory,
 # import --json, diff of NaN and infinite values and of a checksum error
-# after an earlier difference, --step against a step directory.  The
+# after an earlier difference, --step against a step directory, odd head
+# sizes refused by import and export (RoPE pairs; the last head's last row
+# was written one row past the buffer).  The
 # sanitizer build runs it too (tests/run.sh), so an overflow fails there.
 . "$top_srcdir/tests/tap.sh"
 CK=$top_builddir/checkpoint/hexickpt
@@ -147,4 +149,27 @@ expect_eq "info STEPDIR --step of its own step: exit 0" $? 0
 "$CK" info "$T/ckw/step-00000000" --step 5 >/dev/null 2>"$T/err"
 expect_eq "info STEPDIR --step of another step: exit 11" $? 11
 check "message names both steps" grep -q "step-00000000: a step directory of step 0; the step asked for is 5" "$T/err"
+
+# 7. an odd head size (hidden / heads) is refused before any tensor is
+#    read: import wrote HF row d-1 of the last head one row past its buffer
+for shape in "63 21" "6 2"; do
+	set -- $shape
+	mkhf "$T/odd$1" "$1" "$2" 16 16 || hard "writing the odd-head HF directory"
+	"$CK" import "$T/odd$1" -o "$T/cko$1" -q 2>"$T/err"
+	expect_eq "import of hidden $1, heads $2 (head size $(($1 / $2))): refused (exit 9)" $? 9
+	check "message names config.json, the head size and why" \
+		grep -q "odd$1/config.json: head size $(($1 / $2)) (hidden_size $1 / num_attention_heads $2) is odd: RoPE" "$T/err"
+	check "nothing committed" test ! -e "$T/cko$1/latest"
+done
+#    export of a checkpoint whose tensors fit a model of head size 3 (hidden
+#    6, heads 1 imported; --model says heads 2): refused, nothing created
+mkhf "$T/h6" 6 1 16 16 || hard "writing the hidden-6 HF directory"
+check "import of hidden 6, heads 1 (head size 6)" "$CK" import "$T/h6" -o "$T/ck6" -q
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['heads']=2; d['kv_heads']=2; d['name']='odd-heads'; json.dump(d, open(sys.argv[2],'w'))" \
+	"$T/ck6/model.json" "$T/m-odd.json" || hard "writing the odd-head model"
+"$CK" export "$T/ck6" --model "$T/m-odd.json" --format hf -o "$T/hf-odd" -q 2>"$T/err"
+expect_eq "export --format hf as a model of head size 3: refused (exit 9)" $? 9
+check "message names the output, the model and why" \
+	grep -q "export $T/hf-odd: model odd-heads has hidden 6 and heads 2: the head size must be an even integer (RoPE" "$T/err"
+check "the output directory was not created" test ! -e "$T/hf-odd"
 done_testing

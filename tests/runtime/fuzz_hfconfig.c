@@ -2,8 +2,9 @@
  * fuzz_hfconfig.c - libFuzzer-style target for the Hugging Face config.json
  * parser of hexickpt import (checkpoint/hf_llama.c hf_config_parse): the
  * input is the whole file.  What it accepts must be a model the planner
- * and runtime take (hexi_model_validate) whose every dimension is the
- * file's, and a refusal must say why.  Run bounded by fuzz_data.sh
+ * and runtime take (hexi_model_validate, and an even head size: the RoPE
+ * row permutation of import and export pairs rows) whose every dimension
+ * is the file's, and a refusal must say why.  Run bounded by fuzz_data.sh
  * through tests/fuzz_main.c.
  */
 #include "config.h"
@@ -32,6 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (m.hidden < 1 || m.heads < 1 || m.kv_heads < 1 ||
 		    m.layers < 1 || m.vocab < 1 || m.ffn < 1 ||
 		    m.hidden % m.heads != 0 || m.heads % m.kv_heads != 0 ||
+		    (m.hidden / m.heads) % 2 != 0 ||
 		    strcmp(m.name, "fuzz-model") != 0)
 			abort();
 		/* what import writes into the checkpoint next */

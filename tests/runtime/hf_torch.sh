@@ -131,6 +131,8 @@ rope_theta 500000|c = json.load(open(os.path.join(d, "config.json"))); c["rope_t
 model_type gpt2|c = json.load(open(os.path.join(d, "config.json"))); c["model_type"] = "gpt2"; json.dump(c, open(os.path.join(d, "config.json"), "w"))|model_type
 config.json not JSON|open(os.path.join(d, "config.json"), "w").write('{"model_type": "llama",\n "hidden_size": 64,,}')|config.json:2:[0-9]*: string or
 head_dim x heads past 2^31|c = json.load(open(os.path.join(d, "config.json"))); c["num_attention_heads"] = 1 << 24; c["head_dim"] = 1 << 24; json.dump(c, open(os.path.join(d, "config.json"), "w"))|head_dim 16777216 is not hidden_size
+odd head size|c = json.load(open(os.path.join(d, "config.json"))); c["hidden_size"] = 63; c["num_attention_heads"] = 21; c["num_key_value_heads"] = 21; c.pop("head_dim", None); json.dump(c, open(os.path.join(d, "config.json"), "w"))|head size 3 (hidden_size 63 / num_attention_heads 21) is odd
+odd head_dim|c = json.load(open(os.path.join(d, "config.json"))); c["hidden_size"] = 6; c["num_attention_heads"] = 2; c["num_key_value_heads"] = 2; c["head_dim"] = 3; json.dump(c, open(os.path.join(d, "config.json"), "w"))|head size 3 (hidden_size 6 / num_attention_heads 2) is odd
 FIFO shard|os.remove(f); os.mkfifo(f)|not a regular file
 no shards|[os.remove(os.path.join(d, x)) for x in os.listdir(d) if x.endswith(".safetensors")]|no \*.safetensors
 EOT
