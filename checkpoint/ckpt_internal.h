@@ -185,8 +185,12 @@ hexi_rc ck_stage_open(int dfd, const char *name, const char *dir, int *fd);
 /* Remove directory NAME (ours) and the files in it. */
 hexi_rc ck_dir_remove(int dfd, const char *name);
 void ck_stage_cleanup(int dfd);
-/* DIR's writer lock, kept until the process exits; *fresh set when taken
- * now (not already held). */
+/* DIR's writer lock, kept until the process exits; *fresh set only when
+ * the lock was taken now and is really held (0 when this process held it
+ * already, or when the file system has no locks and HEXI_OK means "no
+ * live holder known"): stage cleanup runs only when *fresh.  A lock file
+ * of ours that we cannot write, or a lock error other than a conflict or
+ * "locks unsupported", is an error. */
 hexi_rc ck_lock_dir(int dfd, const char *dir, int *fresh);
 
 /* paths */

@@ -606,40 +606,108 @@ static int holder_alive(const char *text)
 	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
-static hexi_rc lock_file(int fd, const char *dir)
+/* errno values of F_OFD_SETLK that mean "this file system has no such
+ * locks"; anything else (EBADF above all: a descriptor not open for
+ * writing) is an error, never a reason to go on unlocked. */
+static int locks_unsupported(int e)
+{
+	return e == EINVAL || e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS;
+}
+
+/* Take the writer lock on FD.  HEXI_OK with *locked 1: taken; HEXI_OK
+ * with *locked 0: the file system has no locks and no live holder on this
+ * host is known (a warning is logged). */
+static hexi_rc lock_file(int fd, const char *dir, int *locked)
 {
 	struct flock fl;
 	char who[512];
+	int e;
 
+	*locked = 0;
 	memset(&fl, 0, sizeof(fl));
 	fl.l_type = F_WRLCK;
 	fl.l_whence = SEEK_SET;
-	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+	if (fcntl(fd, F_OFD_SETLK, &fl) == 0) {
+		*locked = 1;
 		return HEXI_OK;
+	}
+	e = errno; /* read_holder and holder_alive overwrite errno */
 	read_holder(fd, who, sizeof(who));
 	/* A conflict is a conflict: never mistaken for "no locking here". */
-	if (errno == EAGAIN || errno == EACCES || errno == EWOULDBLOCK)
+	if (e == EAGAIN || e == EACCES || e == EWOULDBLOCK)
 		return hexi_error(HEXI_ERR_PERM,
 				  "%s: another writer holds the checkpoint "
 				  "directory (%s)",
 				  dir, who);
+	if (!locks_unsupported(e))
+		return hexi_error(errno_rc(e),
+				  "%s/%s: cannot lock: %s (holder: %s)", dir,
+				  CK_LOCK_NAME, strerror(e), who);
 	if (holder_alive(who))
 		return hexi_error(HEXI_ERR_PERM,
-				  "%s: file locks are not supported here and "
-				  "a live process holds the directory (%s)",
-				  dir, who);
+				  "%s: file locks are not supported here (%s) "
+				  "and a live process holds the directory "
+				  "(%s)",
+				  dir, strerror(e), who);
 	hexi_log(HEXI_LOG_WARN,
 		 "%s: file locks not supported (%s); one writer per "
 		 "directory is not enforced across hosts",
-		 dir, strerror(errno));
+		 dir, strerror(e));
+	return HEXI_OK;
+}
+
+/* DIR/.hexickpt.lock opened for writing.  Another user's lock file is
+ * opened read-only only to quote its holder in the refusal; one of ours
+ * that we cannot write is refused (a read-only descriptor cannot hold a
+ * write lock: going on would run unlocked next to a live save). */
+static hexi_rc open_lock_file(int dfd, const char *dir, int *out)
+{
+	struct stat st;
+	char who[512];
+	int fd, e;
+
+	*out = -1;
+	fd = openat(dfd, CK_LOCK_NAME,
+		    O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+			O_NOCTTY,
+		    0644);
+	e = errno;
+	if (fd < 0 && (e == EACCES || e == EPERM))
+		fd = openat(dfd, CK_LOCK_NAME,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) /* the first error: the retry only serves the refusal */
+		return hexi_error(errno_rc(e), "%s/%s: cannot open: %s", dir,
+				  CK_LOCK_NAME, strerror(e));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    st.st_uid != geteuid()) {
+		read_holder(fd, who, sizeof(who));
+		close(fd);
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s/%s: lock file of uid %u or not a plain "
+				  "file (%s): another user writes here; "
+				  "refusing",
+				  dir, CK_LOCK_NAME, (unsigned)st.st_uid, who);
+	}
+	if ((fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDWR) {
+		close(fd);
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s/%s: your lock file is not writable by "
+				  "you (mode %04o: %s), so the writer lock "
+				  "cannot be taken; refusing to save without "
+				  "it (chmod u+w the file, or remove it when "
+				  "no save of this directory runs)",
+				  dir, CK_LOCK_NAME,
+				  (unsigned)(st.st_mode & 07777), strerror(e));
+	}
+	*out = fd;
 	return HEXI_OK;
 }
 
 hexi_rc ck_lock_dir(int dfd, const char *dir, int *fresh)
 {
-	struct stat st, ds;
+	struct stat ds;
 	char who[512];
-	int fd, i;
+	int fd, i, locked = 0;
 	hexi_rc rc;
 
 	if (fstat(dfd, &ds) < 0)
@@ -653,27 +721,9 @@ hexi_rc ck_lock_dir(int dfd, const char *dir, int *fresh)
 				  "%s: this process already holds %d "
 				  "checkpoint directory locks",
 				  dir, CK_MAX_LOCKS);
-	fd = openat(dfd, CK_LOCK_NAME,
-		    O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-			O_NOCTTY,
-		    0644);
-	if (fd < 0 && (errno == EACCES || errno == EPERM))
-		fd = openat(dfd, CK_LOCK_NAME,
-			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return hexi_error(errno_rc(errno), "%s/%s: cannot open: %s",
-				  dir, CK_LOCK_NAME, strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
-	    st.st_uid != geteuid()) {
-		read_holder(fd, who, sizeof(who));
-		close(fd);
-		return hexi_error(HEXI_ERR_PERM,
-				  "%s/%s: lock file of uid %u or not a plain "
-				  "file (%s): another user writes here; "
-				  "refusing",
-				  dir, CK_LOCK_NAME, (unsigned)st.st_uid, who);
-	}
-	if ((rc = lock_file(fd, dir)) != HEXI_OK) {
+	if ((rc = open_lock_file(dfd, dir, &fd)) != HEXI_OK)
+		return rc;
+	if ((rc = lock_file(fd, dir, &locked)) != HEXI_OK) {
 		close(fd);
 		return rc;
 	}
@@ -686,6 +736,8 @@ hexi_rc ck_lock_dir(int dfd, const char *dir, int *fresh)
 	held[nheld].ino = ds.st_ino;
 	held[nheld].fd = fd;
 	nheld++;
-	*fresh = 1;
+	/* Without a real lock another live save may run here: its staging
+	 * directory cannot be told from a dead one's, so no cleanup. */
+	*fresh = locked;
 	return HEXI_OK;
 }

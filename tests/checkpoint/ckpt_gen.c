@@ -6,6 +6,8 @@
  *   ckpt_gen save-plan DIR STEP PLAN.json   tensors of a real plan's layout
  *   ckpt_gen check DIR SEED            data of every tensor == fixture(SEED)
  *   ckpt_gen reshard SRC DST [model options] --tp 3,1 [--hash H]
+ *   ckpt_gen prepare DIR STEP   hexi_ckpt_save_prepare, print the staging
+ *                               name, hold the writer lock until stdin ends
  * model options: --layers L --vocab V --hidden C --ffn F --opt
  * Exit status: 0, 1 on a data mismatch, or the hexi_rc of a failure.
  */
@@ -109,6 +111,24 @@ static int save_plan(const char *dir, int64_t step, const char *path)
 	return rc == HEXI_OK ? 0 : fail(rc);
 }
 
+/* A writer that holds DIR's lock (and its staging directory) until its
+ * standard input reaches end of file: the other side of lock tests. */
+static int prepare_hold(const char *dir, int64_t step)
+{
+	char stage[HEXI_CKPT_STAGE_MAX], c;
+	hexi_ckpt_meta m;
+	hexi_rc rc;
+
+	fx_meta(&m, step, 1, "00112233aabbccdd");
+	if ((rc = hexi_ckpt_save_prepare(dir, &m, stage)) != HEXI_OK)
+		return fail(rc);
+	printf("%s\n", stage);
+	fflush(stdout);
+	while (fread(&c, 1, 1, stdin) == 1)
+		;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	hexi_ckpt_reader *r = NULL;
@@ -130,6 +150,8 @@ int main(int argc, char **argv)
 		printf("%d tensors differ\n", bad);
 		return bad ? 1 : 0;
 	}
+	if (argc == 4 && strcmp(argv[1], "prepare") == 0)
+		return prepare_hold(argv[2], atoll(argv[3]));
 	if (argc == 5 && strcmp(argv[1], "save-plan") == 0)
 		return save_plan(argv[2], atoll(argv[3]), argv[4]);
 	if (argc < 4 || parse(argc, argv, 4, &g) < 0) {

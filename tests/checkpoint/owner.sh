@@ -1,0 +1,61 @@
+#!/bin/sh
+# owner.sh - what one user's files can do to another user's checkpoint
+# tools, run for real with an unprivileged user (setpriv) and root, as
+# attack.sh: a lock file of the user's own made read-only (the second
+# writer ran unlocked and removed the live save's staging directory).
+# Everything of the user's lives in one fresh directory, so this runs
+# beside attack.sh.
+. "$top_srcdir/tests/tap.sh"
+B=$top_builddir
+CK=$B/checkpoint/hexickpt
+GEN=$B/tests/checkpoint/ckpt_gen
+PLAN=$B/scheduler/hexiplan
+[ -x "$CK" ] && [ -x "$GEN" ] && [ -x "$PLAN" ] || hard "hexickpt, ckpt_gen or hexiplan not built"
+[ "$(id -u)" = 0 ] || skip "needs root to create a user and run the root side"
+command -v setpriv >/dev/null && command -v useradd >/dev/null || skip "setpriv/useradd missing"
+A=hxck_alice
+id "$A" >/dev/null 2>&1 || useradd -m "$A" >/dev/null 2>&1 || skip "useradd $A failed"
+HA=$(getent passwd $A | cut -d: -f6)
+as() { u=$1; shift; setpriv --reuid="$u" --regid="$u" --init-groups "$@"; }
+T=$(mktemp -d /var/tmp/hexickpt-owner.XXXXXX) || hard "mktemp"
+chmod 755 "$T"
+U=$(as $A mktemp -d "$HA/owner.XXXXXX") || hard "mktemp as $A"
+cleanup() {
+	exec 3>&-
+	rm -rf "$T" "$U"
+}
+trap cleanup EXIT
+as $A test -x "$GEN" || skip "ckpt_gen not executable by $A (build directory permissions)"
+"$PLAN" plan "$top_srcdir/examples/clusters/cpu-1x4.json" --model tiny-4l -o "$T/B.json" >/dev/null 2>&1 || hard "hexiplan"
+chmod 644 "$T/B.json"
+
+# 1. the user's own lock file made read-only while a save of theirs holds
+#    it: a second writer must neither run unlocked (a read-only descriptor
+#    cannot take the write lock: F_OFD_SETLK fails with EBADF, once taken
+#    for "no locks here") nor remove the live save's staging directory as
+#    a leftover
+as $A mkdir "$U/lk"
+mkfifo -m 0666 "$T/hold"
+as $A "$GEN" prepare "$U/lk" 1 <"$T/hold" >"$T/p1" 2>&1 &
+exec 3>"$T/hold"
+for _ in $(seq 1 300); do
+	grep -q '^\.step-' "$T/p1" && break
+	sleep 0.1
+done
+stage=$(head -n 1 "$T/p1")
+check "$A's first writer holds the lock (staging $stage)" test -d "$U/lk/$stage"
+as $A chmod 0444 "$U/lk/.hexickpt.lock"
+as $A "$GEN" prepare "$U/lk" 2 </dev/null >"$T/p2" 2>&1; st=$?
+sed 's/^/# /' "$T/p2"
+expect_eq "a second writer with $A's lock file read-only: refused (exit 14)" $st 14
+check "message: the lock file is not writable, and what to do" grep -q "not writable.*chmod u+w" "$T/p2"
+check "the live save's staging directory is still there" test -d "$U/lk/$stage"
+exec 3>&-
+wait
+as $A "$GEN" prepare "$U/lk" 3 </dev/null >"$T/p3" 2>&1; st=$?
+expect_eq "no holder, the lock file still read-only: refused as well (exit 14)" $st 14
+check "the staging directory is kept (no cleanup without the lock)" test -d "$U/lk/$stage"
+as $A chmod 0644 "$U/lk/.hexickpt.lock"
+check "lock file writable again: the next writer saves" as $A "$GEN" save "$U/lk" 4 --tp 1
+check "and removed the dead save's staging directory" test ! -e "$U/lk/$stage"
+done_testing
