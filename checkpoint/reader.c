@@ -96,27 +96,24 @@ static hexi_rc check_latest(int dfd, const char *path)
 }
 
 /* PATH (a checkpoint directory or a step directory) to a step directory:
- * its name in OUT and a descriptor in *STEPFD.  PATH itself is the
- * caller's to choose (followed); nothing below it is. */
+ * its name in OUT and a descriptor in *STEPFD.  PATH is opened component
+ * by component (ck_dir_open: a symlink only when root or the caller owns
+ * it, hexiscale-ckpt(5) SECURITY); nothing below it is followed. */
 static hexi_rc resolve(const char *path, int64_t step, char *out, size_t cap,
 		       int *stepfd)
 {
 	char name[32];
-	struct stat st;
 	long s;
 	int dfd = -1;
 	hexi_rc rc;
 
 	*stepfd = -1;
-	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0 || fstat(dfd, &st) < 0) {
-		if (dfd >= 0)
-			close(dfd);
+	rc = ck_dir_open(path, 0, &dfd);
+	if (rc == HEXI_ERR_NOTFOUND)
 		return hexi_error(HEXI_ERR_NOTFOUND,
-				  "%s: no such checkpoint "
-				  "directory",
-				  path);
-	}
+				  "%s: no such checkpoint directory", path);
+	if (rc != HEXI_OK)
+		return rc;
 	if (is_step_name(ck_base(path), &s) ||
 	    faccessat(dfd, HEXI_CKPT_MANIFEST, F_OK, AT_SYMLINK_NOFOLLOW) ==
 		0) {
@@ -662,8 +659,8 @@ static hexi_rc rank_fd(hexi_ckpt_reader *r, int rank, int *fd)
 }
 
 /* LEN bytes at OFF of rank file RANK into DST. */
-static hexi_rc pread_all(hexi_ckpt_reader *r, int rank, uint64_t off,
-			 void *dst, size_t len, const char *what)
+static hexi_rc pread_all(hexi_ckpt_reader *r, int rank, uint64_t off, void *dst,
+			 size_t len, const char *what)
 {
 	char p[CK_PATH_MAX];
 	char *d = dst;
@@ -680,12 +677,9 @@ static hexi_rc pread_all(hexi_ckpt_reader *r, int rank, uint64_t off,
 			continue;
 		if (n <= 0) {
 			ck_rank_path(p, sizeof(p), r->stepdir, rank);
-			return hexi_error(HEXI_ERR_IO,
-					  "%s: %s: %s at byte %" PRIu64, p,
-					  what,
-					  n < 0 ? strerror(errno)
-						: "file ends",
-					  off + done);
+			return hexi_error(
+			    HEXI_ERR_IO, "%s: %s: %s at byte %" PRIu64, p, what,
+			    n < 0 ? strerror(errno) : "file ends", off + done);
 		}
 		done += (size_t)n;
 	}
@@ -804,7 +798,8 @@ static hexi_rc read_whole(hexi_ckpt_reader *r, const ck_tensor *t, ck_slice *s,
 	size_t row = (size_t)t->shape[1];
 	/* By offset, the reads are the disk's: large ones, as dd makes (1
 	 * MiB preads of a cold file cost 1.5-2x the time of 8 MiB ones) */
-	size_t piece = direct_ok(s->off) ? CK_IO_BLOCK_BYTES : CK_CPU_BLOCK_BYTES;
+	size_t piece =
+	    direct_ok(s->off) ? CK_IO_BLOCK_BYTES : CK_CPU_BLOCK_BYTES;
 	int64_t blk = (int64_t)(piece / (row * 4)), b, e;
 	XXH64_state_t *st = XXH64_createState();
 	uint64_t h;

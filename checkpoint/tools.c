@@ -515,21 +515,26 @@ hexi_rc hexi_ckpt_list(const char *dir, hexi_ckpt_entry **out, int *n)
 	hexi_ckpt_entry *v = NULL, *nv;
 	char lp[CK_PATH_MAX], *latest = NULL;
 	struct dirent *de;
-	int cnt = 0, cap = 0, dfd;
+	int cnt = 0, cap = 0, dfd = -1;
 	size_t len;
 	long s;
+	hexi_rc rc;
 	DIR *d;
 
 	*out = NULL;
 	*n = 0;
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	d = dfd < 0 ? NULL : fdopendir(dup(dfd));
+	/* Component by component, as every reader (hexiscale-ckpt(5)
+	 * SECURITY): another user's symlink is not followed. */
+	if (dir == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "list: NULL directory");
+	if ((rc = ck_dir_open(dir, 0, &dfd)) != HEXI_OK)
+		return rc;
+	d = fdopendir(dup(dfd));
 	if (d == NULL) {
-		if (dfd >= 0)
-			close(dfd);
-		return hexi_error(
-		    errno == ENOENT ? HEXI_ERR_NOTFOUND : HEXI_ERR_IO,
-		    "%s: cannot open directory: %s", dir, strerror(errno));
+		rc = hexi_error(HEXI_ERR_IO, "%s: cannot open directory: %s",
+				dir, strerror(errno));
+		close(dfd);
+		return rc;
 	}
 	snprintf(lp, sizeof(lp), "%s/%s", dir, HEXI_CKPT_LATEST);
 	if (ck_read_at(dfd, HEXI_CKPT_LATEST, 64, lp, &latest, &len) != HEXI_OK)

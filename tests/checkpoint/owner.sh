@@ -2,7 +2,8 @@
 # owner.sh - what one user's files can do to another user's checkpoint
 # tools, run for real with an unprivileged user (setpriv) and root, as
 # attack.sh: a lock file of the user's own made read-only (the second
-# writer ran unlocked and removed the live save's staging directory).
+# writer ran unlocked and removed the live save's staging directory) and a
+# user's symlink to root's private checkpoint (root's readers followed it).
 # Everything of the user's lives in one fresh directory, so this runs
 # beside attack.sh.
 . "$top_srcdir/tests/tap.sh"
@@ -58,4 +59,32 @@ check "the staging directory is kept (no cleanup without the lock)" test -d "$U/
 as $A chmod 0644 "$U/lk/.hexickpt.lock"
 check "lock file writable again: the next writer saves" as $A "$GEN" save "$U/lk" 4 --tp 1
 check "and removed the dead save's staging directory" test ! -e "$U/lk/$stage"
+
+# 2. a user's symlink to root's private checkpoint: root's readers do not
+#    follow it (hexiscale-ckpt(5) SECURITY: a symlink only when root or the
+#    caller owns it), so root's data never lands in a file the user reads;
+#    root's own symlink and the user's own symlink (for the user) still work
+RS=$T/rootsecret
+mkdir -m 0700 "$RS"
+"$GEN" save "$RS/ck" 1 --tp 1 >/dev/null 2>&1 || hard "root's fixture save"
+as $A ln -s "$RS/ck" "$U/lnk"
+for c in info verify ls; do
+	"$CK" $c "$U/lnk" >"$T/out" 2>&1; st=$?
+	expect_eq "root hexickpt $c through $A's symlink to root's checkpoint: refused (exit 14)" $st 14
+	check "message: $c names the symlink's owner" grep -q "symlink owned by uid $(id -u $A)" "$T/out"
+done
+"$CK" export "$U/lnk" -o "$U/out.h5" >"$T/out" 2>&1; st=$?
+expect_eq "root export through it into $A's directory: refused (exit 14)" $st 14
+check "no export file written" test ! -e "$U/out.h5"
+as $A mkdir "$U/rs"
+"$CK" reshard "$U/lnk" --plan "$T/B.json" -o "$U/rs" >"$T/out" 2>&1; st=$?
+expect_eq "root reshard from it: refused (exit 14)" $st 14
+"$CK" verify "$U/lnk/step-00000001" >"$T/out" 2>&1; st=$?
+expect_eq "root verify of a step directory below it: refused (exit 14)" $st 14
+ln -s "$RS/ck" "$T/rootlnk"
+check "root's own symlink is followed" "$CK" verify -q "$T/rootlnk"
+as $A "$GEN" save "$U/own" 1 --tp 1 >/dev/null 2>&1 || hard "$A's fixture save"
+as $A ln -s "$U/own" "$U/mylnk"
+check "$A's own symlink works for $A (verify)" as $A "$CK" verify -q "$U/mylnk"
+check "and for $A's ls" as $A "$CK" ls "$U/mylnk"
 done_testing
