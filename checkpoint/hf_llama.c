@@ -249,19 +249,63 @@ static hexi_rc check_head_size(const hexi_model *m, const char *dir)
 	return HEXI_OK;
 }
 
-/* DIR is created, or must be a real directory (not a symlink). */
-static hexi_rc make_dir(const char *dir)
+static int is_symlink_at(int dfd, const char *name)
 {
 	struct stat st;
 
-	if (mkdir(dir, 0755) == 0)
-		return HEXI_OK;
-	if (errno != EEXIST)
-		return hexi_error(HEXI_ERR_IO, "%s: %s", dir, strerror(errno));
-	if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		return hexi_error(HEXI_ERR_INVAL,
-				  "%s: exists and is not a directory", dir);
-	return HEXI_OK;
+	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       S_ISLNK(st.st_mode);
+}
+
+/* DIR is created, or must be a real directory (not a symlink); *dfd
+ * gets it.  Its parent is opened component by component (ck_dir_open:
+ * another user's symlink is never followed) and DIR is made and opened
+ * below that descriptor, so nothing is created through such a symlink. */
+static hexi_rc make_dir(const char *dir, int *dfd)
+{
+	char parent[CK_PATH_MAX];
+	const char *base;
+	size_t len = strlen(dir);
+	int pfd = -1;
+	hexi_rc rc;
+
+	*dfd = -1;
+	while (len > 1 && dir[len - 1] == '/')
+		len--;
+	if (len == 0 || len >= sizeof(parent))
+		return hexi_error(HEXI_ERR_RANGE, "%.200s: bad directory path",
+				  dir);
+	memcpy(parent, dir, len);
+	parent[len] = '\0';
+	if (strcmp(parent, "/") == 0)
+		return ck_dir_open(parent, 0, dfd);
+	char *slash = strrchr(parent, '/');
+	if (slash == NULL) {
+		base = parent;
+		rc = ck_dir_open(".", 0, &pfd);
+	} else {
+		*slash = '\0';
+		base = slash + 1;
+		rc = ck_dir_open(slash == parent ? "/" : parent, 0, &pfd);
+	}
+	if (rc != HEXI_OK)
+		return rc;
+	if (mkdirat(pfd, base, 0755) != 0 && errno != EEXIST)
+		rc = hexi_error(HEXI_ERR_IO, "%s: %s", dir, strerror(errno));
+	if (rc == HEXI_OK && (*dfd = openat(pfd, base,
+					    O_RDONLY | O_DIRECTORY |
+						O_NOFOLLOW | O_CLOEXEC)) < 0)
+		rc =
+		    errno == ELOOP || errno == ENOTDIR
+			? hexi_error(HEXI_ERR_INVAL,
+				     "%s: exists and is not a directory%s", dir,
+				     is_symlink_at(pfd, base)
+					 ? " (a symlink: not followed)"
+					 : "")
+			: hexi_error(HEXI_ERR_IO, "%s: %s", dir,
+				     strerror(errno));
+	close(pfd);
+	return rc;
 }
 
 hexi_rc hexi_hf_export(hexi_ckpt_reader *r, const hexi_model *m,
@@ -282,11 +326,9 @@ hexi_rc hexi_hf_export(hexi_ckpt_reader *r, const hexi_model *m,
 		x.d = m->hidden / m->heads;
 	if (rc == HEXI_OK)
 		rc = make_map(m, &map, &n);
-	if (rc == HEXI_OK)
-		rc = make_dir(dir);
 	/* everything below DIR through its descriptor: no path re-resolved */
 	if (rc == HEXI_OK)
-		rc = ck_dir_open(dir, 0, &dfd);
+		rc = make_dir(dir, &dfd);
 	if (rc == HEXI_OK) {
 		outs = calloc((size_t)n, sizeof(*outs));
 		x.tmp = malloc(sizeof(float) * map_max_elems(map, n));

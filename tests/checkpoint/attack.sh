@@ -26,7 +26,7 @@ chmod 755 "$T"
 SH=$T/shared
 mkdir -m 1777 "$SH"
 cleanup() {
-	rm -rf "$T" "$HA/src" "$HA/dst" "$HA/dst2" "$HA/dst3" "$HA/out.h5" "$HA/precious" "$HA/r1" "$HA/m2.json" "$HA/hfx" "$HA/imp"
+	rm -rf "$T" "$HA/src" "$HA/dst" "$HA/dst2" "$HA/dst3" "$HA/out.h5" "$HA/precious" "$HA/r1" "$HA/m2.json" "$HA/hfx" "$HA/imp" "$HA/hfl"
 	[ -c /dev/null ] || { rm -f /dev/null; mknod -m 666 /dev/null c 1 3; }
 }
 trap cleanup EXIT
@@ -92,8 +92,10 @@ check "/dev/null is still a character device" test -c /dev/null
 #     planted config.json and model.safetensors: a symlink to a character
 #     device (written through before: the in-place write meant for
 #     -o /dev/stdout), a FIFO with no reader; both are replaced, nothing
-#     written through them, nothing waits.  Root's import into a user's directory
-#     holding a planted model.json is refused (not a new directory).
+#     written through them, nothing waits.  An output below the user's
+#     symlink is refused before anything is created.  Root's import into a
+#     user's directory holding a planted model.json is refused (not a new
+#     directory).
 as $A mkdir "$HA/hfx"
 as $A ln -s /dev/null "$HA/hfx/config.json"
 as $A mkfifo "$HA/hfx/model.safetensors"
@@ -102,6 +104,15 @@ expect_eq "root export --format hf into planted names: exit 0" $st 0
 check "/dev/null is still a character device" test -c /dev/null
 check "config.json is now a regular file" test -f "$HA/hfx/config.json" -a ! -L "$HA/hfx/config.json"
 check "model.safetensors is now a regular file" test -f "$HA/hfx/model.safetensors" -a ! -p "$HA/hfx/model.safetensors"
+# export -o below the user's symlink to a root directory: refused, and
+# nothing created there (the output directory was made by path, through
+# the symlink, before the path was checked)
+mkdir -m 755 "$T/victim"
+as $A ln -s "$T/victim" "$HA/hfl"
+"$CK" export "$HA/src" --format hf -o "$HA/hfl/hfdir" -q >"$T/out" 2>&1; st=$?
+expect_eq "root export --format hf below a user's symlink to a root directory: refused (exit 14)" $st 14
+check "message: symlink owned by the user" grep -q "'hfl' is a symlink owned by uid $(id -u $A)" "$T/out"
+check "nothing created in the root directory" test ! -e "$T/victim/hfdir"
 as $A mkdir "$HA/imp"
 as $A ln -s "$SECRET" "$HA/imp/model.json"
 "$CK" import "$HA/hfx" -o "$HA/imp" -q >"$T/out" 2>&1; st=$?
