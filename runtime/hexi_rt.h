@@ -177,6 +177,11 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir);
 /* Collective: load the latest checkpoint committed under dir, written by
  * any plan of the same model. */
 hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir);
+/* Collective, before the first step: refuse a --ckpt-dir (o->ckpt_dir)
+ * that holds committed checkpoints after the step the run starts from
+ * (0, or the step resumed): they are another run's (HEXI_ERR_INVAL,
+ * naming them).  HEXI_OK without a ckpt_dir or when it does not exist. */
+hexi_rc hexi_trainer_check_ckpt_dir(hexi_trainer *t);
 /* Collective: mean token loss over eval_batches global batches of the
  * validation data (windows 0, 1, ... in order; the same for every plan),
  * without changing the model.  HEXI_ERR_USAGE without val_path. */
@@ -184,7 +189,7 @@ hexi_rc hexi_trainer_eval(hexi_trainer *t, double *loss);
 /* The last checkpoint saved or loaded, once: 1 and *ev filled on rank 0
  * when there is a new one, else 0. */
 typedef struct hexi_ckpt_event {
-	int loaded;	/* 1: loaded (resume), 0: saved */
+	int loaded;	 /* 1: loaded (resume), 0: saved */
 	char path[4096]; /* the step directory */
 	int64_t step;
 	uint64_t bytes; /* its files on disk */

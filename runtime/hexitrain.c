@@ -492,8 +492,7 @@ static void print_event(hexi_rt *rt, hexi_trainer *t)
 	fflush(stderr);
 }
 
-static hexi_rc maybe_eval(const cli *c, hexi_rt *rt, hexi_trainer *t,
-			  int final)
+static hexi_rc maybe_eval(const cli *c, hexi_rt *rt, hexi_trainer *t, int final)
 {
 	int k = hexi_trainer_steps_done(t);
 	double loss = 0;
@@ -590,6 +589,8 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 
 	if (rc == HEXI_OK && c->resume != NULL)
 		rc = hexi_trainer_resume(t, c->resume);
+	if (rc == HEXI_OK)
+		rc = hexi_trainer_check_ckpt_dir(t);
 	if (rc == HEXI_OK)
 		print_event(rt, t);
 	if (rc == HEXI_OK) {

@@ -103,7 +103,7 @@ static hexi_rc moment_slices(hexi_trainer *t, hexi_ckpt_writer *w,
 		for (int k = 0; rc == HEXI_OK && k < 2; k++) {
 			float *d = k == 0 ? hm : hv;
 			snprintf(name, sizeof(name), "opt.%c.%s", "mv"[k],
-				 p->name);
+				 p -> name);
 			rc = w != NULL
 				 ? hexi_ckpt_write_slice(w, name, p->ndim,
 							 p->shape, sg.row_begin,
@@ -264,9 +264,11 @@ static hexi_rc read_sched_blob(hexi_trainer *t, hexi_ckpt_reader *r)
 	memcpy(txt, got, len < sizeof(txt) - 1 ? len : sizeof(txt) - 1);
 	txt[len < sizeof(txt) - 1 ? len : sizeof(txt) - 1] = '\0';
 	free(got);
-	if (sscanf(txt, "schedule=%d lr=%lg min_lr=%lg warmup=%d decay_steps=%d",
-		   &kind, &lr, &min_lr, &warm, &decay) != 5 || kind < 0 ||
-	    kind > 1 || !(lr > 0) || min_lr < 0 || warm < 0 || decay < 0)
+	if (sscanf(txt,
+		   "schedule=%d lr=%lg min_lr=%lg warmup=%d decay_steps=%d",
+		   &kind, &lr, &min_lr, &warm, &decay) != 5 ||
+	    kind < 0 || kind > 1 || !(lr > 0) || min_lr < 0 || warm < 0 ||
+	    decay < 0)
 		return hexi_error(HEXI_ERR_PARSE,
 				  "resume: blob hexitrain.sched '%.80s'", txt);
 	sched_text(t, cur, sizeof(cur));
@@ -451,9 +453,8 @@ static hexi_rc resume_local(hexi_trainer *t, const char *dir)
 		t->resumed_step = t->step;
 		/* counts as saved only in --ckpt-dir itself: resumed from
 		 * elsewhere, a stop signal must still save there */
-		t->saved_step = ckpt_dir_holds(t, hexi_ckpt_reader_path(r))
-				    ? t->step
-				    : -1;
+		t->saved_step =
+		    ckpt_dir_holds(t, hexi_ckpt_reader_path(r)) ? t->step : -1;
 		hexi_strlcpy(t->ev.path, hexi_ckpt_reader_path(r),
 			     sizeof(t->ev.path));
 		t->opt_step =
@@ -491,7 +492,72 @@ hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 	return HEXI_OK;
 }
 
+/* Rank 0: the committed steps of --ckpt-dir after the step this run
+ * starts from, as one refusal.  They belong to another run (a fresh run
+ * into a used directory, or a rollback to an older step of it): saving
+ * beside them mixes two runs, --keep rotates the run's own saves out (it
+ * keeps the highest steps), latest keeps naming the newest of the other
+ * run, and a later --resume DIR silently continues that one. */
+static hexi_rc newer_steps(const hexi_trainer *t)
+{
+	hexi_ckpt_entry *e = NULL;
+	int n = 0, k = 0, first = -1, last = -1;
+
+	if (hexi_ckpt_list(t->ckpt_dir, &e, &n) != HEXI_OK) {
+		hexi_error_clear(); /* no directory yet, or nothing to list */
+		return HEXI_OK;
+	}
+	for (int i = 0; i < n; i++)
+		if (e[i].committed && e[i].step > t->step) {
+			if (first < 0)
+				first = i;
+			last = i;
+			k++;
+		}
+	if (k == 0) {
+		free(e);
+		return HEXI_OK;
+	}
+	hexi_rc rc = hexi_error(
+	    HEXI_ERR_INVAL,
+	    "--ckpt-dir %s holds %d committed checkpoint%s after step %d, "
+	    "where this run starts (%s%s%s): saving beside them would mix two "
+	    "runs, --keep would remove this run's saves and --resume %s would "
+	    "continue the other run; resume from the newest (--resume %s), "
+	    "move them aside, or save to another --ckpt-dir",
+	    t->ckpt_dir, k, k == 1 ? "" : "s", t->step, e[first].name,
+	    k > 1 ? " .. " : "", k > 1 ? e[last].name : "", t->ckpt_dir,
+	    t->ckpt_dir);
+	free(e);
+	return rc;
+}
+
+hexi_rc hexi_trainer_check_ckpt_dir(hexi_trainer *t)
+{
+	hexi_rc rc = HEXI_OK;
+	int ok;
+
+	if (t->ckpt_dir == NULL || *t->ckpt_dir == '\0')
+		return HEXI_OK;
+	if (t->rt->rank == 0)
+		rc = newer_steps(t);
+	ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
+	if (rc != HEXI_OK)
+		return rc;
+	if (!ok)
+		return hexi_error(HEXI_ERR_PEER,
+				  "rank %d: rank 0 refused --ckpt-dir %s",
+				  t->rt->rank, t->ckpt_dir);
+	return HEXI_OK;
+}
+
 #else /* no checkpoint library */
+
+hexi_rc hexi_trainer_check_ckpt_dir(hexi_trainer *t)
+{
+	(void)t;
+	return HEXI_OK;
+}
 
 hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir)
 {

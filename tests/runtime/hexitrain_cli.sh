@@ -171,4 +171,38 @@ signal_when $! USR1 "$WORK/sf.out" '^step *2 '
 st=$?
 expect_eq "stop signal, save into a path below a file: exit 76" "$st" 76
 check "the save's error is printed" grep -q "notadir.*not a directory" "$WORK/sf.err"
+
+# Another run's newer checkpoints in --ckpt-dir (a rollback to an older
+# step of the same directory, or a fresh run into a used one): refused
+# before the first step, nothing removed.  Saving beside them mixed the
+# runs: --keep kept their higher steps and removed the run's own saves,
+# and latest kept naming theirs, so --resume DIR continued the other run.
+"$HT" --model tiny-4l --steps 8 --save-every 2 --ckpt-dir "$WORK/rb" \
+	>/dev/null 2>&1 || fail "save steps 2 4 6 8"
+ls "$WORK/rb" >"$WORK/rb.before"
+"$HT" --model tiny-4l --steps 7 --save-every 1 --keep 2 \
+	--resume "$WORK/rb/step-00000002" --ckpt-dir "$WORK/rb" \
+	>"$WORK/rb.out" 2>"$WORK/rb.err"
+st=$?
+[ "$st" -eq 4 ] && grep -q -- "--ckpt-dir .*rb holds 3 committed checkpoints after step 2, where this run starts (step-00000004 .. step-00000008)" "$WORK/rb.err" &&
+	pass "rollback into the same --ckpt-dir: exit 4, names the newer steps" ||
+	fail "rollback into the same --ckpt-dir (exit $st: $(cat "$WORK/rb.err"))"
+check "refused before the first step" test -s "$WORK/rb.out" -a \
+	"$(grep -c '^step' "$WORK/rb.out")" = 0
+ls "$WORK/rb" >"$WORK/rb.after"
+check "nothing removed or added" cmp -s "$WORK/rb.before" "$WORK/rb.after"
+"$HT" --model tiny-4l --steps 3 --save-every 1 --ckpt-dir "$WORK/rb" \
+	>/dev/null 2>"$WORK/rb.err"
+st=$?
+[ "$st" -eq 4 ] && grep -q "holds 4 committed checkpoints after step 0" "$WORK/rb.err" &&
+	pass "a fresh run into a used --ckpt-dir: exit 4" ||
+	fail "fresh run into a used --ckpt-dir (exit $st: $(cat "$WORK/rb.err"))"
+"$HT" --model tiny-4l --steps 10 --save-every 1 --keep 2 --resume "$WORK/rb" \
+	--ckpt-dir "$WORK/rb" >/dev/null 2>"$WORK/rb.err" &&
+	expect_eq "resumed from the newest: latest is this run's step 10" \
+		"$(cat "$WORK/rb/latest")" step-00000010 ||
+	fail "resume from the newest (exit $?: $(cat "$WORK/rb.err"))"
+expect_eq "--keep 2 kept steps 8 (resumed from), 9, 10" \
+	"$(ls "$WORK/rb" | grep '^step-' | tr '\n' ' ')" \
+	"step-00000008 step-00000009 step-00000010 "
 done_testing
