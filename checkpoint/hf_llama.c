@@ -24,6 +24,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -579,12 +580,33 @@ static hexi_rc open_files(const char *dir, hf_files *fs)
 }
 
 /* Every tensor of the files is known (or a RoPE buffer), and appears once. */
-static hexi_rc check_names(const hf_files *fs, const map_row *map, int n)
+/* model.layers.L.self_attn.rotary_emb.inv_freq of a layer L of the model:
+ * older exports carry RoPE's frequencies, which the runtime computes.
+ * One name per layer, so a file cannot hold more tensors than the model
+ * has names (the search below is quadratic in them). */
+static int is_inv_freq(const char *nm, int layers)
+{
+	static const char pre[] = "model.layers.",
+			  post[] = ".self_attn.rotary_emb.inv_freq";
+	const char *p = nm + sizeof(pre) - 1;
+	long l = 0;
+
+	if (strncmp(nm, pre, sizeof(pre) - 1) != 0 ||
+	    !isdigit((unsigned char)*p) ||
+	    (*p == '0' && isdigit((unsigned char)p[1])))
+		return 0;
+	for (; isdigit((unsigned char)*p) && l < layers; p++)
+		l = l * 10 + (*p - '0');
+	return l < layers && strcmp(p, post) == 0;
+}
+
+static hexi_rc check_names(const hf_files *fs, const map_row *map, int n,
+			   int layers)
 {
 	for (int a = 0; a < fs->n; a++)
 		for (int i = 0; i < fs->f[a]->n; i++) {
 			const char *nm = fs->f[a]->t[i].name;
-			int known = ends_with(nm, ".rotary_emb.inv_freq");
+			int known = is_inv_freq(nm, layers);
 			for (int k = 0; !known && k < n; k++)
 				known = strcmp(map[k].hf, nm) == 0;
 			if (!known)
@@ -773,7 +795,7 @@ hexi_rc hexi_hf_import(const char *hf_dir, const char *ckpt, const char *name,
 	if (rc == HEXI_OK)
 		rc = open_files(hf_dir, fs);
 	if (rc == HEXI_OK)
-		rc = check_names(fs, map, n);
+		rc = check_names(fs, map, n, m->layers);
 	if (rc == HEXI_OK)
 		rc = hexi_model_to_json(m, &js);
 	if (rc == HEXI_OK)

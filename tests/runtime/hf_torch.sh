@@ -125,6 +125,9 @@ dtype/shape mismatch|h[k[0]]["dtype"] = "F16"; put(h, data)|bytes of data for [0
 unsupported dtype|h[k[0]]["dtype"] = "I64"; put(h, data)|dtype 'I64'
 header not JSON|put(h, data, 3); open(f, "r+b").write(struct.pack("<Q", 3) + b"{x}")|not a JSON object
 unknown tensor|h["model.layers.9.extra"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}; put(h, data)|unknown tensor
+inv_freq past the last layer|h["model.layers.4096.self_attn.rotary_emb.inv_freq"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}; put(h, data)|unknown tensor 'model.layers.4096.self_attn.rotary_emb.inv_freq'
+inv_freq of no layer|h["x.rotary_emb.inv_freq"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}; put(h, data)|unknown tensor 'x.rotary_emb.inv_freq'
+inv_freq of layer 01|h["model.layers.01.self_attn.rotary_emb.inv_freq"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}; put(h, data)|unknown tensor
 missing tensor|del h[k[0]]; put(h, data)|missing
 wrong shape|h[k[0]]["shape"] = [h[k[0]]["shape"][0] * h[k[0]]["shape"][-1]] if len(h[k[0]]["shape"]) == 2 else [1, h[k[0]]["shape"][0]]; put(h, data)|wrong shape
 rope_theta 500000|c = json.load(open(os.path.join(d, "config.json"))); c["rope_theta"] = 500000.0; json.dump(c, open(os.path.join(d, "config.json"), "w"))|rope_theta
@@ -136,6 +139,13 @@ odd head_dim|c = json.load(open(os.path.join(d, "config.json"))); c["hidden_size
 FIFO shard|os.remove(f); os.mkfifo(f)|not a regular file
 no shards|[os.remove(os.path.join(d, x)) for x in os.listdir(d) if x.endswith(".safetensors")]|no \*.safetensors
 EOT
+# RoPE's frequencies of older exports, one per layer, are known (and
+# skipped); only those of the model's layers (DECISIONS 187)
+mkbad "inv_freq of layer 0" 'h["model.layers.0.self_attn.rotary_emb.inv_freq"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}; put(h, data)'
+rm -rf "$WORK/out"
+"$CK" import "$WORK/bad" -o "$WORK/out" -q 2>"$WORK/err" &&
+	pass "import with model.layers.0.self_attn.rotary_emb.inv_freq" ||
+	fail "import with layer 0's inv_freq: $(cat "$WORK/err")"
 "$CK" export "$WORK/ck" --format hf --dtype fp64 -o "$WORK/x" -q 2>"$WORK/err"
 [ $? -ne 0 ] && grep -q 'fp32, bf16 or fp16' "$WORK/err" &&
 	pass "export --dtype fp64 refused" || fail "--dtype fp64: $(cat "$WORK/err")"
