@@ -159,7 +159,9 @@ hexi_rc ck_open_at(int dfd, const char *name, const char *what, int *fd,
 		   struct stat *st);
 hexi_rc ck_read_at(int dfd, const char *name, size_t max, const char *what,
 		   char **out, size_t *len);
-/* Size and xxh64 of a whole file, streaming (8 MiB buffer). */
+/* Size and xxh64 of a whole file, streaming with pread (8 MiB buffer),
+ * never mapped: a file truncated meanwhile gives a short size (the
+ * caller's size check fails), not a SIGBUS. */
 hexi_rc ck_hash_fd(int fd, const char *what, uint64_t *bytes, uint64_t *xxh);
 /* "/proc/self/fd/FD[/NAME]": a path that names what FD holds. */
 int ck_fd_path(char *buf, size_t cap, int fd, const char *name);

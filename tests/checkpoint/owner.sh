@@ -2,10 +2,11 @@
 # owner.sh - what one user's files can do to another user's checkpoint
 # tools, run for real with an unprivileged user (setpriv) and root, as
 # attack.sh: a lock file of the user's own made read-only (the second
-# writer ran unlocked and removed the live save's staging directory) and a
-# user's symlink to root's private checkpoint (root's readers followed it).
-# Everything of the user's lives in one fresh directory, so this runs
-# beside attack.sh.
+# writer ran unlocked and removed the live save's staging directory), a
+# user's symlink to root's private checkpoint (root's readers followed it),
+# and a rank file truncated by its owner while root hashes it (SIGBUS
+# through a mapping).  Everything of the user's lives in one fresh
+# directory, so this runs beside attack.sh.
 . "$top_srcdir/tests/tap.sh"
 B=$top_builddir
 CK=$B/checkpoint/hexickpt
@@ -87,4 +88,40 @@ as $A "$GEN" save "$U/own" 1 --tp 1 >/dev/null 2>&1 || hard "$A's fixture save"
 as $A ln -s "$U/own" "$U/mylnk"
 check "$A's own symlink works for $A (verify)" as $A "$CK" verify -q "$U/mylnk"
 check "and for $A's ls" as $A "$CK" ls "$U/mylnk"
+
+# 3. the rank file's owner truncates it while it is hashed (by root, and
+#    by the owner's own verify): an error, never SIGBUS (the hash read the
+#    file through a mapping).  The file is sparse (no disk space); the
+#    truncation waits until verify has it open, i.e. is hashing its 3 GiB.
+has_open() {
+	for f in /proc/"$1"/fd/*; do
+		[ "$(readlink "$f" 2>/dev/null)" = "$2" ] && return 0
+	done
+	return 1
+}
+as $A "$GEN" save "$U/big" 1 --tp 1 >/dev/null 2>&1 || hard "$A's fixture save"
+BS=$U/big/step-00000001
+as $A cp "$BS/rank-00000.h5" "$U/rank0.orig"
+as $A /usr/bin/python3 -c "import json,sys; p=sys.argv[1]; d=json.load(open(p)); d['files'][0]['bytes']=3<<30; json.dump(d, open(p,'w'))" "$BS/MANIFEST.json" || hard "manifest edit"
+for who in root $A; do
+	as $A sh -c "cp '$U/rank0.orig' '$BS/rank-00000.h5' && truncate -s 3G '$BS/rank-00000.h5'"
+	# (setpriv itself, not the function: $! must be hexickpt's pid)
+	if [ $who = root ]; then
+		"$CK" verify "$U/big" >"$T/out" 2>&1 &
+	else
+		setpriv --reuid="$A" --regid="$A" --init-groups "$CK" verify "$U/big" >"$T/out" 2>&1 &
+	fi
+	vp=$!
+	for _ in $(seq 1 1000); do
+		has_open $vp "$BS/rank-00000.h5" && break
+		sleep 0.01
+	done
+	alive=$(kill -0 $vp 2>/dev/null && echo yes)
+	as $A truncate -s 4096 "$BS/rank-00000.h5"
+	wait $vp; st=$?
+	sed 's/^/# /' "$T/out"
+	expect_eq "$who's verify still ran, the 3 GiB rank file open, when $A truncated it" "$alive" yes
+	check "$who's verify fails with an error, not a signal (exit $st)" test $st -ne 0 -a $st -lt 128
+	check "message names the rank file" grep -q "rank-00000.h5" "$T/out"
+done
 done_testing
