@@ -140,7 +140,7 @@ FIFO shard|os.remove(f); os.mkfifo(f)|not a regular file
 no shards|[os.remove(os.path.join(d, x)) for x in os.listdir(d) if x.endswith(".safetensors")]|no \*.safetensors
 EOT
 # RoPE's frequencies of older exports, one per layer, are known (and
-# skipped); only those of the model's layers (DECISIONS 187)
+# skipped); only those of the model's layers (DECISIONS 190)
 mkbad "inv_freq of layer 0" 'h["model.layers.0.self_attn.rotary_emb.inv_freq"] = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}; put(h, data)'
 rm -rf "$WORK/out"
 "$CK" import "$WORK/bad" -o "$WORK/out" -q 2>"$WORK/err" &&
