@@ -288,6 +288,7 @@ hexi_rc hexi_ckpt_open(const char *path, const hexi_ckpt_open_opts *o,
 		return hexi_error(HEXI_ERR_NOMEM, "%s: reader", path);
 	r->verify = o->verify;
 	r->stepfd = -1;
+	r->last_fid = r->last_fd = -1;
 	r->dset = r->dspace = H5I_INVALID_HID;
 	if ((rv = resolve(path, o->step, r->stepdir, sizeof(r->stepdir),
 			  &r->stepfd)))
@@ -325,6 +326,11 @@ hexi_rc hexi_ckpt_open(const char *path, const hexi_ckpt_open_opts *o,
 	}
 	for (i = 0; i < r->man.meta.world_size; i++)
 		r->fds[i] = -1;
+	r->hashed = calloc((size_t)r->man.meta.world_size, sizeof(*r->hashed));
+	if (r->hashed == NULL) {
+		rv = hexi_error(HEXI_ERR_NOMEM, "%s: reader", path);
+		goto out;
+	}
 	*out = r;
 	r = NULL;
 	rv = HEXI_OK;
@@ -349,6 +355,7 @@ void hexi_ckpt_close(hexi_ckpt_reader *r)
 		if (r->fds[i] >= 0)
 			close(r->fds[i]);
 	free(r->fds);
+	free(r->hashed);
 	free(r->buf);
 	if (r->stepfd >= 0)
 		close(r->stepfd);
@@ -456,38 +463,72 @@ static void mark_verified(hexi_ckpt_reader *r, int rank)
 /* Rank file RANK (path P, for messages) opened below the step directory
  * without following anything, a regular file of the manifest's size. */
 static hexi_rc open_rank(const hexi_ckpt_reader *r, int rank, const char *p,
-			 int *fd)
+			 int *fd, struct stat *st)
 {
 	char name[32];
-	struct stat st;
 	hexi_rc rc;
 
 	snprintf(name, sizeof(name), "rank-%05d.h5", rank);
-	if ((rc = ck_open_at(r->stepfd, name, p, fd, &st)) != HEXI_OK)
+	if ((rc = ck_open_at(r->stepfd, name, p, fd, st)) != HEXI_OK)
 		return rc;
-	if ((uint64_t)st.st_size != r->man.file_bytes[rank]) {
+	if ((uint64_t)st->st_size != r->man.file_bytes[rank]) {
 		close(*fd);
 		*fd = -1;
 		return hexi_error(HEXI_ERR_IO,
 				  "%s: %lld bytes, the manifest says %" PRIu64
 				  " (truncated or replaced)",
-				  p, (long long)st.st_size,
+				  p, (long long)st->st_size,
 				  r->man.file_bytes[rank]);
 	}
 	return HEXI_OK;
+}
+
+static int same_time(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* The file st describes is the one hashed before, unchanged since: same
+ * inode, size, status-change and modification times (any write or
+ * truncation changes ctime, which only root can set). */
+static int hashed_before(const struct ck_hashed *h, const struct stat *st)
+{
+	return h->ok && h->dev == st->st_dev && h->ino == st->st_ino &&
+	       h->size == st->st_size && same_time(&h->ctim, &st->st_ctim) &&
+	       same_time(&h->mtim, &st->st_mtim);
+}
+
+/* After a matching hash of fd, opened as st: remembered only when the
+ * file did not change while it was hashed. */
+static void remember_hash(struct ck_hashed *h, int fd, const struct stat *st)
+{
+	struct stat now;
+
+	h->ok = 0;
+	if (fstat(fd, &now) != 0 || now.st_size != st->st_size ||
+	    !same_time(&now.st_ctim, &st->st_ctim) ||
+	    !same_time(&now.st_mtim, &st->st_mtim))
+		return;
+	h->dev = st->st_dev;
+	h->ino = st->st_ino;
+	h->size = st->st_size;
+	h->ctim = st->st_ctim;
+	h->mtim = st->st_mtim;
+	h->ok = 1;
 }
 
 static hexi_rc open_checked(hexi_ckpt_reader *r, int rank, const char *p,
 			    hid_t *out)
 {
 	char fdp[64];
+	struct stat st;
 	uint64_t bytes = 0, xxh = 0;
 	int fd = -1;
 	hexi_rc rc;
 
-	if ((rc = open_rank(r, rank, p, &fd)) != HEXI_OK)
+	if ((rc = open_rank(r, rank, p, &fd, &st)) != HEXI_OK)
 		return rc;
-	if (r->man.file_xxh != NULL) {
+	if (r->man.file_xxh != NULL && !hashed_before(&r->hashed[rank], &st)) {
 		if ((rc = ck_hash_fd(fd, p, &bytes, &xxh)) != HEXI_OK)
 			goto out;
 		if (bytes != r->man.file_bytes[rank] ||
@@ -500,6 +541,7 @@ static hexi_rc open_checked(hexi_ckpt_reader *r, int rank, const char *p,
 					p, xxh, bytes, r->man.file_xxh[rank]);
 			goto out;
 		}
+		remember_hash(&r->hashed[rank], fd, &st);
 	}
 	ck_fd_path(fdp, sizeof(fdp), fd, NULL);
 	*out = ck_h5_open(ck_have_proc_fd() ? fdp : p);
@@ -522,14 +564,26 @@ hexi_rc ck_reader_file(hexi_ckpt_reader *r, int rank, hid_t *out)
 		*out = r->fids[rank];
 		return HEXI_OK;
 	}
+	/* At the cap, the file opened last goes: reads walk tensor by
+	 * tensor over the ranks, and with more ranks than the cap every
+	 * other choice (the oldest, or all) reopens every file on each walk;
+	 * this one keeps the cap's first files open. */
 	if (r->nopen >= CK_MAX_OPEN_FILES) {
 		drop_dset(r);
-		for (i = 0; i < r->man.meta.world_size; i++)
+		i = r->last_fid;
+		if (i >= 0 && r->fids[i] >= 0) {
+			H5Fclose(r->fids[i]);
+			r->fids[i] = H5I_INVALID_HID;
+			r->nopen--;
+		}
+		for (i = 0; r->nopen >= CK_MAX_OPEN_FILES &&
+			    i < r->man.meta.world_size;
+		     i++)
 			if (r->fids[i] >= 0) {
 				H5Fclose(r->fids[i]);
 				r->fids[i] = H5I_INVALID_HID;
+				r->nopen--;
 			}
-		r->nopen = 0;
 	}
 	ck_rank_path(p, sizeof(p), r->stepdir, rank);
 	if ((rc = open_checked(r, rank, p, &f)) != HEXI_OK)
@@ -545,6 +599,7 @@ hexi_rc ck_reader_file(hexi_ckpt_reader *r, int rank, hid_t *out)
 		mark_verified(r, rank);
 	r->fids[rank] = f;
 	r->nopen++;
+	r->last_fid = rank;
 	*out = f;
 	return HEXI_OK;
 }
@@ -623,6 +678,7 @@ static int direct_ok(uint64_t off)
 static hexi_rc rank_fd(hexi_ckpt_reader *r, int rank, int *fd)
 {
 	char p[CK_PATH_MAX];
+	struct stat st;
 	int i, f = -1;
 	hexi_rc rc;
 
@@ -630,16 +686,24 @@ static hexi_rc rank_fd(hexi_ckpt_reader *r, int rank, int *fd)
 		*fd = r->fds[rank];
 		return HEXI_OK;
 	}
-	if (r->nfds >= CK_MAX_OPEN_FILES) {
-		for (i = 0; i < r->man.meta.world_size; i++)
+	if (r->nfds >= CK_MAX_OPEN_FILES) { /* as ck_reader_file */
+		i = r->last_fd;
+		if (i >= 0 && r->fds[i] >= 0) {
+			close(r->fds[i]);
+			r->fds[i] = -1;
+			r->nfds--;
+		}
+		for (i = 0;
+		     r->nfds >= CK_MAX_OPEN_FILES && i < r->man.meta.world_size;
+		     i++)
 			if (r->fds[i] >= 0) {
 				close(r->fds[i]);
 				r->fds[i] = -1;
+				r->nfds--;
 			}
-		r->nfds = 0;
 	}
 	ck_rank_path(p, sizeof(p), r->stepdir, rank);
-	if ((rc = open_rank(r, rank, p, &f)) != HEXI_OK)
+	if ((rc = open_rank(r, rank, p, &f, &st)) != HEXI_OK)
 		return rc;
 	/* The shared lock libhdf5 would take: a file another process holds
 	 * exclusively (being written) is refused, never read. */
@@ -654,6 +718,7 @@ static hexi_rc rank_fd(hexi_ckpt_reader *r, int rank, int *fd)
 	(void)posix_fadvise(f, 0, 0, POSIX_FADV_SEQUENTIAL);
 	r->fds[rank] = f;
 	r->nfds++;
+	r->last_fd = rank;
 	*fd = f;
 	return HEXI_OK;
 }

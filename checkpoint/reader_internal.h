@@ -2,6 +2,8 @@
 #ifndef HEXI_CKPT_READER_INTERNAL_H
 #define HEXI_CKPT_READER_INTERNAL_H
 
+#include <sys/stat.h>
+
 #include "ckpt_internal.h"
 
 struct hexi_ckpt_reader {
@@ -12,8 +14,20 @@ struct hexi_ckpt_reader {
 	int stepfd;  /* the step directory, everything opened below it */
 	hid_t *fids; /* [world_size], opened lazily */
 	int nopen;
-	int *fds; /* [world_size]: for reads by offset (version 3), or -1 */
+	int last_fid; /* rank whose file was opened last, or -1 */
+	int *fds;     /* [world_size]: for reads by offset (version 3), or -1 */
 	int nfds;
+	int last_fd; /* rank whose descriptor was opened last, or -1 */
+	/* [world_size]: the rank file whose whole-file xxh64 matched, as it
+	 * was then (a reopen after the CK_MAX_OPEN_FILES cap does not hash
+	 * it again while it is the same, unchanged inode) */
+	struct ck_hashed {
+		dev_t dev;
+		ino_t ino;
+		off_t size;
+		struct timespec ctim, mtim;
+		int ok;
+	} * hashed;
 	float *buf; /* verification buffer */
 	size_t bufcap;
 	const ck_slice *cached;	    /* slice whose data r->buf holds, or NULL */
