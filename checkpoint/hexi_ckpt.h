@@ -97,6 +97,13 @@ hexi_rc hexi_ckpt_commit_staged(const char *dir, const char *stage,
 				const char *plan_json);
 /* Remove an uncommitted staging directory (the save failed). */
 void hexi_ckpt_save_discard(const char *dir, const char *stage);
+/* Take DIR's writer lock now, before any save (held until the process
+ * exits, as hexi_ckpt_save_prepare's): a run claims its checkpoint
+ * directory when it starts, so a second writer fails then, not at its
+ * first save.  DIR must exist (HEXI_ERR_NOTFOUND if not: the first save
+ * creates and locks it); HEXI_ERR_PERM naming the holder when another
+ * process holds it. */
+hexi_rc hexi_ckpt_claim(const char *dir);
 
 /* Start rank RANK's part of the save of DIR/step-NNNNNNNN (meta->step) in
  * this process's staging directory of that step (prepared on first use):

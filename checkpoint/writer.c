@@ -223,6 +223,27 @@ out:
 	return rv;
 }
 
+hexi_rc hexi_ckpt_claim(const char *dir)
+{
+	struct stat st;
+	int dfd = -1, fresh = 0;
+	hexi_rc rv;
+
+	if (dir == NULL)
+		return hexi_error(HEXI_ERR_INVAL, "claim: NULL directory");
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return hexi_error(HEXI_ERR_NOTFOUND,
+				  "%s: no such checkpoint directory (yet)",
+				  dir);
+	if ((rv = ck_dir_open(dir, 0, &dfd)) != HEXI_OK)
+		return rv;
+	rv = ck_lock_dir(dfd, dir, &fresh);
+	if (rv == HEXI_OK && fresh) /* no save of ours runs */
+		ck_stage_cleanup(dfd);
+	close(dfd);
+	return rv;
+}
+
 void hexi_ckpt_save_discard(const char *dir, const char *stage)
 {
 	int dfd = -1;
@@ -378,7 +399,8 @@ static hexi_rc create_slice_dset(hexi_ckpt_writer *w, const char *dname)
 	w->dset = H5Dcreate2(w->fid, dname, H5T_IEEE_F32LE, w->fspace,
 			     H5P_DEFAULT, dcpl, H5P_DEFAULT);
 	if (w->dset < 0 ||
-	    dset_offset(w->dset, (uint64_t)(w->e - w->b) * (uint64_t)w->shape[1] * 4,
+	    dset_offset(w->dset,
+			(uint64_t)(w->e - w->b) * (uint64_t)w->shape[1] * 4,
 			&w->off) < 0)
 		goto fail;
 	H5Pclose(dcpl);
@@ -673,8 +695,8 @@ static hexi_rc index_add(ck_manifest *m, const char *text, int rank,
 			 const char *path)
 {
 	static const char *const root_keys[] = {"slices", "blobs", NULL};
-	static const char *const sk[] = {"name", "shape", "rows", "xxh64",
-					 "offset", NULL};
+	static const char *const sk[] = {"name",  "shape",  "rows",
+					 "xxh64", "offset", NULL};
 	static const char *const bk[] = {"name", "bytes", "xxh64", "offset",
 					 NULL};
 	char name[HEXI_CKPT_NAME_MAX];

@@ -177,10 +177,12 @@ hexi_rc hexi_trainer_save(hexi_trainer *t, const char *dir);
 /* Collective: load the latest checkpoint committed under dir, written by
  * any plan of the same model. */
 hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir);
-/* Collective, before the first step: refuse a --ckpt-dir (o->ckpt_dir)
- * that holds committed checkpoints after the step the run starts from
- * (0, or the step resumed): they are another run's (HEXI_ERR_INVAL,
- * naming them).  HEXI_OK without a ckpt_dir or when it does not exist. */
+/* Collective, before the first step: rank 0 takes the writer lock of an
+ * existing --ckpt-dir (o->ckpt_dir; HEXI_ERR_PERM naming the holder when
+ * another process writes there) and refuses one that holds committed
+ * checkpoints after the step the run starts from (0, or the step
+ * resumed): they are another run's (HEXI_ERR_INVAL, naming them).
+ * HEXI_OK without a ckpt_dir or when it does not exist yet. */
 hexi_rc hexi_trainer_check_ckpt_dir(hexi_trainer *t);
 /* Collective: mean token loss over eval_batches global batches of the
  * validation data (windows 0, 1, ... in order; the same for every plan),

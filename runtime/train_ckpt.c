@@ -492,7 +492,8 @@ hexi_rc hexi_trainer_resume(hexi_trainer *t, const char *dir)
 	return HEXI_OK;
 }
 
-/* Rank 0: the committed steps of --ckpt-dir after the step this run
+/* Rank 0, holding the directory's writer lock: the committed steps of
+ * --ckpt-dir after the step this run
  * starts from, as one refusal.  They belong to another run (a fresh run
  * into a used directory, or a rollback to an older step of it): saving
  * beside them mixes two runs, --keep rotates the run's own saves out (it
@@ -539,8 +540,16 @@ hexi_rc hexi_trainer_check_ckpt_dir(hexi_trainer *t)
 
 	if (t->ckpt_dir == NULL || *t->ckpt_dir == '\0')
 		return HEXI_OK;
-	if (t->rt->rank == 0)
-		rc = newer_steps(t);
+	if (t->rt->rank == 0) {
+		/* the writer lock first: a live writer of DIR (another job)
+		 * is named as such, before its newer steps are */
+		rc = hexi_ckpt_claim(t->ckpt_dir);
+		if (rc == HEXI_ERR_NOTFOUND) {
+			hexi_error_clear(); /* the first save creates it */
+			rc = HEXI_OK;
+		} else if (rc == HEXI_OK)
+			rc = newer_steps(t);
+	}
 	ok = hexi_rt_all_ok(t->rt, rc == HEXI_OK);
 	if (rc != HEXI_OK)
 		return rc;
