@@ -23,26 +23,7 @@
 
 /* ---- stubs: Slurm, discover.c, sched_dl.c ------------------------------- */
 
-static void vlog(const char *what, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
-static void vlog(const char *what, const char *fmt, va_list ap)
-{
-	fprintf(stderr, "%s: ", what);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-}
-#define LOG_STUB(name)                                                         \
-	void name(const char *fmt, ...)                                        \
-	{                                                                      \
-		va_list ap;                                                    \
-		va_start(ap, fmt);                                             \
-		vlog(#name, fmt, ap);                                          \
-		va_end(ap);                                                    \
-	}
-LOG_STUB(slurm_error)
-LOG_STUB(slurm_info)
-LOG_STUB(slurm_verbose)
-LOG_STUB(slurm_debug)
+#include "slurm_stub_log.h"
 
 spank_err_t spank_get_item(spank_t sp, spank_item_t item, ...)
 {

@@ -20,26 +20,7 @@
 
 /* ---- stubs: Slurm's SPANK API and hostlist, nvml.c ---------------------- */
 
-static void vlog(const char *what, const char *fmt, va_list ap)
-    __attribute__((format(printf, 2, 0)));
-static void vlog(const char *what, const char *fmt, va_list ap)
-{
-	fprintf(stderr, "%s: ", what);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-}
-#define LOG_STUB(name)                                                         \
-	void name(const char *fmt, ...)                                        \
-	{                                                                      \
-		va_list ap;                                                    \
-		va_start(ap, fmt);                                             \
-		vlog(#name, fmt, ap);                                          \
-		va_end(ap);                                                    \
-	}
-LOG_STUB(slurm_error)
-LOG_STUB(slurm_info)
-LOG_STUB(slurm_verbose)
-LOG_STUB(slurm_debug)
+#include "slurm_stub_log.h"
 
 /* The task's environment: NENV names and heap values (NULL = unset). */
 enum { NENV = 64 };
