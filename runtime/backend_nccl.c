@@ -57,8 +57,8 @@ static hexi_rc one_gpu_each(hexi_rt *rt)
 	/* before the groups exist: over the training ranks' communicator
 	 * (idle tasks have left), indexed by plan rank */
 	if (rt_comm_mpi_handle(rt->comm) == NULL ||
-	    MPI_Allreduce(MPI_IN_PLACE, id, rt->world_size, MPI_DOUBLE,
-			  MPI_SUM, *(MPI_Comm *)rt_comm_mpi_handle(rt->comm)) !=
+	    MPI_Allreduce(MPI_IN_PLACE, id, rt->world_size, MPI_DOUBLE, MPI_SUM,
+			  *(MPI_Comm *)rt_comm_mpi_handle(rt->comm)) !=
 		MPI_SUCCESS)
 		rc = hexi_error(HEXI_ERR_MPI, "rank %d: GPU identities",
 				rt->rank);
@@ -82,15 +82,18 @@ static hexi_rc one_gpu_each(hexi_rt *rt)
 /* Collective: this rank's device, then the NCCL communicator. */
 hexi_rc rt_nccl_setup(hexi_rt *rt)
 {
-	hexi_rc rc =
-	    rt_cuda_create(rt->local_rank, rt->local_size, &rt->cuda);
+	hexi_rc rc = rt_cuda_create(rt->local_rank, rt->local_size, &rt->cuda);
 
 	if (rc != HEXI_OK)
 		hexi_error_prefix(rc, "rank %d (local rank %d of %d): GPU",
 				  rt->rank, rt->local_rank, rt->local_size);
 	rc = rt_together(rt, rc, "GPU setup");
+	/* only the ranks sharing a GPU see it: the others must not go on
+	 * into the communicators' collectives without them */
 	if (rc == HEXI_OK)
-		rc = one_gpu_each(rt);
+		rc = rt_together(rt, one_gpu_each(rt),
+				 "the one-GPU-per-rank "
+				 "check");
 	if (rc != HEXI_OK)
 		return rc;
 	rc =

@@ -56,13 +56,13 @@ typedef struct rt_comm_nccl {
 	rt_comm base;
 	rt_comm *boot; /* bootstrap (MPI) backend, not owned */
 	int device;
-	cudaStream_t coll; /* collectives */
-	cudaStream_t p2p;  /* sends and receives */
-	cudaStream_t dp;   /* non-blocking collectives (gradient overlap) */
+	cudaStream_t coll;  /* collectives */
+	cudaStream_t p2p;   /* sends and receives */
+	cudaStream_t dp;    /* non-blocking collectives (gradient overlap) */
 	cudaStream_t after; /* dp waits for its work (order_after), or NULL */
 	cudaEvent_t ev;	    /* recorded on `after` at each iallreduce */
-	ncclComm_t world;  /* point-to-point communicator, all ranks */
-	float *scratch;	   /* one float for barriers */
+	ncclComm_t world;   /* point-to-point communicator, all ranks */
+	float *scratch;	    /* one float for barriers */
 	nccl_pending *pend;
 	int npend, cap_pend;
 	double timeout_s;
@@ -113,7 +113,8 @@ static void close_comm(rt_comm_nccl *nc, ncclComm_t c)
 	r = ncclCommFinalize(c);
 	if (r == ncclSuccess || r == ncclInProgress) {
 		while (ncclCommGetAsyncError(c, &ar) == ncclSuccess &&
-		       ar == ncclInProgress && hexi_now_s() - t0 < nc->timeout_s)
+		       ar == ncclInProgress &&
+		       hexi_now_s() - t0 < nc->timeout_s)
 			nap();
 	}
 	if ((r == ncclSuccess || r == ncclInProgress) && ar == ncclSuccess)
@@ -270,10 +271,9 @@ static hexi_rc make_comm(rt_comm_nccl *nc, const int *ranks, int n, int me,
 	cfg.blocking = 0;
 	if ((rc = enqueued(nc, out,
 			   ncclCommInitRankConfig(out, n, msg.id, me, &cfg),
-			  "ncclCommInitRankConfig", who)) != HEXI_OK)
+			   "ncclCommInitRankConfig", who)) != HEXI_OK)
 		return rc;
-	return wait_done(nc, out, NULL, NULL, "ncclCommInitRankConfig",
-			 who);
+	return wait_done(nc, out, NULL, NULL, "ncclCommInitRankConfig", who);
 }
 
 static hexi_rc nccl_group_create(rt_comm *c, const int *ranks, int n,
@@ -339,8 +339,10 @@ static void nccl_group_destroy(rt_group *g)
 static ncclDataType_t nccl_type(rt_dtype dt)
 {
 	switch (dt) {
-	case RT_F32: return ncclFloat32;
-	case RT_F64: return ncclFloat64;
+	case RT_F32:
+		return ncclFloat32;
+	case RT_F64:
+		return ncclFloat64;
 	}
 	return ncclNumTypes; /* refused by nccl_allreduce */
 }
@@ -356,8 +358,9 @@ static hexi_rc nccl_allreduce(rt_group *g, void *buf, size_t count, rt_dtype dt)
 		return rc;
 	group_name(g, who, sizeof(who));
 	if (nccl_type(dt) == ncclNumTypes)
-		return hexi_error(HEXI_ERR_INVAL, "NCCL all-reduce (%s): type %d",
-				  who, (int)dt);
+		return hexi_error(HEXI_ERR_INVAL,
+				  "NCCL all-reduce (%s): type %d", who,
+				  (int)dt);
 	rc = enqueued(nc, &gn->comm,
 		      ncclAllReduce(buf, buf, count, nccl_type(dt), ncclSum,
 				    gn->comm, nc->coll),
@@ -393,8 +396,7 @@ static hexi_rc nccl_reduce_scatter(rt_group *g, const void *send, void *recv,
 	return wait_done(nc, &gn->comm, nc->coll, NULL, "reduce-scatter", who);
 }
 
-static hexi_rc nccl_allgather(rt_group *g, void *buf, size_t count,
-			      rt_dtype dt)
+static hexi_rc nccl_allgather(rt_group *g, void *buf, size_t count, rt_dtype dt)
 {
 	rt_group_nccl *gn = (rt_group_nccl *)g;
 	rt_comm_nccl *nc = NC(g->comm);
@@ -406,14 +408,14 @@ static hexi_rc nccl_allgather(rt_group *g, void *buf, size_t count,
 		return rc;
 	group_name(g, who, sizeof(who));
 	if (nccl_type(dt) == ncclNumTypes)
-		return hexi_error(HEXI_ERR_INVAL, "NCCL all-gather (%s): type %d",
-				  who, (int)dt);
-	rc = enqueued(nc, &gn->comm,
-		      ncclAllGather((const char *)buf + (size_t)g->me * count *
-							     esz,
-				    buf, count, nccl_type(dt), gn->comm,
-				    nc->coll),
-		      "all-gather", who);
+		return hexi_error(HEXI_ERR_INVAL,
+				  "NCCL all-gather (%s): type %d", who,
+				  (int)dt);
+	rc = enqueued(
+	    nc, &gn->comm,
+	    ncclAllGather((const char *)buf + (size_t)g->me * count * esz, buf,
+			  count, nccl_type(dt), gn->comm, nc->coll),
+	    "all-gather", who);
 	if (rc != HEXI_OK)
 		return rc;
 	return wait_done(nc, &gn->comm, nc->coll, NULL, "all-gather", who);
@@ -442,9 +444,9 @@ static hexi_rc nccl_allgather(rt_group *g, void *buf, size_t count,
 struct nccl_req {
 	rt_req base;
 	rt_group_nccl *g;
-	cudaEvent_t done; /* recorded on dp behind the collective */
-	const char *what; /* "all-reduce", "reduce-scatter" */
-	char who[128];	  /* the group, for messages */
+	cudaEvent_t done;      /* recorded on dp behind the collective */
+	const char *what;      /* "all-reduce", "reduce-scatter" */
+	char who[128];	       /* the group, for messages */
 	struct nccl_req *next; /* in rt_comm_nccl.idle */
 };
 
@@ -475,9 +477,8 @@ static hexi_rc dp_begin(rt_group *g, rt_dtype dt, int work, const char *what,
 		nc->idle = r->next;
 	else if ((r = calloc(1, sizeof(*r))) == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "NCCL %s: request", what);
-	else if ((e = cudaEventCreateWithFlags(&r->done,
-					       cudaEventDisableTiming)) !=
-		 cudaSuccess) {
+	else if ((e = cudaEventCreateWithFlags(
+		      &r->done, cudaEventDisableTiming)) != cudaSuccess) {
 		free(r);
 		return cuda_fail(e, "request event");
 	}
@@ -514,10 +515,10 @@ static hexi_rc dp_end(nccl_req *r, ncclResult_t r0, rt_req **req)
 
 	if (rc == HEXI_OK && r0 == ncclInProgress)
 		rc = wait_done(nc, &r->g->comm, NULL, NULL, r->what, r->who);
-	if (rc == HEXI_OK && (e = cudaEventRecord(r->done, nc->dp)) !=
-				 cudaSuccess)
-		rc = hexi_error_prefix(cuda_fail(e, r->what), "%s (dp)",
-				       r->who);
+	if (rc == HEXI_OK &&
+	    (e = cudaEventRecord(r->done, nc->dp)) != cudaSuccess)
+		rc =
+		    hexi_error_prefix(cuda_fail(e, r->what), "%s (dp)", r->who);
 	if (rc != HEXI_OK) {
 		req_put(r);
 		return rc;
@@ -537,10 +538,10 @@ static hexi_rc nccl_iallreduce(rt_group *g, void *buf, size_t count,
 	if ((rc = dp_begin(g, dt, count > 0, "all-reduce", &r)) != HEXI_OK)
 		return rc;
 	return dp_end(r,
-		      count > 0 ? ncclAllReduce(buf, buf, count, nccl_type(dt),
-						ncclSum, gn->comm,
-						NC(g->comm)->dp)
-				: ncclSuccess,
+		      count > 0
+			  ? ncclAllReduce(buf, buf, count, nccl_type(dt),
+					  ncclSum, gn->comm, NC(g->comm)->dp)
+			  : ncclSuccess,
 		      req);
 }
 
@@ -569,10 +570,10 @@ static hexi_rc nccl_ireduce_scatterv(rt_group *g, const void *send, void *recv,
 		     (r0 == ncclSuccess || r0 == ncclInProgress) && i < g->n;
 		     i++)
 			if (cut[i + 1] > cut[i])
-				r0 = ncclReduce((const char *)send + cut[i] * es,
-						recv, cut[i + 1] - cut[i],
-						nccl_type(dt), ncclSum, i,
-						gn->comm, NC(g->comm)->dp);
+				r0 = ncclReduce(
+				    (const char *)send + cut[i] * es, recv,
+				    cut[i + 1] - cut[i], nccl_type(dt), ncclSum,
+				    i, gn->comm, NC(g->comm)->dp);
 		r1 = ncclGroupEnd();
 		if (r0 == ncclSuccess || r0 == ncclInProgress)
 			r0 = r1;
@@ -611,8 +612,7 @@ static hexi_rc nccl_wait(rt_req *rb)
 {
 	nccl_req *r = (nccl_req *)rb;
 	rt_comm_nccl *nc = NC(r->g->base.comm);
-	hexi_rc rc = wait_done(nc, &r->g->comm, NULL, r->done, r->what,
-			       r->who);
+	hexi_rc rc = wait_done(nc, &r->g->comm, NULL, r->done, r->what, r->who);
 
 	req_put(r);
 	return rc;
@@ -744,8 +744,7 @@ static hexi_rc p2p_group(rt_comm_nccl *nc, void *rbuf, size_t rbytes, int rpeer)
 		ncclGroupEnd();
 	rc = enqueued(nc, &nc->world, r, "send/recv", who);
 	if (rc == HEXI_OK)
-		rc = wait_done(nc, &nc->world, nc->p2p, NULL, "send/recv",
-			       who);
+		rc = wait_done(nc, &nc->world, nc->p2p, NULL, "send/recv", who);
 	nc->npend = 0; /* the staging buffers stay for the next group */
 	return rc;
 }
@@ -856,11 +855,62 @@ static hexi_rc timeout_from_env(double *out)
 	return HEXI_OK;
 }
 
+/* This rank's device, streams, event and scratch (no collective). */
+static hexi_rc local_setup(rt_comm_nccl *nc, int device)
+{
+	cudaError_t e;
+	hexi_rc rc;
+
+	if ((e = cudaSetDevice(device)) != cudaSuccess ||
+	    (e = cudaStreamCreateWithFlags(&nc->coll, cudaStreamNonBlocking)) !=
+		cudaSuccess ||
+	    (e = cudaStreamCreateWithFlags(&nc->p2p, cudaStreamNonBlocking)) !=
+		cudaSuccess ||
+	    (e = cudaStreamCreateWithFlags(&nc->dp, cudaStreamNonBlocking)) !=
+		cudaSuccess ||
+	    (e = cudaEventCreateWithFlags(&nc->ev, cudaEventDisableTiming)) !=
+		cudaSuccess ||
+	    (e = cudaMalloc((void **)&nc->scratch, sizeof(float))) !=
+		cudaSuccess) {
+		rc = cuda_fail(e, "setup on the device");
+		return hexi_error_prefix(rc, "rank %d, device %d",
+					 nc->base.rank, device);
+	}
+	return HEXI_OK;
+}
+
+/* Collective over the bootstrap's ranks all[0..size-1]: rc when this rank
+ * failed, HEXI_ERR_PEER when another did, else HEXI_OK.  The world group
+ * it takes is the one make_comm uses next (rt_comm_group_get caches it). */
+static hexi_rc agree_all(rt_comm_nccl *nc, const int *all, hexi_rc rc)
+{
+	rt_group *bg = NULL;
+	double bad = rc != HEXI_OK;
+	hexi_rc grc = rt_comm_group_get(nc->boot, all, nc->base.size, &bg);
+
+	if (grc == HEXI_OK && bg != NULL)
+		grc = bg->comm->ops->allreduce_sum(bg, &bad, 1, RT_F64);
+	if (rc != HEXI_OK)
+		return rc;
+	if (grc != HEXI_OK)
+		return hexi_error_prefix(grc, "rank %d: NCCL setup agreement",
+					 nc->base.rank);
+	if (bg == NULL)
+		return hexi_error(HEXI_ERR_INTERNAL,
+				  "NCCL setup agreement: rank %d not a member",
+				  nc->base.rank);
+	if (bad != 0)
+		return hexi_error(HEXI_ERR_PEER,
+				  "rank %d: another rank failed its NCCL "
+				  "device setup (see its message)",
+				  nc->base.rank);
+	return HEXI_OK;
+}
+
 hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out)
 {
 	rt_comm_nccl *nc = NULL;
 	int *all = NULL;
-	cudaError_t e;
 	hexi_rc rc;
 
 	if (bootstrap == NULL || out == NULL)
@@ -876,26 +926,14 @@ hexi_rc rt_comm_nccl_create(rt_comm *bootstrap, int device, rt_comm **out)
 	nc->base.size = bootstrap->size;
 	nc->boot = bootstrap;
 	nc->device = device;
-	if ((rc = timeout_from_env(&nc->timeout_s)) != HEXI_OK)
-		goto fail;
-	if ((e = cudaSetDevice(device)) != cudaSuccess ||
-	    (e = cudaStreamCreateWithFlags(&nc->coll, cudaStreamNonBlocking)) !=
-		cudaSuccess ||
-	    (e = cudaStreamCreateWithFlags(&nc->p2p, cudaStreamNonBlocking)) !=
-		cudaSuccess ||
-	    (e = cudaStreamCreateWithFlags(&nc->dp, cudaStreamNonBlocking)) !=
-		cudaSuccess ||
-	    (e = cudaEventCreateWithFlags(&nc->ev, cudaEventDisableTiming)) !=
-		cudaSuccess ||
-	    (e = cudaMalloc((void **)&nc->scratch, sizeof(float))) !=
-		cudaSuccess) {
-		rc = cuda_fail(e, "setup on the device");
-		hexi_error_prefix(rc, "rank %d, device %d", nc->base.rank,
-				  device);
-		goto fail;
-	}
 	for (int i = 0; i < nc->base.size; i++)
 		all[i] = i;
+	if ((rc = timeout_from_env(&nc->timeout_s)) == HEXI_OK)
+		rc = local_setup(nc, device);
+	/* every rank agrees before the communicators' collectives: a rank
+	 * failing here must not leave the others waiting in them */
+	if ((rc = agree_all(nc, all, rc)) != HEXI_OK)
+		goto fail;
 	if ((rc = make_comm(nc, all, nc->base.size, nc->base.rank, &nc->world,
 			    "world (point-to-point)")) != HEXI_OK)
 		goto fail;

@@ -251,6 +251,22 @@ expect_eq "two ranks on one GPU: exit 27" "$?" 27
 grep -q 'ranks 0 and 1 both drive GPU 0' "$WORK/onegpu.err" &&
 	pass "two ranks on one GPU: message names them" ||
 	fail "two ranks on one GPU: message: $(head -n 3 "$WORK/onegpu.err")"
+# Ranks 0 and 1 share a GPU, rank 2 has its own: only the two see the
+# clash, and rank 2 must not go on alone into the NCCL communicators'
+# collectives (it did, and the job hung until killed).
+"$MKPLAN" tiny-4l "4/1:1x4;4/1:1x4;4/1:1x4" "$WORK/dp3.json" >/dev/null ||
+	fail "mkplan dp3"
+HX_TIMEOUT=60 hx_mpirun 2 env HEXI_GPU_EMU_ONE_GPU=1 "$EMU" --backend nccl \
+	--plan "$WORK/dp3.json" --steps 1 : -np 1 "$EMU" --backend nccl \
+	--plan "$WORK/dp3.json" --steps 1 >/dev/null 2>"$WORK/twogpu.err"
+st=$?
+# mpirun reports whichever rank exits first: 27 (the clash) or 17 (a peer)
+check "two of three ranks on one GPU: exit 27 or 17, no hang (exit $st)" \
+	test "$st" -eq 27 -o "$st" -eq 17
+grep -q 'ranks 0 and 1 both drive GPU 0' "$WORK/twogpu.err" &&
+	grep -q 'rank 2: another rank failed during the one-GPU-per-rank check' "$WORK/twogpu.err" &&
+	pass "two of three ranks on one GPU: both messages" ||
+	fail "two of three on one GPU: message: $(head -n 4 "$WORK/twogpu.err")"
 # A rank of the GPU trainer killed mid-step (plan A: TP and two stages)
 # brings the job down, non-zero, without a hang (as mpi_fail.sh on the CPU
 # path; here the abort goes through the NCCL communicator first).

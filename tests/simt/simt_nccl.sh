@@ -200,4 +200,24 @@ simt neg "$WORK/plan-dp2.json" SIMT_IGNORE_EVENT_WAITS=1 -- &&
 simt neg1 "$WORK/plan-C1.json" SIMT_IGNORE_EVENT_WAITS=1 \
 	HEXI_RT_SYNC_BUCKET=97 -- &&
 	differ "zero 1 overlapped, event waits ignored" ref neg1
+
+# One rank failing its NCCL setup before the communicators (here a bad
+# HEXISCALE_NCCL_TIMEOUT_S on rank 1 only): every rank fails with a
+# message, none waits alone in the communicator's collectives (rank 0
+# did, until killed).
+"$MKPLAN" tiny-4l "4/1:1x4;4/1:1x4" "$WORK/plan-setup.json" >/dev/null ||
+	fail "mkplan setup"
+HX_TIMEOUT=60 hx_mpirun 1 env SIMT_STREAMS=deferred SIMT_DEVICES=8 \
+	"$SIMT_HT" --backend nccl --plan "$WORK/plan-setup.json" $RUN : -np 1 \
+	env SIMT_STREAMS=deferred SIMT_DEVICES=8 HEXISCALE_NCCL_TIMEOUT_S=bogus \
+	"$SIMT_HT" --backend nccl --plan "$WORK/plan-setup.json" $RUN \
+	>/dev/null 2>"$WORK/setup.err"
+st=$?
+# mpirun reports whichever rank exits first: 5 (the value) or 17 (a peer)
+check "one rank's NCCL setup fails: exit 5 or 17, no hang (exit $st)" \
+	test "$st" -eq 5 -o "$st" -eq 17
+grep -q "rank 1: NCCL communicator: HEXISCALE_NCCL_TIMEOUT_S='bogus'" "$WORK/setup.err" &&
+	grep -q 'rank 0: .*another rank failed its NCCL device setup' "$WORK/setup.err" &&
+	pass "one rank's NCCL setup fails: both ranks say so" ||
+	fail "NCCL setup failure messages: $(grep hexitrain "$WORK/setup.err" | head -n 3)"
 done_testing
