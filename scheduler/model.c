@@ -87,6 +87,18 @@ hexi_rc hexi_model_validate(const hexi_model *m)
 				  "model.hidden: %d is not a multiple of heads "
 				  "(%d)",
 				  m->hidden, m->heads);
+	/* what the runtime can train (runtime/model.c check_model): a plan
+	 * it would refuse at start-up is no plan */
+	if ((m->hidden / m->heads) % 2 != 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "model.hidden: head size %d (hidden %d / "
+				  "heads %d) is odd: RoPE rotates pairs",
+				  m->hidden / m->heads, m->hidden, m->heads);
+	if (m->vocab < 2)
+		return hexi_error(HEXI_ERR_RANGE,
+				  "model.vocab: %d: a vocabulary has at least "
+				  "2 tokens",
+				  m->vocab);
 	return HEXI_OK;
 }
 

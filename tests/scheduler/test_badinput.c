@@ -141,6 +141,15 @@ static const bad cases[] = {
      "{\"name\":\"m\",\"layers\":2,\"hidden\":8,\"heads\":2,\"ffn\":8,"
      "\"vocab\":-8,\"seq_len\":8}",
      HEXI_ERR_RANGE, "model.vocab"},
+    /* what the runtime refuses is refused here (plans it cannot run) */
+    {MODEL,
+     "{\"name\":\"m\",\"layers\":2,\"hidden\":6,\"heads\":2,\"ffn\":8,"
+     "\"vocab\":8,\"seq_len\":8}",
+     HEXI_ERR_INVAL, "model.hidden: head size 3 (hidden 6 / heads 2) is odd"},
+    {MODEL,
+     "{\"name\":\"m\",\"layers\":2,\"hidden\":8,\"heads\":2,\"ffn\":8,"
+     "\"vocab\":1,\"seq_len\":8}",
+     HEXI_ERR_RANGE, "model.vocab: 1"},
     {MODEL, "{\"layers\":2}", HEXI_ERR_PARSE, "model.name"},
     {MODEL, "nope", HEXI_ERR_PARSE, "malformed JSON"},
     /* catalog */
