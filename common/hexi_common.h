@@ -193,8 +193,10 @@ hexi_rc hexi_create_unique(const char *prefix, const char *suffix, int mode,
  * symbolic link to one is replaced atomically: PATH.tmp.<random> created
  * by hexi_create_unique, fsync, rename over path (a link is replaced, never
  * written through), fsync of the directory.  A character device or FIFO at
- * path (-o /dev/null, -o /dev/stdout) is written in place, never replaced
- * (a FIFO without a reader is an error, not a wait).  A directory, socket
+ * path (-o /dev/null, -o /dev/stdout), or behind a link of root's or the
+ * caller's, is written in place, never replaced (a FIFO without a reader
+ * is an error, not a wait); another user's link is replaced.  The
+ * temporary name is PATH.tmp.<16 hex>, its last component cut to 255.  A directory, socket
  * or block device is refused and left as it is.
  */
 hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,

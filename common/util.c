@@ -120,10 +120,9 @@ static hexi_rc read_exact(int fd, const char *path, char *buf, size_t size)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return hexi_error(HEXI_ERR_IO, "%s: read failed: %s",
-					  path,
-					  n < 0 ? strerror(errno)
-						: "file shrank while read");
+			return hexi_error(
+			    HEXI_ERR_IO, "%s: read failed: %s", path,
+			    n < 0 ? strerror(errno) : "file shrank while read");
 		got += (size_t)n;
 	}
 	return HEXI_OK;
@@ -236,8 +235,8 @@ hexi_rc hexi_create_unique(const char *prefix, const char *suffix, int mode,
 			return hexi_error(HEXI_ERR_RANGE,
 					  "%.200s: path too long", prefix);
 		fd = open(path,
-			  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-			      O_NOCTTY | O_CLOEXEC,
+			  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY |
+			      O_CLOEXEC,
 			  mode);
 		if (fd >= 0) {
 			*fdp = fd;
@@ -248,8 +247,8 @@ hexi_rc hexi_create_unique(const char *prefix, const char *suffix, int mode,
 					  "%s: cannot create: %s", path,
 					  strerror(errno));
 	}
-	return hexi_error(HEXI_ERR_IO, "%.200s*%s: no free unique name",
-			  prefix, suffix);
+	return hexi_error(HEXI_ERR_IO, "%.200s*%s: no free unique name", prefix,
+			  suffix);
 }
 
 /* Write into an existing character device or FIFO (-o /dev/null,
@@ -299,8 +298,13 @@ static target_kind classify_target(const char *path, const char **kind)
 	if (lstat(path, &st) != 0)
 		return TARGET_REPLACE;
 	/* a link is replaced by rename, never written through, unless it
-	 * names a device or FIFO (/dev/stdout -> /proc/self/fd/1 -> pipe) */
-	if (S_ISLNK(st.st_mode) && stat(path, &st) != 0)
+	 * names a device or FIFO (/dev/stdout -> /proc/self/fd/1 -> pipe)
+	 * and is root's or the caller's: another user's link in a shared
+	 * directory (n1.json -> /dev/some-device) is replaced, not followed
+	 * (the rule of checkpoint paths, hexiscale-ckpt(5)) */
+	if (S_ISLNK(st.st_mode) &&
+	    ((st.st_uid != 0 && st.st_uid != geteuid()) ||
+	     stat(path, &st) != 0))
 		return TARGET_REPLACE;
 	*kind = hexi_file_kind(st.st_mode);
 	if (S_ISREG(st.st_mode))
@@ -327,10 +331,20 @@ hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,
 	case TARGET_REPLACE:
 		break;
 	}
-	if ((size_t)snprintf(prefix, sizeof(prefix), "%s.tmp.", path) >=
-	    sizeof(prefix))
-		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long",
-				  path);
+	/* PATH.tmp.<16 hex>, its name cut so that it stays within NAME_MAX
+	 * (255) where PATH's own name is longer than 234 bytes */
+	{
+		const char *base = strrchr(path, '/');
+		size_t dirlen = base ? (size_t)(base - path) + 1 : 0;
+		size_t blen = strlen(path + dirlen);
+		int keep = blen > 234 ? 234 : (int)blen;
+
+		if ((size_t)snprintf(prefix, sizeof(prefix), "%.*s%.*s.tmp.",
+				     (int)dirlen, path, keep,
+				     path + dirlen) >= sizeof(prefix))
+			return hexi_error(HEXI_ERR_RANGE,
+					  "%.200s: path too long", path);
+	}
 	rv = hexi_create_unique(prefix, "", mode, tmp, sizeof(tmp), &fd);
 	if (rv != HEXI_OK)
 		return rv;

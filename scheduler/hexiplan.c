@@ -238,9 +238,13 @@ static int parse_opts(cli *a, int argc, char **argv)
 			a->o.use_all_gpus = 1;
 			break;
 		case 'o':
+			if (optarg[0] == '\0')
+				return usage_error("--output: empty file name");
 			a->out = optarg;
 			break;
 		case OPT_SVG:
+			if (optarg[0] == '\0')
+				return usage_error("--svg: empty file name");
 			a->svg = optarg;
 			break;
 		case OPT_JSON:

@@ -255,8 +255,7 @@ static void test_read_flip(const char *dir)
 	if (pthread_create(&th, NULL, flip, &f) != 0)
 		tap_bail("pthread_create failed");
 	alarm(WATCHDOG_S);
-	for (int i = 0; i < 200000 && (i < 3000 || !good || !refused);
-	     i++) {
+	for (int i = 0; i < 200000 && (i < 3000 || !good || !refused); i++) {
 		char *data = NULL;
 		size_t len = 0;
 		hexi_rc rc = hexi_read_file(cur, 100, &data, &len);
@@ -350,6 +349,42 @@ static void test_write_special(const char *dir)
 	free(data);
 	unlink(tmp);
 	unlink(link);
+	/* a name of 250 bytes: its temporary name is cut to stay within
+	 * NAME_MAX (it was the name plus 21 bytes: "File name too long") */
+	{
+		char longp[700], base[251];
+		memset(base, 'a', 245);
+		snprintf(base + 245, 6, ".json");
+		snprintf(longp, sizeof(longp), "%s/%s", dir, base);
+		rc = hexi_write_file_atomic(longp, "{}\n", 3, 0644);
+		is_int(rc, HEXI_OK, "a 250-byte file name is written: %s",
+		       rc ? hexi_errmsg(rc) : "ok");
+		is_int(mode_of(longp, 0), S_IFREG, "and is a regular file");
+		unlink(longp);
+	}
+	/* another user's link to a character device is replaced, not
+	 * written through (a link planted in a shared directory); root's
+	 * and the caller's own (/dev/stdout) are followed */
+	if (geteuid() == 0 && mknod(null, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+		if (symlink(null, link) != 0 || lchown(link, 65534, 65534) != 0)
+			tap_bail("symlink/lchown failed");
+		rc = hexi_write_file_atomic(link, "{}\n", 3, 0644);
+		is_int(rc, HEXI_OK, "write over uid 65534's link to a device");
+		is_int(mode_of(link, 0), S_IFREG,
+		       "that link was replaced by a file, not followed");
+		is_int(mode_of(null, 0), S_IFCHR, "the device is untouched");
+		unlink(link);
+		if (symlink(null, link) != 0)
+			tap_bail("symlink failed");
+		is_int(hexi_write_file_atomic(link, "{}\n", 3, 0644), HEXI_OK,
+		       "write over our own link to a device");
+		is_int(mode_of(link, 0), S_IFLNK,
+		       "our own link is followed (written in place)");
+		unlink(link);
+		unlink(null);
+	} else
+		tap_diag("not root: another user's link to a device not "
+			 "tested (needs mknod, lchown)");
 	unlink(victim);
 	unlink(reg);
 	rmdir(sub);

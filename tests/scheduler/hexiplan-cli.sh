@@ -94,6 +94,8 @@ J
 bad "100k GPUs" 6 "count" "$H" plan "$T/huge.json" --model llama2-7b
 bad "unknown model" 7 "llama9" "$H" plan "$EX/paper.json" --model llama9
 bad "unknown strategy" 2 "strategy" "$H" plan "$EX/paper.json" --model llama2-7b --strategy fast
+bad "empty -o" 2 "--output: empty file name" "$H" plan "$EX/paper.json" --model llama2-7b -o ""
+bad "empty --svg" 2 "--svg: empty file name" "$H" show "$top_srcdir/examples/plans/tiny-4l-cpu4.json" --svg ""
 bad "exhaustive over 8 GPUs" 6 "exhaustive" "$H" plan "$EX/mixed-64.json" --model llama2-7b --strategy exhaustive
 bad "validate broken plan" 5 "broken.json" "$H" validate "$T/broken.json"
 # "> 0" is at least 1e-6: a subnormal bandwidth passed "> 0" and made a
