@@ -203,6 +203,6 @@ st=$?
 		"$(cat "$WORK/rb/latest")" step-00000010 ||
 	fail "resume from the newest (exit $?: $(cat "$WORK/rb.err"))"
 expect_eq "--keep 2 kept steps 8 (resumed from), 9, 10" \
-	"$(ls "$WORK/rb" | grep '^step-' | tr '\n' ' ')" \
+	"$(cd "$WORK/rb" && echo step-*) " \
 	"step-00000008 step-00000009 step-00000010 "
 done_testing
