@@ -505,6 +505,12 @@ static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 
 /* ---- watchdog ---------------------------------------------------------- */
 
+static long long now_ms(void)
+{
+	return (long long)(hexi_now_s() * 1e3);
+}
+
+/* Polls the deadline every 200 ms: the main thread only stores it. */
 static void *watchdog_main(void *arg)
 {
 	hexi_rt *rt = arg;
@@ -512,13 +518,17 @@ static void *watchdog_main(void *arg)
 	pthread_mutex_lock(&rt->wd_lock);
 	while (!rt->wd_stop) {
 		struct timespec ts;
-		double now = hexi_now_s();
-		if (rt->wd_deadline > 0 && now > rt->wd_deadline) {
+		long long dl = atomic_load_explicit(&rt->wd_deadline_ms,
+						    memory_order_relaxed);
+		if (dl > 0 && now_ms() > dl) {
 			fprintf(stderr,
 				"hexiscale: rank %d: no progress for %.0f s "
 				"(a peer failed or hangs); bringing the job "
 				"down\n",
-				rt->rank, rt->timeout_s);
+				rt->rank,
+				1e-3 * (double)atomic_load_explicit(
+					   &rt->wd_budget_ms,
+					   memory_order_relaxed));
 			fflush(stderr);
 			_exit(HEXI_ERR_TIMEOUT);
 		}
@@ -534,13 +544,61 @@ static void *watchdog_main(void *arg)
 	return NULL;
 }
 
+/* A deadline budget_s from now (at least 1 ms: 0 means disarmed). */
+static void wd_set(hexi_rt *rt, double budget_s)
+{
+	long long dl = now_ms() + (long long)(budget_s * 1e3);
+
+	atomic_store_explicit(&rt->wd_budget_ms, (long long)(budget_s * 1e3),
+			      memory_order_relaxed);
+	atomic_store_explicit(&rt->wd_deadline_ms, dl > 0 ? dl : 1,
+			      memory_order_relaxed);
+}
+
 void rt_watchdog_arm(hexi_rt *rt, int on)
 {
 	if (!rt->wd_running)
 		return;
-	pthread_mutex_lock(&rt->wd_lock);
-	rt->wd_deadline = on ? hexi_now_s() + rt->timeout_s : 0;
-	pthread_mutex_unlock(&rt->wd_lock);
+	if (on)
+		wd_set(rt, rt->timeout_s);
+	else
+		atomic_store_explicit(&rt->wd_deadline_ms, 0,
+				      memory_order_relaxed);
+}
+
+int rt_watchdog_armed(const hexi_rt *rt)
+{
+	return rt->wd_running &&
+	       atomic_load_explicit(&rt->wd_deadline_ms,
+				    memory_order_relaxed) != 0;
+}
+
+void rt_watchdog_feed(hexi_rt *rt)
+{
+	if (rt_watchdog_armed(rt))
+		wd_set(rt, rt->timeout_s);
+}
+
+double rt_watchdog_save_budget_s(const hexi_rt *rt)
+{
+	double bytes =
+	    rt->mem.bytes[HEXI_MEM_PARAMS] + rt->mem.bytes[HEXI_MEM_OPTIM];
+
+	return rt->timeout_s + (bytes > 0 ? bytes / RT_WD_SAVE_BPS : 0);
+}
+
+void rt_watchdog_save(hexi_rt *rt)
+{
+	if (rt_watchdog_armed(rt))
+		wd_set(rt, rt_watchdog_save_budget_s(rt));
+}
+
+void hexi_rt_watchdog(hexi_rt *rt, hexi_rt_wd mode)
+{
+	if (mode == HEXI_RT_WD_SAVE)
+		rt_watchdog_save(rt);
+	else
+		rt_watchdog_arm(rt, mode == HEXI_RT_WD_ON);
 }
 
 static hexi_rc watchdog_start(hexi_rt *rt)
@@ -677,6 +735,8 @@ hexi_rc hexi_rt_init(int *argc, char ***argv, const hexi_rt_opts *o,
 		return hexi_error(rc, "hexi_rt_init");
 	pthread_mutex_init(&rt->wd_lock, NULL);
 	pthread_cond_init(&rt->wd_cond, NULL);
+	atomic_init(&rt->wd_deadline_ms, 0);
+	atomic_init(&rt->wd_budget_ms, 0);
 	rt->timeout_s = o->timeout_s;
 	rt->backend = rt_backend_default();
 	rc = rt_backend_choose(o->backend, getenv("HEXISCALE_BACKEND"),

@@ -49,7 +49,8 @@ typedef struct hexi_rt_opts {
 	const char *model; /* built-in name or model JSON path */
 	int global_batch;  /* samples per step (default 8) */
 	int micro_batches; /* default 1 */
-	double timeout_s;  /* watchdog per step, 0 = off (default 0) */
+	double timeout_s;  /* watchdog: no progress limit, 0 = off (default 0;
+			      hexi_rt_watchdog) */
 	/* "mpi", "nccl" (one GPU per rank; needs a CUDA build) or "auto"
 	 * (nccl when built with CUDA and a device is visible, else mpi);
 	 * NULL: $HEXISCALE_BACKEND, else "mpi". */
@@ -101,6 +102,23 @@ void hexi_rt_abort(hexi_rt *rt, hexi_rc rc) __attribute__((noreturn));
 /* Collective: 1 if every rank passed ok != 0, else 0 (keeps error exits
  * together so no rank hangs waiting for one that failed). */
 int hexi_rt_all_ok(hexi_rt *rt, int ok);
+/* The watchdog of o->timeout_s (not collective; nothing when timeout_s
+ * is 0).  While armed, a rank on which no progress is made for timeout_s
+ * seconds prints so and exits HEXI_ERR_TIMEOUT, which brings the job down.
+ * The trainer feeds it as it makes progress (each micro-batch's forward
+ * and backward, each gradient-sync bucket) and arms it itself for a step
+ * or a validation when the caller has not.  HEXI_RT_WD_ON arms it (or
+ * feeds it: timeout_s from now) -- a training loop arms it at the top of
+ * every iteration so that its collectives (hexi_rt_all_ok, the gathers)
+ * are covered too; HEXI_RT_WD_SAVE, before hexi_trainer_save while armed,
+ * gives the save timeout_s plus one second per 16 MiB of this rank's
+ * parameters and optimizer state from now; HEXI_RT_WD_OFF disarms it. */
+typedef enum hexi_rt_wd {
+	HEXI_RT_WD_OFF = 0,
+	HEXI_RT_WD_ON = 1,
+	HEXI_RT_WD_SAVE = 2,
+} hexi_rt_wd;
+void hexi_rt_watchdog(hexi_rt *rt, hexi_rt_wd mode);
 
 /* ---- training ------------------------------------------------------------ */
 

@@ -88,7 +88,7 @@ static void usage(FILE *f)
 		"only)\n"
 		"  --no-overlap        gradient sync after the backward, not "
 		"during it\n"
-		"  --timeout S         abort the job if a step stalls S s "
+		"  --timeout S         abort the job after S s without progress "
 		"(default 300, 0 = off)\n"
 		"  --dump PREFIX       write parameters to PREFIX.rankN at "
 		"the end\n"
@@ -535,8 +535,10 @@ static int stop_now(const cli *c, hexi_rt *rt, hexi_trainer *t, hexi_rc *rc)
 					"saved\n");
 		return HEXITRAIN_EXIT_STOPPED_UNSAVED;
 	}
-	if (hexi_trainer_saved_step(t) != k)
+	if (hexi_trainer_saved_step(t) != k) {
+		hexi_rt_watchdog(rt, HEXI_RT_WD_SAVE);
 		*rc = hexi_trainer_save(t, c->tr.ckpt_dir);
+	}
 	if (*rc != HEXI_OK) {
 		/* the save's outcome is agreed by every rank: each says why
 		 * and all exit 76 (not the error's code: the job was stopped,
@@ -601,7 +603,12 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 	}
 	if (rc == HEXI_OK) /* step 0, or the step resumed from (any step) */
 		rc = maybe_eval(c, rt, t, 1);
+	/* The watchdog (--timeout) stays armed from here to the dump: the
+	 * stop agreement, the step and its save, the gathers, validation.
+	 * Arming it again at each iteration's top is the progress of the
+	 * last one's collectives; the trainer feeds it within a step. */
 	while (rc == HEXI_OK && hexi_trainer_steps_done(t) < c->tr.steps) {
+		hexi_rt_watchdog(rt, HEXI_RT_WD_ON);
 		if (stop_agreed(rt)) {
 			*status = stop_now(c, rt, t, &rc);
 			break;
@@ -624,11 +631,16 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 					hexi_trainer_steps_done(t) ==
 					    c->tr.steps);
 	}
+	hexi_rt_watchdog(rt, HEXI_RT_WD_ON);
 	if (rc == HEXI_OK && c->verbose && !c->json &&
 	    (rc = gather_mem(c, t, mem)) == HEXI_OK && hexi_rt_rank(rt) == 0)
 		print_mem_table(rt, mem);
+	hexi_rt_watchdog(rt, HEXI_RT_WD_ON);
 	if (rc == HEXI_OK && c->dump != NULL)
 		rc = hexi_trainer_dump(t, c->dump);
+	/* off before an error's hexi_rt_abort grace, whose exit status
+	 * must stay the error's */
+	hexi_rt_watchdog(rt, HEXI_RT_WD_OFF);
 	free(all);
 	free(mem);
 	hexi_trainer_destroy(t);

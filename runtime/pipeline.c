@@ -95,6 +95,7 @@ static hexi_rc do_forward(pipe_ctx *c, int mb, double *loss_sum)
 			    g->next_leader >= 0 ? c->io->out : NULL, &l);
 	if (rc != HEXI_OK)
 		return rc;
+	rt_watchdog_feed(c->rt); /* a micro-batch's forward is progress */
 	*loss_sum += l;
 	if (g->next_leader >= 0)
 		return pipe_send(c, g->next_leader, tag_of(mb, TAG_ACT));
@@ -116,6 +117,7 @@ static hexi_rc do_backward(pipe_ctx *c, int mb)
 			     g->prev_leader >= 0 ? c->io->out : NULL);
 	if (rc != HEXI_OK)
 		return rc;
+	rt_watchdog_feed(c->rt); /* and its backward */
 	if (g->prev_leader >= 0)
 		return pipe_send(c, g->prev_leader, tag_of(mb, TAG_GRAD));
 	return HEXI_OK;

@@ -7,6 +7,7 @@
 #define HEXI_RT_DIST_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "hexi_rt.h"
 #include "rt_comm.h"
@@ -94,13 +95,17 @@ struct hexi_rt {
 	const rt_backend *backend; /* a registry row, never NULL */
 	struct rt_cuda *cuda;	   /* this rank's device context (nccl only) */
 	rt_comm *gcomm;		   /* NCCL communicator (nccl only) */
-	/* watchdog (boot.c): exits the job if a step stalls */
+	/* watchdog (boot.c): exits the job when no progress is made for
+	 * timeout_s while armed */
 	double timeout_s;
 	pthread_t wd_thread;
 	int wd_running;
-	pthread_mutex_t wd_lock;
+	pthread_mutex_t wd_lock; /* wd_stop and wd_cond only */
 	pthread_cond_t wd_cond;
-	double wd_deadline; /* hexi_now_s() value, 0 = idle */
+	/* CLOCK_MONOTONIC ms (hexi_now_s), 0 = disarmed; an atomic so that
+	 * feeding it (per micro-batch, per sync bucket) takes no lock */
+	atomic_llong wd_deadline_ms;
+	atomic_llong wd_budget_ms; /* the deadline's distance when set */
 	int wd_stop;
 	hexi_mem_stats mem; /* this rank's allocations (memacct.c) */
 };
@@ -110,8 +115,25 @@ struct hexi_rt {
  * calls it).  memacct.c. */
 void rt_mem_count(hexi_rt *rt, hexi_mem_kind kind, double bytes);
 
-/* Arm (timeout from now) or disarm (0) the watchdog; no-op when off. */
+/* The watchdog (all no-ops when --timeout is 0; main thread only).
+ * rt_watchdog_arm: arm (deadline timeout_s from now) or disarm (0).
+ * rt_watchdog_armed: 1 while armed (callers restore what they found).
+ * rt_watchdog_feed: progress was made (a micro-batch's forward or
+ *   backward, a gradient-sync bucket, a phase of the loop): when armed,
+ *   the deadline moves to timeout_s from now.  One clock read and two
+ *   relaxed atomic accesses: cheap enough for every micro-batch.
+ * rt_watchdog_save: a checkpoint save starts: when armed, the deadline
+ *   moves to rt_watchdog_save_budget_s from now (nothing in a save feeds;
+ *   the caller feeds when it returns). */
 void rt_watchdog_arm(hexi_rt *rt, int on);
+int rt_watchdog_armed(const hexi_rt *rt);
+void rt_watchdog_feed(hexi_rt *rt);
+void rt_watchdog_save(hexi_rt *rt);
+/* A save's budget: timeout_s plus one second per RT_WD_SAVE_BPS bytes of
+ * parameters and optimizer state on this rank (a slow disk's rate), so
+ * never shorter than the step timeout (hexitrain(1), --timeout). */
+#define RT_WD_SAVE_BPS (16.0 * 1048576.0)
+double rt_watchdog_save_budget_s(const hexi_rt *rt);
 
 /* Build a one-pipeline, one-stage, TP-1 plan for a single process. */
 hexi_rc rt_plan_single(const hexi_model *m, int global_batch, int micro_batches,

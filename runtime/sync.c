@@ -758,10 +758,12 @@ hexi_rc rt_sync_run(rt_sync *s, double *sumsq)
 		return shard_run(s, sumsq);
 	if ((rc = stage_buf(s, s->packcap)) != HEXI_OK)
 		return rc;
-	for (int i = 0; i < s->nb; i++)
+	for (int i = 0; i < s->nb; i++) {
 		if ((rc = bucket_run(s, &s->b[i], sumsq ? &acc : NULL)) !=
 		    HEXI_OK)
 			return rc;
+		rt_watchdog_feed(s->rt); /* a bucket synced is progress */
+	}
 	if (sumsq == NULL)
 		return mem_fence(s);
 	for (int i = 0; i < s->solo.npieces; i++)
@@ -1613,6 +1615,7 @@ hexi_rc rt_sync_grad_ready(rt_sync *s, int round, int layer)
 		}
 		if ((rc = round_bucket(s, b, 1)) != HEXI_OK)
 			return rc;
+		rt_watchdog_feed(s->rt);
 	}
 	for (int k = 0; k < s->solo.npieces; k++) {
 		sync_piece *p = &s->solo.pieces[k];
@@ -1677,12 +1680,15 @@ static hexi_rc shard2_run(rt_sync *s, double *sumsq)
 			if (r < b->nround && !b->accum &&
 			    (rc = round_bucket(s, b, 0)) != HEXI_OK)
 				return rc;
+			rt_watchdog_feed(s->rt);
 		}
 	/* the small buckets' sums, once, in bucket order (every member) */
-	for (int i = 0; i < s->nb; i++)
+	for (int i = 0; i < s->nb; i++) {
 		if (s->b[i].accum &&
 		    (rc = accum_bucket(s, &s->b[i])) != HEXI_OK)
 			return rc;
+		rt_watchdog_feed(s->rt);
+	}
 	if (sumsq == NULL)
 		return HEXI_OK;
 	for (int i = 0; i < s->nb; i++) {
@@ -1702,10 +1708,12 @@ static hexi_rc shard_run(rt_sync *s, double *sumsq)
 
 	if (s->zero == 2)
 		return shard2_run(s, sumsq);
-	for (int i = 0; i < s->nb; i++)
+	for (int i = 0; i < s->nb; i++) {
 		if ((rc = shard_bucket(s, &s->b[i], sumsq ? &acc : NULL)) !=
 		    HEXI_OK)
 			return rc;
+		rt_watchdog_feed(s->rt);
+	}
 	if (sumsq == NULL)
 		return HEXI_OK;
 	return norm_finish(s, acc, sumsq);
@@ -1796,9 +1804,11 @@ hexi_rc rt_sync_step(rt_sync *s, float scale, float lr,
 		if ((rc = seg_update(s, &s->seg[i], scale, lr, ao, step)) !=
 		    HEXI_OK)
 			return hexi_error_prefix(rc, "sharded optimizer");
-	for (int i = 0; i < s->nb; i++)
+	for (int i = 0; i < s->nb; i++) {
 		if ((rc = gather_weights(s, &s->b[i])) != HEXI_OK)
 			return rc;
+		rt_watchdog_feed(s->rt);
+	}
 	rt_sync_zero_grad(s);
 	return mem_fence(s);
 }
@@ -2131,6 +2141,8 @@ static hexi_rc sub_retire(rt_sync *s, sync_sub *u)
 		u->req = NULL;
 		if (rc != HEXI_OK)
 			rc = hexi_error_prefix(rc, "gradient sync");
+		else /* an overlapped sub-bucket done */
+			rt_watchdog_feed(s->rt);
 	}
 	u->state = 3;
 	if (rc == HEXI_OK && s->zero == 0)

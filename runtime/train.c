@@ -596,17 +596,30 @@ hexi_rc hexi_trainer_step(hexi_trainer *t, hexi_step_stats *st)
 
 	memset(st, 0, sizeof(*st));
 	t->tp_s = 0;
-	rt_watchdog_arm(t->rt, 1);
+	/* armed over the step and its save: by the caller's loop
+	 * (hexitrain), else here for this call alone */
+	const int armed = rt_watchdog_armed(t->rt);
+	if (armed)
+		rt_watchdog_feed(t->rt);
+	else
+		rt_watchdog_arm(t->rt, 1);
 	rc = step_body(t, st);
-	rt_watchdog_arm(t->rt, 0);
-	if (rc != HEXI_OK)
-		return hexi_error_prefix(rc, "rank %d: step %d", t->rt->rank,
-					 t->step + 1);
-	t->step++;
-	t->data_pos += t->global_batch;
-	st->step = t->step;
-	if (t->o.save_every > 0 && t->step % t->o.save_every == 0)
+	if (rc == HEXI_OK) {
+		t->step++;
+		t->data_pos += t->global_batch;
+		st->step = t->step;
+	} else
+		rc = hexi_error_prefix(rc, "rank %d: step %d", t->rt->rank,
+				       t->step + 1);
+	if (rc == HEXI_OK && t->o.save_every > 0 &&
+	    t->step % t->o.save_every == 0) {
+		rt_watchdog_save(t->rt);
 		rc = hexi_trainer_save(t, t->ckpt_dir);
+	}
+	if (armed)
+		rt_watchdog_feed(t->rt);
+	else
+		rt_watchdog_arm(t->rt, 0);
 	return rc;
 }
 
@@ -628,6 +641,7 @@ hexi_rc hexi_trainer_eval(hexi_trainer *t, double *loss)
 	t->ops->bind(t, &io, &cb, &sync);
 	t->cur = &t->val_data;
 	t->eval = 1;
+	const int armed = rt_watchdog_armed(t->rt); /* see hexi_trainer_step */
 	for (int b = 0; rc == HEXI_OK && b < t->o.eval_batches; b++) {
 		double ls = 0, l = 0;
 		t->batch_base = (int64_t)b * t->global_batch;
@@ -640,9 +654,9 @@ hexi_rc hexi_trainer_eval(hexi_trainer *t, double *loss)
 			rc = t->data_rc;
 		if (rc == HEXI_OK)
 			rc = rt_train_global_loss(t, ls, &l);
-		rt_watchdog_arm(t->rt, 0);
 		sum += l;
 	}
+	rt_watchdog_arm(t->rt, armed);
 	t->eval = 0;
 	t->cur = NULL;
 	if (rc == HEXI_OK)
