@@ -9,6 +9,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,32 +206,46 @@ static hexi_rc no_plan(const pl_state *st, const pl_cand *best,
 	const pl_why *w = best->pp && best->why.rc != HEXI_OK ? &best->why
 			  : st->why.rc != HEXI_OK	      ? &st->why
 							      : NULL;
+	char cut[160] = "";
 
+	/* same error class as a search that ran through, so the exit
+	 * status keeps its meaning; the text says the budget cut it */
+	if (st->stop == HEXI_SEARCH_TIME)
+		snprintf(cut, sizeof(cut),
+			 "; the planning stopped at its time budget of %g s "
+			 "after %ld candidates, a larger budget may find one",
+			 st->budget_s, st->evals);
 	if (w == NULL)
 		return hexi_error(HEXI_ERR_NOFIT,
 				  "model '%s': no plan tried fits in the "
 				  "memory of the cluster's GPUs (micro-batch "
-				  "%d, recompute %d)",
-				  m->name, st->mb, st->x.t.recompute);
-	return hexi_error(w->rc, "model '%s': no plan: %s", m->name, w->msg);
+				  "%d, recompute %d)%s",
+				  m->name, st->mb, st->x.t.recompute, cut);
+	return hexi_error(w->rc, "model '%s': no plan: %s%s", m->name, w->msg,
+			  cut);
+}
+
+/* The time budget of a whole hexi_plan_create, seconds. */
+static double plan_budget_s(const hexi_plan_opts *o)
+{
+	return o->time_budget_s > 0 ? o->time_budget_s : HEXI_PLAN_BUDGET_S;
 }
 
 static hexi_rc state_init(pl_state *st, const hexi_cluster *c,
 			  const hexi_model *m, const hexi_train *t,
-			  const hexi_plan_opts *o)
+			  const hexi_plan_opts *o, double t0)
 {
 	hexi_rc rc;
 
 	memset(st, 0, sizeof(*st));
-	st->t0 = hexi_now_s();
+	st->t0 = t0;
 	st->o = o;
 	st->mb = o->micro_batch_exact ? t->micro_batch : 1;
 	st->M = t->global_batch / st->mb;
 	st->mb_max = o->micro_batch_exact ? 0 : o->micro_batch_max;
 	st->kv = m->kv_heads;
 	st->rng = o->seed * 0x2545f4914f6cdd1dull + 1;
-	st->budget_s =
-	    o->time_budget_s > 0 ? o->time_budget_s : HEXI_PLAN_BUDGET_S;
+	st->budget_s = plan_budget_s(o);
 	st->max_evals = o->max_evals > 0 ? o->max_evals : HEXI_PLAN_MAX_EVALS;
 	rc = sched_ctx_init(&st->x, c, m, t, o->cost_model);
 	if (rc != HEXI_OK)
@@ -284,18 +299,18 @@ static void state_fini(pl_state *st)
 	sched_ctx_fini(&st->x);
 }
 
-/* One search on cluster c (the job's or a subset of it).  st and *best
- * are the caller's to finish (state_fini, pl_cand_free) whatever the
- * result. */
+/* One search on cluster c (the job's or a subset of it), under the
+ * deadline of the planning that began at t0.  st and *best are the
+ * caller's to finish (state_fini, pl_cand_free) whatever the result. */
 static hexi_rc search_on(const hexi_cluster *c, const hexi_model *m,
 			 const hexi_train *t, const hexi_plan_opts *o,
-			 pl_state *st, pl_cand *best)
+			 double t0, pl_state *st, pl_cand *best)
 {
 	int mb0, M0;
 	hexi_rc rc;
 
 	best->score = DBL_MAX;
-	rc = state_init(st, c, m, t, o);
+	rc = state_init(st, c, m, t, o, t0);
 	if (rc == HEXI_OK)
 		rc = check_total_memory(st);
 	if (rc != HEXI_OK)
@@ -374,11 +389,14 @@ static hexi_rc try_subset(pl_state *st, pl_cand *best, const hexi_cluster *c,
 	hexi_cluster *sub = NULL;
 	pl_state s2;
 	pl_cand cand = {0};
-	hexi_rc rc = sub_cluster(c, keep, ng, n, &sub);
+	hexi_rc rc;
 
+	if (pl_past_deadline(st))
+		return HEXI_OK; /* no search starts past the deadline */
+	rc = sub_cluster(c, keep, ng, n, &sub);
 	memset(&s2, 0, sizeof(s2));
 	if (rc == HEXI_OK)
-		rc = search_on(sub, m, t, o, &s2, &cand);
+		rc = search_on(sub, m, t, o, st->t0, &s2, &cand);
 	if (rc == HEXI_ERR_NOFIT)
 		rc = HEXI_OK; /* too little memory on this subset */
 	st->evals += s2.evals;
@@ -678,6 +696,8 @@ hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 	int z[6], r[6], nopt, stop = 0;
 	long evals = 0; /* of the settings dropped */
 	hexi_rc rc, first = HEXI_OK;
+	/* one deadline for every search below (t0 + the budget) */
+	double t0 = hexi_now_s();
 
 	memset(&win, 0, sizeof(win));
 	memset(&run, 0, sizeof(run));
@@ -687,12 +707,16 @@ hexi_rc hexi_plan_create(const hexi_cluster *c, const hexi_model *m,
 		return rc;
 	nopt = memory_options(c, t, o, z, r);
 	for (int k = 0; k < nopt; k++) {
+		if (k > 0 && hexi_now_s() - t0 > plan_budget_s(o)) {
+			stop = HEXI_SEARCH_TIME;
+			break;
+		}
 		memset(&cur, 0, sizeof(cur));
 		cur.t = *t;
 		cur.t.zero = z[k];
 		cur.t.recompute = r[k];
 		cur.live = 1;
-		rc = search_on(c, m, &cur.t, o, &cur.st, &cur.best);
+		rc = search_on(c, m, &cur.t, o, t0, &cur.st, &cur.best);
 		int fits = rc == HEXI_OK && setting_fits(&cur);
 		if (k == 0 ||
 		    (fits && cur.best.score < win.best.score * (1 - 1e-12))) {

@@ -83,12 +83,16 @@ hexi_rc pl_search_megatron(pl_state *st, pl_cand *best)
 			int d = N / t / P;
 			if ((N / t) % P || G % d)
 				continue;
-			for (int b = 1; b <= G / d &&
-					(st->mb_max == 0 || b <= st->mb_max);
+			for (int b = 1;
+			     b <= G / d && (st->mb_max == 0 || b <= st->mb_max);
 			     b *= 2) {
 				pl_cand c;
 				if ((G / d) % b)
 					continue;
+				/* the grid is not cut by the work bound (its
+				 * plans stay the same), only by the deadline */
+				if (pl_past_deadline(st))
+					goto out;
 				if (megatron_plan(st, d, t, P, b, &c) == 0 &&
 				    st->o->verbose)
 					hexi_log(
@@ -104,6 +108,7 @@ hexi_rc pl_search_megatron(pl_state *st, pl_cand *best)
 			}
 		}
 	}
+out:
 	if (best->pp)
 		st->mb = best->pp[0].batch / best->pp[0].micro_batches;
 	else if (st->why.rc == HEXI_OK)

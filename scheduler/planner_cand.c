@@ -28,9 +28,17 @@ int pl_out_of_time(pl_state *st)
 		return 1;
 	if (st->evals >= st->max_evals)
 		st->stop = HEXI_SEARCH_WORK;
-	else if (hexi_now_s() - st->t0 > st->budget_s)
-		st->stop = HEXI_SEARCH_TIME;
+	else
+		pl_past_deadline(st);
 	return st->stop != HEXI_SEARCH_DONE;
+}
+
+int pl_past_deadline(pl_state *st)
+{
+	if (hexi_now_s() - st->t0 <= st->budget_s)
+		return 0;
+	st->stop = HEXI_SEARCH_TIME;
+	return 1;
 }
 
 void pl_cand_free(pl_cand *c)

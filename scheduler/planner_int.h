@@ -31,8 +31,10 @@ typedef struct pl_state {
 	int np_cur;	 /* pipelines of the candidate phase 2 builds */
 	int kv;		 /* largest TP degree allowed (KV heads) */
 	int max_p;	 /* most pipelines tried */
-	double t0;	 /* hexi_now_s() at start */
-	double budget_s; /* safety stop on wall-clock time */
+	double t0;	 /* hexi_now_s() when hexi_plan_create began */
+	double budget_s; /* safety stop: t0 + budget_s is the deadline of
+			    the whole planning, every search on any subset
+			    and memory setting and the uniform baseline */
 	long max_evals;	 /* the work bound: candidates evaluated */
 	int stop;	 /* HEXI_SEARCH_* why the search stopped */
 	pl_why why;	 /* a constraint met outside any candidate */
@@ -59,6 +61,11 @@ uint64_t pl_rand(pl_state *st);
 /* 1 once the search must stop: the work bound (deterministic) or, as a
  * safety stop only, the wall-clock budget; records which in st->stop. */
 int pl_out_of_time(pl_state *st);
+/* 1 once the planning's deadline (t0 + budget_s) has passed; records
+ * HEXI_SEARCH_TIME.  Time only: for loops that the work bound does not
+ * cut (the uniform baseline, micro-batch sizes, starting another search),
+ * so that a work-bound search plans the same as before on every machine. */
+int pl_past_deadline(pl_state *st);
 
 /* Phase 1: part[ndev] <- pipeline id of every GPU, P parts, all used.
  * dir 0 keeps fast links inside pipelines, dir 1 puts them between. */

@@ -65,16 +65,20 @@ int sched_split_layers(int L, int S, const double *a, const double *c,
 	}
 	/* every n[s] keeps its stage under the optimal bound; drop the
 	 * surplus from the stages with the dearest layers, which also gives
-	 * the smallest sum of stage times (1F1B: sum + (m-1) max) */
+	 * the smallest sum of stage times (1F1B: sum + (m-1) max).  The
+	 * dearest stage stays the dearest while it loses layers, so it
+	 * gives all it can at once: O(S^2), not O(surplus * S) (a surplus of
+	 * 1e5 layers over 1024 stages took seconds per candidate) */
 	while (sum > L) {
-		int w = -1;
+		int w = -1, k;
 		for (int s = 0; s < S; s++)
 			if (n[s] > 1 && (w < 0 || a[s] > a[w]))
 				w = s;
 		if (w < 0)
 			return -1;
-		n[w]--;
-		sum--;
+		k = n[w] - 1 < sum - L ? n[w] - 1 : (int)(sum - L);
+		n[w] -= k;
+		sum -= k;
 	}
 	return sum == L ? 0 : -1;
 }
@@ -268,8 +272,9 @@ static void why_memory(pl_state *st, pl_grp **g, int S, const int *cap,
 	pl_why_set(why, HEXI_ERR_NOFIT,
 		   "stage %d of %d on %s (%s x%d, %.0f GiB) needs %.1f GiB for "
 		   "%d of the %d layers at micro-batch %d",
-		   w, S, x->c->nodes[d->node].name, x->c->nodes[d->node].gpu_type,
-		   g[w]->tp, k[w].cap_b / SCHED_GIB, need, want, L, st->mb);
+		   w, S, x->c->nodes[d->node].name,
+		   x->c->nodes[d->node].gpu_type, g[w]->tp,
+		   k[w].cap_b / SCHED_GIB, need, want, L, st->mb);
 }
 
 /* Stage costs of the ordered groups g[S]; layer split; fills pl. Returns
@@ -450,8 +455,7 @@ static double order_and_split(pl_state *st, pl_grp *g, int ng,
 			nd[k++] = g[i].node;
 	if (k <= (st->all_orders ? 5 : 3)) {
 		do
-			try_order(st, g, ng, nd, k, ord, pl, &best, &have,
-				  why);
+			try_order(st, g, ng, nd, k, ord, pl, &best, &have, why);
 		while (next_perm(nd, k));
 		goto out;
 	}
@@ -514,8 +518,8 @@ int pl_phase2_groups(pl_state *st, const int *part, int P, const int *grp,
 		if (r < 0 && out->why.rc == HEXI_OK) {
 			out->why = w;
 			if (P > 1)
-				pl_why_set(&out->why, w.rc, "pipeline %d: %.200s",
-					   p, w.msg);
+				pl_why_set(&out->why, w.rc,
+					   "pipeline %d: %.200s", p, w.msg);
 		}
 		if (r < 0)
 			deficit += -r;
@@ -562,7 +566,8 @@ int pl_phase2(pl_state *st, const int *part, int P, const int *tp_of_type,
 				   "one TP degree for every stage: TP %d does "
 				   "not divide the %d GPUs of pipeline %d on "
 				   "%s",
-				   t, k, part[d], x->c->nodes[x->dev[d].node].name);
+				   t, k, part[d],
+				   x->c->nodes[x->dev[d].node].name);
 			out->score = PL_INFEASIBLE * 4;
 			rc = 0;
 			goto out;

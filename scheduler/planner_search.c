@@ -118,7 +118,7 @@ static void search_tp(pl_state *st, const int *part, int P, int dir,
 		double before = best->score;
 		for (int ty = 0; ty < nt && !pl_out_of_time(st); ty++) {
 			int n = tp_list(st, ty, list);
-			for (int i = 0; i < n; i++) {
+			for (int i = 0; i < n && !pl_past_deadline(st); i++) {
 				memcpy(tp, btp, sizeof(int) * (size_t)nt);
 				if (tp[ty] == list[i])
 					continue;
@@ -186,7 +186,9 @@ static void cand_groups(const pl_state *st, const pl_cand *c, int *part,
  * (its time depends on its own size only), where its stages still fit. */
 static void per_pipeline_mb(pl_state *st, pl_cand *c)
 {
-	for (int p = 0; p < c->np; p++) {
+	/* past the deadline the remaining pipelines keep their sizes: each
+	 * size is a whole evaluation (0.1-1 s on 16k GPUs) */
+	for (int p = 0; p < c->np && !pl_past_deadline(st); p++) {
 		hexi_pipeline *pl = &c->pp[p];
 		int B = pl->batch, best_m = pl->micro_batches;
 		double best_t = -1;
@@ -269,6 +271,8 @@ static void search_mb_bounded(pl_state *st, pl_cand *best)
 		pl_cand c = {0};
 		if (G % mb || G / mb < best->np)
 			continue;
+		if (pl_past_deadline(st))
+			break;
 		st->mb = mb;
 		st->M = G / mb;
 		if (pl_phase2_groups(st, part, best->np, part + n, &c) != 0) {
@@ -311,7 +315,8 @@ void pl_search_mb(pl_state *st, pl_cand *best)
 	if (!part || !best->pp || best->score >= PL_INFEASIBLE)
 		goto out;
 	cand_groups(st, best, part, part + n);
-	for (int mb = st->mb * 2; mb <= G && G % mb == 0; mb *= 2) {
+	for (int mb = st->mb * 2;
+	     mb <= G && G % mb == 0 && !pl_past_deadline(st); mb *= 2) {
 		pl_cand c = {0};
 		st->mb = mb;
 		st->M = G / mb;
@@ -424,6 +429,8 @@ hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best)
 		for (int dir = 0; dir < (P > 1 ? 2 : 1); dir++) {
 			pl_cand b = {0};
 			b.score = DBL_MAX;
+			if (dir > 0 && pl_past_deadline(st))
+				break; /* each direction: METIS and phase 2 */
 			rc = pl_phase1_metis(st, P, dir, part);
 			if (rc != HEXI_OK)
 				goto out;
@@ -439,12 +446,13 @@ hexi_rc pl_search_hexiscale(pl_state *st, pl_cand *best)
 			break;
 	}
 	if (min_pipelines(st) > st->max_p)
-		pl_why_set(&st->why, HEXI_ERR_BATCH,
-			   "global batch %d (%d micro-batches of %d) cannot "
-			   "feed the %d pipelines that %d GPUs need (a pipeline "
-			   "holds at most %d stages of one node's GPUs)",
-			   st->M * st->mb, st->M, st->mb, min_pipelines(st),
-			   st->x.ndev, st->x.m.layers);
+		pl_why_set(
+		    &st->why, HEXI_ERR_BATCH,
+		    "global batch %d (%d micro-batches of %d) cannot "
+		    "feed the %d pipelines that %d GPUs need (a pipeline "
+		    "holds at most %d stages of one node's GPUs)",
+		    st->M * st->mb, st->M, st->mb, min_pipelines(st),
+		    st->x.ndev, st->x.m.layers);
 	local_moves(st, best);
 	pl_search_mb(st, best);
 out:

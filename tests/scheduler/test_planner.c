@@ -468,6 +468,44 @@ static void gpu_subset(void)
 	hexi_plan_destroy(a);
 }
 
+/*
+ * One deadline for the whole planning.  A budget of 1 ns has passed by the
+ * first check, so what runs after it is the same on any machine and the
+ * test asserts on counted evaluations, not on time: the first search's
+ * first pipeline count in one direction (its uniform TP degrees) and
+ * nothing more.  Before, every search (6 memory settings, the node and
+ * GPU subsets, the uniform baseline's whole grid) ran to its own first
+ * check: 684 evaluations here before, 5 now.
+ */
+static void time_budget(void)
+{
+	hexi_plan_opts o;
+	hexi_plan *p;
+	hexi_rc rc;
+
+	hexi_plan_opts_defaults(&o);
+	o.time_budget_s = 1e-9;
+	p = create("hetero-a100-4090-24", "llama2-13b", 64, &o, &rc);
+	is_int(rc, HEXI_OK, "budget 1 ns: still a plan%s%s", rc ? ": " : "",
+	       rc ? hexi_errmsg(rc) : "");
+	if (p) {
+		is_int(p->search.stop, HEXI_SEARCH_TIME,
+		       "budget 1 ns: stopped by time");
+		ok(p->search.evaluations > 0 && p->search.evaluations <= 100,
+		   "budget 1 ns: %ld evaluations (no search starts after the "
+		   "deadline; 684 when each search had its own)",
+		   p->search.evaluations);
+	}
+	hexi_plan_destroy(p);
+	o.time_budget_s = 0; /* the default: converges long before it */
+	p = create("hetero-a100-4090-24", "llama2-13b", 64, &o, &rc);
+	ok(rc == HEXI_OK && p->search.stop != HEXI_SEARCH_TIME &&
+	       p->search.evaluations > 100,
+	   "default budget: not stopped by time, %ld evaluations",
+	   p ? p->search.evaluations : 0L);
+	hexi_plan_destroy(p);
+}
+
 int main(void)
 {
 	split_layers();
@@ -476,5 +514,6 @@ int main(void)
 	public_api();
 	bad_inputs();
 	gpu_subset();
+	time_budget();
 	return tap_done();
 }
