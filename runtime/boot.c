@@ -467,6 +467,23 @@ static hexi_rc boot_plan(hexi_rt *rt, const hexi_rt_opts *o)
 
 	if (path == NULL || *path == '\0')
 		path = getenv("HEXISCALE_PLAN");
+	/* loading a plan is collective (its text is agreed): every rank has
+	 * one, or none has, before any rank starts it */
+	{
+		int have = path != NULL && *path != '\0';
+		int all = hexi_rt_all_ok(rt, have),
+		    none = hexi_rt_all_ok(rt, !have);
+		if (!all && !none)
+			return hexi_error(
+			    HEXI_ERR_MISMATCH,
+			    "rank %d: %s, but %s (every task needs "
+			    "the same --plan FILE or HEXISCALE_PLAN)",
+			    rt->rank,
+			    have ? "this rank has a plan"
+				 : "this rank has no plan",
+			    have ? "another rank has none"
+				 : "another rank has one");
+	}
 	if (path != NULL && *path != '\0') {
 		if ((rc = load_plan(rt, path)) != HEXI_OK)
 			return rc;
@@ -636,8 +653,7 @@ static void on_init_crash(int sig)
 	raise(sig);
 }
 
-static int mpi_init_guarded(hexi_rt *rt, int *argc, char ***argv,
-			    int *provided)
+static int mpi_init_guarded(hexi_rt *rt, int *argc, char ***argv, int *provided)
 {
 	struct sigaction sa, old_segv, old_bus;
 	int n, rc;
@@ -647,9 +663,8 @@ static int mpi_init_guarded(hexi_rt *rt, int *argc, char ***argv,
 		     " (Open MPI's start-up race, hexitrain(1) BUGS): nothing "
 		     "was trained; the step can be run again\n",
 		     rt->launch_rank);
-	init_crash_len = n > 0 && (size_t)n < sizeof(init_crash_msg)
-			     ? (size_t)n
-			     : 0;
+	init_crash_len =
+	    n > 0 && (size_t)n < sizeof(init_crash_msg) ? (size_t)n : 0;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_init_crash;
 	sigemptyset(&sa.sa_mask);

@@ -99,4 +99,16 @@ bad=$(echo "$ranks" | cut -d' ' -f2 | sort -u)
 expect_eq "all at one step" "$(echo "$bad" | wc -l)" 1
 expect_eq "latest checkpoint: the step before" \
 	"$(cat "$WORK/div/latest" 2>/dev/null)" "step-$(printf %08d $((${bad:-1} - 1)))"
+
+# One task with a plan (HEXISCALE_PLAN), one without: every rank says so
+# (exit 11) before any rank starts the plan's collectives (they met
+# different collectives: MPI_ERR_TRUNCATE, exit 15).
+"$MKPLAN" tiny-4l "4/1:1x4;4/1:1x4" "$WORK/half.json" >/dev/null ||
+	fail "mkplan half"
+HX_TIMEOUT=60 hx_mpirun 1 -x HEXISCALE_PLAN="$WORK/half.json" "$HT" \
+	--steps 2 : -np 1 "$HT" --steps 2 >/dev/null 2>"$WORK/half.err"
+expect_eq "a plan on one task only: exit 11" "$?" 11
+check "both ranks name the disagreement" sh -c \
+	"grep -q 'rank 0: this rank has a plan, but another rank has none' '$WORK/half.err' &&
+	 grep -q 'rank 1: this rank has no plan, but another rank has one' '$WORK/half.err'"
 done_testing
