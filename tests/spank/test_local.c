@@ -502,6 +502,7 @@ static void test_master_addr(const char *tmp)
 	memset(addr, 'a', sizeof(addr) - 1);
 	for (size_t i = 63; i < sizeof(addr) - 1; i += 64)
 		addr[i] = '.';
+	addr[HX_HOST_MAX] = '\0';     /* the 256-byte case below */
 	addr[HX_HOST_MAX - 1] = '\0'; /* 255 bytes */
 
 	g_node_addr = NULL;
