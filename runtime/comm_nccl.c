@@ -886,9 +886,16 @@ static hexi_rc agree_all(rt_comm_nccl *nc, const int *all, hexi_rc rc)
 {
 	rt_group *bg = NULL;
 	double bad = rc != HEXI_OK;
-	hexi_rc grc = rt_comm_group_get(nc->boot, all, nc->base.size, &bg);
+	hexi_rc grc;
 
-	if (grc == HEXI_OK && bg != NULL)
+	if (nc->base.size == 1) /* no peer to leave waiting */
+		return rc;
+	grc = rt_comm_group_get(nc->boot, all, nc->base.size, &bg);
+	if (grc == HEXI_OK && bg != NULL &&
+	    bg->comm->ops->allreduce_sum == NULL)
+		grc = hexi_error(HEXI_ERR_INTERNAL,
+				 "the bootstrap backend has no all-reduce");
+	else if (grc == HEXI_OK && bg != NULL)
 		grc = bg->comm->ops->allreduce_sum(bg, &bad, 1, RT_F64);
 	if (rc != HEXI_OK)
 		return rc;

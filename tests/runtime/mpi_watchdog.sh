@@ -55,10 +55,12 @@ stop_rank1_after() {
 			grep -qx 'OMPI_COMM_WORLD_RANK=1' && r1=$p
 	done
 	[ -n "$r1" ] || { kill "$mp"; wait "$mp"; hard "$name: no rank 1 found"; }
-	local t0=$(date +%s)
+	local t0 t1 st
+	t0=$(date +%s)
 	kill -STOP "$r1"
 	wait "$mp"
-	local st=$? t1=$(date +%s)
+	st=$?
+	t1=$(date +%s)
 	# leave nothing stopped behind (the pid is ours, from this job)
 	kill -CONT "$r1" 2>/dev/null
 	kill -KILL "$r1" 2>/dev/null
