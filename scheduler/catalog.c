@@ -232,13 +232,17 @@ static hexi_rc cat_grow(hexi_catalog *cat)
 	cat_entry *e;
 	size_t cap;
 
-	if (cat->n < cat->cap)
+	/* room left only where there is an array (a catalog's cap without
+	 * one would be a bug; growing then is still right) */
+	if (cat->e != NULL && cat->n < cat->cap)
 		return HEXI_OK;
 	if (cat->n >= HEXI_MAX_GPU_TYPES)
 		return hexi_error(HEXI_ERR_RANGE,
 				  "catalog: more than %d GPU types",
 				  HEXI_MAX_GPU_TYPES);
-	cap = cat->cap * 2;
+	cap = cat->cap > cat->n ? cat->cap : cat->n * 2;
+	if (cap < 8)
+		cap = 8;
 	if (cap > HEXI_MAX_GPU_TYPES)
 		cap = HEXI_MAX_GPU_TYPES;
 	e = realloc(cat->e, cap * sizeof(*e));
