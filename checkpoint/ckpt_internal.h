@@ -159,6 +159,14 @@ hexi_rc ck_open_at(int dfd, const char *name, const char *what, int *fd,
 		   struct stat *st);
 hexi_rc ck_read_at(int dfd, const char *name, size_t max, const char *what,
 		   char **out, size_t *len);
+/* The same for an input that is not a checkpoint (a Hugging Face model):
+ * a symlink is followed when root or the caller made it, or when the
+ * file it leads to belongs to the link's owner (fstat of the opened
+ * descriptor); another user's link to someone else's file is refused. */
+hexi_rc ck_open_in(int dfd, const char *name, const char *what, int *fd,
+		   struct stat *st);
+hexi_rc ck_read_in(int dfd, const char *name, size_t max, const char *what,
+		   char **out, size_t *len);
 /* Size and xxh64 of a whole file, streaming with pread (8 MiB buffer),
  * never mapped: a file truncated meanwhile gives a short size (the
  * caller's size check fails), not a SIGBUS. */

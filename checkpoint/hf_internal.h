@@ -45,8 +45,10 @@ typedef struct hf_st {
  * WHAT names the file in errors.  *out: hf_st_destroy. (Fuzz target.) */
 hexi_rc hf_st_parse(const char *what, const char *json, size_t len,
 		    uint64_t data_len, hf_st **out);
-/* Open PATH (regular file, opened without blocking) and parse its header. */
-hexi_rc hf_st_open(const char *path, hf_st **out);
+/* Parse the header of the regular file open on FD (PATH names it in
+ * errors); FD is the hf_st's from then on, closed on error.  The caller
+ * opens it (ck_open_in: no FIFO, no other user's link). */
+hexi_rc hf_st_open_fd(int fd, const char *path, hf_st **out);
 void hf_st_destroy(hf_st *st);
 /* Index of NAME or -1. */
 int hf_st_find(const hf_st *st, const char *name);

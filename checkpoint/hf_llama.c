@@ -521,8 +521,8 @@ hexi_rc hf_config_parse(const char *what, const char *json, size_t len,
 	return rc;
 }
 
-static hexi_rc parse_config(const char *dir, const char *name, hexi_model *m,
-			    int *tied)
+static hexi_rc parse_config(int dfd, const char *dir, const char *name,
+			    hexi_model *m, int *tied)
 {
 	char path[4200], *txt = NULL;
 	size_t len = 0;
@@ -530,7 +530,8 @@ static hexi_rc parse_config(const char *dir, const char *name, hexi_model *m,
 
 	snprintf(path, sizeof(path), "%s/config.json", dir);
 	memset(m, 0, sizeof(*m));
-	if ((rc = hexi_read_file(path, HF_CONFIG_MAX, &txt, &len)) == HEXI_OK)
+	rc = ck_read_in(dfd, "config.json", HF_CONFIG_MAX, path, &txt, &len);
+	if (rc == HEXI_OK)
 		rc = hf_config_parse(path, txt, len, name, m, tied);
 	free(txt);
 	return rc != HEXI_OK ? hexi_error_prefix(rc, "import %s", dir) : rc;
@@ -548,17 +549,27 @@ static int ends_with(const char *s, const char *suf)
 	return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-static hexi_rc open_files(const char *dir, hf_files *fs)
+/* Every *.safetensors entry of the model directory DFD (DIR in
+ * messages), opened as ck_open_in does (no FIFO or device, another user's
+ * symlink only to that user's own file). */
+static hexi_rc open_files(int dfd, const char *dir, hf_files *fs)
 {
-	DIR *d = opendir(dir);
+	int lfd = dup(dfd);
+	DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
 	struct dirent *de;
 	char path[4200];
 	hexi_rc rc = HEXI_OK;
 
-	if (d == NULL)
-		return hexi_error(HEXI_ERR_NOTFOUND, "import %s: %s", dir,
-				  strerror(errno));
+	if (d == NULL) {
+		int e = errno;
+		if (lfd >= 0)
+			close(lfd);
+		return hexi_error(HEXI_ERR_IO, "import %s: %s", dir,
+				  strerror(e));
+	}
 	while (rc == HEXI_OK && (de = readdir(d)) != NULL) {
+		struct stat st;
+		int fd;
 		if (!ends_with(de->d_name, ".safetensors"))
 			continue;
 		if (fs->n == HF_MAX_FILES) {
@@ -568,7 +579,9 @@ static hexi_rc open_files(const char *dir, hf_files *fs)
 			break;
 		}
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		rc = hf_st_open(path, &fs->f[fs->n]);
+		rc = ck_open_in(dfd, de->d_name, path, &fd, &st);
+		if (rc == HEXI_OK)
+			rc = hf_st_open_fd(fd, path, &fs->f[fs->n]);
 		if (rc == HEXI_OK)
 			fs->n++;
 	}
@@ -781,19 +794,26 @@ hexi_rc hexi_hf_import(const char *hf_dir, const char *ckpt, const char *name,
 	char nm[HEXI_NAME_MAX], *js = NULL;
 	hf_files *fs = calloc(1, sizeof(*fs));
 	map_row *map = NULL;
-	int n = 0, tied = 0;
+	int n = 0, tied = 0, dfd = -1;
 	hexi_rc rc = fs ? HEXI_OK : hexi_error(HEXI_ERR_NOMEM, "import");
 
 	if (name == NULL) {
 		default_name(hf_dir, nm, sizeof(nm));
 		name = nm;
 	}
+	if (rc == HEXI_OK) {
+		rc = ck_dir_open(hf_dir, 0, &dfd);
+		if (rc != HEXI_OK)
+			hexi_error_prefix(rc, "import");
+	}
 	if (rc == HEXI_OK)
-		rc = parse_config(hf_dir, name, m, &tied);
+		rc = parse_config(dfd, hf_dir, name, m, &tied);
 	if (rc == HEXI_OK)
 		rc = make_map(m, &map, &n);
 	if (rc == HEXI_OK)
-		rc = open_files(hf_dir, fs);
+		rc = open_files(dfd, hf_dir, fs);
+	if (dfd >= 0)
+		close(dfd);
 	if (rc == HEXI_OK)
 		rc = check_names(fs, map, n, m->layers);
 	if (rc == HEXI_OK)

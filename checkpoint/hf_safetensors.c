@@ -128,12 +128,12 @@ static hexi_rc parse_entry(const char *what, const char *name, json_t *e,
 				  (unsigned long long)data_len);
 	bytes = numel * (uint64_t)dtype_size(t->dtype);
 	if (t->end - t->begin != bytes)
-		return hexi_error(HEXI_ERR_MISMATCH,
-				  "%s: tensor '%.80s': %llu bytes of data for "
-				  "%llu elements of %s",
-				  what, name,
-				  (unsigned long long)(t->end - t->begin),
-				  (unsigned long long)numel, json_string_value(dt));
+		return hexi_error(
+		    HEXI_ERR_MISMATCH,
+		    "%s: tensor '%.80s': %llu bytes of data for "
+		    "%llu elements of %s",
+		    what, name, (unsigned long long)(t->end - t->begin),
+		    (unsigned long long)numel, json_string_value(dt));
 	return HEXI_OK;
 }
 
@@ -257,20 +257,15 @@ static uint64_t le64(const unsigned char *p)
 	return v;
 }
 
-hexi_rc hf_st_open(const char *path, hf_st **out)
+hexi_rc hf_st_open_fd(int fd, const char *path, hf_st **out)
 {
 	unsigned char lenb[8];
 	struct stat sb;
 	char *hdr = NULL;
 	uint64_t hl = 0;
 	hexi_rc rc = HEXI_OK;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 
 	*out = NULL;
-	if (fd < 0)
-		return hexi_error(errno == ENOENT ? HEXI_ERR_NOTFOUND
-						  : HEXI_ERR_IO,
-				  "%s: %s", path, strerror(errno));
 	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
 		rc = hexi_error(HEXI_ERR_INVAL, "%s: not a regular file", path);
 	else if (sb.st_size < 8)

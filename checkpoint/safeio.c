@@ -129,19 +129,10 @@ hexi_rc ck_dir_open(const char *path, int create, int *out)
 	return HEXI_OK;
 }
 
-hexi_rc ck_open_at(int dfd, const char *name, const char *what, int *out,
-		   struct stat *st)
+/* FD (opened O_NONBLOCK) as *OUT if fstat says a regular file, made
+ * blocking again; else closed and refused. */
+static hexi_rc regular_fd(int fd, const char *what, struct stat *st, int *out)
 {
-	int fd =
-	    openat(dfd, name,
-		   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	int e = errno;
-
-	*out = -1;
-	if (fd < 0)
-		return hexi_error(errno_rc(e), "%s: cannot open: %s%s", what,
-				  strerror(e),
-				  e == ELOOP ? " (a symlink: refused)" : "");
 	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
 		close(fd);
 		return hexi_error(HEXI_ERR_INVAL,
@@ -155,8 +146,72 @@ hexi_rc ck_open_at(int dfd, const char *name, const char *what, int *out,
 	return HEXI_OK;
 }
 
-hexi_rc ck_read_at(int dfd, const char *name, size_t max, const char *what,
-		   char **out, size_t *len)
+hexi_rc ck_open_at(int dfd, const char *name, const char *what, int *out,
+		   struct stat *st)
+{
+	int fd =
+	    openat(dfd, name,
+		   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	int e = errno;
+
+	*out = -1;
+	if (fd < 0)
+		return hexi_error(errno_rc(e), "%s: cannot open: %s%s", what,
+				  strerror(e),
+				  e == ELOOP ? " (a symlink: refused)" : "");
+	return regular_fd(fd, what, st, out);
+}
+
+/* An input that is not a checkpoint (Hugging Face model files): a symlink
+ * is followed where root or the caller made it, or where the file it
+ * leads to belongs to the link's owner (the Hugging Face cache links
+ * snapshots/REV/NAME to ../../blobs/HASH of the same user), judged by
+ * fstat of the opened descriptor, so a link swapped meanwhile changes
+ * nothing.  Another user's link to a file that user does not own (root's
+ * or a third user's) is refused: root would read it for them. */
+hexi_rc ck_open_in(int dfd, const char *name, const char *what, int *out,
+		   struct stat *st)
+{
+	uid_t owner = 0;
+	int fd, e, t;
+
+	*out = -1;
+	fd = openat(dfd, name,
+		    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd >= 0)
+		return regular_fd(fd, what, st, out);
+	e = errno;
+	if (e != ELOOP || (t = trusted_link(dfd, name, &owner)) < 0)
+		return hexi_error(errno_rc(e), "%s: cannot open: %s", what,
+				  strerror(e));
+	fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		e = errno;
+		return hexi_error(errno_rc(e),
+				  "%s: cannot open (a symlink): %s", what,
+				  strerror(e));
+	}
+	if (t == 0 && fstat(fd, st) < 0) {
+		e = errno;
+		close(fd);
+		return hexi_error(HEXI_ERR_IO, "%s: fstat: %s", what,
+				  strerror(e));
+	}
+	if (t == 0 && st->st_uid != owner) {
+		uid_t got = st->st_uid;
+		close(fd);
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s: a symlink owned by uid %u to a file of "
+				  "uid %u (neither root's nor your link, and "
+				  "not its owner's file): refusing to follow "
+				  "it",
+				  what, (unsigned)owner, (unsigned)got);
+	}
+	return regular_fd(fd, what, st, out);
+}
+
+static hexi_rc read_whole(int dfd, const char *name, size_t max,
+			  const char *what, int input, char **out, size_t *len)
 {
 	struct stat st;
 	char *buf = NULL;
@@ -166,7 +221,9 @@ hexi_rc ck_read_at(int dfd, const char *name, size_t max, const char *what,
 	hexi_rc rc;
 
 	*out = NULL;
-	if ((rc = ck_open_at(dfd, name, what, &fd, &st)) != HEXI_OK)
+	rc = input ? ck_open_in(dfd, name, what, &fd, &st)
+		   : ck_open_at(dfd, name, what, &fd, &st);
+	if (rc != HEXI_OK)
 		return rc;
 	if ((uint64_t)st.st_size > max) {
 		rc = hexi_error(HEXI_ERR_RANGE, "%s: larger than %zu bytes",
@@ -198,6 +255,18 @@ out:
 	free(buf);
 	close(fd);
 	return rc;
+}
+
+hexi_rc ck_read_at(int dfd, const char *name, size_t max, const char *what,
+		   char **out, size_t *len)
+{
+	return read_whole(dfd, name, max, what, 0, out, len);
+}
+
+hexi_rc ck_read_in(int dfd, const char *name, size_t max, const char *what,
+		   char **out, size_t *len)
+{
+	return read_whole(dfd, name, max, what, 1, out, len);
 }
 
 /* With pread, never through a mapping: a page of a mapping past a

@@ -4,9 +4,10 @@
 # attack.sh: a lock file of the user's own made read-only (the second
 # writer ran unlocked and removed the live save's staging directory), a
 # user's symlink to root's private checkpoint (root's readers followed it),
-# and a rank file truncated by its owner while root hashes it (SIGBUS
-# through a mapping).  Everything of the user's lives in one fresh
-# directory, so this runs beside attack.sh.
+# a rank file truncated by its owner while root hashes it (SIGBUS
+# through a mapping), and root's import of a user's Hugging Face model
+# directory holding the user's links to root's files.  Everything of the
+# user's lives in one fresh directory, so this runs beside attack.sh.
 . "$top_srcdir/tests/tap.sh"
 B=$top_builddir
 CK=$B/checkpoint/hexickpt
@@ -124,4 +125,45 @@ for who in root $A; do
 	check "$who's verify fails with an error, not a signal (exit $st)" test $st -ne 0 -a $st -lt 128
 	check "message names the rank file" grep -q "rank-00000.h5" "$T/out"
 done
+# 4. root imports a user's Hugging Face model directory: the user's
+#    symlink to root's private weights or config is refused (import read
+#    them with a plain open), a FIFO behind the user's own link is refused
+#    without waiting, and the Hugging Face cache's layout (snapshots/REV/
+#    NAME -> ../../blobs/HASH, links and files all the user's) imports
+"$GEN" save-plan "$RS/hs" 1 "$T/B.json" >/dev/null 2>&1 || hard "root's save-plan"
+"$CK" export "$RS/hs" --format hf -o "$RS/hf" -q || hard "root's export --format hf"
+chmod 0600 "$RS/hf/config.json" "$RS/hf/model.safetensors"
+as $A "$GEN" save-plan "$U/hs" 1 "$T/B.json" >/dev/null 2>&1 || hard "$A's save-plan"
+as $A "$CK" export "$U/hs" --format hf -o "$U/hfown" -q || hard "$A's export --format hf"
+as $A mkdir "$U/hfa" "$U/hfc" "$U/hff"
+as $A cp "$U/hfown/config.json" "$U/hfa/config.json"
+as $A ln -s "$RS/hf/model.safetensors" "$U/hfa/model.safetensors"
+"$CK" import "$U/hfa" -o "$U/imp1" >"$T/out" 2>&1; st=$?
+sed 's/^/# /' "$T/out"
+expect_eq "root import of $A's link to root's 0600 safetensors: refused (exit 14)" $st 14
+check "message: the link's owner and the file's" grep -q "model.safetensors: a symlink owned by uid $(id -u $A) to a file of uid 0" "$T/out"
+check "nothing written" test ! -e "$U/imp1"
+as $A cp "$U/hfown/model.safetensors" "$U/hfc/model.safetensors"
+as $A ln -s "$RS/hf/config.json" "$U/hfc/config.json"
+"$CK" import "$U/hfc" -o "$U/imp2" >"$T/out" 2>&1; st=$?
+expect_eq "root import of $A's link to root's 0600 config.json: refused (exit 14)" $st 14
+check "message names config.json" grep -q "config.json: a symlink owned by uid $(id -u $A)" "$T/out"
+check "nothing written" test ! -e "$U/imp2"
+as $A cp "$U/hfown/config.json" "$U/hff/config.json"
+as $A mkfifo "$U/fifo"
+as $A ln -s "$U/fifo" "$U/hff/model.safetensors"
+timeout 60 "$CK" import "$U/hff" -o "$U/imp3" >"$T/out" 2>&1; st=$?
+expect_eq "root import of $A's link to $A's FIFO: refused at once (exit 4)" $st 4
+check "message: not a regular file" grep -q "model.safetensors: not a regular file" "$T/out"
+as $A mkdir -p "$U/hub/blobs" "$U/hub/snapshots/r1"
+as $A cp "$U/hfown/config.json" "$U/hub/blobs/c0ffee"
+as $A cp "$U/hfown/model.safetensors" "$U/hub/blobs/beef00"
+as $A ln -s ../../blobs/c0ffee "$U/hub/snapshots/r1/config.json"
+as $A ln -s ../../blobs/beef00 "$U/hub/snapshots/r1/model.safetensors"
+check "root imports $A's Hugging Face cache snapshot (links to $A's own blobs)" \
+	"$CK" import "$U/hub/snapshots/r1" -o "$T/impc" -q
+check "and the import verifies" "$CK" verify -q "$T/impc"
+check "$A imports it too" as $A "$CK" import "$U/hub/snapshots/r1" -o "$U/impa" -q
+"$CK" export "$T/impc" --format hf -o "$T/hfback" -q || hard "export of the import"
+expect_eq "root's import of the cache holds $A's tensors" "$(cmp -s "$T/hfback/model.safetensors" "$U/hfown/model.safetensors" && echo same)" same
 done_testing

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 7; i >= 0; i--)
 		hl = hl << 8 | data[i];
 	if (hl > size - 8)
-		return 0; /* hf_st_open refuses it before parsing */
+		return 0; /* hf_st_open_fd refuses it before parsing */
 	rc = hf_st_parse("fuzz", (const char *)data + 8, (size_t)hl,
 			 size - 8 - hl, &st);
 	/* every failure must say why: its own message, not only the error
