@@ -10,7 +10,7 @@
 #include "sched_test.h"
 
 static int write_plan(const char *dir, const char *name, const char *cluster,
-		      const char *model, int np, const tpipe *pp)
+		      const char *model, int zero, int np, const tpipe *pp)
 {
 	hexi_cluster *c = tcluster(cluster);
 	hexi_plan *p = tplan(c, model, np, pp);
@@ -18,6 +18,7 @@ static int write_plan(const char *dir, const char *name, const char *cluster,
 	int rc = 1;
 
 	snprintf(p->strategy, sizeof(p->strategy), "manual");
+	p->train.zero = zero;
 	snprintf(path, sizeof(path), "%s/%s.json", dir, name);
 	if (hexi_plan_to_json(p, &js) == HEXI_OK &&
 	    hexi_write_file_atomic(path, js, strlen(js), 0644) == HEXI_OK)
@@ -46,14 +47,16 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	{
-		/* paper cluster, llama2-13b: p0 = n1 TP2 + n2 TP2, p1 = n1 TP1
-		 * + n2 TP1 + n3 TP2 */
+		/* paper cluster, llama2-7b: p0 = n1 TP2 + n2 TP2, p1 = n1 TP1
+		 * + n2 TP1 + n3 TP2, ZeRO 1 over the two pipelines (their
+		 * moments would not fit the 24 GiB GPUs whole);
+		 * example-plans.sh checks that it fits */
 		tpipe pp[2] = {
-		    {20, 10, {{0, 2, 0, 0, 26}, {1, 2, 0, 26, 40}}},
+		    {20, 10, {{0, 2, 0, 0, 22}, {1, 2, 0, 22, 32}}},
 		    {12,
 		     6,
-		     {{0, 1, 2, 0, 22}, {1, 1, 2, 22, 30}, {2, 2, 0, 30, 40}}}};
-		rc |= write_plan(argv[1], "paper-13b", PAPER, "llama2-13b", 2,
+		     {{0, 1, 2, 0, 18}, {1, 1, 2, 18, 23}, {2, 2, 0, 23, 32}}}};
+		rc |= write_plan(argv[1], "paper-7b", PAPER, "llama2-7b", 1, 2,
 				 pp);
 	}
 	{
@@ -64,7 +67,7 @@ int main(int argc, char **argv)
 		rc |= write_plan(argv[1], "tiny-4l-cpu4",
 				 "{\"nodes\":[{\"name\":\"localhost\",\"gpu\":"
 				 "\"cpu\",\"count\":4}]}",
-				 "tiny-4l", 2, pp);
+				 "tiny-4l", 0, 2, pp);
 	}
 	{
 		/* two CPU nodes of 2, tiny-gqa (KV 3): p0 = c1 TP2, p1 = c2
@@ -76,7 +79,7 @@ int main(int argc, char **argv)
 			       "{\"nodes\":[{\"name\":\"c1\",\"gpu\":\"cpu\","
 			       "\"count\":2},{\"name\":\"c2\",\"gpu\":\"cpu\","
 			       "\"count\":2}],\"inter_bw_gbps\":10}",
-			       "tiny-gqa", 2, pp);
+			       "tiny-gqa", 0, 2, pp);
 	}
 	{
 		/* tiny-8l: p0 = [TP2 layers 0-2, TP1 layers 3-7] on c1, p1 =
@@ -88,7 +91,7 @@ int main(int argc, char **argv)
 			       "{\"nodes\":[{\"name\":\"c1\",\"gpu\":\"cpu\","
 			       "\"count\":3},{\"name\":\"c2\",\"gpu\":\"cpu\","
 			       "\"count\":3}],\"inter_bw_gbps\":10}",
-			       "tiny-8l", 2, pp);
+			       "tiny-8l", 0, 2, pp);
 	}
 	return rc;
 }

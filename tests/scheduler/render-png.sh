@@ -69,7 +69,7 @@ PY
 }
 
 # The paper's plan: 3 GPU types, 3 distinct colours, legend.
-"$HP" show "$top_srcdir/examples/plans/paper-13b.json" --svg "$W/paper.svg" >/dev/null ||
+"$HP" show "$top_srcdir/examples/plans/paper-7b.json" --svg "$W/paper.svg" >/dev/null ||
 	hard "hexiplan show --svg"
 check "paper plan renders" rsvg-convert -o "$W/paper.png" "$W/paper.svg"
 check "paper plan PNG: size, not blank, 3 type colours" \

@@ -856,7 +856,7 @@ static void test_minimal_plan(void)
 
 static void test_examples(void)
 {
-	static const char *const plans[] = {"paper-13b", "tiny-4l-cpu4",
+	static const char *const plans[] = {"paper-7b", "tiny-4l-cpu4",
 					    "tiny-gqa-cpu2x2", "tiny-8l-tp123"};
 	static const char *const clusters[] = {"paper",
 					       "reference-known-answer",
