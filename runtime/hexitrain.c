@@ -589,8 +589,17 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 	const int n = hexi_rt_world_size(rt);
 	hexi_rc rc = hexi_trainer_create(rt, &c->tr, &t);
 
-	if (rc == HEXI_OK && c->resume != NULL)
+	/* Loading a checkpoint is watched like a save (S plus 1 s per 16
+	 * MiB this rank holds): a peer that stops there left the others
+	 * waiting in resume's agreement for ever.  From its end on, the
+	 * plain timer covers the directory check and the first validation
+	 * as well. */
+	if (rc == HEXI_OK && c->resume != NULL) {
+		hexi_rt_watchdog(rt, HEXI_RT_WD_ON);
+		hexi_rt_watchdog(rt, HEXI_RT_WD_SAVE);
 		rc = hexi_trainer_resume(t, c->resume);
+	}
+	hexi_rt_watchdog(rt, HEXI_RT_WD_ON);
 	if (rc == HEXI_OK)
 		rc = hexi_trainer_check_ckpt_dir(t);
 	if (rc == HEXI_OK)
@@ -603,7 +612,7 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 	}
 	if (rc == HEXI_OK) /* step 0, or the step resumed from (any step) */
 		rc = maybe_eval(c, rt, t, 1);
-	/* The watchdog (--timeout) stays armed from here to the dump: the
+	/* The watchdog (--timeout) stays armed to the dump: the
 	 * stop agreement, the step and its save, the gathers, validation.
 	 * Arming it again at each iteration's top is the progress of the
 	 * last one's collectives; the trainer feeds it within a step. */

@@ -7,7 +7,7 @@ HEXI_PKGS="build-essential autoconf automake libtool pkg-config
   libjansson-dev libmetis-dev libxxhash-dev libopenblas-dev check
   libhdf5-dev hdf5-tools openmpi-bin libopenmpi-dev libpmix-dev
   slurm-wlm slurmctld slurmd slurm-client libslurm-dev munge
-  mandoc groff-base valgrind python3 procps psmisc iproute2 util-linux
+  mandoc groff-base valgrind python3 procps psmisc iproute2 util-linux strace
   clang libclang-rt-14-dev patchelf cppcheck clang-tools-14 shellcheck
   python3-torch python3-sentencepiece python3-numpy librsvg2-bin"
 

@@ -4,7 +4,9 @@
 # completes (each micro-batch feeds the watchdog);
 # (b) a rank stopped (SIGSTOP) while the others are in a checkpoint save or
 # the stop agreement between steps -- where the watchdog used to be
-# disarmed -- brings the job down with status 16, no hang.
+# disarmed -- brings the job down with status 16, no hang;
+# (c) the same for a rank whose load of --resume's checkpoint stalls (not
+# watched before: the others waited in resume's agreement).
 . "$top_srcdir/tests/runtime/rt_env.sh"
 
 # (a) tiny-4l, 16384 samples in 512 micro-batches of 32: on this 2-core
@@ -77,4 +79,49 @@ stop_rank1_after() {
 }
 stop_rank1_after 20 save --save-every 1 --keep 2 --ckpt-dir "$WORK/ck"
 stop_rank1_after 20 nosave
+
+# (c) rank 1's reads of the checkpoint's rank file stall (strace delays
+# each pread64 of that file by 600 s: a hung file system, or a peer
+# stopped inside the load), so rank 0 waits in resume's agreement.  The
+# load is watched as a save is (S plus 1 s per 16 MiB the rank holds):
+# the job exits 16 within seconds, where the old code waited for
+# hx_mpirun's 120 s (exit 124).  strace's -P names the file, so MPI's own
+# startup reads (hwloc) are not delayed.
+rm -rf "$WORK/rk"
+hx_mpirun 2 "$HT" --plan "$WORK/p2.json" --steps 1 --save-every 1 \
+	--ckpt-dir "$WORK/rk" >"$WORK/rk.out" 2>&1 || hard "resume fixture save"
+RF=$WORK/rk/step-00000001/rank-00000.h5
+[ -f "$RF" ] || hard "no $RF"
+command -v strace >/dev/null || hard "strace missing (tests/deps.sh installs it)"
+if ! strace -qq -o /dev/null true 2>/dev/null; then
+	t_n=$((t_n + 1))
+	echo "ok $t_n - resume stall # SKIP strace cannot trace here (ptrace denied)"
+	done_testing
+fi
+cat >"$WORK/slow1.sh" <<'SH'
+#!/bin/sh
+# rank 1 only: every pread64 of $SLOW_FILE waits 600 s
+[ "$OMPI_COMM_WORLD_RANK" = 1 ] && exec strace -qq -o /dev/null \
+	-P "$SLOW_FILE" -e trace=pread64 \
+	-e inject=pread64:delay_enter=600000000 "$@"
+exec "$@"
+SH
+chmod +x "$WORK/slow1.sh"
+t0=$(date +%s)
+HX_TIMEOUT=120 hx_mpirun 2 -x SLOW_FILE="$RF" "$WORK/slow1.sh" "$HT" \
+	--plan "$WORK/p2.json" --resume "$WORK/rk" --steps 2 --timeout 5 \
+	>"$WORK/rs.out" 2>&1
+st=$?
+t1=$(date +%s)
+echo "# resume: exit $st after $((t1 - t0)) s"
+grep -E 'no progress' "$WORK/rs.out" | sed 's/^/# /'
+expect_eq "resume: rank 1's load stalls: the job exits 16" "$st" 16
+grep -q 'rank 0: no progress for 5 s' "$WORK/rs.out" &&
+	pass "resume: rank 0's watchdog names the stall" ||
+	fail "resume: no watchdog message from rank 0"
+[ $((t1 - t0)) -le 90 ] && pass "resume: down within 90 s" ||
+	fail "resume: took $((t1 - t0)) s"
+hx_mpirun 2 "$HT" --plan "$WORK/p2.json" --resume "$WORK/rk" --steps 2 \
+	--timeout 5 >"$WORK/rs0.out" 2>&1
+expect_eq "the same resume without the stall: exit 0" "$?" 0
 done_testing
