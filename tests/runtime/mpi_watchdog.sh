@@ -34,6 +34,17 @@ awk -v t="${ts:-0}" 'BEGIN { exit !(t > 2) }' ||
 need_mpi
 "$MKPLAN" tiny-4l "4/1:1x4;4/1:1x4" "$WORK/p2.json" gpu=cpu >/dev/null ||
 	hard "mkplan"
+# went_down NAME STATUS SECONDS LIMIT: the job ended with the watchdog's
+# 16, rank 0 said why ($WORK/NAME.out), within LIMIT seconds
+went_down() {
+	grep -E 'no progress|stopping' "$WORK/$1.out" | sed 's/^/# /'
+	expect_eq "$1: rank 1 stalled: the job exits 16" "$2" 16
+	grep -q 'rank 0: no progress for' "$WORK/$1.out" &&
+		pass "$1: rank 0's watchdog names the stall" ||
+		fail "$1: no watchdog message from rank 0"
+	[ "$3" -le "$4" ] && pass "$1: down within $4 s" ||
+		fail "$1: took $3 s"
+}
 # stop_rank1_after STEP EXTRA...: run, SIGSTOP rank 1 once STEP is printed,
 # and check that the job ends with 16 in bounded time
 stop_rank1_after() {
@@ -67,15 +78,9 @@ stop_rank1_after() {
 	kill -CONT "$r1" 2>/dev/null
 	kill -KILL "$r1" 2>/dev/null
 	echo "# $name: exit $st, $((t1 - t0)) s after rank 1 stopped"
-	grep -E 'no progress|stopping' "$WORK/$name.out" | sed 's/^/# /'
-	expect_eq "$name: rank 1 stopped: the job exits 16" "$st" 16
-	grep -q 'rank 0: no progress for' "$WORK/$name.out" &&
-		pass "$name: rank 0's watchdog names the stall" ||
-		fail "$name: no watchdog message from rank 0"
 	# the 2 s watchdog plus mpirun's teardown; 124 (the 120 s outer
 	# limit) is the regression this catches
-	[ $((t1 - t0)) -le 60 ] && pass "$name: down within 60 s" ||
-		fail "$name: took $((t1 - t0)) s"
+	went_down "$name" "$st" $((t1 - t0)) 60
 }
 stop_rank1_after 20 save --save-every 1 --keep 2 --ckpt-dir "$WORK/ck"
 stop_rank1_after 20 nosave
@@ -110,17 +115,11 @@ chmod +x "$WORK/slow1.sh"
 t0=$(date +%s)
 HX_TIMEOUT=120 hx_mpirun 2 -x SLOW_FILE="$RF" "$WORK/slow1.sh" "$HT" \
 	--plan "$WORK/p2.json" --resume "$WORK/rk" --steps 2 --timeout 5 \
-	>"$WORK/rs.out" 2>&1
+	>"$WORK/resume.out" 2>&1
 st=$?
 t1=$(date +%s)
 echo "# resume: exit $st after $((t1 - t0)) s"
-grep -E 'no progress' "$WORK/rs.out" | sed 's/^/# /'
-expect_eq "resume: rank 1's load stalls: the job exits 16" "$st" 16
-grep -q 'rank 0: no progress for 5 s' "$WORK/rs.out" &&
-	pass "resume: rank 0's watchdog names the stall" ||
-	fail "resume: no watchdog message from rank 0"
-[ $((t1 - t0)) -le 90 ] && pass "resume: down within 90 s" ||
-	fail "resume: took $((t1 - t0)) s"
+went_down resume "$st" $((t1 - t0)) 90
 hx_mpirun 2 "$HT" --plan "$WORK/p2.json" --resume "$WORK/rk" --steps 2 \
 	--timeout 5 >"$WORK/rs0.out" 2>&1
 expect_eq "the same resume without the stall: exit 0" "$?" 0
