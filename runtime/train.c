@@ -145,7 +145,7 @@ static hexi_rc overlap_poll(void *ctx)
 {
 	hexi_trainer *t = ctx;
 
-	return t->bwd_last ? rt_sync_poll(t->sync) : HEXI_OK;
+	return t->bwd_last && !t->eval ? rt_sync_poll(t->sync) : HEXI_OK;
 }
 
 static hexi_rc setup_overlap(hexi_trainer *t)

@@ -180,10 +180,13 @@ hexi_rc rt_train_shard(hexi_trainer *t, rt_sync *sync, size_t held)
 }
 
 /* rt_grad_hook: the last backward finished layers >= layer: start their
- * gradient sync. */
+ * gradient sync.  Not under validation: its gradients are dropped, and
+ * collectives started on them would be left in flight for the next
+ * step's sync to wait on and apply (the validation batch's gradients
+ * summed into training). */
 hexi_rc rt_train_grad_ready(hexi_trainer *t, rt_sync *sync, int layer)
 {
-	return t->bwd_last ? rt_sync_ready(sync, layer) : HEXI_OK;
+	return t->bwd_last && !t->eval ? rt_sync_ready(sync, layer) : HEXI_OK;
 }
 
 hexi_rc rt_train_overlap(hexi_trainer *t, rt_sync *sync, int *on)

@@ -22,6 +22,7 @@
 # without its ordering event the checker reports a race.  Recompute off
 # and mixed per pipeline give the same as on.  Two ranks on
 # one "GPU" are refused by name; a rank killed mid-step ends the job.
+# Validation every step leaves training as it was.
 . "$top_srcdir/tests/runtime/rt_env.sh"
 need_mpi
 . "$top_srcdir/tests/gpuemu/emu_env.sh"
@@ -267,6 +268,26 @@ grep -q 'ranks 0 and 1 both drive GPU 0' "$WORK/twogpu.err" &&
 	grep -q 'rank 2: another rank failed during the one-GPU-per-rank check' "$WORK/twogpu.err" &&
 	pass "two of three ranks on one GPU: both messages" ||
 	fail "two of three on one GPU: message: $(head -n 4 "$WORK/twogpu.err")"
+# Validation changes nothing in training on the GPU trainer either: its
+# overlap hook started the sync on validation's gradients, as the CPU
+# trainer's did (mpi_eval.sh), and the next step applied them.
+python3 - "$WORK" <<'PY' || hard "token files"
+import random, struct, sys
+for name, n, seed in (("train", 8000, 1), ("val", 2000, 2)):
+    r = random.Random(seed)
+    hdr = [20240520, 2, n, 0, 2] + [0] * 251
+    toks = [r.randrange(64) for _ in range(n)]  # tiny-8l's vocabulary
+    with open("%s/%s.tok" % (sys.argv[1], name), "wb") as f:
+        f.write(struct.pack("<256I", *hdr) + struct.pack("<%dH" % n, *toks))
+PY
+VD="--data $WORK/train.tok --steps 3 --optimizer adamw --lr 0.01 --eps 1e-4"
+emu noval 2 --plan "$WORK/dp2.json" $VD --dump "$WORK/noval" &&
+	emu val 2 --plan "$WORK/dp2.json" $VD --val-data "$WORK/val.tok" \
+		--eval-every 1 --dump "$WORK/val" &&
+	same "GPU trainer, dp2, validation every step" noval val 0
+[ "$(grep -c '"val_loss"' "$WORK/val.json")" -eq 4 ] &&
+	pass "GPU trainer: validation at steps 0 to 3" ||
+	fail "GPU trainer: $(grep -c '"val_loss"' "$WORK/val.json") validation lines"
 # A rank of the GPU trainer killed mid-step (plan A: TP and two stages)
 # brings the job down, non-zero, without a hang (as mpi_fail.sh on the CPU
 # path; here the abort goes through the NCCL communicator first).

@@ -1,12 +1,13 @@
 /*
  * rt_cmp - compare two hexitrain runs (test helper).
  *
- *   rt_cmp [--tol X] [--skip N] --loss A.jsonl B.jsonl
+ *   rt_cmp [--tol X] [--skip N] [--key K] --loss A.jsonl B.jsonl
  *   rt_cmp [--tol X] --params PREFIX_A PREFIX_B
  *
  * --loss: the "loss" of every step line (lines with "loss") must agree within
  * X relative (|a-b| <= X*|a|); the first N lines of A are skipped (B is a
- * resumed run that logged only the later steps).
+ * resumed run that logged only the later steps); --key K compares "K"
+ * instead (e.g. val_loss, the validation lines).
  * --params: PREFIX.rank0, PREFIX.rank1 ... (hexitrain --dump) are assembled
  * into full tensors; replicas of the same rows inside one run (other
  * pipelines, TP replicas) must agree within X too; then for every tensor
@@ -36,6 +37,7 @@ typedef struct run {
 } run;
 
 static double tol = 1e-5;
+static char key[64] = "\"loss\":";
 
 static __attribute__((noreturn)) void die(const char *msg, const char *arg)
 {
@@ -192,9 +194,9 @@ static int read_losses(const char *path, double *v, int cap)
 	if (f == NULL)
 		die("cannot open", path);
 	while (fgets(line, sizeof(line), f) != NULL && n < cap) {
-		char *p = strstr(line, "\"loss\":");
+		char *p = strstr(line, key);
 		if (p != NULL)
-			v[n++] = strtod(p + 7, NULL);
+			v[n++] = strtod(p + strlen(key), NULL);
 	}
 	fclose(f);
 	return n;
@@ -237,6 +239,9 @@ int main(int argc, char **argv)
 			tol = strtod(argv[++i], NULL);
 		else if (strcmp(argv[i], "--skip") == 0 && i + 1 < argc)
 			skip = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--key") == 0 && i + 1 < argc &&
+			 strlen(argv[i + 1]) < sizeof(key) - 4)
+			snprintf(key, sizeof(key), "\"%s\":", argv[++i]);
 		else
 			break;
 	}
@@ -244,7 +249,8 @@ int main(int argc, char **argv)
 		return cmp_loss(argv[i + 1], argv[i + 2], skip);
 	if (i + 3 == argc && strcmp(argv[i], "--params") == 0)
 		return cmp_params(argv[i + 1], argv[i + 2]);
-	fprintf(stderr, "usage: rt_cmp [--tol X] [--skip N] --loss A B | "
+	fprintf(stderr, "usage: rt_cmp [--tol X] [--skip N] [--key K] --loss "
+			"A B | "
 			"--params PREFIX_A PREFIX_B\n");
 	return 2;
 }
