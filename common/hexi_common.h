@@ -188,6 +188,13 @@ const char *hexi_file_kind(unsigned mode);
 hexi_rc hexi_create_unique(const char *prefix, const char *suffix, int mode,
 			   char *path, size_t cap, int *fdp);
 
+/* The descriptor of this process that PATH names, or -1: /dev/stdout,
+ * /dev/stderr, /dev/fd/N, /proc/self/fd/N, or a chain of up to 8 symlinks
+ * of root's or the caller's whose last text is one of those (ln -s
+ * /proc/self/fd/1 out).  Writers must not rename over such a name: as
+ * root, with stdout redirected to a file, that replaces /dev/stdout. */
+int hexi_path_fd(const char *path);
+
 /*
  * Write a whole file at path.  A target that is absent, a regular file or a
  * symbolic link to one is replaced atomically: PATH.tmp.<random> created
@@ -195,9 +202,11 @@ hexi_rc hexi_create_unique(const char *prefix, const char *suffix, int mode,
  * written through), fsync of the directory.  A character device or FIFO at
  * path (-o /dev/null, -o /dev/stdout), or behind a link of root's or the
  * caller's, is written in place, never replaced (a FIFO without a reader
- * is an error, not a wait); another user's link is replaced.  The
- * temporary name is PATH.tmp.<16 hex>, its last component cut to 255.  A directory, socket
- * or block device is refused and left as it is.
+ * is an error, not a wait); another user's link is replaced.  A name of
+ * one of this process's descriptors (hexi_path_fd) is written to that
+ * descriptor at its offset, after fflush(NULL).  The
+ * temporary name is PATH.tmp.<16 hex>, its last component cut to 255.  A
+ * directory, socket or block device is refused and left as it is.
  */
 hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,
 			       int mode);

@@ -283,18 +283,101 @@ static hexi_rc write_in_place(const char *path, const void *data, size_t len)
 	return rv;
 }
 
+/* Write to this process's descriptor FD (PATH named it), at its offset,
+ * as printing there would: a file redirected with > or >> keeps what the
+ * process printed before and after; nothing is truncated or closed. */
+static hexi_rc write_fd(int fd, const char *path, const void *data, size_t len)
+{
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) != 0)
+		return hexi_error(HEXI_ERR_IO, "%s: descriptor %d is not open",
+				  path, fd);
+	if (S_ISDIR(st.st_mode))
+		return hexi_error(HEXI_ERR_IO,
+				  "%s: descriptor %d is a "
+				  "directory",
+				  path, fd);
+	/* what stdio holds for that descriptor goes first, in order */
+	fflush(NULL);
+	return write_all(fd, path, data, len);
+}
+
 /* How hexi_write_file_atomic treats what is at the target name now. */
 typedef enum target_kind {
 	TARGET_REPLACE,	 /* nothing, a regular file, a link to one: rename */
 	TARGET_IN_PLACE, /* a character device or FIFO (maybe via a link) */
 	TARGET_REFUSE,	 /* directory, socket, block device */
+	TARGET_FD,	 /* one of this process's descriptors (below) */
 } target_kind;
+
+/* The descriptor that NAME spells (/dev/stdout, /dev/stderr, /dev/fd/N,
+ * /proc/self/fd/N), or -1. */
+static int fd_name(const char *name)
+{
+	const char *n = NULL;
+	char *end;
+	long v;
+
+	if (strcmp(name, "/dev/stdout") == 0)
+		return 1;
+	if (strcmp(name, "/dev/stderr") == 0)
+		return 2;
+	if (strncmp(name, "/dev/fd/", 8) == 0)
+		n = name + 8;
+	else if (strncmp(name, "/proc/self/fd/", 14) == 0)
+		n = name + 14;
+	if (n == NULL || *n < '0' || *n > '9')
+		return -1;
+	errno = 0;
+	v = strtol(n, &end, 10);
+	return *end == '\0' && errno == 0 && v <= 1024 ? (int)v : -1;
+}
+
+/* PATH names one of this process's open descriptors: itself, or through
+ * links of root's or the caller's (ln -s /proc/self/fd/1 out) whose text
+ * is such a name.  Writing there means writing to the descriptor: a
+ * rename would replace the link (as root, /dev/stdout itself when stdout
+ * is redirected to a file) and the redirected file would never see the
+ * data. */
+int hexi_path_fd(const char *path)
+{
+	char cur[4096], next[4096];
+	int fd = fd_name(path);
+
+	if (fd >= 0 || hexi_strlcpy(cur, path, sizeof(cur)) != HEXI_OK)
+		return fd;
+	for (int hop = 0; hop < 8; hop++) {
+		struct stat st;
+		ssize_t n;
+		if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode) ||
+		    (st.st_uid != 0 && st.st_uid != geteuid()))
+			return -1;
+		n = readlink(cur, next, sizeof(next) - 1);
+		if (n <= 0 || (size_t)n >= sizeof(next) - 1)
+			return -1;
+		next[n] = '\0';
+		if ((fd = fd_name(next)) >= 0)
+			return fd;    /* open or not: write_fd says */
+		if (next[0] != '/') { /* relative: beside the link */
+			const char *slash = strrchr(cur, '/');
+			size_t dl = slash ? (size_t)(slash - cur) + 1 : 0;
+			if (dl + (size_t)n >= sizeof(cur))
+				return -1;
+			memmove(cur + dl, next, (size_t)n + 1);
+		} else
+			memcpy(cur, next, (size_t)n + 1);
+	}
+	return -1;
+}
 
 static target_kind classify_target(const char *path, const char **kind)
 {
 	struct stat st;
 
 	*kind = "regular file";
+	if (hexi_path_fd(path) >= 0)
+		return TARGET_FD;
 	if (lstat(path, &st) != 0)
 		return TARGET_REPLACE;
 	/* a link is replaced by rename, never written through, unless it
@@ -323,6 +406,8 @@ hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,
 	int fd = -1;
 
 	switch (classify_target(path, &kind)) {
+	case TARGET_FD:
+		return write_fd(hexi_path_fd(path), path, data, len);
 	case TARGET_IN_PLACE:
 		return write_in_place(path, data, len);
 	case TARGET_REFUSE:

@@ -76,6 +76,14 @@ fi
 # export: one HDF5 file of full tensors; A and B export the same tensors
 check "export A" "$CK" export -q "$T/a" -o "$T/a.h5"
 check "export B" "$CK" export -q "$T/b" -o "$T/b.h5"
+# -o naming a descriptor (a link to /proc/self/fd/1, as /dev/stdout is)
+# with stdout redirected to a file: refused, the link kept (the rename
+# replaced it; as root, -o /dev/stdout replaced the machine's /dev/stdout)
+ln -s /proc/self/fd/1 "$T/out1"
+"$CK" export -q "$T/a" -o "$T/out1" >"$T/red.h5" 2>"$T/err"
+expect_eq "export -o a link to /proc/self/fd/1: refused (exit 4)" $? 4
+check "the link is still a link" test -L "$T/out1"
+check "message: names file descriptor 1" grep -q "out1: names file descriptor 1, not a file" "$T/err"
 if command -v h5dump >/dev/null; then
 	check "h5dump reads the export" sh -c "h5dump -d /tensors/embed.weight '$T/a.h5' | grep -q 'DATASPACE  SIMPLE { ( 64, 48 )'"
 fi

@@ -5,6 +5,7 @@
 #include "tap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -337,6 +338,47 @@ static void test_write_special(const char *dir)
 	is_int(hexi_read_file(victim, 10, &data, NULL), HEXI_OK, "victim read");
 	is_str(data, "keep", "the link's target is untouched");
 	free(data);
+	/* one of this process's descriptors, by a link of the caller's to
+	 * /proc/self/fd/N (as /dev/stdout is, as root, where stdout is
+	 * redirected to a file): written through the descriptor at its
+	 * offset; the link stays (a rename replaced it; as root, the
+	 * machine's /dev/stdout) */
+	{
+		char fdl[300], dfd[300], rel[300], txt[64], fdf[300];
+		int fd;
+		snprintf(fdf, sizeof(fdf), "%s/fdfile", dir);
+		if (hexi_write_file_atomic(fdf, "keep", 4, 0600) != HEXI_OK ||
+		    (fd = open(fdf, O_WRONLY | O_APPEND)) < 0)
+			tap_bail("fdfile");
+		snprintf(txt, sizeof(txt), "/proc/self/fd/%d", fd);
+		snprintf(fdl, sizeof(fdl), "%s/fdlink", dir);
+		snprintf(dfd, sizeof(dfd), "/dev/fd/%d", fd);
+		snprintf(rel, sizeof(rel), "%s/rel", dir);
+		if (symlink(txt, fdl) != 0 || symlink("fdlink", rel) != 0)
+			tap_bail("symlink failed");
+		is_int(hexi_write_file_atomic(fdl, "+a", 2, 0644), HEXI_OK,
+		       "write to a link to /proc/self/fd/%d", fd);
+		is_int(mode_of(fdl, 0), S_IFLNK, "the link is still a link");
+		is_int(hexi_write_file_atomic(dfd, "+b", 2, 0644), HEXI_OK,
+		       "write to %s", dfd);
+		is_int(hexi_write_file_atomic(rel, "+c", 2, 0644), HEXI_OK,
+		       "write through a relative link to that link");
+		is_int(mode_of(rel, 0), S_IFLNK, "both links are still links");
+		close(fd);
+		data = NULL;
+		is_int(hexi_read_file(fdf, 20, &data, NULL), HEXI_OK,
+		       "fdfile read");
+		is_str(data, "keep+a+b+c",
+		       "each went to the descriptor, appended in order");
+		free(data);
+		rc = hexi_write_file_atomic(fdl, "x", 1, 0644);
+		ok(rc == HEXI_ERR_IO && strstr(hexi_errmsg(rc), "not open"),
+		   "a closed descriptor: an error: %s", hexi_errmsg(rc));
+		is_int(mode_of(fdl, 0), S_IFLNK, "and the link stays");
+		unlink(fdl);
+		unlink(rel);
+		unlink(fdf);
+	}
 	/* the old predictable temporary name, planted as a link: unused */
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", reg, (long)getpid());
 	if (symlink(victim, tmp) != 0)

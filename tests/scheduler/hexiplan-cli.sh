@@ -17,6 +17,16 @@ expect_eq "--version" "$("$H" --version)" "hexiplan (HexiScale) $("$H" --version
 "$H" plan >/dev/null 2>&1; expect_eq "plan without cluster: 2" $? 2
 
 check "plan paper.json llama2-13b" "$H" plan "$EX/paper.json" --model llama2-13b -o "$T/p.json"
+# -o through a link to /proc/self/fd/1 (what /dev/stdout is) with stdout
+# redirected to a file: the plan goes to that file, the link stays (the
+# rename replaced the link; as root, -o /dev/stdout replaced /dev/stdout)
+ln -s /proc/self/fd/1 "$T/out1"
+"$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o "$T/out1" >"$T/red.txt"
+expect_eq "-o a link to /proc/self/fd/1, stdout to a file: exit 0" $? 0
+check "the link is still a link" test -L "$T/out1"
+python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.JSONDecoder().raw_decode(t[t.index('{'):])" "$T/red.txt" &&
+	pass "the redirected file holds the plan" || fail "no plan in the redirected file"
+check "and the summary after it" grep -q "written to" "$T/red.txt"
 check "validate the plan" "$H" validate "$T/p.json"
 "$H" validate --json "$T/p.json" >"$T/v.json"
 check "validate --json says valid" grep -q '"valid": true' "$T/v.json"
