@@ -27,7 +27,8 @@ typedef struct opts {
 	long step;
 	const char *plan, *out;
 	double tolerance;
-	const char *format, *dtype, *model, *name; /* export --format hf, import */
+	const char *format, *dtype, *model,
+	    *name; /* export --format hf, import */
 } opts;
 
 static void usage(FILE *f)
@@ -362,7 +363,8 @@ static int cmd_export(int argc, char **argv, const opts *o)
 		return usage_error("--format: hdf5 or hf, not ", o->format);
 	if ((o->dtype != NULL || o->model != NULL) &&
 	    (o->format == NULL || strcmp(o->format, "hf") != 0))
-		return usage_error("--dtype and --model need --format hf", NULL);
+		return usage_error("--dtype and --model need --format hf",
+				   NULL);
 	if ((rc = open_ckpt(argv[0], o, 1, &r)) == HEXI_OK) {
 		if (o->format != NULL && strcmp(o->format, "hf") == 0) {
 			hexi_model m;
@@ -680,7 +682,7 @@ static int parse_opts(int argc, char **argv, opts *o)
 	return 0;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
@@ -716,4 +718,9 @@ int main(int argc, char **argv)
 		return cmds[i].fn(argc - 1 - optind, argv + 1 + optind, &o);
 	}
 	return usage_error("unknown command: ", cmd);
+}
+
+int main(int argc, char **argv)
+{
+	return hexi_cli_close_stdout("hexickpt", run(argc, argv));
 }

@@ -131,6 +131,11 @@ typedef void (*hexi_log_sink)(hexi_log_level level, const char *msg, void *arg);
 int hexi_cli_fail(const char *prog, hexi_rc rc);
 int hexi_cli_usage_error(const char *prog, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The end of a program's main: flush stdout; if that or an earlier write
+ * to it failed (a full disk, >/dev/full), print "PROG: cannot write
+ * standard output: <why>" and return 15 (no space) or 8 where STATUS is
+ * 0, else STATUS. */
+int hexi_cli_close_stdout(const char *prog, int status);
 
 void hexi_log_set_sink(hexi_log_sink sink, void *arg);
 void hexi_log_set_level(hexi_log_level level);

@@ -53,7 +53,6 @@ static void usage(FILE *f)
 		HEXI_PROF_MAX_SHAPES);
 }
 
-
 #define usage_error(...) hexi_cli_usage_error("hexiprof", __VA_ARGS__)
 
 /* 0: go on; -1: exit 0 (help/version); >0: exit with that status. */
@@ -418,7 +417,7 @@ static int finish(const cli *c, hexi_prof_mpi *m, const char *mode,
 	return rv;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
 	static cli c;
 	static hexi_profile p;
@@ -455,4 +454,9 @@ out:
 	}
 	hexi_prof_mpi_fini(m);
 	return (int)rv;
+}
+
+int main(int argc, char **argv)
+{
+	return hexi_cli_close_stdout("hexiprof", run(argc, argv));
 }

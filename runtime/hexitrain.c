@@ -38,66 +38,66 @@ typedef struct cli {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: hexitrain [OPTIONS]\n"
-		"Train the reference Llama-style model on a HexiScale plan.\n"
-		"\n"
-		"  --plan FILE         plan (default: $HEXISCALE_PLAN; none: "
-		"one process)\n"
-		"  --model NAME|FILE   model of a plan-less run (default "
-		"tiny-4l)\n"
-		"  --batch N           global batch of a plan-less run "
-		"(default 8)\n"
-		"  --micro-batches N   micro-batches of a plan-less run "
-		"(default 1)\n"
-		"  --recompute, --no-recompute\n"
-		"                      activation recomputation of a plan-less "
-		"run (default\n"
-		"                      on); with a plan it must agree with the "
-		"plan\n"
-		"  --steps N           total steps (default 10)\n"
-		"  --lr X              learning rate (default 1e-3)\n"
-		"  --seed N            init and data seed (default 1234)\n"
-		"  --optimizer NAME    adamw (default) or sgd\n"
-		"  --eps X             AdamW epsilon (default 1e-8)\n"
-		"  --weight-decay X    AdamW weight decay (default 0)\n"
-		"  --clip X            global-norm clip, 0 = off (default 1)\n"
-		"  --data FILE         token file, hexiscale-data(5) "
-		"(default: synthetic)\n"
-		"  --data-format F     tokens (default) or bytes (raw text, "
-		"one token a byte)\n"
-		"  --val-data FILE     held-out data, same format\n"
-		"  --eval-every N      validation loss at step 0 and every N "
-		"steps\n"
-		"  --eval-batches N    global batches per validation "
-		"(default 1)\n"
-		"  --lr-schedule S     constant (default) or cosine\n"
-		"  --warmup N          linear warmup steps (default 0)\n"
-		"  --min-lr X          cosine floor (default 0)\n"
-		"  --lr-decay-steps N  cosine length (default: --steps)\n"
-		"  --keep N            keep the last N committed checkpoints\n"
-		"  --save-every N      checkpoint every N steps\n"
-		"  --ckpt-dir DIR      checkpoint directory\n"
-		"  --resume DIR        resume from the latest checkpoint in "
-		"DIR\n"
-		"  --backend NAME      mpi (CPU ranks), nccl (one CUDA GPU per "
-		"rank)\n"
-		"                      or auto (default: $HEXISCALE_BACKEND, "
-		"else mpi)\n"
-		"  --dtype NAME        fp32 (default) or bf16 (nccl backend "
-		"only)\n"
-		"  --no-overlap        gradient sync after the backward, not "
-		"during it\n"
-		"  --timeout S         abort the job after S s without progress "
-		"(default 300, 0 = off)\n"
-		"  --dump PREFIX       write parameters to PREFIX.rankN at "
-		"the end\n"
-		"  --json              one JSON object per step on stdout "
-		"(with\n"
-		"                      every rank's peak memory)\n"
-		"  --verbose           per-stage times every step, memory at "
-		"the end\n"
-		"  -h, --help, -V, --version\n");
+	fprintf(
+	    f, "Usage: hexitrain [OPTIONS]\n"
+	       "Train the reference Llama-style model on a HexiScale plan.\n"
+	       "\n"
+	       "  --plan FILE         plan (default: $HEXISCALE_PLAN; none: "
+	       "one process)\n"
+	       "  --model NAME|FILE   model of a plan-less run (default "
+	       "tiny-4l)\n"
+	       "  --batch N           global batch of a plan-less run "
+	       "(default 8)\n"
+	       "  --micro-batches N   micro-batches of a plan-less run "
+	       "(default 1)\n"
+	       "  --recompute, --no-recompute\n"
+	       "                      activation recomputation of a plan-less "
+	       "run (default\n"
+	       "                      on); with a plan it must agree with the "
+	       "plan\n"
+	       "  --steps N           total steps (default 10)\n"
+	       "  --lr X              learning rate (default 1e-3)\n"
+	       "  --seed N            init and data seed (default 1234)\n"
+	       "  --optimizer NAME    adamw (default) or sgd\n"
+	       "  --eps X             AdamW epsilon (default 1e-8)\n"
+	       "  --weight-decay X    AdamW weight decay (default 0)\n"
+	       "  --clip X            global-norm clip, 0 = off (default 1)\n"
+	       "  --data FILE         token file, hexiscale-data(5) "
+	       "(default: synthetic)\n"
+	       "  --data-format F     tokens (default) or bytes (raw text, "
+	       "one token a byte)\n"
+	       "  --val-data FILE     held-out data, same format\n"
+	       "  --eval-every N      validation loss at step 0 and every N "
+	       "steps\n"
+	       "  --eval-batches N    global batches per validation "
+	       "(default 1)\n"
+	       "  --lr-schedule S     constant (default) or cosine\n"
+	       "  --warmup N          linear warmup steps (default 0)\n"
+	       "  --min-lr X          cosine floor (default 0)\n"
+	       "  --lr-decay-steps N  cosine length (default: --steps)\n"
+	       "  --keep N            keep the last N committed checkpoints\n"
+	       "  --save-every N      checkpoint every N steps\n"
+	       "  --ckpt-dir DIR      checkpoint directory\n"
+	       "  --resume DIR        resume from the latest checkpoint in "
+	       "DIR\n"
+	       "  --backend NAME      mpi (CPU ranks), nccl (one CUDA GPU per "
+	       "rank)\n"
+	       "                      or auto (default: $HEXISCALE_BACKEND, "
+	       "else mpi)\n"
+	       "  --dtype NAME        fp32 (default) or bf16 (nccl backend "
+	       "only)\n"
+	       "  --no-overlap        gradient sync after the backward, not "
+	       "during it\n"
+	       "  --timeout S         abort the job after S s without progress "
+	       "(default 300, 0 = off)\n"
+	       "  --dump PREFIX       write parameters to PREFIX.rankN at "
+	       "the end\n"
+	       "  --json              one JSON object per step on stdout "
+	       "(with\n"
+	       "                      every rank's peak memory)\n"
+	       "  --verbose           per-stage times every step, memory at "
+	       "the end\n"
+	       "  -h, --help, -V, --version\n");
 }
 
 enum {
@@ -676,7 +676,7 @@ static int idle_exit(const cli *c, hexi_rt *rt)
 	return 0;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
 	cli c;
 	hexi_rt *rt = NULL;
@@ -729,4 +729,9 @@ int main(int argc, char **argv)
 	}
 	hexi_rt_destroy(rt);
 	return status;
+}
+
+int main(int argc, char **argv)
+{
+	return hexi_cli_close_stdout("hexitrain", run(argc, argv));
 }

@@ -59,7 +59,7 @@ static void usage(FILE *f)
 	       "See hexiplan(1).\n");
 }
 
-#define fail(rc) hexi_cli_fail(PROG, rc)
+#define fail(rc)	 hexi_cli_fail(PROG, rc)
 #define usage_error(...) hexi_cli_usage_error(PROG, __VA_ARGS__)
 
 enum {
@@ -429,7 +429,8 @@ static void print_search(const hexi_plan *p)
 	       s->stop == HEXI_SEARCH_WORK ? ", stopped by the bound" : "");
 	if (s->stop == HEXI_SEARCH_TIME)
 		fprintf(stderr,
-			PROG ": warning: the search stopped at its time budget "
+			PROG
+			": warning: the search stopped at its time budget "
 			"(%g s) after %ld candidates, so this plan may differ "
 			"on a machine with another load; raise --time-budget "
 			"or lower --max-evals for a reproducible plan\n",
@@ -753,7 +754,9 @@ static int cmd_compare(cli *a)
 	    {.name = "no-asymmetric-tp",
 	     .s = HEXI_STRATEGY_HEXISCALE,
 	     .no_asym = 1},
-	    {.name = "uniform-batch", .s = HEXI_STRATEGY_HEXISCALE, .uniform = 1},
+	    {.name = "uniform-batch",
+	     .s = HEXI_STRATEGY_HEXISCALE,
+	     .uniform = 1},
 	    {.name = "random", .s = HEXI_STRATEGY_RANDOM},
 	    {.name = "exhaustive", .s = HEXI_STRATEGY_EXHAUSTIVE},
 	};
@@ -792,7 +795,7 @@ static int cmd_compare(cli *a)
 	return rows[1].rc == HEXI_OK ? 0 : fail(rows[1].rc);
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
@@ -830,4 +833,9 @@ int main(int argc, char **argv)
 		return cmds[i].fn(&a);
 	}
 	return usage_error("unknown command '%s'", argv[1]);
+}
+
+int main(int argc, char **argv)
+{
+	return hexi_cli_close_stdout("hexiplan", run(argc, argv));
 }

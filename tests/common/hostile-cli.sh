@@ -11,7 +11,9 @@
 #   streams the plan, onto a FIFO without one fails at once, onto a
 #   directory is refused, onto a link replaces the link, not its target;
 # - a profile refused before its "gpus" key is read (finding 8: an
-#   uninitialised json_t was walked) is a clean error under valgrind.
+#   uninitialised json_t was walked) is a clean error under valgrind;
+# - standard output that cannot be written (>/dev/full) fails every tool
+#   with a message (they exited 0).
 . "$top_srcdir/tests/tap.sh"
 B=$top_builddir
 S=$top_srcdir
@@ -97,5 +99,33 @@ if command -v valgrind >/dev/null 2>&1 && [ "${HEXI_SANITIZED:-0}" != 1 ]; then
 	fi
 else
 	echo "# valgrind part not run (no valgrind or sanitizer build)"
+fi
+
+# Standard output that cannot be written (a full disk: /dev/full): every
+# tool says so and fails (15, no space), where all four exited 0 with
+# nothing written
+full() {
+	local name=$1 out rc
+	shift
+	[ -x "$1" ] || { pass "$name: # SKIP $1 not built"; return; }
+	out=$(timeout $T "$@" 2>&1 >/dev/full)
+	rc=$?
+	if [ $rc -eq 15 ] || [ $rc -eq 8 ]; then
+		printf '%s' "$out" | grep -q "cannot write standard output" &&
+			pass "$name >/dev/full: exit $rc, says why" ||
+			fail "$name >/dev/full: exit $rc, message: $(printf '%s' "$out" | tail -n 1)"
+	else
+		fail "$name >/dev/full: exit $rc (want 15 or 8): $(printf '%s' "$out" | tail -n 1)"
+	fi
+}
+full "hexiplan plan --json" "$plan" plan "$C" --model llama2-7b --json
+full "hexiplan simulate" "$plan" simulate "$tmp/good.json"
+full "hexiplan --help" "$plan" --help
+full "hexiprof --cpu --json" "$B/profiler/hexiprof" --cpu -q --json
+full "hexitrain --json" "$B/runtime/hexitrain" --model tiny-4l --steps 1 --json
+if [ -x "$B/tests/checkpoint/ckpt_gen" ] &&
+	"$B/tests/checkpoint/ckpt_gen" save "$tmp/ck" 1 --tp 1 >/dev/null 2>&1; then
+	full "hexickpt info --json" "$B/checkpoint/hexickpt" info --json "$tmp/ck"
+	full "hexickpt ls" "$B/checkpoint/hexickpt" ls "$tmp/ck"
 fi
 done_testing
