@@ -262,7 +262,8 @@ hexi_rc hexi_ckpt_export(hexi_ckpt_reader *r, const char *path,
 /* Write the checkpoint in the layout of another plan to DIR (committed, at
  * the same step): LAYOUT from hexi_layout_create() of the target plan, its
  * world size, hash and JSON.  Blobs are copied.  Streams tensor by tensor;
- * memory stays under max_buffer_bytes (0: 32 MiB) plus HDF5's own. */
+ * memory stays under max_buffer_bytes (0: 1 MiB, CK_CPU_BLOCK_BYTES) plus
+ * HDF5's own and the reader's one cached slice (up to 32 MiB). */
 typedef struct hexi_ckpt_reshard_target {
 	const hexi_layout *layout;
 	int world_size;

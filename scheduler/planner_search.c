@@ -16,26 +16,91 @@
 
 #define PL_MAX_TP_CAND 12
 
-static void trace(const pl_state *st, const char *what, int P, int dir,
+/* GPU type of a stage (its devices share one node), or -1. */
+static int stage_type(const pl_state *st, const hexi_stage *g)
+{
+	int d =
+	    g->tp > 0 && g->devices
+		? sched_dev_index(&st->x, g->devices[0].node, g->devices[0].gpu)
+		: -1;
+
+	return d >= 0 ? st->x.dev[d].type : -1;
+}
+
+/* The smallest TP degree above prev of candidate c's stages of type t;
+ * 0: none. */
+static int next_tp(const pl_state *st, const pl_cand *c, int t, int prev)
+{
+	int next = 0;
+
+	for (int p = 0; c->pp && p < c->np; p++)
+		for (int s = 0; s < c->pp[p].nstages; s++) {
+			const hexi_stage *g = &c->pp[p].stages[s];
+			if (g->tp > prev && (next == 0 || g->tp < next) &&
+			    stage_type(st, g) == t)
+				next = g->tp;
+		}
+	return next;
+}
+
+/* The TP degrees of candidate c per GPU type into buf, e.g. "2,1/4,-": a
+ * type's distinct stage degrees in ascending order joined by '/', '-' for
+ * a type no stage uses. */
+static void cand_tp(const pl_state *st, const pl_cand *c, char *buf, size_t cap)
+{
+	size_t k = 0;
+
+	buf[0] = '\0';
+	for (int t = 0; t < st->x.ntypes && k + 16 < cap; t++) {
+		int d = 0, any = 0;
+		if (t)
+			buf[k++] = ',';
+		while (k + 16 < cap && (d = next_tp(st, c, t, d)) > 0) {
+			k += (size_t)snprintf(buf + k, cap - k, "%s%d",
+					      any ? "/" : "", d);
+			any = 1;
+		}
+		if (!any)
+			buf[k++] = '-';
+		buf[k] = '\0';
+	}
+}
+
+/* One line of the -v trace: step WHAT, P pipelines, the phase-1 cut
+ * direction (dir < 0: a step without one), the micro-batch size (mb > 0:
+ * the micro-batch search) and the TP degree per GPU type: tp[] where the
+ * step chose it, else the candidate's own (cand_tp). */
+static void trace(const pl_state *st, const char *what, int P, int dir, int mb,
 		  const int *tp, const pl_cand *c)
 {
-	char buf[256];
+	char buf[256] = "", head[64];
 	int k = 0;
 
 	if (!st->o->verbose)
 		return;
-	for (int t = 0; t < st->x.ntypes && k < 200; t++)
-		k += snprintf(buf + k, sizeof(buf) - (size_t)k, "%s%d",
-			      t ? "," : "", tp ? tp[t] : 0);
+	if (tp)
+		for (int t = 0; t < st->x.ntypes && k < 200; t++)
+			k += snprintf(buf + k, sizeof(buf) - (size_t)k, "%s%d",
+				      t ? "," : "", tp[t]);
+	else
+		cand_tp(st, c, buf, sizeof(buf));
+	if (mb > 0)
+		snprintf(head, sizeof(head), "mb=%d", mb);
+	else if (dir >= 0)
+		snprintf(head, sizeof(head), "dir=%d", dir);
+	else
+		head[0] = '\0';
 	if (c->score >= PL_INFEASIBLE)
 		hexi_log(HEXI_LOG_INFO,
-			 "search: %-8s P=%-4d dir=%d tp=[%s] no plan: %s", what,
-			 P, dir, buf, c->why.rc != HEXI_OK ? c->why.msg : "?");
+			 "search: %-8s P=%-4d %s%stp=[%s] no plan: %s", what, P,
+			 head, *head ? " " : "", buf,
+			 c->why.rc != HEXI_OK ? c->why.msg : "?");
 	else
 		hexi_log(HEXI_LOG_INFO,
-			 "search: %-8s P=%-4d dir=%d tp=[%s] iter %.4f s "
+			 "search: %-8s P=%-4d %s%stp=[%s] iter %.4f s "
 			 "MFU %.2f%%",
-			 what, P, dir, buf, c->score, 100.0 * c->ev.mfu);
+			 what, P, head, *head ? " " : "", buf, c->score,
+			 100.0 * c->ev.mfu);
 }
 
 /* TP degrees worth trying for GPU type ty: powers of two and the node
@@ -83,7 +148,7 @@ static void eval_tp(pl_state *st, const int *part, int P, const int *tp,
 		pl_cand_free(&c);
 		return;
 	}
-	trace(st, "phase2", P, dir, tp, &c);
+	trace(st, "phase2", P, dir, 0, tp, &c);
 	if (pl_cand_take(best, &c))
 		memcpy(best_tp, tp, sizeof(int) * (size_t)st->x.ntypes);
 }
@@ -154,7 +219,7 @@ static void refine(pl_state *st, int dir, pl_cand *best)
 			pl_cand_free(&c);
 			break;
 		}
-		trace(st, "refine", best->np, dir, NULL, &c);
+		trace(st, "refine", best->np, dir, 0, NULL, &c);
 		if (!pl_cand_take(best, &c))
 			break;
 	}
@@ -279,7 +344,7 @@ static void search_mb_bounded(pl_state *st, pl_cand *best)
 			pl_cand_free(&c);
 			continue;
 		}
-		trace(st, "ubatch", best->np, mb, NULL, &c);
+		trace(st, "ubatch", best->np, -1, mb, NULL, &c);
 		if (pl_cand_take(&uni, &c))
 			uni_mb = mb;
 	}
@@ -326,7 +391,7 @@ void pl_search_mb(pl_state *st, pl_cand *best)
 			pl_cand_free(&c);
 			break;
 		}
-		trace(st, "ubatch", best->np, mb, NULL, &c);
+		trace(st, "ubatch", best->np, -1, mb, NULL, &c);
 		if (!pl_cand_take(best, &c))
 			break;
 		mb_best = mb;
@@ -373,7 +438,7 @@ static void local_moves(pl_state *st, pl_cand *best)
 						part[i] = to;
 				if (pl_phase2_groups(st, part, best->np, grp,
 						     &c) == 0) {
-					trace(st, "move", best->np, 0, NULL,
+					trace(st, "move", best->np, -1, 0, NULL,
 					      &c);
 					moved = pl_cand_take(best, &c);
 				} else {

@@ -125,4 +125,15 @@ bad "profile giving efficiency 3e-9" 6 "profiles: GPU type a100-80g: the measure
 	fail "plan written to a non-UTF-8 file name"
 bad "validate --json of a non-UTF-8 file name" 6 "cannot be written" \
 	"$H" validate --json "$T/$(printf 'x\377.json')"
+# -v: the micro-batch search's lines name the micro-batch size (mb=, a
+# divisor of the global batch above 1) and the candidate's TP degree per
+# GPU type, not a cut direction and tp=[0]; refine and move lines a TP too
+"$H" plan "$EX/cpu-1x4.json" --model tiny-4l --global-batch 24 -v 2>"$T/trace" >/dev/null ||
+	fail "plan -v failed: $(tail -1 "$T/trace")"
+check "-v: the micro-batch search is traced" grep -q "search: ubatch" "$T/trace"
+check_fails "-v: every ubatch line shows mb=<divisor of 24> and its TP" sh -c \
+	"grep 'search: ubatch' '$T/trace' | grep -Ev 'search: ubatch +P=[1-9][0-9]* +mb=(2|3|4|6|8|12|24) tp=\[[1-9][0-9]*\] iter '"
+check "-v: ubatch tries mb=3 (a size, not a direction)" grep -Eq "search: ubatch +P=[0-9]+ +mb=3 " "$T/trace"
+check_fails "-v: no refine, ubatch or move line with a TP degree 0" \
+	grep -Eq 'search: (refine|ubatch|move) .*tp=\[([^]]*[,/])?0[],/]' "$T/trace"
 done_testing
