@@ -624,7 +624,7 @@ static int parse_opts(int argc, char **argv, opts *o)
 	memset(o, 0, sizeof(*o));
 	o->step = -1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "o:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			o->json = 1;
@@ -674,9 +674,13 @@ static int parse_opts(int argc, char **argv, opts *o)
 		case 'V':
 			printf(PROG " (hexiscale) %s\n", PACKAGE_VERSION);
 			return -1;
+		case ':': /* the optstring's leading ':' */
+			return hexi_cli_usage_error(PROG,
+						    "option '%s' needs a value",
+						    argv[optind - 1]);
 		default:
-			return usage_error("unknown or incomplete option: ",
-					   argv[optind - 1]);
+			return hexi_cli_usage_error(PROG, "unknown option '%s'",
+						    argv[optind - 1]);
 		}
 	}
 	return 0;

@@ -45,8 +45,10 @@ static uint32_t le32(const unsigned char *p)
 	       (uint32_t)p[3] << 24;
 }
 
-hexi_rc rt_data_parse_header(const char *path, const unsigned char *buf,
-			     size_t file_bytes, int *width, uint64_t *ntokens)
+/* The header checks of rt_data_parse_header, messages naming OPT. */
+static hexi_rc parse_header(const char *opt, const char *path,
+			    const unsigned char *buf, size_t file_bytes,
+			    int *width, uint64_t *ntokens)
 {
 	uint32_t magic, version;
 	uint64_t n, need;
@@ -54,16 +56,16 @@ hexi_rc rt_data_parse_header(const char *path, const unsigned char *buf,
 
 	if (file_bytes < RT_DATA_HEADER_BYTES)
 		return hexi_error(HEXI_ERR_PARSE,
-				  "--data %s: %zu bytes, shorter than the "
+				  "%s %s: %zu bytes, shorter than the "
 				  "%d-byte token file header",
-				  path, file_bytes, RT_DATA_HEADER_BYTES);
+				  opt, path, file_bytes, RT_DATA_HEADER_BYTES);
 	magic = le32(buf);
 	version = le32(buf + 4);
 	if (magic != RT_DATA_MAGIC)
 		return hexi_error(HEXI_ERR_PARSE,
-				  "--data %s: not a token file (magic %u, want "
+				  "%s %s: not a token file (magic %u, want "
 				  "%u); raw text needs --data-format bytes",
-				  path, magic, RT_DATA_MAGIC);
+				  opt, path, magic, RT_DATA_MAGIC);
 	if (version == 1) { /* llm.c: count in word 2, uint16 tokens */
 		n = le32(buf + 8);
 		w = 2;
@@ -73,37 +75,44 @@ hexi_rc rt_data_parse_header(const char *path, const unsigned char *buf,
 		for (int i = 5; i < RT_DATA_HEADER_BYTES / 4; i++)
 			if (le32(buf + 4 * i) != 0)
 				return hexi_error(HEXI_ERR_PARSE,
-						  "--data %s: header word %d "
+						  "%s %s: header word %d "
 						  "is %u, reserved (0)",
-						  path, i, le32(buf + 4 * i));
+						  opt, path, i,
+						  le32(buf + 4 * i));
 	} else {
 		return hexi_error(HEXI_ERR_VERSION,
-				  "--data %s: token file version %u, this "
+				  "%s %s: token file version %u, this "
 				  "hexitrain reads 1 and 2",
-				  path, version);
+				  opt, path, version);
 	}
 	if (w != 2 && w != 4)
 		return hexi_error(HEXI_ERR_PARSE,
-				  "--data %s: token width %d bytes, want 2 "
+				  "%s %s: token width %d bytes, want 2 "
 				  "(uint16) or 4 (uint32)",
-				  path, w);
+				  opt, path, w);
 	if (n > ((uint64_t)1 << 48))
 		return hexi_error(HEXI_ERR_RANGE,
-				  "--data %s: %llu tokens is more than 2^48",
+				  "%s %s: %llu tokens is more than 2^48", opt,
 				  path, (unsigned long long)n);
 	need = RT_DATA_HEADER_BYTES + n * (uint64_t)w;
 	if (need != (uint64_t)file_bytes)
 		return hexi_error(
 		    HEXI_ERR_PARSE,
-		    "--data %s: header says %llu tokens of %d "
+		    "%s %s: header says %llu tokens of %d "
 		    "bytes (%llu bytes with the header), the file "
 		    "has %zu bytes (%s)",
-		    path, (unsigned long long)n, w, (unsigned long long)need,
-		    file_bytes,
+		    opt, path, (unsigned long long)n, w,
+		    (unsigned long long)need, file_bytes,
 		    need > file_bytes ? "truncated" : "trailing bytes");
 	*width = w;
 	*ntokens = n;
 	return HEXI_OK;
+}
+
+hexi_rc rt_data_parse_header(const char *path, const unsigned char *buf,
+			     size_t file_bytes, int *width, uint64_t *ntokens)
+{
+	return parse_header("--data", path, buf, file_bytes, width, ntokens);
 }
 
 /* Open without following a FIFO into a hang: O_NONBLOCK, then the
@@ -121,15 +130,16 @@ static hexi_rc open_file(rt_data *d, const char *path)
 	if (fd < 0)
 		return hexi_error(errno == ENOENT ? HEXI_ERR_NOTFOUND
 						  : HEXI_ERR_IO,
-				  "--data %s: %s", path, strerror(errno));
+				  "%s %s: %s", d->opt, path, strerror(errno));
 	if (fstat(fd, &st) != 0)
-		rc = hexi_error(HEXI_ERR_IO, "--data %s: %s", path,
+		rc = hexi_error(HEXI_ERR_IO, "%s %s: %s", d->opt, path,
 				strerror(errno));
 	else if (!S_ISREG(st.st_mode))
-		rc = hexi_error(HEXI_ERR_INVAL, "--data %s: not a regular file",
-				path);
+		rc = hexi_error(HEXI_ERR_INVAL, "%s %s: not a regular file",
+				d->opt, path);
 	else if (st.st_size == 0)
-		rc = hexi_error(HEXI_ERR_INVAL, "--data %s: empty file", path);
+		rc = hexi_error(HEXI_ERR_INVAL, "%s %s: empty file", d->opt,
+				path);
 	if (rc != HEXI_OK) {
 		close(fd);
 		return rc;
@@ -154,18 +164,19 @@ static hexi_rc read_at(const rt_data *d, uint64_t off, size_t n, void *buf)
 			continue;
 		if (r < 0)
 			return hexi_error(HEXI_ERR_IO,
-					  "--data %s: read of %zu bytes at "
+					  "%s %s: read of %zu bytes at "
 					  "offset %llu: %s",
-					  d->path, n, (unsigned long long)off,
+					  d->opt, d->path, n,
+					  (unsigned long long)off,
 					  strerror(errno));
 		if (r == 0)
 			return hexi_error(HEXI_ERR_IO,
-					  "--data %s: %zu of %zu bytes at "
+					  "%s %s: %zu of %zu bytes at "
 					  "offset %llu: the file is shorter "
 					  "than when it was opened (%llu "
 					  "bytes): truncated or rewritten in "
 					  "place while training",
-					  d->path, got, n,
+					  d->opt, d->path, got, n,
 					  (unsigned long long)off,
 					  (unsigned long long)d->file_bytes);
 		got += (size_t)r;
@@ -176,6 +187,12 @@ static hexi_rc read_at(const rt_data *d, uint64_t off, size_t n, void *buf)
 hexi_rc rt_data_open(rt_data *d, const char *path, rt_data_format fmt, int T,
 		     int V, uint64_t seed)
 {
+	return rt_data_open_opt(d, "--data", path, fmt, T, V, seed);
+}
+
+hexi_rc rt_data_open_opt(rt_data *d, const char *opt, const char *path,
+			 rt_data_format fmt, int T, int V, uint64_t seed)
+{
 	unsigned char hdr[RT_DATA_HEADER_BYTES];
 	hexi_rc rc;
 
@@ -184,9 +201,10 @@ hexi_rc rt_data_open(rt_data *d, const char *path, rt_data_format fmt, int T,
 	d->T = T;
 	d->V = V;
 	d->seed = seed;
+	d->opt = opt;
 	d->path = strdup(path);
 	if (d->path == NULL)
-		return hexi_error(HEXI_ERR_NOMEM, "--data %s", path);
+		return hexi_error(HEXI_ERR_NOMEM, "%s %s", opt, path);
 	rc = open_file(d, path);
 	if (rc == HEXI_OK && fmt == RT_DATA_BYTES) {
 		d->width = 1;
@@ -197,20 +215,20 @@ hexi_rc rt_data_open(rt_data *d, const char *path, rt_data_format fmt, int T,
 						       : sizeof(hdr);
 		rc = read_at(d, 0, n, hdr);
 		if (rc == HEXI_OK)
-			rc = rt_data_parse_header(path, hdr,
-						  (size_t)d->file_bytes,
-						  &d->width, &d->ntokens);
+			rc = parse_header(opt, path, hdr, (size_t)d->file_bytes,
+					  &d->width, &d->ntokens);
 		d->data_off = RT_DATA_HEADER_BYTES;
 	}
 	if (rc == HEXI_OK && d->ntokens < (uint64_t)T + 1)
 		rc = hexi_error(HEXI_ERR_INVAL,
-				"--data %s: %llu tokens, need at least %d "
+				"%s %s: %llu tokens, need at least %d "
 				"(sequence length + 1)",
-				path, (unsigned long long)d->ntokens, T + 1);
+				opt, path, (unsigned long long)d->ntokens,
+				T + 1);
 	if (rc == HEXI_OK) {
 		d->buf = malloc((size_t)(T + 1) * (size_t)d->width);
 		if (d->buf == NULL)
-			rc = hexi_error(HEXI_ERR_NOMEM, "--data %s: window",
+			rc = hexi_error(HEXI_ERR_NOMEM, "%s %s: window", opt,
 					path);
 	}
 	if (rc != HEXI_OK) {
@@ -280,10 +298,10 @@ hexi_rc rt_data_read(rt_data *d, uint64_t w, int *seq)
 		if (v >= (uint32_t)d->V)
 			return hexi_error(
 			    HEXI_ERR_RANGE,
-			    "--data %s: %s %u at %s %llu is outside the "
+			    "%s %s: %s %u at %s %llu is outside the "
 			    "model's vocabulary (%d)",
-			    d->path, d->width == 1 ? "byte" : "token", v,
-			    d->width == 1 ? "offset" : "token position",
+			    d->opt, d->path, d->width == 1 ? "byte" : "token",
+			    v, d->width == 1 ? "offset" : "token position",
 			    (unsigned long long)(pos + i), d->V);
 		seq[i] = (int)v;
 	}

@@ -149,7 +149,9 @@ typedef struct hexi_train_opts {
 	/* Data (hexiscale-data(5)): --data is a token file, or raw bytes. */
 	int data_format;      /* 0: token file (default), 1: raw bytes */
 	const char *val_path; /* held-out data (same format), or NULL */
-	int eval_every;	      /* validate at step 0 and every N, 0 = never */
+	int eval_every;	      /* validate at step 0 and every N; 0: the library
+				 never does (hexitrain then validates once at
+				 the end when --val-data is given) */
 	int eval_batches;     /* global batches per validation (default 1) */
 	/* Learning-rate schedule: linear warmup to lr over `warmup` steps,
 	 * then constant or cosine down to min_lr at step decay_steps (0: the

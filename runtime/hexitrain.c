@@ -66,9 +66,11 @@ static void usage(FILE *f)
 	       "(default: synthetic)\n"
 	       "  --data-format F     tokens (default) or bytes (raw text, "
 	       "one token a byte)\n"
-	       "  --val-data FILE     held-out data, same format\n"
-	       "  --eval-every N      validation loss at step 0 and every N "
-	       "steps\n"
+	       "  --val-data FILE     held-out data, same format: validation "
+	       "loss after the\n"
+	       "                      last step\n"
+	       "  --eval-every N      validation loss at step 0, every N "
+	       "steps and at the end\n"
 	       "  --eval-batches N    global batches per validation "
 	       "(default 1)\n"
 	       "  --lr-schedule S     constant (default) or cosine\n"
@@ -371,7 +373,9 @@ static int parse_args(cli *c, int argc, char **argv)
 	hexi_train_opts_defaults(&c->tr);
 	c->rt.timeout_s = 300;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "hV", long_opts, NULL)) != -1) {
+	/* the leading ':' tells a missing argument (':') from an unknown
+	 * option ('?') */
+	while ((opt = getopt_long(argc, argv, ":hV", long_opts, NULL)) != -1) {
 		hexi_rc rc;
 		if (opt == 'h' || opt == OPT_HELP) {
 			usage(stdout);
@@ -382,7 +386,14 @@ static int parse_args(cli *c, int argc, char **argv)
 			       PACKAGE_VERSION);
 			return 1;
 		}
-		if (opt == '?' || opt == ':') {
+		if (opt == ':') {
+			fprintf(stderr,
+				"hexitrain: option '%s' needs a value (see "
+				"--help)\n",
+				argv[optind - 1]);
+			return HEXI_ERR_USAGE;
+		}
+		if (opt == '?') {
 			fprintf(stderr,
 				"hexitrain: invalid option '%s' (see "
 				"--help)\n",
@@ -492,13 +503,21 @@ static void print_event(hexi_rt *rt, hexi_trainer *t)
 	fflush(stderr);
 }
 
-static hexi_rc maybe_eval(const cli *c, hexi_rt *rt, hexi_trainer *t, int final)
+/* Validation (hexitrain(1)): with --eval-every N at the start (step 0 or
+ * the step resumed from), every N steps and after the last; without it,
+ * once after the last step (with --steps 0 or nothing left to train: at
+ * the start), so a --val-data given is never silently unused.  START: the
+ * call before the first step. */
+static hexi_rc maybe_eval(const cli *c, hexi_rt *rt, hexi_trainer *t, int start)
 {
-	int k = hexi_trainer_steps_done(t);
+	int k = hexi_trainer_steps_done(t), every = c->tr.eval_every;
+	int last = k >= c->tr.steps;
 	double loss = 0;
 	hexi_rc rc;
 
-	if (c->tr.eval_every <= 0 || (k % c->tr.eval_every != 0 && !final))
+	if (c->tr.val_path == NULL)
+		return HEXI_OK;
+	if (every > 0 ? !(start || last || k % every == 0) : !last)
 		return HEXI_OK;
 	rc = hexi_trainer_eval(t, &loss);
 	if (rc != HEXI_OK || hexi_rt_rank(rt) != 0)
@@ -636,9 +655,7 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 				print_stages(c, rt, all);
 		}
 		if (rc == HEXI_OK)
-			rc = maybe_eval(c, rt, t,
-					hexi_trainer_steps_done(t) ==
-					    c->tr.steps);
+			rc = maybe_eval(c, rt, t, 0);
 	}
 	hexi_rt_watchdog(rt, HEXI_RT_WD_ON);
 	if (rc == HEXI_OK && c->verbose && !c->json &&

@@ -29,12 +29,13 @@ typedef enum rt_data_format {
 } rt_data_format;
 
 typedef struct rt_data {
-	char *path;		/* NULL: not open (no --data) */
-	int fd;			/* read with pread, window by window */
-	uint64_t file_bytes;	/* size when opened */
-	uint64_t data_off;	/* offset of the first token */
-	unsigned char *buf;	/* one window of T+1 tokens */
-	int width;		/* bytes per token: 1, 2 or 4 */
+	const char *opt;     /* option named in errors ("--data"), static */
+	char *path;	     /* NULL: not open (no --data) */
+	int fd;		     /* read with pread, window by window */
+	uint64_t file_bytes; /* size when opened */
+	uint64_t data_off;   /* offset of the first token */
+	unsigned char *buf;  /* one window of T+1 tokens */
+	int width;	     /* bytes per token: 1, 2 or 4 */
 	uint64_t ntokens;
 	uint64_t nwindows; /* (ntokens - 1) / T */
 	int T, V;
@@ -46,9 +47,14 @@ typedef struct rt_data {
 hexi_rc rt_data_parse_header(const char *path, const unsigned char *buf,
 			     size_t file_bytes, int *width, uint64_t *ntokens);
 /* Open PATH (a regular file, opened without blocking) as FMT for windows
- * of T+1 tokens of a vocabulary V.  D is caller-owned; rt_data_fini. */
+ * of T+1 tokens of a vocabulary V.  D is caller-owned; rt_data_fini.
+ * Errors (here and of rt_data_read) name the file as "--data PATH". */
 hexi_rc rt_data_open(rt_data *d, const char *path, rt_data_format fmt, int T,
 		     int V, uint64_t seed);
+/* rt_data_open, errors naming the file as "OPT PATH" (OPT: a string that
+ * outlives D, e.g. "--val-data"). */
+hexi_rc rt_data_open_opt(rt_data *d, const char *opt, const char *path,
+			 rt_data_format fmt, int T, int V, uint64_t seed);
 void rt_data_fini(rt_data *d);
 /* Window of sample S of the shuffled stream (0..nwindows-1). */
 uint64_t rt_data_window(const rt_data *d, int64_t s);

@@ -40,15 +40,15 @@ static hexi_rc open_data(hexi_trainer *t, const hexi_train_opts *o)
 	if (o->data_path != NULL)
 		rc = rt_data_open(&t->train_data, o->data_path, f, t->T, t->V,
 				  t->o.seed);
-	if (rc == HEXI_OK && o->val_path != NULL) {
-		rc = rt_data_open(&t->val_data, o->val_path, f, t->T, t->V,
-				  t->o.seed);
-		if (rc != HEXI_OK)
-			rc = hexi_error_prefix(rc, "--val-data");
-	}
+	if (rc == HEXI_OK && o->val_path != NULL)
+		rc = rt_data_open_opt(&t->val_data, "--val-data", o->val_path,
+				      f, t->T, t->V, t->o.seed);
 	/* validation reads windows 0, 1, 2, ... once each: a file with fewer
-	 * would count some twice (the loss of another text, silently) */
-	if (rc == HEXI_OK && o->val_path != NULL && o->eval_every > 0 &&
+	 * would count some twice (the loss of another text, silently).
+	 * Checked whenever there is a --val-data, --eval-every or not:
+	 * hexitrain validates at the end without it (hexitrain(1)), and
+	 * refusing then would waste the run. */
+	if (rc == HEXI_OK && o->val_path != NULL &&
 	    (uint64_t)t->o.eval_batches * (uint64_t)t->global_batch >
 		t->val_data.nwindows)
 		rc = hexi_error(HEXI_ERR_USAGE,

@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rt_train.h"
 
@@ -533,6 +535,69 @@ static hexi_rc newer_steps(const hexi_trainer *t)
 	return rc;
 }
 
+/* PATH cut to its parent in place (trailing '/' first stripped):
+ * "a/b/" -> "a", "a" -> ".", "/a" -> "/". */
+static void path_up(char *path)
+{
+	char *slash;
+	size_t n = strlen(path);
+
+	while (n > 1 && path[n - 1] == '/')
+		path[--n] = '\0';
+	slash = strrchr(path, '/');
+	if (slash == NULL)
+		strcpy(path, ".");
+	else if (slash == path)
+		path[1] = '\0';
+	else
+		*slash = '\0';
+}
+
+/* DIR does not exist (yet): could the first save make it?  It creates
+ * every missing component (like mkdir -p), so the nearest existing
+ * ancestor must be a directory we may write into; anything else failed
+ * only at the first save, or at a stop signal's (exit 76, nothing saved).
+ * Nothing is created here.  (Root passes the write check everywhere but
+ * a read-only mount: a pseudo file system such as /proc still fails only
+ * at the save.) */
+static hexi_rc ckpt_dir_creatable(const char *dir)
+{
+	char up[4096];
+	struct stat st;
+
+	if (strlen(dir) >= sizeof(up))
+		return hexi_error(HEXI_ERR_RANGE,
+				  "--ckpt-dir %.200s...: path "
+				  "too long",
+				  dir);
+	strcpy(up, dir);
+	while (stat(up, &st) != 0) {
+		if ((errno != ENOENT && errno != ENOTDIR) ||
+		    strcmp(up, ".") == 0 || strcmp(up, "/") == 0)
+			return hexi_error(HEXI_ERR_IO, "--ckpt-dir %s: %s: %s",
+					  dir, up, strerror(errno));
+		path_up(up);
+	}
+	if (!S_ISDIR(st.st_mode) && strcmp(up, dir) == 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "--ckpt-dir %s: exists and is not a "
+				  "directory",
+				  dir);
+	if (!S_ISDIR(st.st_mode))
+		return hexi_error(HEXI_ERR_INVAL,
+				  "--ckpt-dir %s: %s is not a directory, so "
+				  "it cannot be created",
+				  dir, up);
+	if (strcmp(up, dir) != 0 && access(up, W_OK | X_OK) != 0)
+		return hexi_error(errno == EACCES || errno == EPERM ||
+					  errno == EROFS
+				      ? HEXI_ERR_PERM
+				      : HEXI_ERR_IO,
+				  "--ckpt-dir %s: cannot create it in %s: %s",
+				  dir, up, strerror(errno));
+	return HEXI_OK;
+}
+
 hexi_rc hexi_trainer_check_ckpt_dir(hexi_trainer *t)
 {
 	hexi_rc rc = HEXI_OK;
@@ -545,8 +610,9 @@ hexi_rc hexi_trainer_check_ckpt_dir(hexi_trainer *t)
 		 * is named as such, before its newer steps are */
 		rc = hexi_ckpt_claim(t->ckpt_dir);
 		if (rc == HEXI_ERR_NOTFOUND) {
-			hexi_error_clear(); /* the first save creates it */
-			rc = HEXI_OK;
+			/* the first save creates it, if it can */
+			hexi_error_clear();
+			rc = ckpt_dir_creatable(t->ckpt_dir);
 		} else if (rc == HEXI_OK)
 			rc = newer_steps(t);
 	}

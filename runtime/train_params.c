@@ -5,8 +5,10 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rt_model.h"
 #include "rt_train.h"
@@ -94,7 +96,9 @@ hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)
 				  prefix);
 	f = fopen(path, "wb");
 	if (f == NULL)
-		return hexi_error(HEXI_ERR_IO, "%s: cannot create", path);
+		return hexi_error(HEXI_ERR_IO,
+				  "--dump %s: cannot create %s: %s", prefix,
+				  path, strerror(errno));
 	fprintf(f, "hexitrain-dump 1 rank %d pipeline %d nparams %d\n",
 		t->rt->rank, t->rt->role.pipeline, rt_train_nparams(t));
 	for (int i = 0; rc == HEXI_OK && i < rt_train_nparams(t); i++) {
@@ -105,9 +109,12 @@ hexi_rc hexi_trainer_dump(hexi_trainer *t, const char *prefix)
 			(long long)p->shape[0], (long long)p->shape[1],
 			p->row_begin, p->row_end, p->n);
 		if (fwrite(p->w, sizeof(float), p->n, f) != p->n)
-			rc = hexi_error(HEXI_ERR_IO, "%s: write failed", path);
+			rc = hexi_error(HEXI_ERR_IO,
+					"--dump %s: write of %s: %s", prefix,
+					path, strerror(errno));
 	}
 	if (fclose(f) != 0 && rc == HEXI_OK)
-		rc = hexi_error(HEXI_ERR_IO, "%s: close failed", path);
+		rc = hexi_error(HEXI_ERR_IO, "--dump %s: close of %s: %s",
+				prefix, path, strerror(errno));
 	return rc;
 }

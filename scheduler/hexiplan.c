@@ -28,13 +28,15 @@ typedef struct cli {
 	sched_attn_mode attn; /* simulate --attention */
 	hexi_plan_opts o;
 	int have_cost;
+	int seen[32], nseen; /* the options given, for applies() */
 } cli;
 
 static void usage(FILE *f)
 {
 	fprintf(
 	    f, "usage: " PROG " COMMAND [OPTIONS] ARG\n"
-	       "  plan CLUSTER --model M [-o PLAN.json]   find a plan\n"
+	       "  plan CLUSTER --model M [-o PLAN.json] [--svg FILE]  find a "
+	       "plan\n"
 	       "  simulate PLAN                             predict its "
 	       "timing and memory\n"
 	       "  show PLAN [--svg FILE]                    draw it\n"
@@ -131,6 +133,71 @@ static int num_opt(const char *name, const char *s, long min, long max,
 	return 0;
 }
 
+/* The options each command reads (0-terminated); -v, --json, -h and -V
+ * go with every command.  Any other option given is refused by name: it
+ * was silently ignored (simulate --zero 2, show -o x.json). */
+static const int plan_opts[] = {OPT_MODEL,	  OPT_GB,
+				OPT_MB,		  OPT_MBEXACT,
+				OPT_SEQ,	  OPT_RECOMPUTE,
+				OPT_NO_RECOMPUTE, OPT_ZERO,
+				OPT_CATALOG,	  OPT_PROFILES,
+				OPT_STRATEGY,	  OPT_COST,
+				OPT_SEED,	  OPT_BUDGET,
+				OPT_MAXEVALS,	  OPT_MAXP,
+				OPT_NOASYM,	  OPT_UNIFORM,
+				OPT_ALLGPUS,	  'o',
+				OPT_SVG,	  0};
+/* compare runs its own strategies and ablations, and writes no file */
+static const int compare_opts[] = {OPT_MODEL,
+				   OPT_GB,
+				   OPT_MB,
+				   OPT_MBEXACT,
+				   OPT_SEQ,
+				   OPT_RECOMPUTE,
+				   OPT_NO_RECOMPUTE,
+				   OPT_ZERO,
+				   OPT_CATALOG,
+				   OPT_PROFILES,
+				   OPT_COST,
+				   OPT_SEED,
+				   OPT_BUDGET,
+				   OPT_MAXEVALS,
+				   OPT_MAXP,
+				   OPT_ALLGPUS,
+				   0};
+/* a plan's GPU types come from its own cluster object; the catalog and
+ * profiles resolve what that object does not say */
+static const int simulate_opts[] = {OPT_COST,	 OPT_NOOVERLAP, OPT_ATTN,
+				    OPT_CATALOG, OPT_PROFILES,	0};
+static const int show_opts[] = {OPT_SVG, OPT_CATALOG, OPT_PROFILES, 0};
+static const int validate_opts[] = {OPT_CATALOG, OPT_PROFILES, 0};
+
+static int applies(const cli *a)
+{
+	const int *ok = !strcmp(a->cmd, "plan")	      ? plan_opts
+			: !strcmp(a->cmd, "compare")  ? compare_opts
+			: !strcmp(a->cmd, "simulate") ? simulate_opts
+			: !strcmp(a->cmd, "show")     ? show_opts
+						      : validate_opts;
+
+	for (int i = 0; i < a->nseen; i++) {
+		int c = a->seen[i], k = 0;
+		const char *name = NULL;
+		if (c == 'v' || c == OPT_JSON || c == 'h' || c == 'V')
+			continue;
+		while (ok[k] != 0 && ok[k] != c)
+			k++;
+		if (ok[k] == c)
+			continue;
+		for (int j = 0; longopts[j].name != NULL && name == NULL; j++)
+			if (longopts[j].val == c)
+				name = longopts[j].name;
+		return usage_error("--%s does not apply to %s",
+				   name ? name : "?", a->cmd);
+	}
+	return 0;
+}
+
 /* Returns 0, -1 (help/version printed: exit 0) or an exit code. */
 static int parse_opts(cli *a, int argc, char **argv)
 {
@@ -140,6 +207,9 @@ static int parse_opts(cli *a, int argc, char **argv)
 
 	opterr = 0; /* one-line errors of our own */
 	while ((c = getopt_long(argc, argv, ":o:vhV", longopts, NULL)) != -1) {
+		if (c != ':' && c != '?' &&
+		    a->nseen < (int)(sizeof(a->seen) / sizeof(a->seen[0])))
+			a->seen[a->nseen++] = c;
 		switch (c) {
 		case OPT_MODEL:
 			a->model = optarg;
@@ -150,6 +220,12 @@ static int parse_opts(cli *a, int argc, char **argv)
 			break;
 		case OPT_MB:
 		case OPT_MBEXACT:
+			if (a->micro_batch > 0 &&
+			    a->mb_exact != (c == OPT_MBEXACT))
+				return usage_error(
+				    "--micro-batch and --micro-batch-exact "
+				    "exclude each other (a largest size, or "
+				    "exactly this size)");
 			rc = num_opt(c == OPT_MB ? "--micro-batch"
 						 : "--micro-batch-exact",
 				     optarg, 1, 65536, &a->micro_batch);
@@ -274,7 +350,7 @@ static int parse_opts(cli *a, int argc, char **argv)
 		return usage_error("%s: expects exactly one input file",
 				   a->cmd);
 	a->input = argv[optind];
-	return 0;
+	return applies(a);
 }
 
 /* ---- loading ---------------------------------------------------------------
@@ -482,6 +558,8 @@ static int cmd_plan(cli *a)
 			rc = hexi_write_file_atomic(a->out, js, strlen(js),
 						    0644);
 	}
+	if (rc == HEXI_OK && a->svg) /* as show --svg draws it */
+		rc = hexi_plan_render_svg(p, a->svg);
 	if (rc != HEXI_OK)
 		goto out;
 	if (a->json) {

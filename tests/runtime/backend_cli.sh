@@ -30,9 +30,9 @@ while IFS='|' read -r args want; do
 done <<'EOT'
 --backend gpu|--backend 'gpu': mpi, nccl or auto
 --backend NCCL|--backend 'NCCL'
---backend|invalid option
+--backend|option '--backend' needs a value
 --dtype fp16|--dtype 'fp16': fp32 or bf16
---dtype|invalid option
+--dtype|option '--dtype' needs a value
 --dtype BF16|--dtype 'BF16'
 EOT
 

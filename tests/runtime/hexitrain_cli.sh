@@ -27,8 +27,9 @@ done <<'EOT'
 --optimizer adam|--optimizer
 --clip -1|--clip
 --batch 0|--batch
---frobnicate|invalid option
---steps|invalid option
+--frobnicate|invalid option '--frobnicate'
+--steps|option '--steps' needs a value
+--ckpt-dir|option '--ckpt-dir' needs a value
 extra-arg|unexpected argument
 --save-every 2 --steps 1|--ckpt-dir
 --data-format utf8|--data-format
@@ -162,15 +163,87 @@ expect_eq "2 windows, batch 2: validates (exit 0)" "$?" 0
 	--resume "$WORK/ev" --json >"$WORK/ev.json" 2>"$WORK/err"
 expect_eq "resumed at step 3, --eval-every 2: validation at steps 3 and 4" \
 	"$(sed -n 's/^{"step":\([0-9]*\),"val_loss".*/\1/p' "$WORK/ev.json" | tr '\n' ' ')" "3 4 "
-
-# A stop signal whose save fails: 76 (hexitrain(1)), not the error's code.
-: >"$WORK/notadir"
-"$HT" --model tiny-4l --steps 100000 --ckpt-dir "$WORK/notadir/ck" \
-	>"$WORK/sf.out" 2>"$WORK/sf.err" &
-signal_when $! USR1 "$WORK/sf.out" '^step *2 '
+# --val-data without --eval-every: validated once, after the last step
+# (it was silently ignored), so with --steps 0 it is the loss of the
+# given weights (hexitrain(1), --json); a file too short for it is
+# refused before the first step all the same.
+vd() { "$HT" --model tiny-4l --data-format bytes --data "$WORK/v36" \
+	--val-data "$WORK/v36" "$@"; }
+vd --batch 2 --steps 0 --json >"$WORK/v0.json" 2>"$WORK/err"
+expect_eq "--val-data, --steps 0, no --eval-every: exit 0" "$?" 0
+check "... one validation, at step 0, nothing else" grep -qx \
+	'{"step":0,"val_loss":[0-9.e+-]*}' "$WORK/v0.json"
+expect_eq "... one line of output" "$(wc -l <"$WORK/v0.json")" 1
+vd --batch 2 --steps 3 --json >"$WORK/v3.json" 2>"$WORK/err"
+expect_eq "--val-data, --steps 3, no --eval-every: validation at step 3 only" \
+	"$(sed -n 's/^{"step":\([0-9]*\),"val_loss".*/\1/p' "$WORK/v3.json" | tr '\n' ' ')" "3 "
+vd --batch 2 --steps 3 --resume "$WORK/ev" --json >"$WORK/vr.json" 2>"$WORK/err"
+expect_eq "resumed at step 3, --steps 3: validates the resumed weights" \
+	"$(sed -n 's/^{"step":\([0-9]*\),"val_loss".*/\1/p' "$WORK/vr.json" | tr '\n' ' ')" "3 "
+vd --batch 8 --steps 2 >"$WORK/out" 2>"$WORK/err"
 st=$?
-expect_eq "stop signal, save into a path below a file: exit 76" "$st" 76
-check "the save's error is printed" grep -q "notadir.*not a directory" "$WORK/sf.err"
+[ "$st" -eq 2 ] && grep -q -- '--val-data .*v36: 2 windows' "$WORK/err" &&
+	! grep -q '^step' "$WORK/out" &&
+	pass "short --val-data without --eval-every: exit 2 before step 1" ||
+	fail "short --val-data without --eval-every (exit $st: $(cat "$WORK/err"))"
+
+# Errors name the option once, and say why.
+"$HT" --val-data "$WORK/nonexist.tok" --steps 1 >/dev/null 2>"$WORK/err"
+st=$?
+[ "$st" -eq 7 ] && grep -qx -- "hexitrain: --val-data $WORK/nonexist.tok: No such file or directory" "$WORK/err" &&
+	pass "missing --val-data file: exit 7, named as --val-data only" ||
+	fail "missing --val-data file (exit $st: $(cat "$WORK/err"))"
+"$HT" --steps 1 --dump "$WORK/nonexistent/x" >/dev/null 2>"$WORK/err"
+st=$?
+[ "$st" -eq 8 ] && grep -q -- "--dump .*nonexistent/x: cannot create .*x\.rank0: No such file or directory" "$WORK/err" &&
+	pass "--dump into a missing directory: exit 8, says why" ||
+	fail "--dump into a missing directory (exit $st: $(cat "$WORK/err"))"
+
+# A --ckpt-dir that can never be created: refused before the first step
+# (exit 4, as the save's error), not at the first save or at a stop
+# signal's (exit 76, nothing saved); nothing is created early.
+: >"$WORK/notadir"
+"$HT" --model tiny-4l --steps 5 --save-every 4 --ckpt-dir "$WORK/notadir" \
+	>"$WORK/nd.out" 2>"$WORK/nd.err"
+st=$?
+[ "$st" -eq 4 ] && grep -q -- "--ckpt-dir .*notadir: exists and is not a directory" "$WORK/nd.err" &&
+	pass "--ckpt-dir a file: exit 4, says so" ||
+	fail "--ckpt-dir a file (exit $st: $(cat "$WORK/nd.err"))"
+check "... before the first step" test "$(grep -c '^step' "$WORK/nd.out")" = 0
+"$HT" --model tiny-4l --steps 5 --ckpt-dir "$WORK/notadir/ck" \
+	>"$WORK/nd.out" 2>"$WORK/nd.err"
+st=$?
+[ "$st" -eq 4 ] && grep -q -- "--ckpt-dir .*notadir/ck: .*notadir is not a directory" "$WORK/nd.err" &&
+	! grep -q '^step' "$WORK/nd.out" &&
+	pass "--ckpt-dir below a file, no --save-every: exit 4 before step 1" ||
+	fail "--ckpt-dir below a file (exit $st: $(cat "$WORK/nd.err"))"
+if [ "$(id -u)" -ne 0 ]; then
+	"$HT" --model tiny-4l --steps 1 --ckpt-dir /proc/nope >/dev/null 2>"$WORK/nd.err"
+	st=$?
+	[ "$st" -eq 14 ] && grep -q -- "--ckpt-dir /proc/nope: cannot create it in /proc" "$WORK/nd.err" &&
+		pass "--ckpt-dir in an unwritable directory: exit 14" ||
+		fail "--ckpt-dir /proc/nope (exit $st: $(cat "$WORK/nd.err"))"
+fi
+"$HT" --model tiny-4l --steps 1 --ckpt-dir "$WORK/later/ck" >/dev/null 2>&1
+expect_eq "--ckpt-dir with missing parents, no save: exit 0" "$?" 0
+check "... and nothing created" test ! -e "$WORK/later"
+
+# A stop signal whose save fails: 76 (hexitrain(1)), not the error's code
+# (a file put where --ckpt-dir was to be created, after the check).
+"$HT" --model tiny-4l --steps 100000 --ckpt-dir "$WORK/sfd" \
+	>"$WORK/sf.out" 2>"$WORK/sf.err" &
+pid=$!
+n=0
+while ! grep -q '^step *2 ' "$WORK/sf.out" && [ $n -lt 600 ]; do
+	sleep 0.05
+	n=$((n + 1))
+done
+: >"$WORK/sfd"
+kill -s USR1 $pid
+wait $pid
+st=$?
+expect_eq "stop signal, save into a path that became a file: exit 76" "$st" 76
+check "the save's error is printed" grep -q "sfd.*not a directory" "$WORK/sf.err"
 
 # Another run's newer checkpoints in --ckpt-dir (a rollback to an older
 # step of the same directory, or a fresh run into a used one): refused

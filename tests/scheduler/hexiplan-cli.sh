@@ -104,6 +104,19 @@ J
 bad "100k GPUs" 6 "count" "$H" plan "$T/huge.json" --model llama2-7b
 bad "unknown model" 7 "llama9" "$H" plan "$EX/paper.json" --model llama9
 bad "unknown strategy" 2 "strategy" "$H" plan "$EX/paper.json" --model llama2-7b --strategy fast
+# an option a command does not read is refused by name (it was ignored:
+# simulate --zero 2 printed the plan's own figures, show -o wrote nothing)
+bad "simulate --zero" 2 "--zero does not apply to simulate" "$H" simulate --zero 2 "$T/p.json"
+bad "simulate --model" 2 "--model does not apply to simulate" "$H" simulate --model llama2-70b "$T/p.json"
+bad "show -o" 2 "--output does not apply to show" "$H" show -o "$T/x.json" "$T/p.json"
+bad "validate --seq" 2 "--seq does not apply to validate" "$H" validate --seq 4096 "$T/p.json"
+bad "compare --strategy" 2 "--strategy does not apply to compare" "$H" compare "$EX/paper.json" --model llama2-7b --strategy megatron
+bad "plan --no-overlap" 2 "--no-overlap does not apply to plan" "$H" plan "$EX/paper.json" --model llama2-7b --no-overlap
+bad "--micro-batch with --micro-batch-exact" 2 "exclude each other" "$H" plan "$EX/cpu-1x4.json" --model tiny-4l --micro-batch 3 --micro-batch-exact 2
+check "simulate still takes its own options" "$H" simulate --cost-model reference --no-overlap --attention own --json -v "$T/p.json"
+"$H" plan "$EX/cpu-1x4.json" --model tiny-4l --svg "$T/plan.svg" >/dev/null
+expect_eq "plan --svg: exit 0" $? 0
+check "plan --svg draws the plan (it wrote nothing)" grep -q "<svg" "$T/plan.svg"
 bad "empty -o" 2 "--output: empty file name" "$H" plan "$EX/paper.json" --model llama2-7b -o ""
 bad "empty --svg" 2 "--svg: empty file name" "$H" show "$top_srcdir/examples/plans/tiny-4l-cpu4.json" --svg ""
 bad "exhaustive over 8 GPUs" 6 "exhaustive" "$H" plan "$EX/mixed-64.json" --model llama2-7b --strategy exhaustive
