@@ -121,8 +121,11 @@ static int print_json(json_t *j)
 	    j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 
 	json_decref(j);
-	if (s == NULL)
-		return fail(hexi_error(HEXI_ERR_NOMEM, "JSON output"));
+	if (s == NULL) /* json_pack or the dump refused a value */
+		return fail(hexi_error(
+		    HEXI_ERR_RANGE, "--json: the output cannot be written (a "
+				    "number that is not finite, or a string "
+				    "that is not UTF-8, such as a path)"));
 	printf("%s\n", s);
 	free(s);
 	return 0;
@@ -272,7 +275,7 @@ static int cmd_verify(int argc, char **argv, const opts *o)
 	hexi_ckpt_tensor_info ti;
 	hexi_rc rc;
 	uint64_t bytes = 0;
-	int i, nslices = 0;
+	int i, nslices = 0, jrc = 0;
 	const char *filechk;
 
 	if (argc != 1)
@@ -301,7 +304,7 @@ static int cmd_verify(int argc, char **argv, const opts *o)
 		    r ? hexi_ckpt_ntensors(r) : 0, "slices", nslices, "bytes",
 		    (json_int_t)bytes, "version",
 		    r ? hexi_ckpt_reader_version(r) : 0, "file_check", filechk);
-		print_json(j);
+		jrc = print_json(j);
 	} else if (rc == HEXI_OK) {
 		printf("%s: OK: %d tensors, %d slices, %.3f MiB verified\n",
 		       hexi_ckpt_reader_path(r), hexi_ckpt_ntensors(r), nslices,
@@ -319,7 +322,8 @@ static int cmd_verify(int argc, char **argv, const opts *o)
 	hexi_ckpt_close(r);
 	if (rc != HEXI_OK && !o->json)
 		return fail(rc);
-	return (int)rc;
+	/* the verdict's code first; else that the JSON could not be written */
+	return rc != HEXI_OK ? (int)rc : jrc;
 }
 
 /* ---- export ------------------------------------------------------------ */
@@ -485,7 +489,7 @@ static int cmd_diff(int argc, char **argv, const opts *o)
 	hexi_ckpt_tensor_info ta, tb;
 	json_t *arr = json_array();
 	hexi_rc rc;
-	int i, differ = 0, finished = 0;
+	int i, differ = 0, finished = 0, jrc = 0;
 	tdiff d;
 
 	if (argc != 2)
@@ -540,15 +544,17 @@ static int cmd_diff(int argc, char **argv, const opts *o)
 	}
 	hexi_error_clear();
 	if (o->json) {
-		print_json(json_pack("{s:b,s:f,s:O}", "identical", !differ,
-				     "tolerance", o->tolerance, "tensors",
-				     arr));
+		jrc = print_json(json_pack("{s:b,s:f,s:O}", "identical",
+					   !differ, "tolerance", o->tolerance,
+					   "tensors", arr));
 	} else {
 		printf("%s\n", differ ? "checkpoints differ"
 				      : "checkpoints are "
 					"identical");
 	}
 	rc = differ ? HEXI_ERR_MISMATCH : HEXI_OK;
+	if (jrc != 0)
+		rc = (hexi_rc)jrc;
 	finished = 1;
 out:
 	json_decref(arr);

@@ -76,6 +76,17 @@ fi
 # export: one HDF5 file of full tensors; A and B export the same tensors
 check "export A" "$CK" export -q "$T/a" -o "$T/a.h5"
 check "export B" "$CK" export -q "$T/b" -o "$T/b.h5"
+# --json of a checkpoint whose path is not UTF-8: JSON cannot carry it;
+# an error with the reason (verify exited 0 with nothing printed, info and
+# export said "out of memory")
+NU=$T/$(printf 'a\377')
+cp -r "$T/a" "$NU"
+for c in verify info; do
+	"$CK" $c --json "$NU" >"$T/out" 2>"$T/err"
+	expect_eq "$c --json of a non-UTF-8 path: exit 6" $? 6
+	check "$c --json: says why" grep -q "string that is not UTF-8" "$T/err"
+done
+rm -rf "$NU"
 # -o naming a descriptor (a link to /proc/self/fd/1, as /dev/stdout is)
 # with stdout redirected to a file: refused, the link kept (the rename
 # replaced it; as root, -o /dev/stdout replaced the machine's /dev/stdout)
