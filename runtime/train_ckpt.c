@@ -250,7 +250,7 @@ static hexi_rc write_sched_blob(const hexi_trainer *t, hexi_ckpt_writer *w)
 /* Every rank reads it (all must agree); absent in older checkpoints. */
 static hexi_rc read_sched_blob(hexi_trainer *t, hexi_ckpt_reader *r)
 {
-	char cur[256], txt[256];
+	char txt[256];
 	void *got = NULL;
 	size_t len = 0;
 	int kind, warm, decay;
@@ -273,8 +273,13 @@ static hexi_rc read_sched_blob(hexi_trainer *t, hexi_ckpt_reader *r)
 	    decay < 0)
 		return hexi_error(HEXI_ERR_PARSE,
 				  "resume: blob hexitrain.sched '%.80s'", txt);
-	sched_text(t, cur, sizeof(cur));
-	if (t->rt->rank == 0 && strcmp(cur, txt) != 0)
+	/* warn only where the rates differ: the constant schedule never
+	 * reads min_lr or decay_steps (decay_steps follows --steps, so
+	 * extending a run changed it and warned for nothing) */
+	if (t->rt->rank == 0 &&
+	    (kind != t->o.lr_schedule || lr != t->o.lr || warm != t->o.warmup ||
+	     (kind == 1 &&
+	      (min_lr != t->o.min_lr || decay != t->o.decay_steps))))
 		hexi_log(HEXI_LOG_WARN,
 			 "resume: continuing the checkpoint's learning-rate "
 			 "schedule '%.*s', not this run's options",

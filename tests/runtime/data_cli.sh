@@ -69,6 +69,11 @@ grep -q 'saved checkpoint .*step-00000004 (step 4, [0-9]* bytes' "$WORK/err" &&
 	fail "batch 3 resume: $(cat "$WORK/err")"
 grep -q 'loaded checkpoint .*step-00000004 (step 4, [0-9]* bytes' "$WORK/err" &&
 	pass "a line for the load" || fail "load line: $(cat "$WORK/err")"
+# the constant schedule resumed with only --steps changed: nothing to warn
+# about (its decay length follows --steps, and it warned on every such run)
+grep -q 'learning-rate schedule' "$WORK/err" &&
+	fail "resume with only --steps changed warns: $(grep 'learning-rate' "$WORK/err")" ||
+	pass "constant schedule, only --steps changed: no schedule warning"
 "$CK" info "$WORK/dp" | grep -q 'data position 38$' &&
 	pass "data position 4*8 + 2*3 = 38 samples after a batch change" ||
 	fail "data position: $("$CK" info "$WORK/dp" | grep position)"
@@ -80,6 +85,9 @@ S="--lr 3e-3 --warmup 3 --lr-schedule cosine --min-lr 1e-4"
 	>/dev/null 2>&1 || fail "cosine 4 steps"
 "$HT" $M $D --steps 8 --resume "$WORK/sc" --json >"$WORK/res.json" \
 	2>"$WORK/err" || fail "cosine resume"
+grep -q "continuing the checkpoint's learning-rate schedule" "$WORK/err" &&
+	pass "cosine resumed without its options: the warning says whose schedule runs" ||
+	fail "no schedule warning: $(cat "$WORK/err")"
 "$CMP" --skip 4 --loss "$WORK/full.json" "$WORK/res.json" >/dev/null &&
 	pass "cosine schedule: 4 + 4 resumed steps equal 8 steps" ||
 	fail "schedule resume: $("$CMP" --skip 4 --loss "$WORK/full.json" "$WORK/res.json")"
