@@ -623,6 +623,12 @@ static hexi_rc train(cli *c, hexi_rt *rt, int *status)
 		rc = hexi_trainer_check_ckpt_dir(t);
 	if (rc == HEXI_OK)
 		print_event(rt, t);
+	if (rc == HEXI_OK && c->resume != NULL && hexi_rt_rank(rt) == 0 &&
+	    hexi_trainer_steps_done(t) >= c->tr.steps && c->tr.steps > 0)
+		fprintf(stderr,
+			"hexitrain: the checkpoint is at step %d, --steps is "
+			"%d: no step to train\n",
+			hexi_trainer_steps_done(t), c->tr.steps);
 	if (rc == HEXI_OK) {
 		all = calloc((size_t)n, sizeof(*all));
 		mem = calloc((size_t)n, sizeof(*mem));

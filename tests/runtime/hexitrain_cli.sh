@@ -180,6 +180,8 @@ expect_eq "--val-data, --steps 3, no --eval-every: validation at step 3 only" \
 vd --batch 2 --steps 3 --resume "$WORK/ev" --json >"$WORK/vr.json" 2>"$WORK/err"
 expect_eq "resumed at step 3, --steps 3: validates the resumed weights" \
 	"$(sed -n 's/^{"step":\([0-9]*\),"val_loss".*/\1/p' "$WORK/vr.json" | tr '\n' ' ')" "3 "
+check "... and says there is no step to train (it exited 0 saying nothing)" \
+	grep -q 'the checkpoint is at step 3, --steps is 3: no step to train' "$WORK/err"
 vd --batch 8 --steps 2 >"$WORK/out" 2>"$WORK/err"
 st=$?
 [ "$st" -eq 2 ] && grep -q -- '--val-data .*v36: 2 windows' "$WORK/err" &&
