@@ -112,7 +112,9 @@ static int parse_args(int argc, char **argv, cli *c)
 		case 'o':
 			if (optarg[0] == '\0')
 				return usage_error("--output: empty");
-			c->output = optarg;
+			/* "-": standard output, as the writer writes there */
+			c->output =
+			    strcmp(optarg, "-") ? optarg : "/dev/stdout";
 			break;
 		case OPT_JSON:
 			c->json = 1;

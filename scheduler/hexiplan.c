@@ -316,7 +316,9 @@ static int parse_opts(cli *a, int argc, char **argv)
 		case 'o':
 			if (optarg[0] == '\0')
 				return usage_error("--output: empty file name");
-			a->out = optarg;
+			/* "-": standard output (hexi_write_file_atomic writes
+			 * to the descriptor /dev/stdout names) */
+			a->out = strcmp(optarg, "-") ? optarg : "/dev/stdout";
 			break;
 		case OPT_SVG:
 			if (optarg[0] == '\0')

@@ -27,6 +27,11 @@ check "the link is still a link" test -L "$T/out1"
 python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.JSONDecoder().raw_decode(t[t.index('{'):])" "$T/red.txt" &&
 	pass "the redirected file holds the plan" || fail "no plan in the redirected file"
 check "and the summary after it" grep -q "written to" "$T/red.txt"
+"$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o - >"$T/dash.txt"
+expect_eq "-o -: exit 0" $? 0
+check "-o - is standard output (it made a file named -)" test ! -e ./- -a -s "$T/dash.txt"
+python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.JSONDecoder().raw_decode(t[t.index('{'):])" "$T/dash.txt" &&
+	pass "-o -: the plan on standard output" || fail "-o -: no plan on standard output"
 check "validate the plan" "$H" validate "$T/p.json"
 "$H" validate --json "$T/p.json" >"$T/v.json"
 check "validate --json says valid" grep -q '"valid": true' "$T/v.json"
