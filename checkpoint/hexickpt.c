@@ -512,6 +512,17 @@ static int cmd_diff(int argc, char **argv, const opts *o)
 		if (strcmp(state, "compared") != 0 || d.max_abs > o->tolerance)
 			differ = 1;
 		/* JSON has no infinity: an unbounded difference is null */
+		/* no figures where nothing was compared (only in A, shape
+		 * differs): they read as "0 elements differ" */
+		if (strcmp(state, "compared") != 0) {
+			if (o->json)
+				json_array_append_new(
+				    arr, json_pack("{s:s,s:s}", "name", ta.name,
+						   "state", state));
+			else
+				printf("%-40s %s\n", ta.name, state);
+			continue;
+		}
 		if (o->json)
 			json_array_append_new(
 			    arr,

@@ -65,6 +65,19 @@ expect_eq "diff --json: max_abs > 0 for embed.weight" \
 	"$(json "[t['max_abs'] > 0 for t in d['tensors'] if t['name'] == 'embed.weight']" <"$T/out")" "[True]"
 
 "$CK" diff --tolerance 1 "$T/a" "$T/c" >/dev/null; expect_eq "diff --tolerance 1: equal within it (exit 0)" $? 0
+# tensors of one side only: no figures (they read "0 elements differ")
+"$GEN" save-plan "$T/d8" 1 "$top_srcdir/examples/plans/tiny-8l-tp123.json" >/dev/null 2>&1 ||
+	hard "tiny-8l fixture"
+"$GEN" save-plan "$T/d4" 1 "$top_srcdir/examples/plans/tiny-4l-cpu4.json" >/dev/null 2>&1 ||
+	hard "tiny-4l fixture"
+"$CK" diff "$T/d8" "$T/d4" >"$T/out"; st=$?
+expect_eq "diff of an 8-layer and a 4-layer model: exit 11" $st 11
+expect_eq "an only-in-A row is the name and the state" \
+	"$(grep '^layers.4.attn.wk ' "$T/out" | tr -s ' ')" "layers.4.attn.wk only in A"
+"$CK" diff --json "$T/d8" "$T/d4" >"$T/out"
+expect_eq "diff --json: only-in-A rows carry no max_abs" \
+	"$(json "sorted(set(tuple(sorted(t)) for t in d['tensors'] if t['state'] == 'only in A'))" <"$T/out")" \
+	"[('name', 'state')]"
 "$CK" diff --tolerance x "$T/a" "$T/c" >/dev/null 2>&1; expect_eq "diff --tolerance x: exit 2" $? 2
 expect_eq "info --step 7" "$("$CK" info --json --step 7 "$T/a" | json "d['step']")" 7
 "$CK" info --step 99 "$T/a" >/dev/null 2>&1; expect_eq "info --step 99: exit 7" $? 7
