@@ -14,6 +14,13 @@ HEXI_SRC=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(hexi_test_jobs) || exit 1
 
 status=0
+# wall time of each part, printed as it ends and again at the end
+times="" t_last=$SECONDS
+took() {
+	times="$times${times:+, }$1 $((SECONDS - t_last)) s"
+	echo "   ($1: $((SECONDS - t_last)) s)"
+	t_last=$SECONDS
+}
 hexi_install_deps || { echo "dependency install failed"; exit 1; }
 hexi_build "$HEXI_SRC/build" --enable-werror || exit 1
 
@@ -24,6 +31,7 @@ make -j"$jobs" -C "$HEXI_SRC/build" -k check >"$HEXI_SRC/build/check.out" 2>&1 |
 # refused Latin-1 paths); without it grep stops at them, "binary file matches"
 grep -aE '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' "$HEXI_SRC/build/check.out" |
 	grep -vE '^PASS:' || true
+took "build and tests"
 
 if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
 	hexi_build "$HEXI_SRC/build-san" --enable-werror --enable-sanitizers CC=clang CXX=clang++ || exit 1
@@ -72,6 +80,7 @@ if [ "${HEXI_NO_SANITIZERS:-0}" != 1 ]; then
 		make -j"$jobs" -C "$HEXI_SRC/build-san/tests/simt" -k check \
 		>>"$HEXI_SRC/build-san/check.out" 2>&1 || status=1
 	grep -aE '^(FAIL|ERROR|XPASS):' "$HEXI_SRC/build-san/check.out" || true
+	took "sanitizers"
 fi
 
 # Static analysis of the whole tree (cppcheck, clang's analyzer through
@@ -90,6 +99,7 @@ if [ "${HEXI_NO_ANALYSIS:-0}" != 1 ]; then
 	rc=$?
 	grep -E '^(PASS|FAIL):|^  ' "$HEXI_SRC/build/scan-build.out" | head -n 80
 	[ $rc -eq 0 ] || { echo "FAIL: clang static analyzer (exit $rc)"; status=1; }
+	took "static analysis"
 fi
 
 # Coverage-guided fuzzing, bounded: every target of tests/fuzz/targets.list
@@ -100,7 +110,9 @@ if [ "${HEXI_NO_FUZZ:-0}" != 1 ]; then
 	echo "== fuzz (libFuzzer, ${HEXI_FUZZ_SECONDS:-5} s per target)"
 	make -s -C "$HEXI_SRC/build-fuzz" fuzz FUZZ_SECONDS="${HEXI_FUZZ_SECONDS:-5}" ||
 		{ echo "FAIL: fuzz"; status=1; }
+	took "fuzzing"
 fi
+echo "== wall time: $times; total $SECONDS s"
 
 if [ $status -ne 0 ]; then
 	# automake's .trs files say which tests failed; print their logs' tails
