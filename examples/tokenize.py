@@ -117,6 +117,16 @@ def main():
         ap.error("--val-fraction must be in [0, 1)")
     ids = encode(args, read_text(args.text))
     nval = int(len(ids) * args.val_fraction)
+    if len(ids) - nval < 2:
+        ap.error("%d tokens (%d after --val-fraction): a token file needs "
+                 "at least 2, and a model seq_len + 1" % (len(ids),
+                                                          len(ids) - nval))
+    if args.val_fraction > 0 and nval < 2:
+        # it wrote nothing, and an older NAME.val.tok stayed beside the
+        # new training file
+        ap.error("--val-fraction %g of %d tokens is %d: too few for a "
+                 "validation file (give more text or a larger fraction)"
+                 % (args.val_fraction, len(ids), nval))
     train, val = ids[:len(ids) - nval], ids[len(ids) - nval:]
     w = write_tokens(args.output, train)
     print("tokenize.py: %s: %d tokens of %d bytes, max id %d"

@@ -13,6 +13,9 @@
 # Needs root (it starts munged, slurmctld and three slurmd).  Exit status:
 # 0 done, 77 the cluster cannot run here (reason printed), 1 a failure.
 set -u
+# a pipeline's status is its first failure: "tool | sed || die" checked
+# sed's status, so a failed verify was reported as success
+set -o pipefail
 B=${1:?usage: workflow.sh BUILD_DIR}
 B=$(cd "$B" && pwd) || exit 1
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,9 +79,16 @@ trap 'exit 130' INT TERM
 # follow JOBID: print the job's output as it comes (training lines), until
 # the job ends; print its final state.
 follow() {
-	local jid=$1 out=$JOBS/out/$1.out n=0 st m
+	local jid=$1 out=$JOBS/out/$1.out n=0 st m blank=0
 	while :; do
 		st=$(scontrol show job "$jid" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+		# no state for 60 s: slurmctld is gone, not the job running
+		if [ -z "$st" ]; then
+			blank=$((blank + 1))
+			[ $blank -lt 200 ] || die "job $jid: no state from scontrol for 60 s (slurmctld down?)"
+		else
+			blank=0
+		fi
 		if [ -f "$out" ]; then
 			m=$(wc -l <"$out")
 			[ "$m" -gt "$n" ] && sed -n "$((n + 1)),${m}p" "$out" | grep -E '^(hexi-|hexitrain|step )' | sed 's/^/  /'
@@ -118,7 +128,7 @@ say "  (HEXISCALE_USE_ALL_GPUS=1: every GPU gets a rank; without it the planner"
 say "   may leave slow GPUs idle when the plan is faster, and says so above)"
 plan1=$(sed -n 's/^hexiscale:   plan file //p' plan1.err)
 [ -f "$plan1" ] || die "no plan file"
-"$HEXIPLAN" show "$plan1" | sed 's/^/  /'
+"$HEXIPLAN" show "$plan1" | sed 's/^/  /' || die "hexiplan show failed"
 field "$plan1" "json.dumps(p['cluster'])" >alloc.json
 compare() { # MODEL [ARGS]: one line, HexiScale vs the best uniform plan
 	local m=$1
@@ -170,7 +180,7 @@ else
 	say "  the job's training step ran plan $hA (part 1 planned $(field "$plan1" "p['hash']"): the planner ran out of its time budget differently)"
 fi
 say "  checkpoints:"
-"$HEXICKPT" ls "$JOBS/ckpt" | sed 's/^/    /'
+"$HEXICKPT" ls "$JOBS/ckpt" | sed 's/^/    /' || die "hexickpt ls failed"
 
 h "3. A new allocation without the A800 node: resume under its own plan"
 jid2=$(HEXI_STEPS=$((2 * STEPS)) sbatch --parsable -w n2,n3 -o "out/%j.out" -e "out/%j.err" "$EX/resume.sbatch") ||
@@ -186,12 +196,14 @@ say "        -> step $((STEPS + 1)) $(loss "$jid2" $((STEPS + 1))) on plan $(fie
 say "        continuing from the checkpoint, not restarting."
 
 h "4. The result: hexickpt info and verify"
-"$HEXICKPT" info "$JOBS/ckpt" | sed -n '1,9p' | sed 's/^/  /'
+"$HEXICKPT" info "$JOBS/ckpt" | sed -n '1,9p' | sed 's/^/  /' ||
+	die "hexickpt info failed"
 say "  ..."
 "$HEXICKPT" verify "$JOBS/ckpt" | sed 's/^/  /' || die "verify failed"
 "$HEXICKPT" reshard -q "$JOBS/ckpt" --plan "$planA" -o "$JOBS/ckpt-planA" >/dev/null 2>&1 &&
-	"$HEXICKPT" diff -q "$JOBS/ckpt" "$JOBS/ckpt-planA" >/dev/null 2>&1 &&
-	say "  hexickpt reshard to the first job's plan, then hexickpt diff: identical tensors"
+	"$HEXICKPT" diff -q "$JOBS/ckpt" "$JOBS/ckpt-planA" >/dev/null 2>&1 ||
+	die "hexickpt reshard to the first job's plan and diff: not identical"
+say "  hexickpt reshard to the first job's plan, then hexickpt diff: identical tensors"
 
 h "Done in $(($(date +%s) - t_start)) s"
 stop_cluster

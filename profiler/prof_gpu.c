@@ -675,11 +675,14 @@ hexi_rc hexi_prof_nccl(hexi_prof_mpi *m, const hexi_prof_opts *o, int device,
 		rv = nccl_bench(m, o, &a, big, device, r, &ms);
 	if (rv != HEXI_OK)
 		goto out;
-	/* ms holds the large sendrecv: the link bandwidth of the ring */
+	/* ms holds the large sendrecv: the link bandwidth of the ring, from
+	 * its time (ms.value is that time itself where -s is 64 bytes, the
+	 * row then being a latency: stored as a bandwidth it made every
+	 * plan's transfers take days) */
 	if (multi)
-		p->inter_bw_gbps = ms.value;
+		p->inter_bw_gbps = (double)big / ms.stat.median_s / 1e9;
 	else
-		p->intra_bw_gbps = ms.value;
+		p->intra_bw_gbps = (double)big / ms.stat.median_s / 1e9;
 	a.sendrecv = 1;
 	if ((rv = nccl_bench(m, o, &a, 8, device, r, &ms)) != HEXI_OK)
 		goto out;

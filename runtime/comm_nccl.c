@@ -154,10 +154,24 @@ static void nap(void)
 	nanosleep(&ts, NULL);
 }
 
+/* A query's cudaErrorNotReady stays in the CUDA runtime's per-thread
+ * "last error" until cudaGetLastError reads it, and every kernel launch
+ * is checked with cudaGetLastError (launch_check): the first launch after
+ * a poll that found an NCCL operation still running failed with "device
+ * not ready" (every TP, PP or DP run, at its first step).  Not an error:
+ * cleared here, as PyTorch does after its queries. */
+static cudaError_t not_ready_cleared(cudaError_t e)
+{
+	if (e == cudaErrorNotReady)
+		(void)cudaGetLastError();
+	return e;
+}
+
 /* cudaSuccess once what stream s (ev NULL) or event ev covers has run. */
 static cudaError_t query(cudaStream_t s, cudaEvent_t ev)
 {
-	return ev != NULL ? cudaEventQuery(ev) : cudaStreamQuery(s);
+	return not_ready_cleared(ev != NULL ? cudaEventQuery(ev)
+					    : cudaStreamQuery(s));
 }
 
 /*
@@ -599,7 +613,7 @@ static hexi_rc nccl_test(rt_req *rb, int *done)
 		req_put(r);
 		return rc;
 	}
-	e = cudaEventQuery(r->done);
+	e = not_ready_cleared(cudaEventQuery(r->done));
 	if (e == cudaErrorNotReady)
 		return HEXI_OK;
 	*done = 1;

@@ -62,9 +62,9 @@ hexi_rc rt_cuda_create(int local_rank, int local_size, rt_cuda **out)
 		goto fail;
 	if ((rv = hexi_cuda_err(cudaSetDevice(c->device), "cudaSetDevice")) ||
 	    (rv = hexi_cuda_err(cudaGetDeviceProperties(&prop, c->device),
-			   "cudaGetDeviceProperties")) ||
+				"cudaGetDeviceProperties")) ||
 	    (rv = hexi_cuda_err(cudaDeviceGetStreamPriorityRange(&lo, &hi),
-			   "cudaDeviceGetStreamPriorityRange")))
+				"cudaDeviceGetStreamPriorityRange")))
 		goto fail;
 	snprintf(c->name, sizeof(c->name), "%s", prop.name);
 	c->id = 14695981039346656037ull; /* FNV-1a of the UUID bytes */
@@ -75,14 +75,14 @@ hexi_rc rt_cuda_create(int local_rank, int local_size, rt_cuda **out)
 	c->cc = prop.major * 10 + prop.minor;
 	/* hi is the numerically smaller, i.e. higher, priority */
 	if ((rv = hexi_cuda_err(cudaStreamCreateWithPriority(
-			       &c->compute, cudaStreamNonBlocking, hi),
-			   "compute stream")) ||
+				    &c->compute, cudaStreamNonBlocking, hi),
+				"compute stream")) ||
 	    (rv = hexi_cuda_err(cudaStreamCreateWithPriority(
-			       &c->comm, cudaStreamNonBlocking, lo),
-			   "communication stream")) ||
+				    &c->comm, cudaStreamNonBlocking, lo),
+				"communication stream")) ||
 	    (rv = hexi_cublas_err(cublasCreate(&c->blas), "cublasCreate")) ||
 	    (rv = hexi_cublas_err(cublasSetStream(c->blas, c->compute),
-			   "cublasSetStream")))
+				  "cublasSetStream")))
 		goto fail;
 	*out = c;
 	return HEXI_OK;
@@ -147,12 +147,12 @@ hexi_rc rt_cuda_stream_wait(rt_cuda_stream waiter, rt_cuda_stream on)
 	cudaEvent_t ev = NULL;
 	hexi_rc rv;
 
-	if ((rv =
-		 hexi_cuda_err(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
-			  "cudaEventCreate")) ||
+	if ((rv = hexi_cuda_err(
+		 cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
+		 "cudaEventCreate")) ||
 	    (rv = hexi_cuda_err(cudaEventRecord(ev, on), "cudaEventRecord")) ||
 	    (rv = hexi_cuda_err(cudaStreamWaitEvent(waiter, ev, 0),
-			   "cudaStreamWaitEvent")))
+				"cudaStreamWaitEvent")))
 		goto out;
 out:
 	if (ev != NULL)
@@ -167,7 +167,12 @@ hexi_rc rt_cuda_alloc(void **p, size_t bytes)
 	*p = NULL;
 	if (bytes == 0)
 		return HEXI_OK;
-	if ((rv = hexi_cuda_err(cudaMalloc(p, bytes), "cudaMalloc")) != HEXI_OK) {
+	if ((rv = hexi_cuda_err(cudaMalloc(p, bytes), "cudaMalloc")) !=
+	    HEXI_OK) {
+		/* returned as a value: out of the runtime's last-error state,
+		 * or a caller that falls back (cuDNN's workspace: the own
+		 * attention kernel) fails its next launch check with it */
+		(void)cudaGetLastError();
 		*p = NULL;
 		return hexi_error_prefix(rv, "%zu bytes", bytes);
 	}
@@ -176,9 +181,9 @@ hexi_rc rt_cuda_alloc(void **p, size_t bytes)
 	 * legacy stream): wait here, so the memory is zero when this returns,
 	 * as rt_cuda.h promises. */
 	if ((rv = hexi_cuda_err(cudaMemsetAsync(*p, 0, bytes, cudaStreamLegacy),
-			   "cudaMemset")) != HEXI_OK ||
+				"cudaMemset")) != HEXI_OK ||
 	    (rv = hexi_cuda_err(cudaStreamSynchronize(cudaStreamLegacy),
-			   "cudaMemset (wait)")) != HEXI_OK) {
+				"cudaMemset (wait)")) != HEXI_OK) {
 		cudaFree(*p);
 		*p = NULL;
 	}
@@ -202,32 +207,32 @@ hexi_rc rt_cuda_upload(void *dst, const void *src, size_t bytes)
 	if (bytes == 0)
 		return HEXI_OK;
 	if ((rv = hexi_cuda_err(cudaMemcpyAsync(dst, src, bytes,
-					   cudaMemcpyHostToDevice,
-					   cudaStreamLegacy),
-			   "upload")) != HEXI_OK)
+						cudaMemcpyHostToDevice,
+						cudaStreamLegacy),
+				"upload")) != HEXI_OK)
 		return rv;
 	return hexi_cuda_err(cudaStreamSynchronize(cudaStreamLegacy),
-			"upload (wait)");
+			     "upload (wait)");
 }
 
 hexi_rc rt_cuda_download(void *dst, const void *src, size_t bytes)
 {
-	return hexi_cuda_err(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
-			"download");
+	return hexi_cuda_err(
+	    cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "download");
 }
 
 hexi_rc rt_cuda_memset0(rt_cuda_stream s, void *p, size_t bytes)
 {
 	return hexi_cuda_err(cudaMemsetAsync(p, 0, bytes, (cudaStream_t)s),
-			"memset");
+			     "memset");
 }
 
 hexi_rc rt_cuda_copy(rt_cuda_stream s, void *dst, const void *src, size_t bytes)
 {
 	return hexi_cuda_err(cudaMemcpyAsync(dst, src, bytes,
-					cudaMemcpyDeviceToDevice,
-					(cudaStream_t)s),
-			"device copy");
+					     cudaMemcpyDeviceToDevice,
+					     (cudaStream_t)s),
+			     "device copy");
 }
 
 static cudaDataType_t cuda_type(rt_cuda_dtype dt)
@@ -261,4 +266,3 @@ hexi_rc rt_cuda_gemm(rt_cuda *c, rt_cuda_dtype dt, rt_cuda_dtype ct, int ta,
 				  rt_cuda_dtype_name(ct), (int)st);
 	return HEXI_OK;
 }
-

@@ -42,6 +42,15 @@ $PY "$TOK" --bytes -o "$WORK/bytes.tok" $TEXT/GPL-3 >/dev/null 2>&1 &&
 		"$(od -An -tu1 -N1 $TEXT/GPL-3 | tr -d ' ')" ] &&
 	pass "byte-level fallback: first token is the first byte" ||
 	fail "byte-level fallback"
+# a validation split that rounds to nothing, or an empty corpus: refused
+# (it wrote no NAME.val.tok and left an older one beside the new file)
+printf 'hello world!' >"$WORK/small.txt"
+$PY "$TOK" --bytes -o "$WORK/small.tok" --val-fraction 0.05 "$WORK/small.txt" >/dev/null 2>"$WORK/tok.err"
+expect_eq "tokenize.py: --val-fraction of 12 tokens giving 0: exit 2" $? 2
+check "... says why" grep -q "too few for a validation file" "$WORK/tok.err"
+: >"$WORK/empty.txt"
+$PY "$TOK" --bytes -o "$WORK/empty.tok" "$WORK/empty.txt" >/dev/null 2>&1
+expect_eq "tokenize.py: an empty corpus: exit 2" $? 2
 D="--data $WORK/train.tok"
 V="--val-data $WORK/train.val.tok"
 

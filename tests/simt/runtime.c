@@ -37,10 +37,10 @@
  * the kernel's stack. */
 #ifdef SIMT_ASAN
 #include <sanitizer/asan_interface.h>
-#define guard_poison(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define guard_poison(p, n)   ASAN_POISON_MEMORY_REGION(p, n)
 #define guard_unpoison(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
 #else
-#define guard_poison(p, n) ((void)(p), (void)(n))
+#define guard_poison(p, n)   ((void)(p), (void)(n))
 #define guard_unpoison(p, n) ((void)(p), (void)(n))
 #endif
 
@@ -52,6 +52,13 @@ typedef struct block {
 
 static block *blocks;
 static cudaError_t last_error;
+/* The CUDA runtime's per-thread "last error" also keeps what an API call
+ * returned that was not cudaSuccess, cudaErrorNotReady of a query
+ * included, until cudaGetLastError reads it: a kernel launch checked with
+ * cudaGetLastError after a not-ready query fails (PyTorch clears it after
+ * each such query).  Modelled here, so a caller that does not clear it
+ * fails on the emulation as on a GPU. */
+static cudaError_t api_error;
 
 static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -95,8 +102,8 @@ static int dev_range(const void *p, size_t n, const char *what)
 	}
 	if ((size_t)((const unsigned char *)p - (b->base + GUARD)) + n >
 	    b->size) {
-		report("%p + %zu bytes: past the end of its allocation (%s)",
-		       p, n, what);
+		report("%p + %zu bytes: past the end of its allocation (%s)", p,
+		       n, what);
 		return 0;
 	}
 	return 1;
@@ -149,15 +156,22 @@ void simt_check_guards(const char *kernel)
 const char *cudaGetErrorName(cudaError_t e)
 {
 	switch (e) {
-	case cudaSuccess: return "cudaSuccess";
-	case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-	case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+	case cudaSuccess:
+		return "cudaSuccess";
+	case cudaErrorInvalidValue:
+		return "cudaErrorInvalidValue";
+	case cudaErrorMemoryAllocation:
+		return "cudaErrorMemoryAllocation";
 	case cudaErrorInvalidConfiguration:
 		return "cudaErrorInvalidConfiguration";
-	case cudaErrorNoDevice: return "cudaErrorNoDevice";
-	case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-	case cudaErrorNotReady: return "cudaErrorNotReady";
-	case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+	case cudaErrorNoDevice:
+		return "cudaErrorNoDevice";
+	case cudaErrorInvalidDevice:
+		return "cudaErrorInvalidDevice";
+	case cudaErrorNotReady:
+		return "cudaErrorNotReady";
+	case cudaErrorLaunchFailure:
+		return "cudaErrorLaunchFailure";
 	}
 	return "cudaErrorUnknown";
 }
@@ -165,14 +179,20 @@ const char *cudaGetErrorName(cudaError_t e)
 const char *cudaGetErrorString(cudaError_t e)
 {
 	switch (e) {
-	case cudaSuccess: return "no error";
-	case cudaErrorInvalidValue: return "invalid argument";
-	case cudaErrorMemoryAllocation: return "out of memory";
+	case cudaSuccess:
+		return "no error";
+	case cudaErrorInvalidValue:
+		return "invalid argument";
+	case cudaErrorMemoryAllocation:
+		return "out of memory";
 	case cudaErrorInvalidConfiguration:
 		return "invalid configuration argument";
-	case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-	case cudaErrorInvalidDevice: return "invalid device ordinal";
-	case cudaErrorNotReady: return "device not ready";
+	case cudaErrorNoDevice:
+		return "no CUDA-capable device is detected";
+	case cudaErrorInvalidDevice:
+		return "invalid device ordinal";
+	case cudaErrorNotReady:
+		return "device not ready";
 	case cudaErrorLaunchFailure:
 		return "unspecified launch failure (see the simt: line)";
 	}
@@ -181,9 +201,10 @@ const char *cudaGetErrorString(cudaError_t e)
 
 cudaError_t cudaGetLastError(void)
 {
-	cudaError_t e = last_error;
+	cudaError_t e = last_error != cudaSuccess ? last_error : api_error;
 
 	last_error = cudaSuccess;
+	api_error = cudaSuccess;
 	return e;
 }
 
@@ -255,7 +276,8 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
  */
 typedef struct sstream sstream;
 typedef struct op {
-	void (*run)(void *); /* NULL (and no poll): wait until on->done >= seq */
+	void (*run)(
+	    void *); /* NULL (and no poll): wait until on->done >= seq */
 	int (*poll)(void *); /* a communication: 1 once complete (simt_enqueue_
 				poll); it starts at its first poll */
 	void (*drop)(void *);
@@ -281,7 +303,7 @@ typedef struct sevent {
 } sevent;
 
 #define NSTREAMS 16
-#define NEVENTS 1024
+#define NEVENTS	 1024
 static sstream streams[NSTREAMS]; /* [0]: the legacy stream */
 static sevent events[NEVENTS];
 static int stream_mode = -1; /* -1 unread, 0 immediate, 1 deferred, 2 bad */
@@ -445,8 +467,8 @@ static void push(sstream *st, void (*run)(void *), void (*drop)(void *),
 {
 	op *o;
 
-	held(st, run != NULL ? "a kernel or copy queued"
-			     : "an event wait queued");
+	held(st,
+	     run != NULL ? "a kernel or copy queued" : "an event wait queued");
 	o = calloc(1, sizeof(*o));
 	if (o == NULL) { /* out of memory: run it now */
 		if (run == NULL)
@@ -507,8 +529,8 @@ int simt_streams_deferred(void)
  * call, and says 1 once it is complete; drop(arg) after.  Deferred streams
  * only (a communication cannot complete at its call: its peers have not
  * started theirs); -1 otherwise, or for a stream that does not exist. */
-int simt_enqueue_poll(const void *s, int (*poll)(void *),
-		      void (*drop)(void *), void *arg)
+int simt_enqueue_poll(const void *s, int (*poll)(void *), void (*drop)(void *),
+		      void *arg)
 {
 	sstream *st = get_stream((cudaStream_t)s);
 	op *o;
@@ -609,9 +631,13 @@ static cudaError_t query_to(sstream *st, unsigned long seq)
 	if (st == NULL || !deferred())
 		return wait_result();
 	progress();
+	if (st->done < seq && st->polls > 0) {
+		api_error =
+		    cudaErrorNotReady; /* as the CUDA runtime keeps it */
+		return cudaErrorNotReady;
+	}
 	if (st->done < seq)
-		return st->polls > 0 ? cudaErrorNotReady
-				     : (advance(st, seq), wait_result());
+		advance(st, seq);
 	return wait_result();
 }
 
@@ -779,7 +805,7 @@ typedef struct copy_op {
 	void *dst;
 	const void *src;
 	size_t bytes;
-	int v;                /* memset: the byte */
+	int v;		      /* memset: the byte */
 	unsigned char data[]; /* host-to-device: the bytes, taken at the call */
 } copy_op;
 
@@ -797,8 +823,7 @@ static void run_copy(void *a)
 	memmove(c->dst, c->src != NULL ? c->src : c->data, c->bytes);
 }
 
-static cudaError_t enqueue_copy(cudaStream_t s, void (*run)(void *),
-				copy_op *c)
+static cudaError_t enqueue_copy(cudaStream_t s, void (*run)(void *), copy_op *c)
 {
 	if (c == NULL)
 		return cudaErrorMemoryAllocation;
@@ -862,7 +887,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
 		break;
 	default:
 		ok = 0;
-		report("cudaMemcpy kind %d: not used by runtime/cuda", (int)kind);
+		report("cudaMemcpy kind %d: not used by runtime/cuda",
+		       (int)kind);
 	}
 	if (!ok)
 		return cudaErrorInvalidValue;
@@ -887,7 +913,8 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes,
 	return e;
 }
 
-/* ---- cuBLAS ---------------------------------------------------------------- */
+/* ---- cuBLAS ----------------------------------------------------------------
+ */
 
 static int blas_obj;
 static cudaStream_t blas_stream; /* NULL: the legacy stream */
@@ -895,12 +922,16 @@ static cudaStream_t blas_stream; /* NULL: the legacy stream */
 const char *cublasGetStatusName(cublasStatus_t s)
 {
 	switch (s) {
-	case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+	case CUBLAS_STATUS_SUCCESS:
+		return "CUBLAS_STATUS_SUCCESS";
 	case CUBLAS_STATUS_NOT_INITIALIZED:
 		return "CUBLAS_STATUS_NOT_INITIALIZED";
-	case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-	case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-	case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+	case CUBLAS_STATUS_ALLOC_FAILED:
+		return "CUBLAS_STATUS_ALLOC_FAILED";
+	case CUBLAS_STATUS_INVALID_VALUE:
+		return "CUBLAS_STATUS_INVALID_VALUE";
+	case CUBLAS_STATUS_NOT_SUPPORTED:
+		return "CUBLAS_STATUS_NOT_SUPPORTED";
 	}
 	return "CUBLAS_STATUS_UNKNOWN";
 }
@@ -990,7 +1021,8 @@ static void run_gemm(void *arg)
 #endif
 			}
 			/* beta 0: C is not read (it may hold NaN) */
-			r = al * acc + (be != 0.0f ? be * elem(C, Ctype, c) : 0.0f);
+			r = al * acc +
+			    (be != 0.0f ? be * elem(C, Ctype, c) : 0.0f);
 			if (Ctype == CUDA_R_16BF)
 				((uint16_t *)C)[c] = hexi_bf16_from_float(r);
 			else
@@ -1014,7 +1046,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
 	if (h != (cublasHandle_t)&blas_obj)
 		return CUBLAS_STATUS_NOT_INITIALIZED;
 	/* cuBLAS's own checks */
-	if (m < 0 || n < 0 || k < 0 || (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) ||
+	if (m < 0 || n < 0 || k < 0 ||
+	    (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) ||
 	    (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T) ||
 	    lda < (ar > 1 ? ar : 1) || ldb < (br > 1 ? br : 1) ||
 	    ldc < (m > 1 ? m : 1))
@@ -1033,8 +1066,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta,
 		return CUBLAS_STATUS_INVALID_VALUE;
 	if ((g = malloc(sizeof(*g))) == NULL)
 		return CUBLAS_STATUS_ALLOC_FAILED;
-	*g = (gemm_op){ta, tb, m, n, k, 0, 0, A, Atype, lda, B, ldb, C, Ctype,
-		       ldc};
+	*g = (gemm_op){ta,    tb,  m, n,   k, 0,     0,	 A,
+		       Atype, lda, B, ldb, C, Ctype, ldc};
 	/* host scalars are read at the call, as cuBLAS's host pointer mode */
 	memcpy(&g->al, alpha, sizeof(g->al));
 	memcpy(&g->be, beta, sizeof(g->be));
