@@ -44,7 +44,10 @@ PROF=$B/profiler/hexiprof PLAN=$B/scheduler/hexiplan TRAIN=$B/runtime/hexitrain
 [ -x "$PROF" ] || skip "no hexiprof in $B (build first)"
 [ -x "$PLAN" ] || skip "no hexiplan in $B (build first)"
 [ -x "$TRAIN" ] || skip "no hexitrain in $B: the runtime's trainer is not built"
-command -v python3 >/dev/null || skip "python3 is needed to read JSON"
+# HEXI_PYTHON: device-check.sh's Python (an image may have it only in a
+# virtual environment, not on PATH)
+PY=${HEXI_PYTHON:-python3}
+[ "$PY" != false ] && command -v "$PY" >/dev/null || skip "python3 is needed to read JSON"
 MPIRUN=${MPIRUN:-$(command -v mpirun || true)}
 [ "$ranks" -eq 1 ] || [ -n "$MPIRUN" ] || skip "no mpirun for $ranks ranks"
 if [ "$mode" = gpu ]; then
@@ -79,7 +82,7 @@ EOF
 		--gemm="${F}x${C}x${BT}" --gemm="${BT}x${V}x${C}" --gemm="${BT}x${C}x${V}" \
 		--gemm="${V}x${C}x${BT}" -o "$d/profiles/localhost.json" >"$d/prof.txt" 2>&1 ||
 		{ cat "$d/prof.txt"; die "hexiprof --gpu failed"; }
-	read -r tflops gtype < <(python3 - "$d/profiles/localhost.json" <<'PY'
+	read -r tflops gtype < <("$PY" - "$d/profiles/localhost.json" <<'PY'
 import json, sys
 g = json.load(open(sys.argv[1]))["gpus"][0]
 print(g["gemm_tflops"]["bf16"], g["type"])
@@ -103,7 +106,7 @@ EOF
 		"$PLAN" simulate "$d/plan.json" --profiles "$d/profiles" --attention $a \
 			--json >"$d/sim-$a.json" || die "hexiplan simulate --attention $a failed"
 	done
-	read -r pred_fused pred_own < <(python3 - "$d/sim-fused.json" "$d/sim-own.json" <<'PY'
+	read -r pred_fused pred_own < <("$PY" - "$d/sim-fused.json" "$d/sim-own.json" <<'PY'
 import json, sys
 print(*(json.load(open(f))["iteration_s"] for f in sys.argv[1:]))
 PY
@@ -120,9 +123,9 @@ PY
 			{ cat "$d/train.err"; die "hexitrain failed"; }
 	fi
 	sim=$d/sim-$attn.json
-	mem=$(python3 "$HEXI_SRC/tests/bench/fidelity_mem.py" "$d/plan.json" "$sim" "$d/train.json") ||
+	mem=$("$PY" "$HEXI_SRC/tests/bench/fidelity_mem.py" "$d/plan.json" "$sim" "$d/train.json") ||
 		die "cannot compare the plan's memory with the run's"
-	python3 - "$d/train.json" "$attn" "$pred_fused" "$pred_own" "$tflops" "$strict" "$mem" <<'PY'
+	"$PY" - "$d/train.json" "$attn" "$pred_fused" "$pred_own" "$tflops" "$strict" "$mem" <<'PY'
 import json, statistics, sys
 t = [json.loads(l)["time_s"] for l in open(sys.argv[1]) if l.startswith("{")]
 if len(t) < 3:
@@ -196,7 +199,7 @@ launch "$ranks" "$PROF" --cpu --concurrent --only-gemm --rate=mean --host=localh
 	--max-msg=4M $gargs --membw-size=$ACT --json \
 	-o "$d/profiles/localhost.json" >"$d/prof.txt" 2>"$d/prof.err" ||
 	{ cat "$d/prof.txt" "$d/prof.err"; die "hexiprof failed"; }
-read -r gflops membw intra_bw intra_lat < <(python3 - "$d/profiles/localhost.json" "$d/prof.txt" "$L" "$shapes" <<'PY'
+read -r gflops membw intra_bw intra_lat < <("$PY" - "$d/profiles/localhost.json" "$d/prof.txt" "$L" "$shapes" <<'PY'
 import json, sys
 path, rep, L, shapes = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
 p = json.load(open(path))
@@ -236,7 +239,7 @@ echo "== plan and simulate"
 	die "hexiplan plan failed"
 "$PLAN" simulate "$d/plan.json" --profiles "$d/profiles" --json >"$d/sim.json" ||
 	die "hexiplan simulate failed"
-predicted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iteration_s"])' "$d/sim.json") ||
+predicted=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["iteration_s"])' "$d/sim.json") ||
 	die "no iteration_s in the simulation"
 
 # (--no-recompute: the plan says so, and hexitrain obeys the plan.)
@@ -244,7 +247,7 @@ predicted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ite
 echo "== hexitrain, $steps steps"
 launch "$ranks" "$TRAIN" --backend mpi --plan "$d/plan.json" --steps "$steps" --json \
 	>"$d/train.json" 2>"$d/train.err" || { cat "$d/train.err"; die "hexitrain failed"; }
-measured=$(python3 - "$d/train.json" <<'PY'
+measured=$("$PY" - "$d/train.json" <<'PY'
 import json, statistics, sys
 t = [json.loads(l)["time_s"] for l in open(sys.argv[1]) if l.startswith("{")]
 if len(t) < 3:
@@ -253,11 +256,11 @@ print(statistics.median(t[1:]))
 PY
 ) || die "cannot read hexitrain's step times"
 
-mem=$(python3 "$HEXI_SRC/tests/bench/fidelity_mem.py" "$d/plan.json" "$d/sim.json" "$d/train.json") ||
+mem=$("$PY" "$HEXI_SRC/tests/bench/fidelity_mem.py" "$d/plan.json" "$d/sim.json" "$d/train.json") ||
 	die "cannot compare the plan's memory with the run's"
 
 # 5. Report.
-python3 - "$predicted" "$measured" "$gflops" "$ranks" "$mode" "$strict" "$membw" "$mem" <<'PY'
+"$PY" - "$predicted" "$measured" "$gflops" "$ranks" "$mode" "$strict" "$membw" "$mem" <<'PY'
 import os, sys
 pred, meas, gflops = map(float, sys.argv[1:4])
 ranks, mode, strict = int(sys.argv[4]), sys.argv[5], int(sys.argv[6])

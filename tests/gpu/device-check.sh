@@ -378,7 +378,7 @@ else
 fi
 
 # ---- 5. cost-model fidelity ----------------------------------------------------
-if run fidelity-gpu 100 env HEXI_BUILD="$BUILD" bash "$HEXI_SRC/tests/bench/fidelity.sh" --gpu; then
+if run fidelity-gpu 100 env HEXI_BUILD="$BUILD" HEXI_PYTHON="$PY" bash "$HEXI_SRC/tests/bench/fidelity.sh" --gpu; then
 	note "fidelity gpu" "$(tail -n 1 "$work/fidelity-gpu.txt")"
 else
 	st=$?
@@ -391,7 +391,7 @@ else
 fi
 if [ "$bundle" = 1 ]; then
 	note "fidelity cpu" "not run from the bundle (built without MPI and OpenBLAS; the CPU machines measure it)"
-elif run fidelity-cpu 120 env HEXI_BUILD="$BUILD" bash "$HEXI_SRC/tests/bench/fidelity.sh"; then
+elif run fidelity-cpu 120 env HEXI_BUILD="$BUILD" HEXI_PYTHON="$PY" bash "$HEXI_SRC/tests/bench/fidelity.sh"; then
 	note "fidelity cpu" "$(tail -n 1 "$work/fidelity-cpu.txt")"
 else
 	st=$?

@@ -131,7 +131,7 @@ static void nb_part(rt_comm *c, rt_group *g)
 	const float zero[4] = {0, 0, 0, 0};
 
 	if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) !=
-		    cudaSuccess ||
+		cudaSuccess ||
 	    cudaMalloc((void **)&x, sizeof(hx)) != cudaSuccess ||
 	    cudaMalloc((void **)&y, sizeof(hx)) != cudaSuccess ||
 	    cudaMalloc((void **)&z, sizeof(hz)) != cudaSuccess)
@@ -149,6 +149,10 @@ static void nb_part(rt_comm *c, rt_group *g)
 		cudaMemcpy(x, zero, sizeof(zero), cudaMemcpyHostToDevice);
 		cudaMemcpy(y, zero, sizeof(zero), cudaMemcpyHostToDevice);
 		cudaMemcpy(z, zero, sizeof(zero), cudaMemcpyHostToDevice);
+		/* a cudaMemcpy from pageable memory may return before its
+		 * DMA lands, and s and NCCL's streams are not ordered after
+		 * the legacy stream: wait, or the round can read old data */
+		cudaDeviceSynchronize();
 		/* produced on s, as the backward writes a bucket */
 		cudaMemcpyAsync(x, hx, sizeof(hx), cudaMemcpyHostToDevice, s);
 		cudaMemcpyAsync(z, hz, sizeof(hz), cudaMemcpyHostToDevice, s);
@@ -167,8 +171,8 @@ static void nb_part(rt_comm *c, rt_group *g)
 			if (c->ops->test(r1, &done) != HEXI_OK)
 				ok1 = 0, done = 1;
 		}
-		ok(ok1 && done, "round %d: the reduce-scatter completes by test",
-		   round);
+		ok(ok1 && done,
+		   "round %d: the reduce-scatter completes by test", round);
 		if (r2 != NULL)
 			ok2 = c->ops->wait(r2) == HEXI_OK &&
 			      c->ops->wait(r3) == HEXI_OK;
@@ -212,6 +216,7 @@ static void gpu_part(rt_comm *boot)
 		tap_bail("cudaMalloc");
 	cudaMemcpy(df, hf, sizeof(hf), cudaMemcpyHostToDevice);
 	cudaMemcpy(dd, hd, sizeof(hd), cudaMemcpyHostToDevice);
+	cudaDeviceSynchronize(); /* as above: the DMA may still be in flight */
 	is_int(c->ops->allreduce_sum(g, df, 3, RT_F32), HEXI_OK,
 	       "all-reduce f32");
 	is_int(c->ops->allreduce_sum(g, dd, 2, RT_F64), HEXI_OK,
