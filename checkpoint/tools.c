@@ -141,6 +141,7 @@ static hexi_rc export_prepare(const char *path, export_target *x)
 	struct stat st;
 	hexi_rc rc;
 	size_t dl = (size_t)(b - path);
+	int fd;
 
 	x->dfd = -1;
 	if (*b == '\0' || strlen(b) >= sizeof(x->base) || dl >= sizeof(dir) ||
@@ -152,17 +153,17 @@ static hexi_rc export_prepare(const char *path, export_target *x)
 		snprintf(dir, sizeof(dir), ".");
 	else
 		snprintf(dir, sizeof(dir), "%.*s", (int)dl, path);
-	if ((rc = ck_dir_open(dir, 0, &x->dfd)) != HEXI_OK)
-		return rc;
 	/* A name of a descriptor (-o /dev/stdout): the rename would replace
 	 * the link (as root, the machine's /dev/stdout), and HDF5 writes a
 	 * file by name, seeking; refused. */
-	if (hexi_path_fd(path) >= 0)
+	if ((fd = hexi_path_fd(path)) >= 0)
 		return hexi_error(HEXI_ERR_INVAL,
 				  "%s: names file descriptor %d, not a file: "
 				  "export writes an HDF5 file by name (give "
 				  "its path)",
-				  path, hexi_path_fd(path));
+				  path, fd);
+	if ((rc = ck_dir_open(dir, 0, &x->dfd)) != HEXI_OK)
+		return rc;
 	/* A target that exists must be a regular file (or a symlink, which
 	 * the rename replaces): never /dev/null, a FIFO or a directory. */
 	if (fstatat(x->dfd, x->base, &st, AT_SYMLINK_NOFOLLOW) == 0 &&

@@ -386,31 +386,23 @@ static int parse_args(cli *c, int argc, char **argv)
 			       PACKAGE_VERSION);
 			return 1;
 		}
-		if (opt == ':') {
-			fprintf(stderr,
-				"hexitrain: option '%s' needs a value (see "
-				"--help)\n",
-				argv[optind - 1]);
-			return HEXI_ERR_USAGE;
-		}
-		if (opt == '?') {
-			fprintf(stderr,
-				"hexitrain: invalid option '%s' (see "
-				"--help)\n",
-				argv[optind - 1]);
-			return HEXI_ERR_USAGE;
-		}
+		if (opt == ':')
+			return hexi_cli_usage_error("hexitrain",
+						    "option '%s' needs a value",
+						    argv[optind - 1]);
+		if (opt == '?')
+			return hexi_cli_usage_error("hexitrain",
+						    "invalid option '%s'",
+						    argv[optind - 1]);
 		rc = parse_one(c, opt, optarg);
 		if (rc != HEXI_OK) {
 			hexi_cli_fail("hexitrain", rc);
 			return HEXI_ERR_USAGE;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "hexitrain: unexpected argument '%s'\n",
-			argv[optind]);
-		return HEXI_ERR_USAGE;
-	}
+	if (optind < argc)
+		return hexi_cli_usage_error(
+		    "hexitrain", "unexpected argument '%s'", argv[optind]);
 	return 0;
 }
 

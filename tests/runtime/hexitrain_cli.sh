@@ -27,10 +27,10 @@ done <<'EOT'
 --optimizer adam|--optimizer
 --clip -1|--clip
 --batch 0|--batch
---frobnicate|invalid option '--frobnicate'
---steps|option '--steps' needs a value
+--frobnicate|invalid option '--frobnicate' (see 'hexitrain --help')
+--steps|option '--steps' needs a value (see 'hexitrain --help')
 --ckpt-dir|option '--ckpt-dir' needs a value
-extra-arg|unexpected argument
+extra-arg|unexpected argument 'extra-arg' (see 'hexitrain --help')
 --save-every 2 --steps 1|--ckpt-dir
 --data-format utf8|--data-format
 --lr-schedule linear|--lr-schedule
