@@ -364,6 +364,60 @@ static hexi_rc parse_one(cli *c, int opt, const char *a)
 }
 
 /* 0: go on; 1: --help/--version done; <0 never; >1: exit code. */
+
+_Static_assert(OPT_NO_OVERLAP < OPT_PLAN + 64, "an option past the seen mask");
+#define GIVEN(seen, o) (((seen) >> ((o)-OPT_PLAN)) & 1)
+
+/* Options this run would not read are refused, not ignored: a plan fixes
+ * the model, the batch and the micro-batches; SGD has no epsilon or
+ * weight decay; the constant schedule has no floor or decay length (a
+ * resumed run takes the checkpoint's schedule, and says so, so those two
+ * stay allowed with --resume). */
+static int check_unread(const cli *c, uint64_t seen)
+{
+	static const struct {
+		int opt;
+		const char *name;
+	} planless[] = {{OPT_MODEL, "--model"},
+			{OPT_BATCH, "--batch"},
+			{OPT_MB, "--micro-batches"}};
+	const char *plan = c->rt.plan_path;
+
+	if (plan == NULL || *plan == '\0')
+		plan = getenv("HEXISCALE_PLAN");
+	for (size_t i = 0; plan != NULL && *plan != '\0' &&
+			   i < sizeof(planless) / sizeof(planless[0]);
+	     i++)
+		if (GIVEN(seen, planless[i].opt))
+			return hexi_cli_usage_error(
+			    "hexitrain",
+			    "%s is for a run without a plan: the plan '%.200s' "
+			    "(%s) fixes the model, the batch and the "
+			    "micro-batches",
+			    planless[i].name, plan,
+			    c->rt.plan_path != NULL && *c->rt.plan_path != '\0'
+				? "--plan"
+				: "$HEXISCALE_PLAN");
+	if (c->tr.optimizer == HEXI_OPT_SGD &&
+	    (GIVEN(seen, OPT_EPS) || GIVEN(seen, OPT_WD)))
+		return hexi_cli_usage_error(
+		    "hexitrain",
+		    "%s is an AdamW option: --optimizer sgd does not "
+		    "read it",
+		    GIVEN(seen, OPT_EPS) ? "--eps" : "--weight-decay");
+	if (c->tr.lr_schedule != 1 && c->resume == NULL &&
+	    (GIVEN(seen, OPT_MIN_LR) || GIVEN(seen, OPT_DECAY)))
+		return hexi_cli_usage_error(
+		    "hexitrain",
+		    "%s is for --lr-schedule cosine: the constant schedule "
+		    "does not read it",
+		    GIVEN(seen, OPT_MIN_LR) ? "--min-lr" : "--lr-decay-steps");
+	if (GIVEN(seen, OPT_EVAL_BATCHES) && c->tr.val_path == NULL)
+		return hexi_cli_usage_error("hexitrain",
+					    "--eval-batches needs --val-data");
+	return 0;
+}
+
 static int parse_args(cli *c, int argc, char **argv)
 {
 	int opt;
@@ -372,6 +426,8 @@ static int parse_args(cli *c, int argc, char **argv)
 	hexi_rt_opts_defaults(&c->rt);
 	hexi_train_opts_defaults(&c->tr);
 	c->rt.timeout_s = 300;
+	uint64_t seen = 0; /* bit OPT_X - OPT_PLAN: option given */
+
 	opterr = 0;
 	/* the leading ':' tells a missing argument (':') from an unknown
 	 * option ('?') */
@@ -399,11 +455,13 @@ static int parse_args(cli *c, int argc, char **argv)
 			hexi_cli_fail("hexitrain", rc);
 			return HEXI_ERR_USAGE;
 		}
+		if (opt >= OPT_PLAN && opt < OPT_PLAN + 64)
+			seen |= 1ull << (opt - OPT_PLAN);
 	}
 	if (optind < argc)
 		return hexi_cli_usage_error(
 		    "hexitrain", "unexpected argument '%s'", argv[optind]);
-	return 0;
+	return check_unread(c, seen);
 }
 
 /* ,"mem_peak_bytes":MAX,"memory":[{"rank":0,"device":0,

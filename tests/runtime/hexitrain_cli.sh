@@ -40,7 +40,26 @@ extra-arg|unexpected argument 'extra-arg' (see 'hexitrain --help')
 --eval-every 2 --steps 1|--val-data
 --batch 8 --micro-batches 3 --steps 1|--batch 8 is not a multiple of --micro-batches 3
 --lr-schedule cosine --lr 1e-3 --min-lr 0.01 --steps 1|--min-lr 0.01 is above --lr 0.001
+--plan p.json --model tiny-4l|--model is for a run without a plan: the plan 'p.json' (--plan)
+--micro-batches 2 --plan p.json|--micro-batches is for a run without a plan
+--optimizer sgd --eps 1e-6|--eps is an AdamW option: --optimizer sgd does not read it
+--weight-decay 0.1 --optimizer sgd|--weight-decay is an AdamW option
+--min-lr 1e-4 --steps 1|--min-lr is for --lr-schedule cosine
+--lr-decay-steps 5 --lr-schedule constant|--lr-decay-steps is for --lr-schedule cosine
+--eval-batches 2|--eval-batches needs --val-data
 EOT
+
+# A plan from the environment fixes the batch too; an option a resumed run
+# may read (the checkpoint's schedule) stays allowed.
+HEXISCALE_PLAN=p.json "$HT" --batch 8 >/dev/null 2>"$WORK/err"
+st=$?
+[ "$st" -eq 2 ] && grep -q "the plan 'p.json' (\$HEXISCALE_PLAN)" "$WORK/err" &&
+	pass "--batch with \$HEXISCALE_PLAN: usage error" ||
+	fail "--batch with \$HEXISCALE_PLAN (exit $st: $(cat "$WORK/err"))"
+"$HT" --min-lr 1e-4 --resume "$WORK/none" --steps 1 >/dev/null 2>"$WORK/err"
+grep -q 'lr-schedule cosine' "$WORK/err" &&
+	fail "--min-lr with --resume refused: $(cat "$WORK/err")" ||
+	pass "--min-lr with --resume: not refused as unread"
 
 # Plan and environment must agree.
 "$HT" --plan "$PLANS/equiv-A.json" --steps 1 >/dev/null 2>"$WORK/err"
