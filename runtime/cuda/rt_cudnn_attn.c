@@ -496,10 +496,14 @@ struct rt_cuda_sdpa {
 	rt_cuda *c;
 	rt_cuda_dtype dt;
 	int B, T, NH, NKV, hs;
-	float scale, neg_inf; /* the mask's fill: the lowest float, as
-				 cuDNN's frontend (no inf - inf) */
-	cudnnHandle_t h;      /* NULL: plans for dev, never executed */
-	bdesc dev; /* device properties (rt_cuda_sdpa_plan_offline) */
+	/* The by-value scalars of the variant pack: the softmax scale and
+	 * the mask's fill (the lowest float, as cuDNN's frontend: no inf -
+	 * inf).  Their tensors declare a 16-byte alignment, so each has its
+	 * own 16-byte slot rather than trusting cuDNN to read 4 bytes only. */
+	_Alignas(16) float scale;
+	_Alignas(16) float neg_inf;
+	cudnnHandle_t h; /* NULL: plans for dev, never executed */
+	bdesc dev;	 /* device properties (rt_cuda_sdpa_plan_offline) */
 	graph fwd_g, bwd_g;
 	bdesc fwd, bwd;	   /* plans; bwd NULL: the own backward kernel runs */
 	plan_note note[2]; /* forward, backward */
