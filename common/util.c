@@ -242,10 +242,14 @@ hexi_rc hexi_create_unique(const char *prefix, const char *suffix, int mode,
 			*fdp = fd;
 			return HEXI_OK;
 		}
-		if (errno != EEXIST)
-			return hexi_error(errno_rc(errno),
-					  "%s: cannot create: %s", path,
-					  strerror(errno));
+		if (errno != EEXIST) {
+			int e = errno;
+			hexi_rc rc =
+			    hexi_error(errno_rc(e), "%s: cannot create: %s",
+				       path, strerror(e));
+			errno = e; /* for a caller that names the target */
+			return rc;
+		}
 	}
 	return hexi_error(HEXI_ERR_IO, "%.200s*%s: no free unique name", prefix,
 			  suffix);
@@ -431,8 +435,13 @@ hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,
 					  "%.200s: path too long", path);
 	}
 	rv = hexi_create_unique(prefix, "", mode, tmp, sizeof(tmp), &fd);
-	if (rv != HEXI_OK)
+	if (rv != HEXI_OK) {
+		/* name the file asked for, not the temporary name beside it */
+		if (rv != HEXI_ERR_RANGE && errno != 0 && errno != EEXIST)
+			return hexi_error(rv, "%s: cannot create: %s", path,
+					  strerror(errno));
 		return rv;
+	}
 	rv = write_all(fd, tmp, data, len);
 	if (rv != HEXI_OK)
 		goto out;

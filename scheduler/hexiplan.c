@@ -336,7 +336,8 @@ static int parse_opts(cli *a, int argc, char **argv)
 			usage(stdout);
 			return -1;
 		case 'V':
-			printf(PROG " (HexiScale) " PACKAGE_VERSION "\n");
+			printf(PROG " (" PACKAGE_NAME ") " PACKAGE_VERSION
+				    "\n");
 			return -1;
 		case ':':
 			return usage_error("%s: option '%s' needs a value",
@@ -898,7 +899,7 @@ static int run(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
-		printf(PROG " (HexiScale) " PACKAGE_VERSION "\n");
+		printf(PROG " (" PACKAGE_NAME ") " PACKAGE_VERSION "\n");
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {

@@ -10,7 +10,8 @@ T=$(mktemp -d) || hard "mktemp"
 trap 'rm -rf "$T"' EXIT
 
 check "--help exits 0" "$H" --help
-expect_eq "--version" "$("$H" --version)" "hexiplan (HexiScale) $("$H" --version | awk '{print $3}')"
+# the package's name as the other programs print it: "hexiplan (hexiscale) V"
+expect_eq "--version" "$("$H" --version)" "hexiplan (hexiscale) $("$H" --version | awk '{print $3}')"
 "$H" >/dev/null 2>&1; expect_eq "no command: usage error 2" $? 2
 "$H" frobnicate x >/dev/null 2>&1; expect_eq "unknown command: 2" $? 2
 "$H" plan --bogus "$EX/paper.json" >/dev/null 2>&1; expect_eq "unknown option: 2" $? 2
@@ -27,6 +28,12 @@ check "the link is still a link" test -L "$T/out1"
 python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.JSONDecoder().raw_decode(t[t.index('{'):])" "$T/red.txt" &&
 	pass "the redirected file holds the plan" || fail "no plan in the redirected file"
 check "and the summary after it" grep -q "written to" "$T/red.txt"
+# -o in a directory that is not there: the message names the file asked
+# for, not the temporary name beside it
+"$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o "$T/nodir/p.json" >/dev/null 2>"$T/err"
+expect_eq "-o in a missing directory: exit 7 (not found)" $? 7
+check "the message names the file" grep -qF "$T/nodir/p.json: cannot create: No such file or directory" "$T/err"
+check "not the temporary file" sh -c '! grep -q "\.tmp\." "$1"' sh "$T/err"
 "$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o - >"$T/dash.txt"
 expect_eq "-o -: exit 0" $? 0
 check "-o - is standard output (it made a file named -)" test ! -e ./- -a -s "$T/dash.txt"
