@@ -381,6 +381,20 @@ static int check_unread(const cli *c, uint64_t seen)
 	} planless[] = {{OPT_MODEL, "--model"},
 			{OPT_BATCH, "--batch"},
 			{OPT_MB, "--micro-batches"}};
+	const struct {
+		int unread, a, b; /* options a and b are not read */
+		const char *na, *nb, *why;
+	} rule[] = {
+	    {c->tr.optimizer == HEXI_OPT_SGD, OPT_EPS, OPT_WD, "--eps",
+	     "--weight-decay",
+	     "is an AdamW option: --optimizer sgd does not read it"},
+	    {c->tr.lr_schedule != 1 && c->resume == NULL, OPT_MIN_LR, OPT_DECAY,
+	     "--min-lr", "--lr-decay-steps",
+	     "is for --lr-schedule cosine: the constant schedule does not "
+	     "read it"},
+	    {c->tr.val_path == NULL, OPT_EVAL_BATCHES, OPT_EVAL_BATCHES,
+	     "--eval-batches", "--eval-batches", "needs --val-data"},
+	};
 	const char *plan = c->rt.plan_path;
 
 	if (plan == NULL || *plan == '\0')
@@ -398,23 +412,13 @@ static int check_unread(const cli *c, uint64_t seen)
 			    c->rt.plan_path != NULL && *c->rt.plan_path != '\0'
 				? "--plan"
 				: "$HEXISCALE_PLAN");
-	if (c->tr.optimizer == HEXI_OPT_SGD &&
-	    (GIVEN(seen, OPT_EPS) || GIVEN(seen, OPT_WD)))
-		return hexi_cli_usage_error(
-		    "hexitrain",
-		    "%s is an AdamW option: --optimizer sgd does not "
-		    "read it",
-		    GIVEN(seen, OPT_EPS) ? "--eps" : "--weight-decay");
-	if (c->tr.lr_schedule != 1 && c->resume == NULL &&
-	    (GIVEN(seen, OPT_MIN_LR) || GIVEN(seen, OPT_DECAY)))
-		return hexi_cli_usage_error(
-		    "hexitrain",
-		    "%s is for --lr-schedule cosine: the constant schedule "
-		    "does not read it",
-		    GIVEN(seen, OPT_MIN_LR) ? "--min-lr" : "--lr-decay-steps");
-	if (GIVEN(seen, OPT_EVAL_BATCHES) && c->tr.val_path == NULL)
-		return hexi_cli_usage_error("hexitrain",
-					    "--eval-batches needs --val-data");
+	for (size_t i = 0; i < sizeof(rule) / sizeof(rule[0]); i++)
+		if (rule[i].unread &&
+		    (GIVEN(seen, rule[i].a) || GIVEN(seen, rule[i].b)))
+			return hexi_cli_usage_error(
+			    "hexitrain", "%s %s",
+			    GIVEN(seen, rule[i].a) ? rule[i].na : rule[i].nb,
+			    rule[i].why);
 	return 0;
 }
 
