@@ -153,15 +153,17 @@ hexi_rc ck_fsync_path(const char *path, int is_dir);
 /* Open directory PATH component by component (symlinks only when owned by
  * root or the caller), creating missing ones (0755) when CREATE. */
 hexi_rc ck_dir_open(const char *path, int create, int *fd);
-/* NAME below DFD for reading: O_NOFOLLOW|O_NONBLOCK, a regular file by
- * fstat of the opened descriptor; WHAT names it in messages. */
+/* NAME below DFD for reading: a regular file by fstat of an O_PATH
+ * descriptor (O_NOFOLLOW) before it is opened (no FIFO or device is ever
+ * opened), in another user's directory no hard link to a file that user
+ * does not own; WHAT names it in messages. */
 hexi_rc ck_open_at(int dfd, const char *name, const char *what, int *fd,
 		   struct stat *st);
 hexi_rc ck_read_at(int dfd, const char *name, size_t max, const char *what,
 		   char **out, size_t *len);
 /* The same for an input that is not a checkpoint (a Hugging Face model):
  * a symlink is followed when root or the caller made it, or when the
- * file it leads to belongs to the link's owner (fstat of the opened
+ * file it leads to belongs to the link's owner (fstat of an O_PATH
  * descriptor); another user's link to someone else's file is refused. */
 hexi_rc ck_open_in(int dfd, const char *name, const char *what, int *fd,
 		   struct stat *st);

@@ -5,9 +5,10 @@
  *  - directories are opened component by component without following a
  *    symlink unless root or the caller owns it; everything inside a
  *    checkpoint directory is reached relative to that descriptor (openat);
- *  - every input is opened O_NONBLOCK|O_NOFOLLOW and checked with fstat on
- *    the opened descriptor (a FIFO, device or symlink is refused, never
- *    waited on);
+ *  - every input is first opened O_PATH|O_NOFOLLOW and checked with fstat
+ *    on that descriptor (a FIFO, device or symlink is refused before
+ *    anything opens it: no wait, no driver's open), then read through
+ *    /proc/self/fd of that descriptor;
  *  - every output is created O_CREAT|O_EXCL|O_NOFOLLOW inside a private
  *    staging directory (mode 0700) this process created itself;
  *  - a directory-level writer lock (DIR/.hexickpt.lock, an OFD lock held
@@ -50,14 +51,26 @@ static hexi_rc errno_rc(int e)
 }
 
 /* 1: NAME below DFD is a symlink made by root or by ourselves (followed);
- * 0: another user's symlink (*owner set); -1: not a symlink. */
-static int trusted_link(int dfd, const char *name, uid_t *owner)
+ * 0: another user's symlink (*owner set); -1: not a symlink.  The owner
+ * and TARGET (the link's text, followed relative to DFD) come from one
+ * O_PATH descriptor of the link itself, so a link swapped between the
+ * two (renamed away and back: the directory is the user's) cannot pair
+ * root's ownership with the user's target. */
+static int trusted_link(int dfd, const char *name, uid_t *owner, char *target,
+			size_t cap)
 {
 	struct stat st;
+	ssize_t n = -1;
+	int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    !S_ISLNK(st.st_mode))
+	if (fd < 0)
 		return -1;
+	if (fstat(fd, &st) == 0 && S_ISLNK(st.st_mode))
+		n = readlinkat(fd, "", target, cap - 1);
+	close(fd);
+	if (n < 0 || (size_t)n >= cap - 1)
+		return -1;
+	target[n] = '\0';
 	*owner = st.st_uid;
 	return st.st_uid == 0 || st.st_uid == geteuid();
 }
@@ -67,6 +80,7 @@ static int trusted_link(int dfd, const char *name, uid_t *owner)
 static hexi_rc open_component(int dfd, const char *comp, int create,
 			      const char *path, int *out)
 {
+	char target[CK_PATH_MAX];
 	uid_t owner = 0;
 	int fd, t;
 
@@ -82,7 +96,7 @@ static hexi_rc open_component(int dfd, const char *comp, int create,
 	}
 	/* O_NOFOLLOW|O_DIRECTORY on a symlink fails with ELOOP or ENOTDIR. */
 	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
-		t = trusted_link(dfd, comp, &owner);
+		t = trusted_link(dfd, comp, &owner, target, sizeof(target));
 		if (t < 0)
 			return hexi_error(HEXI_ERR_INVAL,
 					  "%s: '%s' is not a directory", path,
@@ -93,7 +107,7 @@ static hexi_rc open_component(int dfd, const char *comp, int create,
 					  "%u (neither root nor you): "
 					  "refusing to follow it",
 					  path, comp, (unsigned)owner);
-		fd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		fd = openat(dfd, target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
 	if (fd < 0)
 		return hexi_error(errno_rc(errno), "%s: '%s': %s", path, comp,
@@ -129,15 +143,56 @@ hexi_rc ck_dir_open(const char *path, int create, int *out)
 	return HEXI_OK;
 }
 
-/* FD (opened O_NONBLOCK) as *OUT if fstat says a regular file, made
- * blocking again; else closed and refused. */
-static hexi_rc regular_fd(int fd, const char *what, struct stat *st, int *out)
+/* NAME below DFD as an O_PATH descriptor, *st its fstat: nothing of the
+ * file is opened (a device's open runs its driver: opening /dev/watchdog
+ * starts the timer), and a name swapped afterwards changes nothing. */
+static int path_fd(int dfd, const char *name, int nofollow, struct stat *st)
 {
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+	int fd =
+	    openat(dfd, name, O_PATH | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0));
+
+	if (fd >= 0 && fstat(fd, st) < 0) {
+		int e = errno;
 		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* The regular file that the O_PATH descriptor PFD (closed here) stands
+ * for, opened for reading through /proc/self/fd; without /proc, by NAME
+ * below DFD again, and then it must be the same file. */
+static hexi_rc reopen(int pfd, const struct stat *pst, int dfd,
+		      const char *name, int nofollow, const char *what,
+		      struct stat *st, int *out)
+{
+	char proc[64];
+	int fd, e;
+
+	if (!S_ISREG(pst->st_mode)) {
+		close(pfd);
 		return hexi_error(HEXI_ERR_INVAL,
 				  "%s: not a regular file (FIFO, device, "
 				  "directory or socket: refused)",
+				  what);
+	}
+	if (ck_have_proc_fd() && ck_fd_path(proc, sizeof(proc), pfd, NULL) == 0)
+		fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	else
+		fd = openat(dfd, name,
+			    O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY |
+				(nofollow ? O_NOFOLLOW : 0));
+	e = errno;
+	close(pfd);
+	if (fd < 0)
+		return hexi_error(errno_rc(e), "%s: cannot open: %s", what,
+				  strerror(e));
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) ||
+	    st->st_dev != pst->st_dev || st->st_ino != pst->st_ino) {
+		close(fd);
+		return hexi_error(HEXI_ERR_INVAL,
+				  "%s: changed while it was opened: refused",
 				  what);
 	}
 	/* Regular files never block; reads below are plain. */
@@ -146,68 +201,93 @@ static hexi_rc regular_fd(int fd, const char *what, struct stat *st, int *out)
 	return HEXI_OK;
 }
 
+/* A regular file below DFD (not a link), PFD its O_PATH descriptor: in
+ * another user's directory, a second name of a file that user does not
+ * own (a hard link, which anyone may make to any file where
+ * fs.protected_hardlinks is 0) is refused: root would read that file for
+ * the directory's owner. */
+static hexi_rc open_plain(int pfd, const struct stat *pst, int dfd,
+			  const char *name, const char *what, struct stat *st,
+			  int *out)
+{
+	struct stat d;
+
+	if (S_ISREG(pst->st_mode) && pst->st_nlink > 1 && fstat(dfd, &d) == 0 &&
+	    d.st_uid != geteuid() && d.st_uid != pst->st_uid) {
+		close(pfd);
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s: a hard link to a file of uid %u in a "
+				  "directory of uid %u: refusing to read it",
+				  what, (unsigned)pst->st_uid,
+				  (unsigned)d.st_uid);
+	}
+	return reopen(pfd, pst, dfd, name, 1, what, st, out);
+}
+
 hexi_rc ck_open_at(int dfd, const char *name, const char *what, int *out,
 		   struct stat *st)
 {
-	int fd =
-	    openat(dfd, name,
-		   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	int e = errno;
+	struct stat pst;
+	int pfd = path_fd(dfd, name, 1, &pst), e = errno;
 
 	*out = -1;
-	if (fd < 0)
-		return hexi_error(errno_rc(e), "%s: cannot open: %s%s", what,
-				  strerror(e),
-				  e == ELOOP ? " (a symlink: refused)" : "");
-	return regular_fd(fd, what, st, out);
+	if (pfd < 0)
+		return hexi_error(errno_rc(e), "%s: cannot open: %s", what,
+				  strerror(e));
+	if (S_ISLNK(pst.st_mode)) {
+		close(pfd);
+		return hexi_error(errno_rc(ELOOP),
+				  "%s: cannot open: %s (a symlink: refused)",
+				  what, strerror(ELOOP));
+	}
+	return open_plain(pfd, &pst, dfd, name, what, st, out);
 }
 
 /* An input that is not a checkpoint (Hugging Face model files): a symlink
  * is followed where root or the caller made it, or where the file it
  * leads to belongs to the link's owner (the Hugging Face cache links
  * snapshots/REV/NAME to ../../blobs/HASH of the same user), judged by
- * fstat of the opened descriptor, so a link swapped meanwhile changes
- * nothing.  Another user's link to a file that user does not own (root's
- * or a third user's) is refused: root would read it for them. */
+ * fstat of an O_PATH descriptor of what it leads to, before anything is
+ * opened, so a link swapped meanwhile changes nothing.  Another user's
+ * link to a file that user does not own (root's or a third user's) is
+ * refused: root would read it for them. */
 hexi_rc ck_open_in(int dfd, const char *name, const char *what, int *out,
 		   struct stat *st)
 {
+	char target[CK_PATH_MAX];
+	struct stat pst;
 	uid_t owner = 0;
-	int fd, e, t;
+	int pfd, e, t;
 
 	*out = -1;
-	fd = openat(dfd, name,
-		    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd >= 0)
-		return regular_fd(fd, what, st, out);
-	e = errno;
-	if (e != ELOOP || (t = trusted_link(dfd, name, &owner)) < 0)
+	if ((pfd = path_fd(dfd, name, 1, &pst)) < 0) {
+		e = errno;
 		return hexi_error(errno_rc(e), "%s: cannot open: %s", what,
 				  strerror(e));
-	fd = openat(dfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
+	}
+	if (!S_ISLNK(pst.st_mode))
+		return open_plain(pfd, &pst, dfd, name, what, st, out);
+	close(pfd);
+	if ((t = trusted_link(dfd, name, &owner, target, sizeof(target))) < 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "%s: changed while it was opened: refused",
+				  what);
+	if ((pfd = path_fd(dfd, target, 0, &pst)) < 0) {
 		e = errno;
 		return hexi_error(errno_rc(e),
 				  "%s: cannot open (a symlink): %s", what,
 				  strerror(e));
 	}
-	if (t == 0 && fstat(fd, st) < 0) {
-		e = errno;
-		close(fd);
-		return hexi_error(HEXI_ERR_IO, "%s: fstat: %s", what,
-				  strerror(e));
-	}
-	if (t == 0 && st->st_uid != owner) {
-		uid_t got = st->st_uid;
-		close(fd);
+	if (t == 0 && S_ISREG(pst.st_mode) && pst.st_uid != owner) {
+		close(pfd);
 		return hexi_error(HEXI_ERR_PERM,
 				  "%s: a symlink owned by uid %u to a file of "
 				  "uid %u (neither root's nor your link, and "
 				  "not its owner's file): refusing to follow "
 				  "it",
-				  what, (unsigned)owner, (unsigned)got);
+				  what, (unsigned)owner, (unsigned)pst.st_uid);
 	}
-	return regular_fd(fd, what, st, out);
+	return reopen(pfd, &pst, dfd, target, 0, what, st, out);
 }
 
 static hexi_rc read_whole(int dfd, const char *name, size_t max,

@@ -52,37 +52,62 @@ static hexi_rc errno_rc(int err)
 	}
 }
 
-/* Open an input file without ever blocking: O_NONBLOCK makes open(2) of a
- * FIFO with no writer return at once (and of a device not wait for
- * carrier); the type is then checked with fstat on the descriptor that will
- * be read, so a name flipped to a FIFO between a check and the read cannot
- * be read.  Regular files ignore O_NONBLOCK, so reads behave as usual. */
+/* Open an input file without ever blocking or opening anything but a
+ * regular file: an O_PATH descriptor is checked with fstat (a FIFO, a
+ * device, a directory is refused unopened: a FIFO's open can wait, a
+ * device's runs its driver), then that same file is opened through
+ * /proc/self/fd, so a name flipped to a FIFO between a check and the read
+ * cannot be read. */
 static hexi_rc open_regular(const char *path, unsigned flags, int *fdp,
 			    struct stat *st)
 {
-	int oflags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
-	int fd;
+	struct stat pst;
+	char proc[64];
+	int pfd, fd, e;
 
-	if (flags & HEXI_READ_NOFOLLOW)
-		oflags |= O_NOFOLLOW;
-	fd = open(path, oflags);
-	if (fd < 0 && errno == ELOOP && (flags & HEXI_READ_NOFOLLOW))
-		return hexi_error(HEXI_ERR_PERM,
-				  "%s: is a symbolic link, not followed", path);
-	if (fd < 0)
+	/* O_PATH first: fstat before anything opens the file, so a FIFO or
+	 * a device (whose open runs its driver) is refused unopened */
+	pfd = open(path, O_PATH | O_CLOEXEC |
+			     ((flags & HEXI_READ_NOFOLLOW) ? O_NOFOLLOW : 0));
+	if (pfd < 0)
 		return hexi_error(errno_rc(errno), "%s: cannot open: %s", path,
 				  strerror(errno));
-	if (fstat(fd, st) != 0) {
-		hexi_rc rv = hexi_error(errno_rc(errno), "%s: cannot stat: %s",
-					path, strerror(errno));
-		close(fd);
-		return rv;
+	if (fstat(pfd, &pst) != 0) {
+		e = errno;
+		close(pfd);
+		return hexi_error(errno_rc(e), "%s: cannot stat: %s", path,
+				  strerror(e));
 	}
-	if (!S_ISREG(st->st_mode)) {
-		close(fd);
+	if (S_ISLNK(pst.st_mode)) {
+		close(pfd);
+		return hexi_error(HEXI_ERR_PERM,
+				  "%s: is a symbolic link, not followed", path);
+	}
+	if (!S_ISREG(pst.st_mode)) {
+		close(pfd);
 		return hexi_error(HEXI_ERR_IO,
 				  "%s: not a regular file (%s), refused", path,
-				  hexi_file_kind(st->st_mode));
+				  hexi_file_kind(pst.st_mode));
+	}
+	/* the file the descriptor holds, not whatever PATH names now;
+	 * without /proc, PATH again, which must still be that file */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+	fd = open(proc, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		fd = open(path,
+			  O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC |
+			      ((flags & HEXI_READ_NOFOLLOW) ? O_NOFOLLOW : 0));
+	e = errno;
+	close(pfd);
+	if (fd < 0)
+		return hexi_error(errno_rc(e), "%s: cannot open: %s", path,
+				  strerror(e));
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) ||
+	    st->st_dev != pst.st_dev || st->st_ino != pst.st_ino) {
+		close(fd);
+		return hexi_error(HEXI_ERR_IO,
+				  "%s: changed while it was opened, refused",
+				  path);
 	}
 	*fdp = fd;
 	return HEXI_OK;

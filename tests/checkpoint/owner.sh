@@ -155,6 +155,44 @@ as $A ln -s "$U/fifo" "$U/hff/model.safetensors"
 timeout 60 "$CK" import "$U/hff" -o "$U/imp3" >"$T/out" 2>&1; st=$?
 expect_eq "root import of $A's link to $A's FIFO: refused at once (exit 4)" $st 4
 check "message: not a regular file" grep -q "model.safetensors: not a regular file" "$T/out"
+# ... and never opened: a writer waiting in open(2) on the FIFO goes on at
+# the first reader (import opened it O_NONBLOCK before its fstat; opening a
+# device runs its driver: /dev/watchdog starts counting).  Behind the
+# user's link and as the file itself.
+never_opened() { # DIR FIFO LABEL
+	rm -f "$U/opened"
+	as $A sh -c 'exec 4>"$1" && : >"$2/opened"' sh "$2" "$U" 2>/dev/null &
+	wpid=$!
+	timeout 60 "$CK" import "$1" -o "$U/imp4" >"$T/out" 2>&1; st=$?
+	sleep 0.5
+	expect_eq "root import of $A's FIFO ($3): refused (exit 4)" $st 4
+	check "$3: never opened (its waiting writer still waits)" test ! -e "$U/opened"
+	# a reader lets the writer go: it ends (and the check above could fail)
+	timeout 10 sh -c ': <"$1"' sh "$2"
+	wait "$wpid"
+	check "$3: the writer went on once a reader came" test -e "$U/opened"
+}
+as $A mkfifo "$U/fifo2"
+as $A ln -sfn "$U/fifo2" "$U/hff/model.safetensors"
+never_opened "$U/hff" "$U/fifo2" "behind $A's link"
+as $A mkdir "$U/hfd"
+as $A cp "$U/hfown/config.json" "$U/hfd/config.json"
+as $A mkfifo "$U/hfd/model.safetensors"
+never_opened "$U/hfd" "$U/hfd/model.safetensors" "the file itself"
+# a hard link in the user's directory to root's private file (anyone can
+# make one where fs.protected_hardlinks=0; root makes it here): refused
+as $A mkdir "$U/hfh"
+as $A cp "$U/hfown/config.json" "$U/hfh/config.json"
+cp "$RS/hf/model.safetensors" "$U/root-weights" && chmod 0600 "$U/root-weights"
+ln "$U/root-weights" "$U/hfh/model.safetensors" || hard "ln"
+"$CK" import "$U/hfh" -o "$U/imp5" >"$T/out" 2>&1; st=$?
+expect_eq "root import of a hard link to root's 0600 file in $A's directory: refused (exit 14)" $st 14
+check "message: a hard link, both owners" grep -q "model.safetensors: a hard link to a file of uid 0 in a directory of uid $(id -u $A)" "$T/out"
+check "nothing written" test ! -e "$U/imp5"
+as $A mkdir "$U/hfl"
+as $A cp "$U/hfown/config.json" "$U/hfl/config.json"
+as $A ln "$U/hfown/model.safetensors" "$U/hfl/model.safetensors"
+check "root imports $A's hard link to $A's own file" "$CK" import "$U/hfl" -o "$T/impl" -q
 as $A mkdir -p "$U/hub/blobs" "$U/hub/snapshots/r1"
 as $A cp "$U/hfown/config.json" "$U/hub/blobs/c0ffee"
 as $A cp "$U/hfown/model.safetensors" "$U/hub/blobs/beef00"

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void test_table(void)
@@ -162,6 +163,47 @@ static int mode_of(const char *path, int follow)
 	return (int)(st.st_mode & S_IFMT);
 }
 
+/* The FIFO is refused without being opened: a writer waiting in open(2)
+ * goes on at the first reader, and the open of a device runs its driver
+ * (/dev/watchdog starts counting). */
+static void fifo_never_opened(const char *fifo)
+{
+	int p[2], fd, st = 0;
+	char c = 0, *data = NULL;
+	pid_t pid;
+	hexi_rc rc;
+
+	if (pipe(p) != 0)
+		tap_bail("pipe failed");
+	if ((pid = fork()) < 0)
+		tap_bail("fork failed");
+	if (pid == 0) { /* the writer: says 'w' once its open returned */
+		close(p[0]);
+		alarm(30); /* never outlives a parent that died */
+		if ((fd = open(fifo, O_WRONLY)) >= 0 &&
+		    write(p[1], "w", 1) == 1)
+			_exit(0);
+		_exit(1);
+	}
+	close(p[1]);
+	usleep(100000); /* the writer is in its open */
+	rc = hexi_read_file(fifo, 100, &data, NULL);
+	ok(rc == HEXI_ERR_IO && data == NULL,
+	   "FIFO with a waiting writer refused");
+	usleep(200000);
+	(void)fcntl(p[0], F_SETFL, O_NONBLOCK);
+	ok(read(p[0], &c, 1) < 0 && errno == EAGAIN,
+	   "and never opened: its writer still waits");
+	fd = open(fifo, O_RDONLY); /* let it go */
+	(void)fcntl(p[0], F_SETFL, 0);
+	ok(read(p[0], &c, 1) == 1 && c == 'w',
+	   "the writer went on once a reader came");
+	waitpid(pid, &st, 0);
+	if (fd >= 0)
+		close(fd);
+	close(p[0]);
+}
+
 /* Issue 18 finding 3: special files as input never block, are refused with
  * a message naming their type. */
 static void test_read_special(const char *dir)
@@ -180,6 +222,7 @@ static void test_read_special(const char *dir)
 	ok(rc == HEXI_ERR_IO && strstr(hexi_errmsg(rc), "FIFO") != NULL,
 	   "FIFO refused at once: %s", hexi_errmsg(rc));
 	ok(data == NULL, "nothing returned for the FIFO");
+	fifo_never_opened(fifo);
 	rc = hexi_read_file(dir, 100, &data, NULL);
 	ok(rc == HEXI_ERR_IO && strstr(hexi_errmsg(rc), "directory") != NULL,
 	   "directory refused: %s", hexi_errmsg(rc));
