@@ -113,8 +113,10 @@ hexi_rc hexi_prof_report_to_json(const hexi_profile *p,
 				 const hexi_prof_report *r, const char *mode,
 				 char **out);
 
-/* Catalog type name for a device name ("NVIDIA GeForce RTX 4090" ->
- * "rtx4090", "NVIDIA A800-SXM4-80GB" -> "a800"); "unknown" otherwise. */
+/* The built-in catalog's type for a device name, as
+ * hexi_catalog_builtin_type() gives it ("NVIDIA GeForce RTX 4090" ->
+ * "rtx4090", "NVIDIA A800-SXM4-80GB" -> "a800-80g"); "unknown" for a name
+ * the catalog does not know.  Static storage. */
 const char *hexi_prof_gpu_type_guess(const char *device_name);
 
 /* ---- parsers of command-line values (strict) ------------------------------
@@ -175,7 +177,9 @@ hexi_rc hexi_prof_mpi_init(int *argc, char ***argv, hexi_prof_mpi **out);
 int hexi_prof_mpi_rank(const hexi_prof_mpi *m);
 int hexi_prof_mpi_size(const hexi_prof_mpi *m);
 int hexi_prof_mpi_local_rank(const hexi_prof_mpi *m);
-/* Barrier over all ranks (no-op for NULL). */
+/* Barrier over all ranks (no-op for NULL); it waits asleep (MPI_Ibarrier
+ * tested every millisecond), not spinning on a core a rank that is still
+ * measuring needs. */
 hexi_rc hexi_prof_mpi_barrier(hexi_prof_mpi *m);
 /* Broadcast bytes from rank root over all ranks (no-op for NULL). */
 hexi_rc hexi_prof_mpi_bcast(hexi_prof_mpi *m, void *buf, size_t bytes,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hexi_prof.h"
@@ -29,7 +30,10 @@ static void usage(FILE *f)
 		"Measure this machine and write a HexiScale profile.\n\n"
 		"  -m, --mode=MODE      auto (default), cpu or gpu\n"
 		"      --cpu, --gpu     --mode=cpu, --mode=gpu\n"
-		"  -o, --output=FILE    write the profile JSON (%%h: host)\n"
+		"  -o, --output=FILE    write the profile JSON (%%h: host; -: "
+		"standard\n"
+		"                       output, the report then goes to "
+		"standard error)\n"
 		"      --json           print the full report as JSON\n"
 		"      --host=NAME      host name in the profile\n"
 		"      --gpu-type=NAME  catalog type of the GPUs\n"
@@ -92,7 +96,7 @@ static int parse_args(int argc, char **argv, cli *c)
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0}};
-	int ch, max_msg_set = 0;
+	int ch, max_msg_set = 0, membw_set = 0;
 	long v;
 
 	hexi_prof_opts_defaults(&c->o);
@@ -208,6 +212,7 @@ static int parse_args(int argc, char **argv, cli *c)
 						   "4K .. 4G (suffix K, M or "
 						   "G)",
 						   optarg);
+			membw_set = 1;
 			break;
 		case 'v':
 			c->verbose = 1;
@@ -235,7 +240,7 @@ static int parse_args(int argc, char **argv, cli *c)
 		c->o.min_sample_s = 0.002;
 	if (c->o.quick && !max_msg_set)
 		c->o.max_msg_bytes = 1u << 20;
-	if (c->o.quick && c->o.membw_bytes == (size_t)64 << 20)
+	if (c->o.quick && !membw_set)
 		c->o.membw_bytes = (size_t)4 << 20;
 	return 0;
 }
@@ -259,13 +264,13 @@ static hexi_rc host_name(const cli *c, char *buf, size_t cap)
 	return HEXI_OK;
 }
 
-static void print_table(const hexi_profile *p, const hexi_prof_report *r,
-			const char *mode, int ranks)
+static void print_table(FILE *f, const hexi_profile *p,
+			const hexi_prof_report *r, const char *mode, int ranks)
 {
-	printf("hexiprof %s: host %s, mode %s, %d rank%s\n", PACKAGE_VERSION,
-	       p->host, mode, ranks, ranks == 1 ? "" : "s");
-	printf("%-22s %-20s %12s %-8s %8s %7s %9s\n", "measurement", "shape",
-	       "median", "unit", "spread", "repeats", "check");
+	fprintf(f, "hexiprof %s: host %s, mode %s, %d rank%s\n",
+		PACKAGE_VERSION, p->host, mode, ranks, ranks == 1 ? "" : "s");
+	fprintf(f, "%-22s %-20s %12s %-8s %8s %7s %9s\n", "measurement",
+		"shape", "median", "unit", "spread", "repeats", "check");
 	for (int i = 0; i < r->nmeas; i++) {
 		const hexi_prof_meas *m = &r->meas[i];
 		char name[HEXI_PROF_NAME_MAX + 8];
@@ -275,9 +280,9 @@ static void print_table(const hexi_profile *p, const hexi_prof_report *r,
 				 m->device);
 		else
 			snprintf(name, sizeof(name), "%s", m->name);
-		printf("%-22s %-20s %12.4g %-8s %7.1f%% %7d %9.2g\n", name,
-		       m->shape, m->value, m->unit, m->stat.spread_pct,
-		       m->stat.repeats, m->check_err);
+		fprintf(f, "%-22s %-20s %12.4g %-8s %7.1f%% %7d %9.2g\n", name,
+			m->shape, m->value, m->unit, m->stat.spread_pct,
+			m->stat.repeats, m->check_err);
 	}
 }
 
@@ -303,6 +308,58 @@ static hexi_rc output_path(const char *tmpl, const char *host, char *buf,
 		n += len;
 	}
 	buf[n] = '\0';
+	return HEXI_OK;
+}
+
+/* Does this rank write a profile?  Each node's leader writes its host's
+ * file when the name has %h; otherwise rank 0 writes the one file. */
+static int writes_profile(const cli *c, const hexi_prof_mpi *m)
+{
+	return c->output != NULL && hexi_prof_mpi_local_rank(m) == 0 &&
+	       (hexi_prof_mpi_rank(m) == 0 || strstr(c->output, "%h"));
+}
+
+/*
+ * Fail before the measurements (minutes) where the profile could not be
+ * written after them: a temporary file is made beside path, as the atomic
+ * writer will make one, and removed again; the target itself is not
+ * touched, so a run that fails later leaves nothing behind.  A name of a
+ * descriptor, a character device or a FIFO is written in place, with no
+ * new directory entry: nothing to check here.
+ */
+static hexi_rc output_check(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	size_t dirlen = base ? (size_t)(base - path) + 1 : 0;
+	size_t blen = strlen(path + dirlen);
+	char prefix[4096], tmp[4096 + 32];
+	struct stat st;
+	int fd = -1;
+	hexi_rc rv;
+
+	if (hexi_path_fd(path) >= 0 ||
+	    (stat(path, &st) == 0 &&
+	     (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))))
+		return HEXI_OK;
+	if (lstat(path, &st) == 0 &&
+	    (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode) ||
+	     S_ISBLK(st.st_mode)))
+		return hexi_error(HEXI_ERR_IO, "%s: is a %s, not replaced",
+				  path, hexi_file_kind(st.st_mode));
+	/* the writer's PATH.tmp.<16 hex>, its name cut to stay in NAME_MAX */
+	if ((size_t)snprintf(prefix, sizeof(prefix), "%.*s%.*s.tmp.",
+			     (int)dirlen, path, blen > 234 ? 234 : (int)blen,
+			     path + dirlen) >= sizeof(prefix))
+		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long",
+				  path);
+	rv = hexi_create_unique(prefix, "", 0600, tmp, sizeof(tmp), &fd);
+	if (rv != HEXI_OK)
+		return hexi_error_prefix(rv,
+					 "%s: the profile cannot be written "
+					 "there (checked before measuring)",
+					 path);
+	close(fd);
+	unlink(tmp);
 	return HEXI_OK;
 }
 
@@ -389,31 +446,41 @@ static hexi_rc run_cpu(const cli *c, hexi_prof_mpi *m, hexi_profile *p,
 	return hexi_prof_mpi_links(m, &c->o, p, r);
 }
 
+/* The report goes to standard output, or to standard error where the
+ * profile does (-o -): standard output is then one JSON document, the
+ * profile, whatever --json says. */
+static FILE *report_stream(const cli *c, const hexi_profile *p)
+{
+	char path[4096];
+
+	if (c->output == NULL ||
+	    output_path(c->output, p->host, path, sizeof(path)) != HEXI_OK)
+		return stdout;
+	return hexi_path_fd(path) == 1 ? stderr : stdout;
+}
+
 static int finish(const cli *c, hexi_prof_mpi *m, const char *mode,
 		  hexi_profile *p, hexi_prof_report *r)
 {
-	int rank = hexi_prof_mpi_rank(m), leader;
+	int rank = hexi_prof_mpi_rank(m);
 	char *json = NULL;
 	hexi_rc rv = HEXI_OK;
 
-	/* Each node's leader writes its host's file when the name has %h;
-	 * otherwise rank 0 writes the one file. */
-	leader = hexi_prof_mpi_local_rank(m) == 0 &&
-		 (rank == 0 || (c->output && strstr(c->output, "%h")));
 	/* Links were measured from rank 0: other leaders leave them out. */
 	if (rank != 0)
 		p->intra_bw_gbps = p->intra_lat_s = p->inter_bw_gbps =
 		    p->inter_lat_s = NAN;
-	if (c->output != NULL && leader)
+	if (writes_profile(c, m))
 		rv = write_profile(c, p);
 	if (rv == HEXI_OK && rank == 0) {
+		FILE *f = report_stream(c, p);
 		if (c->json) {
 			rv = hexi_prof_report_to_json(p, r, mode, &json);
 			if (rv == HEXI_OK)
-				printf("%s\n", json);
+				fprintf(f, "%s\n", json);
 			free(json);
 		} else {
-			print_table(p, r, mode, hexi_prof_mpi_size(m));
+			print_table(f, p, r, mode, hexi_prof_mpi_size(m));
 		}
 	}
 	return rv;
@@ -440,6 +507,13 @@ static int run(int argc, char **argv)
 	if ((rv = host_name(&c, host, sizeof(host))) != HEXI_OK ||
 	    (rv = hexi_profile_init(&p, host)) != HEXI_OK)
 		goto out;
+	if (writes_profile(&c, m)) {
+		char path[4096];
+		if ((rv = output_path(c.output, p.host, path, sizeof(path))) !=
+			HEXI_OK ||
+		    (rv = output_check(path)) != HEXI_OK)
+			goto out;
+	}
 	mode = pick_mode(c.mode);
 	if (strcmp(mode, "gpu") == 0)
 		rv = run_gpu(&c, m, &p, &r);

@@ -154,14 +154,16 @@ static hexi_rc upload(dtype dt, size_t n, uint64_t seed, float *host, void *dev)
 		if (dt == DT_FP32) {
 			memcpy(buf + i * 4, &f, 4);
 		} else {
-			h = dt == DT_BF16 ? hexi_bf16_from_float(f) : f32_to_f16(f);
-			f = dt == DT_BF16 ? hexi_bf16_to_float(h) : f16_to_f32(h);
+			h = dt == DT_BF16 ? hexi_bf16_from_float(f)
+					  : f32_to_f16(f);
+			f = dt == DT_BF16 ? hexi_bf16_to_float(h)
+					  : f16_to_f32(h);
 			memcpy(buf + i * 2, &h, 2);
 		}
 		host[i] = f;
 	}
 	rv = hexi_cuda_err(cudaMemcpy(dev, buf, n * eb, cudaMemcpyHostToDevice),
-		      "GEMM upload");
+			   "GEMM upload");
 	free(buf);
 	return rv;
 }
@@ -190,7 +192,7 @@ static hexi_rc gemm_check(const gemm_arg *g, double *err)
 	if (c == NULL)
 		return hexi_error(HEXI_ERR_NOMEM, "GEMM result copy");
 	rv = hexi_cuda_err(cudaMemcpy(c, g->c, nc * eb, cudaMemcpyDeviceToHost),
-		      "GEMM download");
+			   "GEMM download");
 	for (int s = 0; s < SAMPLES && rv == HEXI_OK; s++) {
 		size_t i = lcg(&seed) % (uint64_t)g->m;
 		size_t j = lcg(&seed) % (uint64_t)g->n;
@@ -323,8 +325,8 @@ static hexi_rc copy_check(copy_arg *c, unsigned char *host, int src_host,
 	for (size_t i = 0; i < c->bytes; i++)
 		host[i] = (unsigned char)(i * 31u + 5u);
 	if (!src_host && (rv = hexi_cuda_err(cudaMemcpy(c->src, host, c->bytes,
-						   cudaMemcpyHostToDevice),
-					"copy check fill")))
+							cudaMemcpyHostToDevice),
+					     "copy check fill")))
 		return rv;
 	if (src_host)
 		memcpy(c->src, host, c->bytes);
@@ -334,8 +336,8 @@ static hexi_rc copy_check(copy_arg *c, unsigned char *host, int src_host,
 	if (dst_host)
 		memcpy(host, c->dst, c->bytes);
 	else if ((rv = hexi_cuda_err(cudaMemcpy(host, c->dst, c->bytes,
-					   cudaMemcpyDeviceToHost),
-				"copy check read")))
+						cudaMemcpyDeviceToHost),
+				     "copy check read")))
 		return rv;
 	for (size_t i = 0; i < c->bytes; i++)
 		if (host[i] != (unsigned char)(i * 31u + 5u))
@@ -470,12 +472,19 @@ static hexi_rc one_device(const hexi_prof_opts *o, int dev, hexi_prof_gpu *g,
 	hexi_prof_gpu_init(g, dev);
 	if ((rv = hexi_cuda_err(cudaSetDevice(dev), "cudaSetDevice")) ||
 	    (rv = hexi_cuda_err(cudaGetDeviceProperties(&prop, dev),
-			   "cudaGetDeviceProperties")))
+				"cudaGetDeviceProperties")))
 		return rv;
 	snprintf(g->name, sizeof(g->name), "%s", prop.name);
 	snprintf(g->type, sizeof(g->type), "%s",
 		 o->gpu_type[0] ? o->gpu_type
 				: hexi_prof_gpu_type_guess(prop.name));
+	if (strcmp(g->type, "unknown") == 0)
+		hexi_log(HEXI_LOG_WARN,
+			 "GPU %d '%s' is no type of the built-in catalog: "
+			 "the profile names type 'unknown', which the planner "
+			 "refuses; give --gpu-type=NAME of a type in the "
+			 "site's catalog file",
+			 dev, prop.name);
 	if ((rv = hexi_cuda_err(cudaStreamCreate(&s), "cudaStreamCreate")) ||
 	    (rv = hexi_cublas_err(cublasCreate(&h), "cublasCreate")) ||
 	    (rv = hexi_cublas_err(cublasSetStream(h, s), "cublasSetStream")))
@@ -584,14 +593,15 @@ static hexi_rc nccl_check(nccl_arg *a)
 	for (size_t i = 0; i < a->count; i++)
 		h[i] = (float)(a->rank + 1) + (float)(i % 7);
 	rv = hexi_cuda_err(cudaMemcpy(a->send, h, a->count * sizeof(float),
-				 cudaMemcpyHostToDevice),
-		      "NCCL fill");
+				      cudaMemcpyHostToDevice),
+			   "NCCL fill");
 	if (rv == HEXI_OK)
 		rv = nccl_once(a);
 	if (rv == HEXI_OK)
-		rv = hexi_cuda_err(cudaMemcpy(h, a->recv, a->count * sizeof(float),
-					 cudaMemcpyDeviceToHost),
-			      "NCCL read");
+		rv = hexi_cuda_err(cudaMemcpy(h, a->recv,
+					      a->count * sizeof(float),
+					      cudaMemcpyDeviceToHost),
+				   "NCCL read");
 	for (size_t i = 0; i < a->count && rv == HEXI_OK; i++)
 		if (h[i] != nccl_want(a, i))
 			rv = hexi_error(HEXI_ERR_MISMATCH,
@@ -668,8 +678,10 @@ hexi_rc hexi_prof_nccl(hexi_prof_mpi *m, const hexi_prof_opts *o, int device,
 	if ((rv = nccl_err(ncclCommInitRank(&a.comm, a.size, id, a.rank),
 			   "ncclCommInitRank")) ||
 	    (rv = hexi_cuda_err(cudaStreamCreate(&a.s), "cudaStreamCreate")) ||
-	    (rv = hexi_cuda_err(cudaMalloc((void **)&a.send, big), "cudaMalloc")) ||
-	    (rv = hexi_cuda_err(cudaMalloc((void **)&a.recv, big), "cudaMalloc")))
+	    (rv = hexi_cuda_err(cudaMalloc((void **)&a.send, big),
+				"cudaMalloc")) ||
+	    (rv = hexi_cuda_err(cudaMalloc((void **)&a.recv, big),
+				"cudaMalloc")))
 		goto out;
 	for (a.sendrecv = 0; a.sendrecv <= 1 && rv == HEXI_OK; a.sendrecv++)
 		rv = nccl_bench(m, o, &a, big, device, r, &ms);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hexi_prof.h"
+#include "hexi_sched.h"
 
 #define MAX_REPEATS    10000
 #define MAX_PER_SAMPLE 1000
@@ -267,38 +268,12 @@ int hexi_prof_default_shapes(const char *mode, int quick, hexi_prof_shape *out,
 	return n;
 }
 
+/* One table: the scheduler's built-in catalog, so that every type written
+ * here is one the planner knows (a profile of a type it does not know is
+ * refused whole). */
 const char *hexi_prof_gpu_type_guess(const char *name)
 {
-	/* Longest, most specific patterns first. */
-	static const struct {
-		const char *pat, *type;
-	} tab[] = {
-	    {"RTX 4090", "rtx4090"},
-	    {"RTX 3090", "rtx3090"},
-	    {"RTX 6000 Ada", "rtx6000ada"},
-	    {"A800", "a800"},
-	    {"A100-SXM4-40GB", "a100-40g"},
-	    {"A100-PCIE-40GB", "a100-40g"},
-	    {"A100", "a100"},
-	    {"H800", "h800"},
-	    {"H100 PCIe", "h100-pcie"},
-	    {"H100 NVL", "h100-nvl"},
-	    {"H100", "h100"},
-	    {"H200 NVL", "h200-nvl"},
-	    {"H200", "h200"},
-	    {"L40S", "l40s"},
-	    {"L40", "l40"},
-	    {"A6000", "a6000"},
-	    {"V100", "v100"},
-	    {"A10", "a10"},
-	    {"L4", "l4"},
-	    {"T4", "t4"},
-	};
+	const char *t = hexi_catalog_builtin_type(name);
 
-	if (name == NULL)
-		return "unknown";
-	for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
-		if (strstr(name, tab[i].pat) != NULL)
-			return tab[i].type;
-	return "unknown";
+	return t != NULL ? t : "unknown";
 }

@@ -62,7 +62,7 @@ static const struct builtin_gpu {
      "a100-80gb-pcie"},
     /* A800: A100 with NVLink capped at 400 GB/s bidirectional (paper: 312). */
     {"a800-80g", 312.0, 80.0, 2039.0, 200.0, 0.75, 8.0, 0.6, 0.45, 0.017,
-     "a800 a800-80gb a800-sxm4-80gb a800-pcie-80gb"},
+     "a800 a800-80gb a800-sxm4-80gb a800-pcie-80gb a800-80gb-pcie"},
     /* H100 SXM5 datasheet: 989.4 BF16 dense (1979 sparse), 3350 GB/s,
      * NVLink4 900 GB/s bidirectional. */
     {"h100-sxm", 989.4, 80.0, 3350.0, 450.0, 0.7, 9.0, 0.55, 0.4, 0.009,
@@ -75,6 +75,11 @@ static const struct builtin_gpu {
      * NVLink bridge 600 GB/s bidirectional (NVML: "NVIDIA H100 NVL"). */
     {"h100-nvl", 835.5, 94.0, 3900.0, 300.0, 0.7, 9.0, 0.55, 0.4, 0.01,
      "h100nvl h100-nvl-94gb"},
+    /* H800 SXM5 (H100 SXM5 with NVLink capped at 400 GB/s bidirectional):
+     * 989.4 BF16 dense, 80 GB, 3350 GB/s; own: 132 SMs at 1.98 GHz, as
+     * H100 SXM (NVML: "NVIDIA H800"; the H800 PCIe is another card). */
+    {"h800-sxm", 989.4, 80.0, 3350.0, 200.0, 0.7, 9.0, 0.55, 0.4, 0.009,
+     "h800 h800-80gb h800-sxm5-80gb h800-80gb-hbm3 h800sxm"},
     /* H200 SXM datasheet: 989.4 BF16 dense, 141 GB HBM3e, 4800 GB/s. */
     {"h200", 989.4, 141.0, 4800.0, 450.0, 0.7, 9.0, 0.55, 0.4, 0.009,
      "h200-sxm h200-141gb"},
@@ -92,6 +97,17 @@ static const struct builtin_gpu {
     {"l40", 181.05, 48.0, 864.0, 25.0, 0.7, 8.9, 0.55, 0.4, 0.068, "l40-48gb"},
     /* L40S datasheet: 362.05 BF16 dense (733 sparse), 48 GB, 864 GB/s. */
     {"l40s", 362.05, 48.0, 864.0, 25.0, 0.7, 8.9, 0.5, 0.4, 0.035, "l40s-48gb"},
+    /* L4 datasheet: 121 BF16 dense (242 sparse), 24 GB, 300 GB/s, PCIe 4.0
+     * x16 (no NVLink); attention as L40S (full-rate FP32 accumulate on
+     * GDDR bandwidth); own: 58 SMs at 2.04 GHz (NVML: "NVIDIA L4"). */
+    {"l4", 121.0, 24.0, 300.0, 25.0, 0.7, 8.9, 0.5, 0.4, 0.034, "l4-24gb"},
+    /* RTX 6000 Ada Generation (Ada whitepaper): 364.2 FP16/BF16 tensor
+     * with FP32 accumulate, dense (728.5 sparse); 48 GB, 960 GB/s; PCIe
+     * 4.0 x16, no NVLink; attention as L40S (the same AD102 with 142 SMs);
+     * own: 142 SMs at 2.505 GHz (NVML: "NVIDIA RTX 6000 Ada Generation").
+     */
+    {"rtx6000ada", 364.2, 48.0, 960.0, 25.0, 0.7, 8.9, 0.5, 0.4, 0.034,
+     "rtx-6000-ada rtx6000-ada-generation 6000ada"},
     /* RTX 4090 (Ada whitepaper): 165.2 FP16/BF16 tensor with FP32
      * accumulate, dense (330.3 with FP16 accumulate); 24 GB, 1008 GB/s;
      * PCIe 4.0, no P2P.  Paper uses 165.2. */
@@ -109,10 +125,20 @@ static const struct builtin_gpu {
      * FP16 accumulate); 12 GB, 912 GB/s. */
     {"rtx3080ti", 68.2, 12.0, 912.0, 16.0, 0.7, 8.6, 0.5, 0.4, 0.068,
      "3080ti 3080-ti rtx-3080-ti geforce-rtx-3080-ti"},
+    /* RTX A6000 (GA102 whitepaper): 154.8 FP16/BF16 tensor with FP32
+     * accumulate, dense (309.7 sparse); 48 GB, 768 GB/s; NVLink bridge
+     * (pairs) 112.5 GB/s bidirectional; own: 84 SMs at 1.80 GHz (NVML:
+     * "NVIDIA RTX A6000"). */
+    {"rtxa6000", 154.8, 48.0, 768.0, 56.25, 0.7, 8.6, 0.5, 0.4, 0.034,
+     "a6000 rtx-a6000"},
+    /* A10 datasheet: 125 BF16 dense (250 sparse), 24 GB, 600 GB/s, PCIe
+     * 4.0 x16 (no NVLink); own: 72 SMs at 1.695 GHz (NVML: "NVIDIA A10";
+     * the A10G is another card). */
+    {"a10", 125.0, 24.0, 600.0, 25.0, 0.7, 8.6, 0.5, 0.4, 0.034, "a10-24gb"},
     /* V100 SXM2 32GB datasheet: 125 FP16 tensor (no BF16), 900 GB/s,
      * NVLink2 300 GB/s bidirectional. */
     {"v100", 125.0, 32.0, 900.0, 150.0, 0.7, 7.0, 0.5, 0.4, 0.034,
-     "v100-32gb v100-sxm2-32gb v100-sxm2-16gb v100-pcie-32gb"},
+     "v100-32gb v100-sxm2-32gb v100-sxm2-16gb v100-pcie-32gb v100-pcie-16gb"},
     /* T4 datasheet: 65 FP16 mixed precision, 16 GB, 320 GB/s, PCIe 3.0. */
     {"t4", 65.0, 16.0, 320.0, 12.0, 0.7, 7.5, 0.5, 0.4, 0.034, "tesla-t4"},
     /* CPU-only ranks: a placeholder until hexiprof measures the host
@@ -298,7 +324,7 @@ hexi_rc hexi_catalog_builtin(hexi_catalog **out)
 {
 	size_t n = sizeof(builtin_gpus) / sizeof(builtin_gpus[0]);
 	hexi_catalog *cat = NULL;
-	hexi_rc rv = cat_alloc(32, &cat);
+	hexi_rc rv = cat_alloc(n < 32 ? 32 : n, &cat);
 
 	if (rv != HEXI_OK)
 		return rv;
@@ -424,6 +450,17 @@ static const struct builtin_gpu *builtin_row(const char *name)
 			return &builtin_gpus[i];
 	}
 	return NULL;
+}
+
+const char *hexi_catalog_builtin_type(const char *device_name)
+{
+	const struct builtin_gpu *b;
+
+	if (device_name == NULL)
+		return NULL;
+	b = builtin_row(device_name);
+	/* a device is a GPU: the cpu type's aliases ("x86_64") name none */
+	return b != NULL && strcmp(b->name, "cpu") != 0 ? b->name : NULL;
 }
 
 /* Attention fields are written only where they differ from what a reader

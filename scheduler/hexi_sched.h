@@ -79,6 +79,12 @@ hexi_rc hexi_catalog_apply_profiles(hexi_catalog *cat, const char *path);
  * and the words NVIDIA/GeForce/Tesla are ignored.  NULL if unknown. */
 const hexi_gpu_type *hexi_catalog_find(const hexi_catalog *cat,
 				       const char *name);
+/* The built-in type of a GPU by the name NVML or cudaGetDeviceProperties
+ * reports ("NVIDIA H100 80GB HBM3" -> "h100-sxm", "NVIDIA GeForce RTX 3080
+ * Ti" -> "rtx3080ti"), matched as hexi_catalog_find matches (the whole
+ * name against a type name or alias: "NVIDIA A10" is never an A100):
+ * static storage, or NULL for a name the built-in catalog does not know. */
+const char *hexi_catalog_builtin_type(const char *device_name);
 size_t hexi_catalog_count(const hexi_catalog *cat);
 const hexi_gpu_type *hexi_catalog_at(const hexi_catalog *cat, size_t i);
 void hexi_catalog_destroy(hexi_catalog *cat);

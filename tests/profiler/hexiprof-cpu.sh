@@ -60,8 +60,56 @@ assert got <= max(x["value"] for x in m) * (1 + 1e-6), (got, m)
 PY
 out=$("$P" --mode=cpu --quick -r 2 -w 0 --no-mpi 2>&1) || fail "table mode"
 case $out in *"cpu.sgemm"*"GFLOP/s"*) pass "table lists cpu.sgemm in GFLOP/s" ;; *) fail "table: $out" ;; esac
-"$P" --mode=cpu --quick -r 1 -o /nonexistent-dir/x.json >/dev/null 2>"$d/err"
+membw_shape() { # hexiprof options: the shape of the cpu.membw measurement
+	"$P" --cpu --only-gemm --gemm=8x8x8 -r 1 -w 0 --no-mpi --json "$@" |
+		python3 -c 'import json,sys; print([x["shape"] for x in json.load(sys.stdin)["measurements"] if x["name"] == "cpu.membw"][0])'
+}
+expect_eq "-q: 4M memory working set" "$(membw_shape -q)" 4194300B
+expect_eq "-q keeps an explicit --membw-size=64M" "$(membw_shape -q --membw-size=64M)" 67108860B
+expect_eq "--membw-size=64M -q, either order" "$(membw_shape --membw-size=64M -q)" 67108860B
+
+# -o -: the profile is the whole of standard output (one JSON document);
+# the report, table or --json, goes to standard error.
+for how in "-o -" "-o /dev/stdout" "--output=-"; do
+	for rep in "--json" ""; do
+		# shellcheck disable=SC2086
+		"$P" --cpu --only-gemm --gemm=16x16x16 -r 1 -w 0 --no-mpi \
+			--host=n1 $how $rep >"$d/o.out" 2>"$d/o.err"
+		check "$how $rep: stdout is the profile, stderr the report" \
+			python3 - "$d/o.out" "$d/o.err" "$rep" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))   # one document: the profile
+assert p["format"] == "hexiscale-profile" and p["host"] == "n1", p
+err = open(sys.argv[2]).read()
+if sys.argv[3] == "--json":
+    r = json.loads(err)
+    assert r["format"] == "hexiscale-profile-report" and r["profile"] == p, r
+else:
+    assert "cpu.sgemm" in err and "GFLOP/s" in err, err
+PY
+	done
+done
+
+# -o is checked before measuring: a run of minutes (1000 GEMMs of 137
+# GFLOP) into a file that cannot be written fails at once, not at the end.
+timeout 20 "$P" --cpu --only-gemm --gemm=4096x4096x4096 -r 1000 -w 0 \
+	-o /nonexistent-dir/x.json >/dev/null 2>"$d/err"
 st=$?
-case $st in 7|8) pass "unwritable output: exit $st" ;; *) fail "unwritable output: exit $st" ;; esac
+case $st in 7|8) pass "unwritable output: exit $st before measuring" ;;
+*) fail "unwritable output: exit $st (124: it measured first)" ;; esac
 grep -q "/nonexistent-dir/x.json" "$d/err" && pass "error names the file" || fail "error: $(cat "$d/err")"
+mkdir "$d/out.json" || hard "mkdir"
+timeout 20 "$P" --cpu --only-gemm --gemm=4096x4096x4096 -r 1000 -w 0 \
+	-o "$d/out.json" >/dev/null 2>"$d/err"
+st=$?
+expect_eq "a directory as output: refused before measuring" "$st" 8
+grep -q "$d/out.json: is a directory" "$d/err" && pass "error names the directory" || fail "error: $(cat "$d/err")"
+# The check leaves nothing behind, whether the run then succeeds or fails.
+expect_eq "no temporary file left by a run that wrote" "$(cd "$d" && ls -d -- *.tmp.* 2>/dev/null)" ""
+mkdir "$d/g" || hard "mkdir"
+if "$P" --gpu --quick -r 1 -w 0 -o "$d/g/x.json" >/dev/null 2>&1; then
+	pass "GPU mode ran (a GPU is present): nothing to check"
+else
+	expect_eq "a run that fails after the check leaves no file" "$(ls -A "$d/g")" ""
+fi
 done_testing

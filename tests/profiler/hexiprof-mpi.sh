@@ -43,4 +43,47 @@ assert pp[1]["shape"] == "1048576B", pp[1]
 for m in r["measurements"]:
     assert m["value"] > 0 and m["min_s"] <= m["median_s"] <= m["max_s"], m
 PY
+
+# Ranks that wait while another measures must sleep: rank 1 (local rank 1)
+# waits while rank 0 runs the CPU GEMMs, and Open MPI's MPI_Barrier polls,
+# taking a core from rank 0 (half its GEMM rate on 2 cores).  Two runs that
+# differ only in the GEMM repeats: the difference of rank 1's CPU time
+# (user + system) over the difference of its wall time is the CPU share of
+# the longer wait; MPI start-up and the links cost the same in both.
+cat >"$d/rusage.py" <<'PY'
+import os, resource, subprocess, sys, time
+t0 = time.monotonic()
+rc = subprocess.call(sys.argv[2:])
+wall = time.monotonic() - t0
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+rank = next((os.environ[v] for v in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+                                     "PMI_RANK") if v in os.environ), "")
+if rank == "1":
+    with open(sys.argv[1], "w") as f:
+        f.write("%.4f %.4f\n" % (ru.ru_utime + ru.ru_stime, wall))
+sys.exit(rc)
+PY
+idle_run() { # REPEATS OUT: rank 1's "cpu_s wall_s" in OUT
+	timeout 120 "$MPIRUN" -np 2 --oversubscribe --allow-run-as-root \
+		-x OPENBLAS_NUM_THREADS python3 "$d/rusage.py" "$2" "$P" \
+		--mode=cpu --only-gemm --gemm=1024x1024x1024 -r "$1" -w 0 \
+		-s 64 --membw-size=4K --host=n1 >/dev/null 2>>"$d/err"
+}
+if idle_run 1 "$d/short" && idle_run 120 "$d/long"; then
+	check "a waiting rank sleeps: its CPU < 25 % of the wait" \
+		python3 - "$d/short" "$d/long" <<'PY'
+import sys
+(c1, w1), (c2, w2) = (map(float, open(a).read().split()) for a in sys.argv[1:])
+wait = w2 - w1
+print("# rank 1: short run %.2f s CPU / %.2f s, long run %.2f s CPU / %.2f s"
+      % (c1, w1, c2, w2))
+assert wait >= 0.5, "the longer GEMM phase added only %.2f s" % wait
+share = (c2 - c1) / wait
+print("# CPU over the %.2f s of added wait: %.0f %%" % (wait, 100 * share))
+assert share < 0.25, "rank 1 used %.0f %% of a core while waiting" % (100 * share)
+PY
+else
+	cat "$d/err"
+	fail "mpirun -np 2 hexiprof (idle-rank runs)"
+fi
 done_testing

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hexi_prof.h"
+#include "hexi_sched.h"
 #include "tap.h"
 
 static void test_stats(void)
@@ -231,32 +232,65 @@ static void test_report(void)
 	free(s);
 }
 
+/* The type hexiprof writes for a device name is the built-in catalog's own
+ * entry for that name (one table: scheduler/catalog.c), by the exact names
+ * NVML and cudaGetDeviceProperties report; a name the catalog does not
+ * know is "unknown", never a type the planner would refuse. */
 static void test_guess(void)
 {
 	static const char *t[][2] = {
 	    {"NVIDIA GeForce RTX 4090", "rtx4090"},
 	    {"NVIDIA GeForce RTX 3090", "rtx3090"},
-	    {"NVIDIA A800-SXM4-80GB", "a800"},
+	    {"NVIDIA GeForce RTX 3080", "rtx3080"},
+	    {"NVIDIA GeForce RTX 3080 Ti", "rtx3080ti"},
+	    {"NVIDIA A800-SXM4-80GB", "a800-80g"},
+	    {"NVIDIA A800 80GB PCIe", "a800-80g"},
 	    {"NVIDIA A100-SXM4-40GB", "a100-40g"},
 	    {"NVIDIA A100-PCIE-40GB", "a100-40g"},
-	    {"NVIDIA A100-SXM4-80GB", "a100"},
-	    {"NVIDIA A100 80GB PCIe", "a100"},
-	    {"NVIDIA H100 80GB HBM3", "h100"},
+	    {"NVIDIA A100-SXM4-80GB", "a100-80g"},
+	    {"NVIDIA A100 80GB PCIe", "a100-80g"},
+	    {"NVIDIA H100 80GB HBM3", "h100-sxm"},
 	    {"NVIDIA H100 PCIe", "h100-pcie"},
 	    {"NVIDIA H100 NVL", "h100-nvl"},
 	    {"NVIDIA H200", "h200"},
 	    {"NVIDIA H200 NVL", "h200-nvl"},
+	    {"NVIDIA H800", "h800-sxm"},
 	    {"NVIDIA L40S", "l40s"},
 	    {"NVIDIA L40", "l40"},
+	    {"NVIDIA L4", "l4"},
 	    {"NVIDIA A10", "a10"},
+	    {"NVIDIA RTX A6000", "rtxa6000"},
+	    {"NVIDIA RTX 6000 Ada Generation", "rtx6000ada"},
+	    {"Tesla V100-SXM2-32GB", "v100"},
+	    {"Tesla V100-PCIE-16GB", "v100"},
 	    {"Tesla T4", "t4"},
+	    /* other GPUs, whatever the words they share with a known one */
+	    {"NVIDIA A10G", "unknown"},
+	    {"NVIDIA H800 PCIe", "unknown"},
+	    {"NVIDIA GeForce RTX 3090 Ti", "unknown"},
+	    {"NVIDIA A100-SXM4-80GB MIG 1g.10gb", "unknown"},
+	    {"Quadro RTX 6000", "unknown"},
+	    {"NVIDIA A40", "unknown"},
 	    {"Some Other GPU", "unknown"},
+	    {"", "unknown"},
+	    {"x86_64", "unknown"}, /* an alias of the cpu type: no GPU */
 	};
+	hexi_catalog *cat = NULL;
 
-	for (size_t i = 0; i < sizeof(t) / sizeof(*t); i++)
-		is_str(hexi_prof_gpu_type_guess(t[i][0]), t[i][1],
-		       "type of '%s'", t[i][0]);
+	if (hexi_catalog_builtin(&cat) != HEXI_OK)
+		tap_bail("no built-in catalog");
+	for (size_t i = 0; i < sizeof(t) / sizeof(*t); i++) {
+		const char *g = hexi_prof_gpu_type_guess(t[i][0]);
+		const hexi_gpu_type *e = hexi_catalog_find(cat, g);
+
+		is_str(g, t[i][1], "type of '%s'", t[i][0]);
+		if (strcmp(t[i][1], "unknown") != 0)
+			ok(e != NULL && strcmp(e->name, g) == 0,
+			   "'%s': the planner's catalog has type '%s'", t[i][0],
+			   g);
+	}
 	is_str(hexi_prof_gpu_type_guess(NULL), "unknown", "NULL name");
+	hexi_catalog_destroy(cat);
 }
 
 static void test_cpu(void)

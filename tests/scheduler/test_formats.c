@@ -18,15 +18,17 @@ static void path_of(char *buf, size_t cap, const char *rel)
 }
 
 static void test_catalog_attention(void);
+static void test_catalog_nvml(void);
 
 static void test_catalog(void)
 {
 	hexi_catalog *cat = NULL;
 	const hexi_gpu_type *t;
 	static const char *const need[] = {
-	    "A100-80G", "A800-80G", "H100-SXM", "H200",	    "L40",
-	    "L40S",	"RTX 4090", "RTX 3090", "RTX 3080", "RTX 3080 Ti",
-	    "V100",	"T4",	    "cpu"};
+	    "A100-80G", "A800-80G", "H100-SXM", "H200",	     "L40",
+	    "L40S",	"RTX 4090", "RTX 3090", "RTX 3080",  "RTX 3080 Ti",
+	    "V100",	"T4",	    "H800-SXM", "RTX A6000", "RTX 6000 Ada",
+	    "A10",	"L4",	    "cpu"};
 
 	is_int(hexi_catalog_builtin(&cat), HEXI_OK, "built-in catalog");
 	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
@@ -77,6 +79,90 @@ static void test_catalog(void)
 	}
 	hexi_catalog_destroy(cat);
 	test_catalog_attention();
+	test_catalog_nvml();
+}
+
+/* Device names exactly as NVML and cudaGetDeviceProperties report them:
+ * each resolves to its own entry, with the datasheet figures of the
+ * catalog's comments (the type hexiprof writes in a profile is this
+ * entry's name, hexi_catalog_builtin_type), and a name that shares only a
+ * prefix with a type ("A10" in "A100", "L4" in "L40", "RTX 3080" in "RTX
+ * 3080 Ti", "H100" in "H100 PCIe") never resolves to it. */
+static void test_catalog_nvml(void)
+{
+	static const struct {
+		const char *nvml, *type;
+		double peak, mem, bw, intra, cc, own;
+	} t[] = {
+	    {"NVIDIA H100 80GB HBM3", "h100-sxm", 989.4, 80, 3350, 450, 9.0,
+	     0.009},
+	    {"NVIDIA H100 PCIe", "h100-pcie", 756, 80, 2000, 300, 9.0, 0.009},
+	    {"NVIDIA H100 NVL", "h100-nvl", 835.5, 94, 3900, 300, 9.0, 0.01},
+	    {"NVIDIA H200", "h200", 989.4, 141, 4800, 450, 9.0, 0.009},
+	    {"NVIDIA H200 NVL", "h200-nvl", 835.5, 141, 4800, 450, 9.0, 0.01},
+	    {"NVIDIA H800", "h800-sxm", 989.4, 80, 3350, 200, 9.0, 0.009},
+	    {"NVIDIA A100-SXM4-80GB", "a100-80g", 312, 80, 2039, 300, 8.0,
+	     0.017},
+	    {"NVIDIA A100-SXM4-40GB", "a100-40g", 312, 40, 1555, 300, 8.0,
+	     0.017},
+	    {"NVIDIA A800 80GB PCIe", "a800-80g", 312, 80, 2039, 200, 8.0,
+	     0.017},
+	    {"NVIDIA L40S", "l40s", 362.05, 48, 864, 25, 8.9, 0.035},
+	    {"NVIDIA L40", "l40", 181.05, 48, 864, 25, 8.9, 0.068},
+	    {"NVIDIA L4", "l4", 121, 24, 300, 25, 8.9, 0.034},
+	    {"NVIDIA A10", "a10", 125, 24, 600, 25, 8.6, 0.034},
+	    {"NVIDIA RTX A6000", "rtxa6000", 154.8, 48, 768, 56.25, 8.6, 0.034},
+	    {"NVIDIA RTX 6000 Ada Generation", "rtx6000ada", 364.2, 48, 960, 25,
+	     8.9, 0.034},
+	    {"NVIDIA GeForce RTX 3080", "rtx3080", 59.5, 10, 760, 16, 8.6,
+	     0.068},
+	    {"NVIDIA GeForce RTX 3080 Ti", "rtx3080ti", 68.2, 12, 912, 16, 8.6,
+	     0.068},
+	    {"Tesla V100-PCIE-16GB", "v100", 125, 32, 900, 150, 7.0, 0.034},
+	};
+	static const char *const none[] = {
+	    "NVIDIA A10G",
+	    "NVIDIA H800 PCIe",
+	    "NVIDIA A40",
+	    "Quadro RTX 6000",
+	    "NVIDIA GeForce RTX 3090 Ti",
+	    "NVIDIA GeForce RTX 4090 D",
+	    "NVIDIA A100-SXM4-80GB MIG 1g.10gb",
+	    "",
+	};
+	hexi_catalog *cat = NULL;
+
+	is_int(hexi_catalog_builtin(&cat), HEXI_OK, "built-in catalog");
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		const hexi_gpu_type *g = hexi_catalog_find(cat, t[i].nvml);
+		const char *b = hexi_catalog_builtin_type(t[i].nvml);
+
+		ok(g != NULL && strcmp(g->name, t[i].type) == 0 && b != NULL &&
+		       strcmp(b, t[i].type) == 0,
+		   "'%s' is %s (found %s, built-in type %s)", t[i].nvml,
+		   t[i].type, g ? g->name : "nothing", b ? b : "NULL");
+		ok(g != NULL && g->peak_tflops == t[i].peak &&
+		       g->mem_gib == t[i].mem && g->mem_bw_gbps == t[i].bw &&
+		       g->intra_bw_gbps == t[i].intra &&
+		       g->compute_capability == t[i].cc &&
+		       g->attn_own_efficiency == t[i].own,
+		   "%s: %g TFLOPS, %g GB, %g GB/s, link %g GB/s, sm %.1f, own "
+		   "%g",
+		   t[i].type, t[i].peak, t[i].mem, t[i].bw, t[i].intra, t[i].cc,
+		   t[i].own);
+	}
+	for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+		const char *b = hexi_catalog_builtin_type(none[i]);
+
+		ok(hexi_catalog_find(cat, none[i]) == NULL && b == NULL,
+		   "'%s' is no built-in type (got %s)", none[i],
+		   b ? b : "NULL");
+	}
+	ok(hexi_catalog_builtin_type(NULL) == NULL, "NULL name: NULL");
+	ok(hexi_catalog_find(cat, "x86_64") != NULL &&
+	       hexi_catalog_builtin_type("x86_64") == NULL,
+	   "x86_64 names the cpu type, no GPU type");
+	hexi_catalog_destroy(cat);
 }
 
 /* Attention fields: built-in values, a catalog's, and the cluster JSON
