@@ -695,7 +695,11 @@ static int parse_opts(int argc, char **argv, opts *o)
 			return hexi_cli_usage_error(PROG,
 						    "option '%s' needs a value",
 						    argv[optind - 1]);
-		default:
+		default: /* optopt: an unknown letter, maybe inside "-xq",
+			  * where optind has not moved past its word yet */
+			if (optopt > 0 && optopt < 128)
+				return hexi_cli_usage_error(
+				    PROG, "unknown option '-%c'", optopt);
 			return hexi_cli_usage_error(PROG, "unknown option '%s'",
 						    argv[optind - 1]);
 		}

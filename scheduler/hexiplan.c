@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <jansson.h>
@@ -342,7 +343,11 @@ static int parse_opts(cli *a, int argc, char **argv)
 		case ':':
 			return usage_error("%s: option '%s' needs a value",
 					   a->cmd, argv[optind - 1]);
-		default:
+		default: /* optopt: an unknown letter, maybe inside "-zv",
+			  * where optind has not moved past its word yet */
+			if (optopt > 0 && optopt < 128)
+				return usage_error("%s: unknown option '-%c'",
+						   a->cmd, optopt);
 			return usage_error("%s: unknown option '%s'", a->cmd,
 					   argv[optind - 1]);
 		}
@@ -565,6 +570,15 @@ static int cmd_plan(cli *a)
 		rc = hexi_plan_render_svg(p, a->svg);
 	if (rc != HEXI_OK)
 		goto out;
+	/* -o - (or /dev/stdout): the plan owns standard output, so that it
+	 * is one JSON document a pipe or a file can take; the summary, or
+	 * --json's report, goes to standard error (as hexiprof's does) */
+	if (a->out && hexi_path_fd(a->out) == STDOUT_FILENO &&
+	    (fflush(stdout) != 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)) {
+		rc = hexi_error(HEXI_ERR_IO, "standard output: %s",
+				strerror(errno));
+		goto out;
+	}
 	if (a->json) {
 		json_t *j = pred_json(p);
 		json_object_set_new(j, "planning_s",

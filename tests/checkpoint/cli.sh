@@ -19,6 +19,8 @@ check "--version" sh -c "'$CK' --version | grep -q '^hexickpt (hexiscale) '"
 "$CK" >/dev/null 2>&1; expect_eq "no command: exit 2" $? 2
 "$CK" frobnicate x >/dev/null 2>&1; expect_eq "unknown command: exit 2" $? 2
 "$CK" info --bogus x >/dev/null 2>&1; expect_eq "unknown option: exit 2" $? 2
+"$CK" verify -xq /tmp >/dev/null 2>"$T/err.txt"; expect_eq "an unknown letter in a cluster: exit 2" $? 2
+check "its message names the letter, not the command" grep -q "unknown option '-x'" "$T/err.txt"
 "$CK" info "$T/none" >/dev/null 2>&1; expect_eq "missing checkpoint: exit 7 (NOTFOUND)" $? 7
 "$CK" reshard "$T/none" -o "$T/x" >/dev/null 2>&1; expect_eq "reshard without --plan: exit 2" $? 2
 

@@ -22,20 +22,30 @@ check "plan paper.json llama2-13b" "$H" plan "$EX/paper.json" --model llama2-13b
 # redirected to a file: the plan goes to that file, the link stays (the
 # rename replaced the link; as root, -o /dev/stdout replaced /dev/stdout)
 ln -s /proc/self/fd/1 "$T/out1"
-"$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o "$T/out1" >"$T/red.txt"
+"$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o "$T/out1" >"$T/red.txt" 2>"$T/red.err"
 expect_eq "-o a link to /proc/self/fd/1, stdout to a file: exit 0" $? 0
 check "the link is still a link" test -L "$T/out1"
 python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.JSONDecoder().raw_decode(t[t.index('{'):])" "$T/red.txt" &&
 	pass "the redirected file holds the plan" || fail "no plan in the redirected file"
-check "and the summary after it" grep -q "written to" "$T/red.txt"
+check "and the summary on standard error (the plan owns standard output)" grep -q "written to" "$T/red.err"
 # -o in a directory that is not there: the message names the file asked
 # for, not the temporary name beside it
 "$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o "$T/nodir/p.json" >/dev/null 2>"$T/err"
 expect_eq "-o in a missing directory: exit 7 (not found)" $? 7
 check "the message names the file" grep -qF "$T/nodir/p.json: cannot create: No such file or directory" "$T/err"
 check "not the temporary file" sh -c '! grep -q "\.tmp\." "$1"' sh "$T/err"
-"$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o - >"$T/dash.txt"
+"$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o - >"$T/dash.txt" 2>"$T/dash.err"
 expect_eq "-o -: exit 0" $? 0
+# the plan alone on standard output (the summary followed it: a file no
+# reader took, "end of file expected near 'plan'"), the summary on stderr
+check "-o -: standard output is the plan, nothing else" "$H" validate "$T/dash.txt"
+check "-o -: the summary on standard error" grep -q "written to /dev/stdout" "$T/dash.err"
+"$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o - --json >"$T/dashj.txt" 2>"$T/dashj.err"
+check "-o - --json: standard output is the plan" "$H" validate "$T/dashj.txt"
+check "-o - --json: the report on standard error" grep -q '"planning_s"' "$T/dashj.err"
+"$H" plan -zv "$EX/cpu-1x4.json" >/dev/null 2>"$T/err"
+expect_eq "an unknown letter in a cluster: usage error 2" $? 2
+check "its message names the letter" grep -q "unknown option '-z'" "$T/err"
 check "-o - is standard output (it made a file named -)" test ! -e ./- -a -s "$T/dash.txt"
 python3 -c "import json,sys; t=open(sys.argv[1]).read(); json.JSONDecoder().raw_decode(t[t.index('{'):])" "$T/dash.txt" &&
 	pass "-o -: the plan on standard output" || fail "-o -: no plan on standard output"
