@@ -31,6 +31,10 @@ extern "C" {
 #define HEXI_PROF_NAME_MAX   64
 #define HEXI_PROF_MAX_MEAS   128
 #define HEXI_PROF_MAX_SHAPES 16
+/* The smallest largest message (-s) whose time gives a link bandwidth:
+ * below it the transfer is mostly latency, and stored as a bandwidth it
+ * made every planned transfer orders of magnitude too slow. */
+#define HEXI_PROF_BW_MIN_BYTES ((size_t)1 << 20)
 
 /* ---- timing statistics ----------------------------------------------------
  */

@@ -691,7 +691,13 @@ hexi_rc hexi_prof_nccl(hexi_prof_mpi *m, const hexi_prof_opts *o, int device,
 	 * its time (ms.value is that time itself where -s is 64 bytes, the
 	 * row then being a latency: stored as a bandwidth it made every
 	 * plan's transfers take days) */
-	if (multi)
+	if (big < HEXI_PROF_BW_MIN_BYTES)
+		hexi_log(HEXI_LOG_WARN,
+			 "NCCL link: --max-msg %zu bytes is below 1M, mostly "
+			 "latency: its bandwidth is reported, not recorded in "
+			 "the profile",
+			 big);
+	else if (multi)
 		p->inter_bw_gbps = (double)big / ms.stat.median_s / 1e9;
 	else
 		p->intra_bw_gbps = (double)big / ms.stat.median_s / 1e9;

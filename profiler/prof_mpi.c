@@ -377,7 +377,15 @@ static hexi_rc link_pair(hexi_prof_mpi *m, const hexi_prof_opts *o, int peer,
 		} else {
 			ms.value = (double)sizes[i] / (st.median_s / 2) / 1e9;
 			ms.best = (double)sizes[i] / (st.min_s / 2) / 1e9;
-			*bw_gbps = ms.value;
+			if (sizes[i] >= HEXI_PROF_BW_MIN_BYTES)
+				*bw_gbps = ms.value;
+			else
+				hexi_log(HEXI_LOG_WARN,
+					 "%s link: --max-msg %zu bytes is "
+					 "below 1M, mostly latency: its "
+					 "bandwidth is reported, not "
+					 "recorded in the profile",
+					 what, sizes[i]);
 		}
 		rv = hexi_prof_report_add(r, &ms);
 	}

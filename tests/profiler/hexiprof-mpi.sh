@@ -44,6 +44,16 @@ for m in r["measurements"]:
     assert m["value"] > 0 and m["min_s"] <= m["median_s"] <= m["max_s"], m
 PY
 
+# A largest message below 1M times mostly latency: reported, but no link
+# bandwidth in the profile (64 bytes made it 0.003 GB/s: plans days long)
+timeout 120 "$MPIRUN" -np 2 --oversubscribe --allow-run-as-root \
+	-x OPENBLAS_NUM_THREADS "$P" --mode=cpu --quick -r 1 -w 0 -s 64K \
+	--membw-size=4K --host=n1 -o "$d/small.json" >/dev/null 2>"$d/small.err" ||
+	fail "mpirun -np 2 hexiprof -s 64K: $(cat "$d/small.err")"
+expect_eq "-s 64K: no intra_bw_gbps in the profile, the latency kept" \
+	"$(python3 -c 'import json,sys; l = json.load(open(sys.argv[1]))["links"]; print("intra_bw_gbps" in l, "intra_lat_s" in l)' "$d/small.json")" "False True"
+check "-s 64K: a warning says why" grep -q "below 1M, mostly latency" "$d/small.err"
+
 # Ranks that wait while another measures must sleep: rank 1 (local rank 1)
 # waits while rank 0 runs the CPU GEMMs, and Open MPI's MPI_Barrier polls,
 # taking a core from rank 0 (half its GEMM rate on 2 cores).  Two runs that
