@@ -450,6 +450,9 @@ static int parse_args(cli *c, int argc, char **argv)
 			return hexi_cli_usage_error("hexitrain",
 						    "option '%s' needs a value",
 						    argv[optind - 1]);
+		if (opt == '?' && optopt > 0 && optopt < 128)
+			return hexi_cli_usage_error(
+			    "hexitrain", "invalid option '-%c'", optopt);
 		if (opt == '?')
 			return hexi_cli_usage_error("hexitrain",
 						    "invalid option '%s'",

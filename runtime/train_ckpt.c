@@ -558,42 +558,128 @@ static void path_up(char *path)
 		*slash = '\0';
 }
 
+/* A failed stat's errno as this check's error: a search permission
+ * missing on the way is the caller's to fix, anything else is I/O. */
+static hexi_rc stat_errno_rc(int e)
+{
+	return e == EACCES || e == EPERM ? HEXI_ERR_PERM : HEXI_ERR_IO;
+}
+
+/* P, an existing prefix of --ckpt-dir DIR (*LST its lstat; LAST: P is
+ * DIR itself), as the checkpoint writer walks it (ck_dir_open): a
+ * directory, or a symlink owned by root or by us to a directory. */
+static hexi_rc ckpt_dir_component(const char *dir, const char *p,
+				  const struct stat *lst, int last)
+{
+	char target[256];
+	struct stat st;
+	ssize_t n;
+	int e = 0;
+
+	if (S_ISDIR(lst->st_mode))
+		return HEXI_OK;
+	if (!S_ISLNK(lst->st_mode))
+		return last
+			   ? hexi_error(HEXI_ERR_INVAL,
+					"--ckpt-dir %s: exists and is not a "
+					"directory",
+					dir)
+			   : hexi_error(HEXI_ERR_INVAL,
+					"--ckpt-dir %s: %s is not a directory, "
+					"so it cannot be created",
+					dir, p);
+	if (lst->st_uid != 0 && lst->st_uid != geteuid())
+		return hexi_error(HEXI_ERR_PERM,
+				  "--ckpt-dir %s: %s is a symbolic link owned "
+				  "by uid %u (neither root nor you): the save "
+				  "would refuse to follow it",
+				  dir, p, (unsigned)lst->st_uid);
+	if (stat(p, &st) != 0)
+		e = errno;
+	else if (S_ISDIR(st.st_mode))
+		return HEXI_OK;
+	n = readlink(p, target, sizeof(target) - 1);
+	target[n < 0 ? 0 : n] = '\0';
+	if (e == 0)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "--ckpt-dir %s: %s is a symbolic link to "
+				  "'%s', not a directory",
+				  dir, p, target);
+	if (e == ENOENT || e == ENOTDIR)
+		return hexi_error(HEXI_ERR_INVAL,
+				  "--ckpt-dir %s: %s is a symbolic link to a "
+				  "missing target '%s'",
+				  dir, p, target);
+	return hexi_error(stat_errno_rc(e),
+			  "--ckpt-dir %s: %s, a symbolic link to '%s': %s", dir,
+			  p, target, strerror(e));
+}
+
+/* Each prefix of UP (which exists; LAST: UP is --ckpt-dir DIR itself)
+ * checked as ckpt_dir_component says, outermost first. */
+static hexi_rc ckpt_dir_walk(const char *dir, char *up, int last)
+{
+	struct stat st;
+	hexi_rc rc;
+	size_t i, n = strlen(up);
+	char c;
+
+	for (i = 1; i <= n; i++) {
+		if ((up[i] != '/' && up[i] != '\0') || up[i - 1] == '/')
+			continue;
+		c = up[i];
+		up[i] = '\0';
+		if (lstat(up, &st) != 0)
+			rc = hexi_error(stat_errno_rc(errno),
+					"--ckpt-dir %s: %s: %s", dir, up,
+					strerror(errno));
+		else
+			rc = ckpt_dir_component(dir, up, &st, last && i == n);
+		up[i] = c;
+		if (rc != HEXI_OK)
+			return rc;
+	}
+	return HEXI_OK;
+}
+
 /* DIR does not exist (yet): could the first save make it?  It creates
  * every missing component (like mkdir -p), so the nearest existing
- * ancestor must be a directory we may write into; anything else failed
- * only at the first save, or at a stop signal's (exit 76, nothing saved).
- * Nothing is created here.  (Root passes the write check everywhere but
- * a read-only mount: a pseudo file system such as /proc still fails only
- * at the save.) */
+ * ancestor must be a directory we may write into, reached as the writer
+ * reaches it (a regular file or a dangling symlink on the way is not);
+ * anything else failed only at the first save, or at a stop signal's
+ * (exit 76, nothing saved).  Nothing is created here.  (Root passes the
+ * write check everywhere but a read-only mount: a pseudo file system
+ * such as /proc still fails only at the save.) */
 static hexi_rc ckpt_dir_creatable(const char *dir)
 {
 	char up[4096];
 	struct stat st;
+	size_t n = strlen(dir);
+	int last = 1, e;
+	hexi_rc rc;
 
-	if (strlen(dir) >= sizeof(up))
+	if (n >= sizeof(up))
 		return hexi_error(HEXI_ERR_RANGE,
 				  "--ckpt-dir %.200s...: path "
 				  "too long",
 				  dir);
 	strcpy(up, dir);
-	while (stat(up, &st) != 0) {
-		if ((errno != ENOENT && errno != ENOTDIR) ||
-		    strcmp(up, ".") == 0 || strcmp(up, "/") == 0)
-			return hexi_error(HEXI_ERR_IO, "--ckpt-dir %s: %s: %s",
-					  dir, up, strerror(errno));
+	while (n > 1 && up[n - 1] == '/') /* "f/" is f, which must be a dir */
+		up[--n] = '\0';
+	while (lstat(up, &st) != 0) {
+		e = errno;
+		if ((e != ENOENT && e != ENOTDIR) || strcmp(up, ".") == 0 ||
+		    strcmp(up, "/") == 0)
+			return hexi_error(stat_errno_rc(e),
+					  "--ckpt-dir %s: %s: %s", dir, up,
+					  strerror(e));
 		path_up(up);
+		last = 0;
 	}
-	if (!S_ISDIR(st.st_mode) && strcmp(up, dir) == 0)
-		return hexi_error(HEXI_ERR_INVAL,
-				  "--ckpt-dir %s: exists and is not a "
-				  "directory",
-				  dir);
-	if (!S_ISDIR(st.st_mode))
-		return hexi_error(HEXI_ERR_INVAL,
-				  "--ckpt-dir %s: %s is not a directory, so "
-				  "it cannot be created",
-				  dir, up);
-	if (strcmp(up, dir) != 0 && access(up, W_OK | X_OK) != 0)
+	rc = ckpt_dir_walk(dir, up, last);
+	if (rc != HEXI_OK || last)
+		return rc;
+	if (access(up, W_OK | X_OK) != 0)
 		return hexi_error(errno == EACCES || errno == EPERM ||
 					  errno == EROFS
 				      ? HEXI_ERR_PERM

@@ -238,6 +238,56 @@ st=$?
 	! grep -q '^step' "$WORK/nd.out" &&
 	pass "--ckpt-dir below a file, no --save-every: exit 4 before step 1" ||
 	fail "--ckpt-dir below a file (exit $st: $(cat "$WORK/nd.err"))"
+# ... nor a path the save cannot walk: a file named with a trailing '/',
+# a dangling symlink (itself, or on the way), another user's symlink (the
+# writer follows only root's and ours); a symlink to a directory is fine.
+ln -s nowhere "$WORK/dangling"
+ln -s "$WORK" "$WORK/todir"
+while IFS='|' read -r dir st_want want; do
+	"$HT" --model tiny-4l --steps 1 --ckpt-dir "$WORK/$dir" \
+		>"$WORK/nd.out" 2>"$WORK/nd.err"
+	st=$?
+	if [ "$st" -eq "$st_want" ] && grep -q -- "$want" "$WORK/nd.err" &&
+		! grep -q '^step' "$WORK/nd.out"; then
+		pass "--ckpt-dir $dir: exit $st_want before step 1"
+	else
+		fail "--ckpt-dir $dir (exit $st: $(cat "$WORK/nd.err"))"
+	fi
+done <<'EOT'
+notadir/|4|--ckpt-dir .*notadir/: exists and is not a directory
+notadir/ck/|4|--ckpt-dir .*notadir/ck/: .*notadir is not a directory
+dangling|4|--ckpt-dir .*dangling: .*dangling is a symbolic link to a missing target 'nowhere'
+dangling/ck|4|--ckpt-dir .*dangling/ck: .*dangling is a symbolic link to a missing target 'nowhere'
+EOT
+"$HT" --model tiny-4l --steps 1 --ckpt-dir "$WORK/todir/later/ck" >/dev/null 2>&1
+expect_eq "--ckpt-dir below a symlink to a directory: exit 0" "$?" 0
+check "... and nothing created" test ! -e "$WORK/later"
+if [ "$(id -u)" -eq 0 ] && ln -s "$WORK" "$WORK/theirs" &&
+	chown -h 65534 "$WORK/theirs"; then
+	"$HT" --model tiny-4l --steps 1 --ckpt-dir "$WORK/theirs/ck" \
+		>/dev/null 2>"$WORK/nd.err"
+	st=$?
+	[ "$st" -eq 14 ] && grep -q -- "--ckpt-dir .*theirs/ck: .*theirs is a symbolic link owned by uid 65534" "$WORK/nd.err" &&
+		pass "--ckpt-dir below another user's symlink: exit 14" ||
+		fail "--ckpt-dir below another user's symlink (exit $st: $(cat "$WORK/nd.err"))"
+fi
+# A directory we may not search on the way: a permission error (14), not
+# I/O (8).  Root may search anything, so run as nobody where we can.
+mkdir "$WORK/pub" "$WORK/pub/locked" && chmod 711 "$WORK" "$WORK/pub" &&
+	chmod 700 "$WORK/pub/locked"
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 &&
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$HT" --version \
+		>/dev/null 2>&1; then
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$HT" \
+		--model tiny-4l --steps 1 --ckpt-dir "$WORK/pub/locked/ck" \
+		>/dev/null 2>"$WORK/nd.err"
+	st=$?
+	[ "$st" -eq 14 ] && grep -q -- "--ckpt-dir .*locked/ck: .*Permission denied" "$WORK/nd.err" &&
+		pass "--ckpt-dir below an unsearchable directory: exit 14" ||
+		fail "--ckpt-dir below an unsearchable directory (exit $st: $(cat "$WORK/nd.err"))"
+else
+	echo "# skipped: --ckpt-dir below an unsearchable directory (needs root and setpriv to run as uid 65534)"
+fi
 if [ "$(id -u)" -ne 0 ]; then
 	"$HT" --model tiny-4l --steps 1 --ckpt-dir /proc/nope >/dev/null 2>"$WORK/nd.err"
 	st=$?
