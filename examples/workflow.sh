@@ -5,7 +5,9 @@
 # asymmetric training under that plan with checkpoints, a second job on a
 # different allocation resuming from the checkpoint under its own plan, and
 # the checkpoint checked.  The cluster is stopped at the end, whatever
-# happens; outputs stay in $HEXI_SLURM_DIR/jobs until the next run.
+# happens; outputs stay in $HEXI_SLURM_DIR/jobs until the next run
+# (/tmp/hexi-demo-PORT: taken only as a directory, not a symbolic link, of
+# the user running the demo that no one else may write into).
 #
 # Environment: HEXI_DEMO_PORT_BASE (default 17500: its own ports, apart from
 # the tests'), HEXI_DEMO_STEPS (steps of the first job, default 10, with a
@@ -26,8 +28,38 @@ HEXI_BUILD=$B
 HEXI_PORT_LOCK=
 
 . "$SRC/tests/slurm/cluster.sh"
+
+# own_dir DIR: make DIR (mode 755), or take the one there only if it is a
+# directory, not a symbolic link, of this user's that no one else may write
+# into (the uid and the mode are checked, not followed through a link).
+# Its name is predictable (a run reuses the last one's, and it is where
+# the outputs stay), and /tmp is everyone's: another user could have put a
+# link there, or a directory of theirs, for root to write through.
+own_dir() {
+	local d=$1 err st uid mode type
+	err=$(mkdir -m 755 -- "$d" 2>&1) && return 0
+	st=$(stat -c '%u %a %F' -- "$d" 2>/dev/null) || {
+		echo "demo: $err" >&2
+		return 1
+	}
+	read -r uid mode type <<<"$st"
+	if [ "$type" != directory ]; then
+		echo "demo: $d: a $type, not a directory: refused (remove it)" >&2
+	elif [ "$uid" != "$(id -u)" ]; then
+		echo "demo: $d: owned by uid $uid, not by this user: refused (remove it)" >&2
+	elif [ $((8#$mode & 8#022)) -ne 0 ]; then
+		echo "demo: $d: mode $mode, others may write into it: refused (remove it)" >&2
+	else
+		return 0
+	fi
+	return 1
+}
+
 hexi_cluster_claim_ports "${HEXI_DEMO_PORT_BASE:-17500}" || { echo "demo: no free ports" >&2; exit 1; }
+# until stop_cluster takes over (below): give the port block back
+trap 'rm -rf "$HEXI_PORT_LOCK"' EXIT
 HEXI_SLURM_DIR=/tmp/hexi-demo-$HEXI_SLURM_PORT_BASE
+own_dir "$HEXI_SLURM_DIR" || exit 1
 export HEXI_SLURM_PORT_BASE HEXI_SLURM_DIR HEXI_BUILD
 hexi_cluster_vars
 HEXIPLAN=$B/scheduler/hexiplan
@@ -57,8 +89,11 @@ field() { python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); print(
 stop_cluster() {
 	local ids i
 	cd / || true
-	# Jobs first: slurmstepd and the tasks would outlive slurmd.
-	ids=$(squeue -h -o %i 2>/dev/null)
+	# Jobs first: slurmstepd and the tasks would outlive slurmd.  Only of a
+	# running controller: squeue with no slurm.conf retries for 60 s.
+	ids=
+	hexi_cluster_pid_alive "$(cat "$HEXI_SLURM_DIR/run/slurmctld.pid" 2>/dev/null)" &&
+		ids=$(squeue -h -o %i 2>/dev/null)
 	if [ -n "$ids" ]; then
 		scancel $ids 2>/dev/null
 		for i in $(seq 50); do
@@ -105,17 +140,23 @@ for p in "$HEXIPLAN" "$HEXICKPT" "$HEXITRAIN"; do
 done
 
 h "0. A local Slurm cluster with three kinds of (fake) GPUs"
-hexi_cluster_start >"/tmp/hexi-demo-start.$$" 2>&1
+# in the demo's own directory: a fixed name in /tmp could be another
+# user's link
+hexi_cluster_start >"$HEXI_SLURM_DIR/start.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
-	cat "/tmp/hexi-demo-start.$$"
-	rm -f "/tmp/hexi-demo-start.$$"
+	cat "$HEXI_SLURM_DIR/start.log"
 	say "demo: cannot start the test cluster (tests/slurm/cluster.sh)" >&2
 	[ $rc -eq 77 ] && exit 77
 	exit 1
 fi
-rm -f "/tmp/hexi-demo-start.$$"
+rm -f "$HEXI_SLURM_DIR/start.log"
 JOBS=$HEXI_SLURM_DIR/jobs
+# cluster.sh leaves jobs/ writable by all (1777) for other users' jobs; the
+# demo's are root's, and it writes there itself: closed first, and empty
+# (nothing another user put there in between)
+chmod 755 "$JOBS" && [ -z "$(ls -A "$JOBS")" ] ||
+	die "$JOBS: not empty as the cluster made it (another user's files?)"
 mkdir -p "$JOBS/out" && cd "$JOBS" || die "no job directory"
 sinfo -N -o '  %N %.6T %G'
 say "  (slurmctld + slurmd n1 n2 n3 on ports $HEXI_SLURM_PORT_BASE.., plugin $(basename "$HEXI_PLUGIN"))"

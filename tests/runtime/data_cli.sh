@@ -9,6 +9,134 @@
 PY=/usr/bin/python3
 TOK="$top_srcdir/examples/tokenize.py"
 CK="$top_builddir/checkpoint/hexickpt"
+
+# 0. tokenize.py alone (no hexitrain, no licence texts, no sentencepiece).
+# Two small files: CR LF, CR, a blank line, UTF-8, a byte that is not
+# UTF-8, the first file without a final line break.
+printf 'Hello, world!\r\nsecond line \303\251\342\202\254 end\n\nno line break at the end' >"$WORK/c1.txt"
+printf '\377 not UTF-8\rold Mac line\n\346\227\245\346\234\254\350\252\236\n' >"$WORK/c2.txt"
+$PY "$TOK" --bytes -o "$WORK/small.tok" --val-fraction 0.25 "$WORK/c1.txt" \
+	"$WORK/c2.txt" >/dev/null 2>&1 || fail "tokenize.py --bytes on two small files"
+# sha256 of both files as the implementation before streaming wrote them
+# (one Python int per token, the whole corpus in memory)
+expect_eq "--bytes: token file identical to the whole-corpus implementation's" \
+	"$(sha256sum <"$WORK/small.tok" | cut -c1-64)" \
+	1495ecafc51605c7d49c59c9bd77a6e71c5ad422b9fa6c184866a54f8089c71d
+expect_eq "--bytes: validation file identical too" \
+	"$(sha256sum <"$WORK/small.val.tok" | cut -c1-64)" \
+	c41a16b49323dbe8879f0d97a5edbaee560302715494c673f5cfee9190c774a5
+# peak_kb CMD...: CMD's peak resident memory in KiB (-1 if CMD failed)
+peak_kb() {
+	$PY -c 'import resource, subprocess, sys
+rc = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if rc == 0 else -1)' "$@"
+}
+# ~50 MB of text: streamed, the memory is a few chunks, not the corpus (the
+# whole-corpus implementation held ~30 bytes per byte of text)
+cat "$WORK/c1.txt" "$WORK/c2.txt" >"$WORK/big50.txt"
+i=0
+while [ $i -lt 19 ]; do
+	cat "$WORK/big50.txt" "$WORK/big50.txt" >"$WORK/big50.2" &&
+		mv "$WORK/big50.2" "$WORK/big50.txt"
+	i=$((i + 1))
+done
+size=$(wc -c <"$WORK/big50.txt")
+kb=$(peak_kb $PY "$TOK" --bytes -o "$WORK/big50.tok" "$WORK/big50.txt")
+echo "# --bytes on $size bytes of text: peak RSS $kb KiB"
+[ "$kb" -gt 0 ] && [ "$kb" -lt $((30 * 1024 + size / 2048)) ] &&
+	pass "--bytes on $((size >> 20)) MiB: peak RSS under 30 MiB + half the corpus" ||
+	fail "--bytes on $size bytes: peak RSS $kb KiB"
+expect_eq "... its header counts every byte" \
+	"$(od -An -tu4 -j8 -N4 "$WORK/big50.tok" | tr -d ' ')" "$size"
+check "... each token is its byte" $PY -c 'import sys
+t, c = open(sys.argv[1], "rb"), open(sys.argv[2], "rb")
+t.seek(1024)
+while True:
+    b = c.read(1 << 20)
+    x = t.read(2 * len(b))
+    if x[0::2] != b or x[1::2].strip(b"\0"):
+        sys.exit(1)
+    if not b:
+        sys.exit(1 if t.read() else 0)' "$WORK/big50.tok" "$WORK/big50.txt"
+rm -f "$WORK/big50.tok"
+# tok_err NAME STATUS PATTERN CMD...: CMD fails with STATUS, and its
+# stderr is one line "tokenize.py: " PATTERN (a BRE), no traceback
+tok_err() {
+	local name=$1 want=$2 pat=$3 st
+	shift 3
+	"$@" >/dev/null 2>"$WORK/tok.err"
+	st=$?
+	if [ "$st" = "$want" ] && [ "$(wc -l <"$WORK/tok.err")" -eq 1 ] &&
+		grep -q "^tokenize.py: $pat" "$WORK/tok.err"; then
+		pass "tokenize.py $name: exit $want, one line"
+	else
+		fail "tokenize.py $name: exit $st, want $want and '$pat': $(head -c 400 "$WORK/tok.err")"
+	fi
+}
+tok() { $PY "$TOK" "$@"; }
+tok_err "a missing file" 1 "$WORK/nosuch.txt: No such file or directory$" \
+	tok --bytes -o "$WORK/e.tok" "$WORK/c1.txt" "$WORK/nosuch.txt"
+tok_err "a directory to read" 1 "$WORK: Is a directory$" tok --bytes -o "$WORK/e.tok" "$WORK"
+if [ "$(id -u)" -ne 0 ]; then
+	cp "$WORK/c1.txt" "$WORK/locked.txt" && chmod 000 "$WORK/locked.txt"
+	tok_err "an unreadable file" 1 "$WORK/locked.txt: Permission denied$" \
+		tok --bytes -o "$WORK/e.tok" "$WORK/locked.txt"
+fi
+tok_err "OUTPUT in a missing directory" 1 "$WORK/no/e.tok: No such file or directory$" \
+	tok --bytes -o "$WORK/no/e.tok" "$WORK/c1.txt"
+tok_err "OUTPUT a directory" 1 "$WORK: Is a directory$" tok --bytes -o "$WORK" "$WORK/c1.txt"
+# A disk full: /dev/full.  Never the system's own as root: the rename of
+# the implementation before this one replaced the device node with the
+# token file (/dev/null, /dev/stdout too).
+full=/dev/full
+if [ "$(id -u)" -eq 0 ]; then
+	full=$WORK/full
+	mknod "$full" c 1 7 || full=
+fi
+[ -n "$full" ] && [ -c "$full" ] && tok_err "OUTPUT /dev/full (disk full)" 1 \
+	"$full: No space left on device$" tok --bytes -o "$full" "$WORK/c1.txt"
+mkfifo "$WORK/fifo" || hard "mkfifo"
+tok_err "--val-fraction with OUTPUT not a regular file" 2 "--val-fraction: " \
+	tok --bytes -o "$WORK/fifo" --val-fraction 0.5 "$WORK/c1.txt"
+# a file size limit (EFBIG, as a full disk): the old file stays as it was
+cp "$WORK/small.tok" "$WORK/keep.tok"
+cat "$WORK/c1.txt" "$WORK/c1.txt" "$WORK/c1.txt" >"$WORK/c3.txt"
+for _ in 1 2 3 4 5 6 7; do cat "$WORK/c3.txt"; done >"$WORK/c21.txt"
+for _ in 1 2 3 4 5 6 7 8 9 10; do cat "$WORK/c21.txt"; done >"$WORK/c210.txt"
+tok_err "a write error (ulimit -f)" 1 "$WORK/keep.tok: File too large$" \
+	sh -c 'ulimit -f 8 && exec "$@"' sh $PY "$TOK" --bytes -o "$WORK/keep.tok" "$WORK/c210.txt"
+check "... the file it would have replaced is unchanged" cmp -s "$WORK/small.tok" "$WORK/keep.tok"
+tok_err "--val-fraction nan" 2 "--val-fraction: 'nan' is not a number in \[0, 1)$" \
+	tok --bytes -o "$WORK/e.tok" --val-fraction nan "$WORK/c1.txt"
+tok_err "--val-fraction 1" 2 "--val-fraction: " tok --bytes -o "$WORK/e.tok" --val-fraction 1 "$WORK/c1.txt"
+tok_err "--vocab 0" 2 "--vocab: " tok --train-spm "$WORK/x" --vocab 0 "$WORK/c1.txt"
+tok_err "--vocab 1e3" 2 "--vocab: " tok --train-spm "$WORK/x" --vocab 1e3 "$WORK/c1.txt"
+tok_err "no -o" 2 "-o: " tok --bytes "$WORK/c1.txt"
+tok_err "an unknown option" 2 "unrecognized arguments: --nope$" tok --bytes --nope -o "$WORK/e.tok" "$WORK/c1.txt"
+tok_err "no mode" 2 "one of the arguments" tok -o "$WORK/e.tok" "$WORK/c1.txt"
+# with or without python3-sentencepiece: one line, exit 1
+tok_err "--spm a missing model" 1 "" tok --spm "$WORK/nosuch.model" -o "$WORK/e.tok" "$WORK/c1.txt"
+tok_err "--spm a text file as the model" 1 "" tok --spm "$WORK/c1.txt" -o "$WORK/e.tok" "$WORK/c1.txt"
+tok_err "--train-spm a missing file" 1 "" tok --train-spm "$WORK/x" "$WORK/nosuch.txt"
+[ ! -e "$WORK/e.tok" ] && [ -z "$(find "$WORK" -name '.tokenize.*')" ] &&
+	pass "the failed runs left no token file, no temporary file" ||
+	fail "left behind: $(ls -A "$WORK")"
+# a pipe (as -o /dev/stdout | ...): written into, not replaced
+cat "$WORK/fifo" >"$WORK/piped.tok" &
+reader=$!
+tok --bytes -o "$WORK/fifo" "$WORK/c1.txt" "$WORK/c2.txt" >/dev/null 2>&1
+i=0
+while kill -0 $reader 2>/dev/null && [ $i -lt 50 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+kill $reader 2>/dev/null # the pipe was replaced: the reader never got a writer
+tok --bytes -o "$WORK/direct.tok" "$WORK/c1.txt" "$WORK/c2.txt" >/dev/null 2>&1
+[ -p "$WORK/fifo" ] && cmp -s "$WORK/piped.tok" "$WORK/direct.tok" &&
+	pass "-o a named pipe: the token file written into it" ||
+	fail "-o a named pipe: $(ls -l "$WORK/fifo")"
+
 "$HT" --steps 1 --save-every 1 --ckpt-dir "$WORK/probe" >/dev/null 2>&1
 [ $? -eq 9 ] && skip "hexitrain built without the checkpoint library"
 TEXT=/usr/share/common-licenses
@@ -20,12 +148,63 @@ cat >"$WORK/m.json" <<'EOT'
 EOT
 M="--model $WORK/m.json"
 
+# SentencePiece's side of tokenize.py, given $WORK/spm.model
+spm_checks() {
+	# the TEXT files went to the trainer joined by commas, which it split
+	cp $TEXT/GPL-3 "$WORK/GPL,3.txt"
+	$PY "$TOK" --train-spm "$WORK/spm2" --vocab 256 "$WORK/GPL,3.txt" \
+		$TEXT/Apache-2.0 >"$WORK/tok2.out" 2>&1
+	expect_eq "--train-spm: a file name with a comma" "$?" 0
+	check "... the model of the same texts under their own names" $PY -c '
+import sys, sentencepiece as s
+m = [s.SentencePieceProcessor() for _ in sys.argv[1:]]
+[p.Load(f) for p, f in zip(m, sys.argv[1:])]
+sys.exit(len({tuple(map(p.IdToPiece, range(p.GetPieceSize()))) for p in m}) != 1)' \
+		"$WORK/spm.model" "$WORK/spm2.model"
+	$PY "$TOK" --spm "$WORK/spm.model" -o "$WORK/s.tok" "$WORK/c1.txt" \
+		"$WORK/c2.txt" >/dev/null 2>&1 || fail "--spm on two small files"
+	expect_eq "--spm: an end-of-sequence id (1) ends each of the 6 lines (LF, CR LF, CR; the files one text)" \
+		"$(od -An -v -tu2 -j1024 "$WORK/s.tok" | tr -s ' ' '\n' | grep -c '^1$') $(od -An -tu2 -j$(($(wc -c <"$WORK/s.tok") - 2)) "$WORK/s.tok" | tr -d ' ')" "6 1"
+	# ~0.8 MB and ~13 MB: lines and UTF-8 cut at the edges of read chunks
+	cat "$WORK/c1.txt" "$WORK/c2.txt" >"$WORK/mid.txt"
+	i=0
+	while [ $i -lt 17 ]; do
+		[ $i = 13 ] && cp "$WORK/mid.txt" "$WORK/mid13.txt"
+		cat "$WORK/mid.txt" "$WORK/mid.txt" >"$WORK/mid.2" &&
+			mv "$WORK/mid.2" "$WORK/mid.txt"
+		i=$((i + 1))
+	done
+	# the whole-text implementation: every line of the decoded text, then EOS
+	$PY - "$WORK/spm.model" "$WORK/mid13.txt" "$WORK/ref.tok" <<'EOT'
+import struct, sys, sentencepiece as spm
+sp = spm.SentencePieceProcessor()
+sp.Load(sys.argv[1])
+ids = []
+text = open(sys.argv[2], "rb").read().decode("utf-8", errors="replace")
+for line in text.splitlines():
+    ids += sp.EncodeAsIds(line) + [sp.eos_id()]
+hdr = [20240520, 2, len(ids), 0, 2] + [0] * 251
+with open(sys.argv[3], "wb") as f:
+    f.write(struct.pack("<256I", *hdr) + struct.pack("<%dH" % len(ids), *ids))
+EOT
+	kb1=$(peak_kb $PY "$TOK" --spm "$WORK/spm.model" -o "$WORK/mid13.tok" "$WORK/mid13.txt")
+	check "--spm on $(wc -c <"$WORK/mid13.txt") bytes: the whole-text implementation's tokens" \
+		cmp -s "$WORK/ref.tok" "$WORK/mid13.tok"
+	kb2=$(peak_kb $PY "$TOK" --spm "$WORK/spm.model" -o "$WORK/mid.tok" "$WORK/mid.txt")
+	echo "# --spm peak RSS: $kb1 KiB on 0.8 MB, $kb2 KiB on 13 MB"
+	[ "$kb1" -gt 0 ] && [ "$kb2" -gt 0 ] && [ $((kb2 - kb1)) -lt 8192 ] &&
+		pass "--spm: 16 times the text, under 8 MiB more memory" ||
+		fail "--spm: peak RSS $kb1 KiB on 0.8 MB, $kb2 KiB on 13 MB"
+	rm -f "$WORK/mid.txt" "$WORK/mid.tok"
+}
+
 # 1. text -> token file: SentencePiece when it imports, else byte level.
 if $PY -c 'import sentencepiece' 2>/dev/null; then
 	$PY "$TOK" --train-spm "$WORK/spm" --vocab 256 $TEXT/GPL-3 \
 		$TEXT/Apache-2.0 >"$WORK/tok.out" 2>&1 &&
 		[ -s "$WORK/spm.model" ] && pass "tokenize.py --train-spm" ||
 		fail "train SentencePiece: $(cat "$WORK/tok.out")"
+	spm_checks
 	$PY "$TOK" --spm "$WORK/spm.model" -o "$WORK/train.tok" \
 		--val-fraction 0.1 $TEXT/GPL-3 $TEXT/Apache-2.0 >"$WORK/tok.out" 2>&1
 	expect_eq "tokenize.py --spm: text to token files" "$?" 0
