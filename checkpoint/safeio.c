@@ -55,14 +55,19 @@ static hexi_rc errno_rc(int e)
  * and TARGET (the link's text, followed relative to DFD) come from one
  * O_PATH descriptor of the link itself, so a link swapped between the
  * two (renamed away and back: the directory is the user's) cannot pair
- * root's ownership with the user's target. */
+ * root's ownership with the user's target.  A second name of a symlink
+ * (st_nlink > 1: where fs.protected_hardlinks is 0 anyone may hard-link
+ * root's relative link, /etc/os-release -> ../usr/lib/os-release, into a
+ * directory of theirs, where its text resolves through their own links)
+ * is judged as the directory owner's link (*second set). */
 static int trusted_link(int dfd, const char *name, uid_t *owner, char *target,
-			size_t cap)
+			size_t cap, int *second)
 {
-	struct stat st;
+	struct stat st, d;
 	ssize_t n = -1;
 	int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 
+	*second = 0;
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, &st) == 0 && S_ISLNK(st.st_mode))
@@ -72,7 +77,13 @@ static int trusted_link(int dfd, const char *name, uid_t *owner, char *target,
 		return -1;
 	target[n] = '\0';
 	*owner = st.st_uid;
-	return st.st_uid == 0 || st.st_uid == geteuid();
+	if (st.st_nlink > 1) {
+		if (fstat(dfd, &d) != 0)
+			return -1;
+		*owner = d.st_uid;
+		*second = 1;
+	}
+	return *owner == 0 || *owner == geteuid();
 }
 
 /* One path component below DFD as a directory descriptor; creates it
@@ -82,7 +93,7 @@ static hexi_rc open_component(int dfd, const char *comp, int create,
 {
 	char target[CK_PATH_MAX];
 	uid_t owner = 0;
-	int fd, t;
+	int fd, t, second;
 
 	fd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT && create) {
@@ -96,17 +107,23 @@ static hexi_rc open_component(int dfd, const char *comp, int create,
 	}
 	/* O_NOFOLLOW|O_DIRECTORY on a symlink fails with ELOOP or ENOTDIR. */
 	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
-		t = trusted_link(dfd, comp, &owner, target, sizeof(target));
+		t = trusted_link(dfd, comp, &owner, target, sizeof(target),
+				 &second);
 		if (t < 0)
 			return hexi_error(HEXI_ERR_INVAL,
 					  "%s: '%s' is not a directory", path,
 					  comp);
 		if (t == 0)
 			return hexi_error(HEXI_ERR_PERM,
-					  "%s: '%s' is a symlink owned by uid "
+					  "%s: '%s' is a symlink %s uid "
 					  "%u (neither root nor you): "
 					  "refusing to follow it",
-					  path, comp, (unsigned)owner);
+					  path, comp,
+					  second
+					      ? "hard-linked into a directory "
+						"of"
+					      : "owned by",
+					  (unsigned)owner);
 		fd = openat(dfd, target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
 	if (fd < 0)
@@ -178,7 +195,10 @@ static hexi_rc reopen(int pfd, const struct stat *pst, int dfd,
 				  what);
 	}
 	if (ck_have_proc_fd() && ck_fd_path(proc, sizeof(proc), pfd, NULL) == 0)
-		fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		/* O_NONBLOCK: a lease on the file (F_SETLEASE, its owner's)
+		 * makes the open fail at once rather than wait the lease
+		 * break time */
+		fd = open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	else
 		fd = openat(dfd, name,
 			    O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY |
@@ -257,7 +277,7 @@ hexi_rc ck_open_in(int dfd, const char *name, const char *what, int *out,
 	char target[CK_PATH_MAX];
 	struct stat pst;
 	uid_t owner = 0;
-	int pfd, e, t;
+	int pfd, e, t, second;
 
 	*out = -1;
 	if ((pfd = path_fd(dfd, name, 1, &pst)) < 0) {
@@ -268,7 +288,8 @@ hexi_rc ck_open_in(int dfd, const char *name, const char *what, int *out,
 	if (!S_ISLNK(pst.st_mode))
 		return open_plain(pfd, &pst, dfd, name, what, st, out);
 	close(pfd);
-	if ((t = trusted_link(dfd, name, &owner, target, sizeof(target))) < 0)
+	if ((t = trusted_link(dfd, name, &owner, target, sizeof(target),
+			      &second)) < 0)
 		return hexi_error(HEXI_ERR_INVAL,
 				  "%s: changed while it was opened: refused",
 				  what);
@@ -280,6 +301,14 @@ hexi_rc ck_open_in(int dfd, const char *name, const char *what, int *out,
 	}
 	if (t == 0 && S_ISREG(pst.st_mode) && pst.st_uid != owner) {
 		close(pfd);
+		if (second)
+			return hexi_error(HEXI_ERR_PERM,
+					  "%s: a symlink hard-linked into a "
+					  "directory of uid %u, to a file of "
+					  "uid %u (not the directory owner's): "
+					  "refusing to follow it",
+					  what, (unsigned)owner,
+					  (unsigned)pst.st_uid);
 		return hexi_error(HEXI_ERR_PERM,
 				  "%s: a symlink owned by uid %u to a file of "
 				  "uid %u (neither root's nor your link, and "

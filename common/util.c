@@ -92,7 +92,9 @@ static hexi_rc open_regular(const char *path, unsigned flags, int *fdp,
 	/* the file the descriptor holds, not whatever PATH names now;
 	 * without /proc, PATH again, which must still be that file */
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
-	fd = open(proc, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+	/* O_NONBLOCK: another user's lease (F_SETLEASE) on the file makes
+	 * the open fail at once rather than wait its break time */
+	fd = open(proc, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
 		fd = open(path,
 			  O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC |

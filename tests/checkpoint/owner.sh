@@ -189,6 +189,19 @@ ln "$U/root-weights" "$U/hfh/model.safetensors" || hard "ln"
 expect_eq "root import of a hard link to root's 0600 file in $A's directory: refused (exit 14)" $st 14
 check "message: a hard link, both owners" grep -q "model.safetensors: a hard link to a file of uid 0 in a directory of uid $(id -u $A)" "$T/out"
 check "nothing written" test ! -e "$U/imp5"
+# root's relative symlink hard-linked into the user's directory (anyone can
+# where fs.protected_hardlinks=0; root makes it here): its text resolves
+# there, through the user's own link to root's private config; root's
+# link, but judged as the directory owner's, so refused
+mkdir "$U/rootdir" && ln -s cfg.json "$U/rootdir/l" || hard "root's link"
+as $A mkdir "$U/hfr"
+as $A cp "$U/hfown/model.safetensors" "$U/hfr/model.safetensors"
+ln -P "$U/rootdir/l" "$U/hfr/config.json" || hard "ln -P"
+as $A ln -s "$RS/hf/config.json" "$U/hfr/cfg.json"
+"$CK" import "$U/hfr" -o "$U/imp6" >"$T/out" 2>&1; st=$?
+expect_eq "root import through root's symlink hard-linked into $A's directory: refused (exit 14)" $st 14
+check "message: hard-linked, the directory's owner" grep -q "config.json: a symlink hard-linked into a directory of uid $(id -u $A)" "$T/out"
+check "nothing written" test ! -e "$U/imp6"
 as $A mkdir "$U/hfl"
 as $A cp "$U/hfown/config.json" "$U/hfl/config.json"
 as $A ln "$U/hfown/model.safetensors" "$U/hfl/model.safetensors"
