@@ -223,8 +223,9 @@ def current_umask():
 
 class Out:
     """A token file being made.  Its tokens go to a temporary file beside
-    PATH (beside the file it names, if a symbolic link), renamed over that
-    at commit: a hexitrain reading the old file keeps it whole (rewriting
+    PATH (beside the file it names, if a symbolic link of root's or the
+    caller's; another user's link is replaced), renamed over that at
+    commit: a hexitrain reading the old file keeps it whole (rewriting
     it in place would truncate it under the reader).  For a PATH that is
     not a regular file (/dev/stdout, a pipe, /dev/null: a rename would
     replace the device), an anonymous temporary file, copied into PATH at
@@ -234,17 +235,37 @@ class Out:
         self.path, self.tmp, self.f = path, None, None
         with about(path):
             try:
-                st = os.stat(path)
+                st = os.lstat(path)
             except FileNotFoundError:
+                st = None
+            # a symbolic link is followed only where root or the caller
+            # made it (as hexiplan -o does): another user's link, put
+            # where root writes, is replaced, never written through
+            follow = st is not None and stat.S_ISLNK(st.st_mode) and \
+                st.st_uid in (0, os.geteuid())
+            if follow:
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:
+                    st = None
+            elif st is not None and stat.S_ISLNK(st.st_mode):
                 st = None
             if st is not None and stat.S_ISDIR(st.st_mode):
                 raise Fail(path, os.strerror(errno.EISDIR))
+            if st is not None and (stat.S_ISBLK(st.st_mode) or
+                                   stat.S_ISSOCK(st.st_mode)):
+                raise Fail(path, "a %s, not written" % (
+                    "block device" if stat.S_ISBLK(st.st_mode) else "socket"))
+            # a character device or a FIFO (/dev/stdout's terminal or
+            # pipe, /dev/null) is written into, never replaced
             self.in_place = st is not None and not stat.S_ISREG(st.st_mode)
             if self.in_place:
                 self.f = tempfile.TemporaryFile()
             else:
-                # through a symbolic link: the file it names is replaced
-                self.target = os.path.realpath(path)
+                # through our own or root's symbolic link: the file it
+                # names is replaced; another user's link itself
+                self.target = os.path.realpath(path) if follow else \
+                    os.path.abspath(path)
                 fd, self.tmp = tempfile.mkstemp(
                     prefix=".tokenize.", dir=os.path.dirname(self.target))
                 self.f = os.fdopen(fd, "w+b")
@@ -476,7 +497,8 @@ def on_term(signum, frame):
 
 
 def main(argv=None):
-    signal.signal(signal.SIGTERM, on_term)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, on_term)
     try:
         args = parse_args(argv)
         return train_spm(args) if args.train_spm else tokenize(args)

@@ -96,6 +96,25 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 [ -n "$full" ] && [ -c "$full" ] && tok_err "OUTPUT /dev/full (disk full)" 1 \
 	"$full: No space left on device$" tok --bytes -o "$full" "$WORK/c1.txt"
+# as root: a block device is never written (a user's link to /dev/sdX
+# would have had the tokens written over the disk), and another user's
+# link is replaced, not written through
+if [ "$(id -u)" -eq 0 ] && mknod "$WORK/blk" b 7 250 2>/dev/null; then
+	tok_err "OUTPUT a block device" 1 "$WORK/blk: a block device, not written$" \
+		tok --bytes -o "$WORK/blk" "$WORK/c1.txt"
+	echo "root's file" >"$WORK/rootfile"
+	ln -s "$WORK/rootfile" "$WORK/ulink.tok" && chown -h 65534 "$WORK/ulink.tok" || hard "chown -h"
+	tok --bytes -o "$WORK/ulink.tok" "$WORK/c1.txt" >/dev/null 2>&1 ||
+		fail "tokenize.py -o another user's link: exit $?"
+	[ "$(cat "$WORK/rootfile")" = "root's file" ] && [ -f "$WORK/ulink.tok" ] && [ ! -L "$WORK/ulink.tok" ] &&
+		pass "-o another user's link: the link replaced, its target untouched" ||
+		fail "-o another user's link: written through it"
+	ln -s "$WORK/ownfile.tok" "$WORK/olink.tok" || hard "ln -s"
+	tok --bytes -o "$WORK/olink.tok" "$WORK/c1.txt" >/dev/null 2>&1 &&
+		[ -L "$WORK/olink.tok" ] && [ -s "$WORK/ownfile.tok" ] &&
+		pass "-o our own link: the file it names is written, the link kept" ||
+		fail "-o our own link"
+fi
 mkfifo "$WORK/fifo" || hard "mkfifo"
 tok_err "--val-fraction with OUTPUT not a regular file" 2 "--val-fraction: " \
 	tok --bytes -o "$WORK/fifo" --val-fraction 0.5 "$WORK/c1.txt"
