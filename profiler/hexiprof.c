@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,6 +354,12 @@ static hexi_rc output_check(const char *path)
 		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long",
 				  path);
 	rv = hexi_create_unique(prefix, "", 0600, tmp, sizeof(tmp), &fd);
+	if (rv != HEXI_OK && rv != HEXI_ERR_RANGE && errno != 0 &&
+	    errno != EEXIST) /* the file asked for, not the temporary name */
+		return hexi_error(rv,
+				  "%s: the profile cannot be written there "
+				  "(checked before measuring): %s",
+				  path, strerror(errno));
 	if (rv != HEXI_OK)
 		return hexi_error_prefix(rv,
 					 "%s: the profile cannot be written "

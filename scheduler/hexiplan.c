@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <jansson.h>
@@ -548,6 +549,18 @@ static void print_summary(const hexi_plan *p)
 /* ---- commands --------------------------------------------------------------
  */
 
+/* Standard error if it can be written, else /dev/null (with 2>&- the
+ * runtime leaves a read-only descriptor there: the report that would go
+ * there is dropped); -1 if neither. */
+static int report_fd(void)
+{
+	int fl = fcntl(STDERR_FILENO, F_GETFL);
+
+	if (fl >= 0 && (fl & O_ACCMODE) != O_RDONLY)
+		return STDERR_FILENO;
+	return open("/dev/null", O_WRONLY | O_CLOEXEC);
+}
+
 static int cmd_plan(cli *a)
 {
 	hexi_cluster *c = NULL;
@@ -574,7 +587,7 @@ static int cmd_plan(cli *a)
 	 * is one JSON document a pipe or a file can take; the summary, or
 	 * --json's report, goes to standard error (as hexiprof's does) */
 	if (a->out && hexi_path_fd(a->out) == STDOUT_FILENO &&
-	    (fflush(stdout) != 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)) {
+	    (fflush(stdout) != 0 || dup2(report_fd(), STDOUT_FILENO) < 0)) {
 		rc = hexi_error(HEXI_ERR_IO, "standard output: %s",
 				strerror(errno));
 		goto out;

@@ -97,7 +97,9 @@ timeout 20 "$P" --cpu --only-gemm --gemm=4096x4096x4096 -r 1000 -w 0 \
 st=$?
 case $st in 7|8) pass "unwritable output: exit $st before measuring" ;;
 *) fail "unwritable output: exit $st (124: it measured first)" ;; esac
-grep -q "/nonexistent-dir/x.json" "$d/err" && pass "error names the file" || fail "error: $(cat "$d/err")"
+grep -q "/nonexistent-dir/x.json: the profile cannot be written there (checked before measuring): No such file or directory" "$d/err" &&
+	! grep -q '\.tmp\.' "$d/err" && pass "error names the file (not its temporary name) and the cause" ||
+	fail "error: $(cat "$d/err")"
 mkdir "$d/out.json" || hard "mkdir"
 timeout 20 "$P" --cpu --only-gemm --gemm=4096x4096x4096 -r 1000 -w 0 \
 	-o "$d/out.json" >/dev/null 2>"$d/err"

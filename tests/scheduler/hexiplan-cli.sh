@@ -43,6 +43,9 @@ check "-o -: the summary on standard error" grep -q "written to /dev/stdout" "$T
 "$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o - --json >"$T/dashj.txt" 2>"$T/dashj.err"
 check "-o - --json: standard output is the plan" "$H" validate "$T/dashj.txt"
 check "-o - --json: the report on standard error" grep -q '"planning_s"' "$T/dashj.err"
+"$H" plan "$EX/cpu-1x4.json" --model tiny-4l -o - >"$T/dashc.txt" 2>&-
+expect_eq "-o - with standard error closed: exit 0 (the report dropped)" $? 0
+check "-o - with standard error closed: the plan on standard output" "$H" validate "$T/dashc.txt"
 "$H" plan -zv "$EX/cpu-1x4.json" >/dev/null 2>"$T/err"
 expect_eq "an unknown letter in a cluster: usage error 2" $? 2
 check "its message names the letter" grep -q "unknown option '-z'" "$T/err"
