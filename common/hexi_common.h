@@ -215,6 +215,13 @@ int hexi_path_fd(const char *path);
  */
 hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,
 			       int mode);
+/* Would hexi_write_file_atomic(path) be refused where it creates its
+ * file?  Checked as it would write: a descriptor's name, a device or FIFO
+ * is fine (written in place); a directory, socket or block device is
+ * refused; otherwise its temporary file is created beside path and
+ * removed (path itself is not touched).  An error names path; errno is
+ * then the failed open's. */
+hexi_rc hexi_check_writable(const char *path);
 
 #ifdef __cplusplus
 }

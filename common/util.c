@@ -428,11 +428,65 @@ static target_kind classify_target(const char *path, const char **kind)
 	return TARGET_REFUSE;
 }
 
+/* The temporary file beside PATH that the atomic writer renames over it:
+ * PATH.tmp.<16 hex>, its name cut so that it stays within NAME_MAX (255)
+ * where PATH's own name is longer than 234 bytes.  An error names PATH,
+ * not the temporary name, and leaves errno as the failed open set it. */
+static hexi_rc create_beside(const char *path, int mode, char *tmp, size_t cap,
+			     int *fd)
+{
+	const char *base = strrchr(path, '/');
+	size_t dirlen = base ? (size_t)(base - path) + 1 : 0;
+	size_t blen = strlen(path + dirlen);
+	char prefix[4096];
+	hexi_rc rv;
+	int e;
+
+	if ((size_t)snprintf(prefix, sizeof(prefix), "%.*s%.*s.tmp.",
+			     (int)dirlen, path, blen > 234 ? 234 : (int)blen,
+			     path + dirlen) >= sizeof(prefix))
+		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long",
+				  path);
+	errno = 0;
+	rv = hexi_create_unique(prefix, "", mode, tmp, cap, fd);
+	e = errno;
+	if (rv != HEXI_OK && rv != HEXI_ERR_RANGE && e != 0 && e != EEXIST) {
+		rv = hexi_error(rv, "%s: cannot create: %s", path, strerror(e));
+		errno = e;
+	}
+	return rv;
+}
+
+hexi_rc hexi_check_writable(const char *path)
+{
+	char tmp[4096 + 32];
+	const char *kind;
+	hexi_rc rv;
+	int fd = -1;
+
+	switch (classify_target(path, &kind)) {
+	case TARGET_FD:
+	case TARGET_IN_PLACE:
+		return HEXI_OK;
+	case TARGET_REFUSE:
+		errno = 0; /* no open failed */
+		return hexi_error(HEXI_ERR_IO, "%s: is a %s, not replaced",
+				  path, kind);
+	case TARGET_REPLACE:
+		break;
+	}
+	if ((rv = create_beside(path, 0600, tmp, sizeof(tmp), &fd)) != HEXI_OK)
+		return rv;
+	close(fd);
+	unlink(tmp);
+	return HEXI_OK;
+}
+
 hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,
 			       int mode)
 {
 	hexi_rc rv = HEXI_ERR_IO;
-	char prefix[4096], tmp[4096 + 32];
+	char tmp[4096 + 32];
 	const char *kind;
 	int fd = -1;
 
@@ -447,28 +501,8 @@ hexi_rc hexi_write_file_atomic(const char *path, const void *data, size_t len,
 	case TARGET_REPLACE:
 		break;
 	}
-	/* PATH.tmp.<16 hex>, its name cut so that it stays within NAME_MAX
-	 * (255) where PATH's own name is longer than 234 bytes */
-	{
-		const char *base = strrchr(path, '/');
-		size_t dirlen = base ? (size_t)(base - path) + 1 : 0;
-		size_t blen = strlen(path + dirlen);
-		int keep = blen > 234 ? 234 : (int)blen;
-
-		if ((size_t)snprintf(prefix, sizeof(prefix), "%.*s%.*s.tmp.",
-				     (int)dirlen, path, keep,
-				     path + dirlen) >= sizeof(prefix))
-			return hexi_error(HEXI_ERR_RANGE,
-					  "%.200s: path too long", path);
-	}
-	rv = hexi_create_unique(prefix, "", mode, tmp, sizeof(tmp), &fd);
-	if (rv != HEXI_OK) {
-		/* name the file asked for, not the temporary name beside it */
-		if (rv != HEXI_ERR_RANGE && errno != 0 && errno != EEXIST)
-			return hexi_error(rv, "%s: cannot create: %s", path,
-					  strerror(errno));
+	if ((rv = create_beside(path, mode, tmp, sizeof(tmp), &fd)) != HEXI_OK)
 		return rv;
-	}
 	rv = write_all(fd, tmp, data, len);
 	if (rv != HEXI_OK)
 		goto out;

@@ -330,44 +330,15 @@ static int writes_profile(const cli *c, const hexi_prof_mpi *m)
  */
 static hexi_rc output_check(const char *path)
 {
-	const char *base = strrchr(path, '/');
-	size_t dirlen = base ? (size_t)(base - path) + 1 : 0;
-	size_t blen = strlen(path + dirlen);
-	char prefix[4096], tmp[4096 + 32];
-	struct stat st;
-	int fd = -1;
-	hexi_rc rv;
+	hexi_rc rv = hexi_check_writable(path);
 
-	if (hexi_path_fd(path) >= 0 ||
-	    (stat(path, &st) == 0 &&
-	     (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))))
-		return HEXI_OK;
-	if (lstat(path, &st) == 0 &&
-	    (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode) ||
-	     S_ISBLK(st.st_mode)))
-		return hexi_error(HEXI_ERR_IO, "%s: is a %s, not replaced",
-				  path, hexi_file_kind(st.st_mode));
-	/* the writer's PATH.tmp.<16 hex>, its name cut to stay in NAME_MAX */
-	if ((size_t)snprintf(prefix, sizeof(prefix), "%.*s%.*s.tmp.",
-			     (int)dirlen, path, blen > 234 ? 234 : (int)blen,
-			     path + dirlen) >= sizeof(prefix))
-		return hexi_error(HEXI_ERR_RANGE, "%.200s: path too long",
-				  path);
-	rv = hexi_create_unique(prefix, "", 0600, tmp, sizeof(tmp), &fd);
 	if (rv != HEXI_OK && rv != HEXI_ERR_RANGE && errno != 0 &&
-	    errno != EEXIST) /* the file asked for, not the temporary name */
+	    errno != EEXIST) /* a create that failed: say why, once */
 		return hexi_error(rv,
 				  "%s: the profile cannot be written there "
 				  "(checked before measuring): %s",
 				  path, strerror(errno));
-	if (rv != HEXI_OK)
-		return hexi_error_prefix(rv,
-					 "%s: the profile cannot be written "
-					 "there (checked before measuring)",
-					 path);
-	close(fd);
-	unlink(tmp);
-	return HEXI_OK;
+	return rv;
 }
 
 static hexi_rc write_profile(const cli *c, const hexi_profile *p)
